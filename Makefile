@@ -1,0 +1,110 @@
+# Makefile for facegen: a DCGAN generator for CPUs and CUDA GPUs.
+#
+#   make                 build everything (build/facegen, tools, tests)
+#   make run INPUT=input1 OUTPUT=output1 [MODEL=path]   inputs/input1.txt -> outputs/output1.{txt,bmp}
+#   make test            build and run every test this machine can run; ends with a pass/fail line
+#   make clean
+#
+# Knobs: CUDA=0 builds without CUDA (CPU backend only); CUDA_ARCH=90 picks the GPU architecture
+# (default: the first GPU nvidia-smi reports, else 90); DEBUG=1 builds with -O0 -g; PROFILE=1 adds
+# -lineinfo; CPU_ARCH=native sets -march for the CPU code.
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CXX       ?= g++
+ifeq ($(origin CXX),default)
+CXX := g++
+endif
+CUDA      ?= $(shell test -x $(NVCC) && echo 1 || echo 0)
+CUDA_ARCH ?= $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '.' | grep -E '^[0-9]+$$' || echo 90)
+CPU_ARCH  ?= native
+BUILD     := build
+
+OPT := -O3
+ifeq ($(DEBUG),1)
+OPT := -O0 -g
+endif
+
+CPPFLAGS := -I. -I/usr/include/stb -MMD -MP
+CXXFLAGS := -std=c++17 $(OPT) -march=$(CPU_ARCH) -Wall -Wextra -pthread
+NVCCFLAGS := -std=c++17 $(OPT) -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)] \
+             -Xcompiler -Wall,-pthread
+ifeq ($(PROFILE),1)
+NVCCFLAGS += -lineinfo
+endif
+LDLIBS := -pthread
+
+# Library sources: everything in generator/ and kernels/ except the program's main.
+LIB_CPP := $(filter-out generator/main.cpp generator/cuda_unavailable.cpp,$(wildcard generator/*.cpp kernels/*.cpp))
+ifeq ($(CUDA),1)
+LIB_CU  := $(wildcard generator/*.cu kernels/*.cu)
+LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+else
+LIB_CU  :=
+LIB_CPP += generator/cuda_unavailable.cpp
+endif
+LIB_OBJ := $(LIB_CPP:%.cpp=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
+
+TEST_CPP := $(wildcard tests/*.cpp)
+TEST_OBJ := $(TEST_CPP:%.cpp=$(BUILD)/%.o)
+GPU_TEST_CU := $(wildcard tests/gpu/*.cu)
+GPU_TEST_OBJ := $(GPU_TEST_CU:%.cu=$(BUILD)/%.cu.o)
+
+PROGRAM := $(BUILD)/facegen
+RANDOM_MODEL_TOOL := $(BUILD)/make-random-network
+UNIT_TESTS := $(BUILD)/facegen-tests
+GPU_TESTS := $(BUILD)/facegen-gpu-tests
+DEFAULT_MODEL := $(BUILD)/random-network.bin
+
+MODEL  ?= $(DEFAULT_MODEL)
+INPUT  ?= input1
+OUTPUT ?= output1
+ARGS   ?=
+
+ALL := $(PROGRAM) $(RANDOM_MODEL_TOOL) $(UNIT_TESTS)
+ifeq ($(CUDA),1)
+ALL += $(GPU_TESTS)
+endif
+
+.PHONY: all run test clean
+all: $(ALL)
+
+$(BUILD)/libfacegen.a: $(LIB_OBJ)
+	@mkdir -p $(@D)
+	ar rcs $@ $^
+
+$(PROGRAM): $(BUILD)/generator/main.o $(BUILD)/libfacegen.a
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+$(RANDOM_MODEL_TOOL): $(BUILD)/tools/make_random_network.o $(BUILD)/libfacegen.a
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+$(UNIT_TESTS): $(TEST_OBJ) $(BUILD)/libfacegen.a
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+$(GPU_TESTS): $(GPU_TEST_OBJ) $(BUILD)/tests/gpu/test_main.o $(BUILD)/libfacegen.a
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -I. -I/usr/include/stb -MMD -MP -c $< -o $@
+
+# The default model until a trained one ships: seeded random weights, never committed.
+$(DEFAULT_MODEL): $(RANDOM_MODEL_TOOL)
+	$(RANDOM_MODEL_TOOL) --seed 1 --output $@
+
+run: $(PROGRAM) $(MODEL)
+	@mkdir -p outputs
+	$(PROGRAM) --model $(MODEL) --input inputs/$(INPUT).txt --output outputs/$(OUTPUT) $(ARGS)
+
+test: all $(DEFAULT_MODEL)
+	@bash tests/run_all.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

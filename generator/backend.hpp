@@ -1,0 +1,44 @@
+// backend.hpp: the engines that turn latents into images, on the CPU or on a CUDA GPU.
+//
+// A backend takes any number of latents (n, 100) in host memory and fills images (n, 64, 64, 3),
+// C fastest, in host memory. It splits the work into batches of its own choosing; each image
+// depends only on its own latent, so results are the same for any batch size or split.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "generator/network.hpp"
+
+namespace facegen {
+
+enum class DeviceKind { Auto, Cuda, Cpu };
+
+struct BackendOptions {
+  DeviceKind device = DeviceKind::Auto;
+  int cuda_device = -1;   // -1: let the backend choose (device 0, or the MPI layer's choice)
+  int max_batch = 512;    // images per GPU batch
+  int threads = 0;        // CPU threads; 0: all hardware threads
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string describe() const = 0;  // e.g. "CPU, 2 threads" or "CUDA 0: NVIDIA H200 (0000:1a:00.0)"
+  virtual void generate(const float* latents, int64_t n, float* images) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const Network& net, const BackendOptions& options);
+
+// Number of usable CUDA devices; 0 when there is none or no driver, with the reason in *why_none.
+int cuda_device_count(std::string* why_none);
+
+// Throws std::runtime_error when CUDA cannot be used (built without CUDA, no device, no driver).
+std::unique_ptr<Backend> make_cuda_backend(const Network& net, const BackendOptions& options);
+
+// Auto: CUDA when a device is usable, else the CPU with a one-line notice on `notice`.
+std::unique_ptr<Backend> make_backend(const Network& net, const BackendOptions& options,
+                                      std::string* notice);
+
+}  // namespace facegen

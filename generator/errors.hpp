@@ -1,0 +1,17 @@
+// errors.hpp: how the program tells a user's mistake apart from a fault of its own.
+//
+// UserError carries one sentence meant for the person running the program (what is wrong, where,
+// expected against found); main() prints it and exits with status 1. Any other exception is a fault
+// of the program or its environment (a CUDA or MPI failure) and carries file and line; exit status 3.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace facegen {
+
+struct UserError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace facegen

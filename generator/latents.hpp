@@ -1,0 +1,62 @@
+// latents.hpp: reader of latent-vector files.
+//
+// Format: text; the first token is N (a positive integer), then N*100 floats, separated by any white
+// space. The reader streams: it holds a fixed-size buffer of the file, never the whole file, so any N
+// runs in bounded memory. Every problem is a UserError naming the file, the line and column, the
+// token and what was expected: a missing or non-integer N, N <= 0, N larger than the file can hold,
+// a token that is not a number, NaN or Inf, fewer or more than N*100 numbers.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace facegen {
+
+class LatentReader {
+ public:
+  // Opens the file and reads N. Throws UserError.
+  explicit LatentReader(const std::string& path);
+  ~LatentReader();
+  LatentReader(const LatentReader&) = delete;
+  LatentReader& operator=(const LatentReader&) = delete;
+
+  int64_t count() const { return count_; }    // N
+  int64_t images_read() const { return read_; }
+
+  // Reads the next min(max_images, N - images_read()) latents into dst, (max_images, 100) floats.
+  // Returns how many it read. Throws UserError.
+  int64_t read(float* dst, int64_t max_images);
+
+  // Call once all N latents were read: throws UserError if any token follows them.
+  void finish();
+
+ private:
+  struct Token {
+    const char* text;
+    size_t length;
+    int64_t line;
+    int64_t column;
+  };
+  bool next_token(Token* token);  // false at end of file
+  void refill();
+  [[noreturn]] void fail_at(const Token& token, const std::string& what) const;
+
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  std::vector<char> buffer_;
+  size_t begin_ = 0;  // next unread byte in buffer_
+  size_t end_ = 0;    // one past the last valid byte
+  bool eof_ = false;
+  int64_t line_ = 1;
+  int64_t column_ = 1;
+  int64_t count_ = 0;
+  int64_t read_ = 0;
+};
+
+// Reads a whole latent file: returns (N, 100) floats. For tests and small files.
+std::vector<float> read_all_latents(const std::string& path);
+
+}  // namespace facegen

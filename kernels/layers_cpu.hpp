@@ -1,0 +1,34 @@
+// layers_cpu.hpp: the CPU reference of every layer of the generator.
+//
+// Plain, readable loops of the formulas in generator/network.hpp, multithreaded over images. These
+// are the ground truth for the GPU kernels and the CPU backend of the program. Every function works
+// for any sizes (tests use odd ones), and every output element depends only on its own image, so
+// results do not change with the batch size or the thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace facegen {
+
+// out (n, k_out) = z (n, k_in) · weight (k_in, k_out) + bias (k_out)
+void projection_cpu(const float* z, int64_t n, int k_in, int k_out, const float* weight,
+                    const float* bias, float* out, int threads);
+
+// Inference batch norm then ReLU, per channel c:
+// out(p, c) = max(0, (in(p, c) - mean[c]) / sqrt(var[c] + 1e-5) * gamma[c] + beta[c])
+// in, out: (pixels, channels), channels fastest; out may equal in.
+void batchnorm_relu_cpu(const float* in, int64_t pixels, int channels, const float* beta,
+                        const float* gamma, const float* mean, const float* var, float* out,
+                        int threads);
+
+// Stride-2 5x5 transposed convolution with SAME padding (TensorFlow's conv2d_transpose):
+// out(2i + kh - 1, 2j + kw - 1, k) += sum_c in(i, j, c) * weight[kh][kw][k][c], contributions
+// outside the (2h, 2w) output dropped, then + bias[k].
+// in (n, h, w, c_in); weight (5, 5, c_out, c_in); bias (c_out); out (n, 2h, 2w, c_out).
+void tconv_cpu(const float* in, int64_t n, int h, int w, int c_in, const float* weight,
+               const float* bias, int c_out, float* out, int threads);
+
+// out[i] = tanh(in[i]); out may equal in.
+void tanh_cpu(const float* in, int64_t count, float* out, int threads);
+
+}  // namespace facegen
