@@ -161,6 +161,10 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
   const int64_t out_w = int64_t{kTaps} * kTaps * kStageChannels[4] * kStageChannels[3];
   out_weight_ = upload(std::vector<float>(f + L.tconv_weight[3], f + L.tconv_weight[3] + out_w));
   out_bias_ = upload(std::vector<float>(f + L.tconv_bias[3], f + L.tconv_bias[3] + kStageChannels[4]));
+  GPU_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Fp32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 gpu::kOutSmemBytes));
+  GPU_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 gpu::kOutSmemBytes));
   switch (precision) {
     case Precision::Fp32: configure_all<Math::Fp32>(); break;
     case Precision::Tf32: configure_all<Math::Tf32>(); break;
@@ -188,6 +192,7 @@ size_t DeviceNetwork::activation_bytes_per_image(int stage) const {
 }
 
 void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t stream) const {
+  static_assert(kLatentDim % 4 == 0 && kLatentDim <= 128, "projection_bn_relu reads z four at a time, at most 128");
   if (n <= 0) return;
   dim3 grid(kProjOutputs / gpu::kProjColumnsPerBlock, (n + gpu::kProjImagesPerBlock - 1) / gpu::kProjImagesPerBlock);
   switch (precision_) {
@@ -225,12 +230,12 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
 
 void DeviceNetwork::output_layer(const void* act3, int n, float* images, cudaStream_t stream) const {
   if (n <= 0) return;
-  dim3 grid(gpu::kOutHin, n);
+  dim3 grid(gpu::kOutHin / gpu::kOutRowGroup, n);
   if (precision_ == Precision::Bf16)
-    gpu::tconv_output_tanh<Math::Bf16><<<grid, 128, 0, stream>>>(
+    gpu::tconv_output_tanh<Math::Bf16><<<grid, 128, gpu::kOutSmemBytes, stream>>>(
         static_cast<const __nv_bfloat16*>(act3), out_weight_, out_bias_, images);
   else
-    gpu::tconv_output_tanh<Math::Fp32><<<grid, 128, 0, stream>>>(
+    gpu::tconv_output_tanh<Math::Fp32><<<grid, 128, gpu::kOutSmemBytes, stream>>>(
         static_cast<const float*>(act3), out_weight_, out_bias_, images);
   GPU_CHECK_LAUNCH();
 }

@@ -349,7 +349,7 @@ projection_bn_relu(const float* __restrict__ z, int n, int k_in, int k_out,
                    const float* __restrict__ weight, const float* __restrict__ scale,
                    const float* __restrict__ shift, typename MathTypes<M>::Act* __restrict__ out) {
   constexpr int kMaxK = 128;
-  __shared__ float zs[kProjImagesPerBlock][kMaxK];
+  __shared__ __align__(16) float zs[kProjImagesPerBlock][kMaxK];
   const int img0 = blockIdx.y * kProjImagesPerBlock;
   for (int q = threadIdx.x; q < kProjImagesPerBlock * k_in; q += blockDim.x) {
     int i = q / k_in, k = q % k_in;
@@ -361,10 +361,20 @@ projection_bn_relu(const float* __restrict__ z, int n, int k_in, int k_out,
   float acc[kProjImagesPerBlock];
 #pragma unroll
   for (int i = 0; i < kProjImagesPerBlock; ++i) acc[i] = 0.f;
-  for (int k = 0; k < k_in; ++k) {
-    float w = weight[static_cast<int64_t>(k) * k_out + j];
+  // k in steps of 4 so one 16-byte shared load feeds four FMAs (k_in % 4 == 0, checked by the caller);
+  // the sum still runs over k in ascending order.
+  for (int k = 0; k < k_in; k += 4) {
+    float w[4];
 #pragma unroll
-    for (int i = 0; i < kProjImagesPerBlock; ++i) acc[i] = fmaf(zs[i][k], w, acc[i]);
+    for (int e = 0; e < 4; ++e) w[e] = weight[static_cast<int64_t>(k + e) * k_out + j];
+#pragma unroll
+    for (int i = 0; i < kProjImagesPerBlock; ++i) {
+      float4 zv = *reinterpret_cast<const float4*>(&zs[i][k]);
+      acc[i] = fmaf(zv.x, w[0], acc[i]);
+      acc[i] = fmaf(zv.y, w[1], acc[i]);
+      acc[i] = fmaf(zv.z, w[2], acc[i]);
+      acc[i] = fmaf(zv.w, w[3], acc[i]);
+    }
   }
   const float sc = scale[j], sh = shift[j];
 #pragma unroll
@@ -379,9 +389,14 @@ projection_bn_relu(const float* __restrict__ z, int n, int k_in, int k_out,
 }
 
 // The last transposed convolution (64 -> 3 channels, 32x32 -> 64x64) with bias and tanh, direct:
-// one block per (image, input row oy) makes output rows 2*oy and 2*oy + 1; each warp holds one
-// phase so tap and weight addresses are warp-uniform. Float32 FFMA, weights in float32.
-constexpr int kOutCin = 64, kOutCout = 3, kOutHin = 32;
+// one block per (image, kOutRowGroup input rows) makes output rows 2*oy and 2*oy + 1 for those rows,
+// with the weights loaded into shared memory once per block and each weight load reused for
+// kOutRowGroup rows. Each warp holds one phase so tap and weight addresses are warp-uniform.
+// Float32 FFMA, weights in float32, taps then channels in a fixed order.
+constexpr int kOutCin = 64, kOutCout = 3, kOutHin = 32, kOutRowGroup = 4;
+constexpr int kOutPitch = kOutCin + 4;
+constexpr int kOutSmemBytes =
+    sizeof(float) * ((kOutRowGroup + 2) * (kOutHin + 2) * kOutPitch + 25 * kOutCout * kOutCin);
 
 template <Math M>
 __global__ void __launch_bounds__(128)
@@ -389,49 +404,59 @@ tconv_output_tanh(const typename MathTypes<M>::Act* __restrict__ in,  // (n, 32,
                   const float* __restrict__ weight,                   // (5, 5, 3, 64)
                   const float* __restrict__ bias,                     // (3)
                   float* __restrict__ out) {                          // (n, 64, 64, 3)
-  constexpr int kPitch = kOutCin + 4;
-  __shared__ __align__(16) float in_s[3][kOutHin + 2][kPitch];  // rows oy-1..oy+1, columns -1..32
-  __shared__ __align__(16) float w_s[25 * kOutCout * kOutCin];
-  const int oy = blockIdx.x, img = blockIdx.y;
+  extern __shared__ __align__(16) float out_smem[];
+  float* w_s = out_smem;                           // (25, 3, 64)
+  float* in_s = out_smem + 25 * kOutCout * kOutCin;  // (rows oy0-1 .. oy0+G, columns -1..32, kOutPitch)
+  const int oy0 = blockIdx.x * kOutRowGroup, img = blockIdx.y;
   for (int q = threadIdx.x; q < 25 * kOutCout * kOutCin / 4; q += blockDim.x)
     reinterpret_cast<float4*>(w_s)[q] = reinterpret_cast<const float4*>(weight)[q];
-  for (int q = threadIdx.x; q < 3 * (kOutHin + 2) * kOutCin; q += blockDim.x) {
+  constexpr int kRows = kOutRowGroup + 2;
+  for (int q = threadIdx.x; q < kRows * (kOutHin + 2) * kOutCin; q += blockDim.x) {
     int c = q % kOutCin, x = (q / kOutCin) % (kOutHin + 2), r = q / (kOutCin * (kOutHin + 2));
-    int iy = oy + r - 1, ix = x - 1;
+    int iy = oy0 + r - 1, ix = x - 1;
     float v = 0.f;
     if (iy >= 0 && iy < kOutHin && ix >= 0 && ix < kOutHin) {
       auto e = in[((static_cast<int64_t>(img) * kOutHin + iy) * kOutHin + ix) * kOutCin + c];
       v = static_cast<float>(e);
     }
-    in_s[r][x][c] = v;
+    in_s[(r * (kOutHin + 2) + x) * kOutPitch + c] = v;
   }
   __syncthreads();
   const int py = threadIdx.x >> 6, px = (threadIdx.x >> 5) & 1, ox = threadIdx.x & 31;
-  float acc[kOutCout] = {0.f, 0.f, 0.f};
+  float acc[kOutRowGroup][kOutCout] = {};
   for (int ty = 0; ty < phase_taps(py); ++ty) {
     const int kh = phase_kernel_index(py, ty), r = phase_offset(py, ty) + 1;
     for (int tx = 0; tx < phase_taps(px); ++tx) {
       const int kw = phase_kernel_index(px, tx), x = ox + phase_offset(px, tx) + 1;
-      const float4* ip = reinterpret_cast<const float4*>(&in_s[r][x][0]);
+      const float4* ip = reinterpret_cast<const float4*>(in_s + (r * (kOutHin + 2) + x) * kOutPitch);
       const float4* wp = reinterpret_cast<const float4*>(w_s + (kh * 5 + kw) * kOutCout * kOutCin);
-#pragma unroll 4
+#pragma unroll 2
       for (int c4 = 0; c4 < kOutCin / 4; ++c4) {
-        float4 v = ip[c4];
+        float4 w[kOutCout];
 #pragma unroll
-        for (int k = 0; k < kOutCout; ++k) {
-          float4 w = wp[k * (kOutCin / 4) + c4];
-          acc[k] = fmaf(v.x, w.x, acc[k]);
-          acc[k] = fmaf(v.y, w.y, acc[k]);
-          acc[k] = fmaf(v.z, w.z, acc[k]);
-          acc[k] = fmaf(v.w, w.w, acc[k]);
+        for (int k = 0; k < kOutCout; ++k) w[k] = wp[k * (kOutCin / 4) + c4];
+#pragma unroll
+        for (int g = 0; g < kOutRowGroup; ++g) {
+          float4 v = ip[g * (kOutHin + 2) * kOutPitch / 4 + c4];
+#pragma unroll
+          for (int k = 0; k < kOutCout; ++k) {
+            acc[g][k] = fmaf(v.x, w[k].x, acc[g][k]);
+            acc[g][k] = fmaf(v.y, w[k].y, acc[g][k]);
+            acc[g][k] = fmaf(v.z, w[k].z, acc[g][k]);
+            acc[g][k] = fmaf(v.w, w[k].w, acc[g][k]);
+          }
         }
       }
     }
   }
-  const int y = 2 * oy + py, x = 2 * ox + px;
-  float* o = out + ((static_cast<int64_t>(img) * 64 + y) * 64 + x) * kOutCout;
+  const int x = 2 * ox + px;
 #pragma unroll
-  for (int k = 0; k < kOutCout; ++k) o[k] = tanhf(acc[k] + bias[k]);
+  for (int g = 0; g < kOutRowGroup; ++g) {
+    const int y = 2 * (oy0 + g) + py;
+    float* o = out + ((static_cast<int64_t>(img) * 64 + y) * 64 + x) * kOutCout;
+#pragma unroll
+    for (int k = 0; k < kOutCout; ++k) o[k] = tanhf(acc[g][k] + bias[k]);
+  }
 }
 
 }  // namespace gpu
