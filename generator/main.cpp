@@ -26,6 +26,13 @@ constexpr int kExitInput = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitFault = 3;
 
+facegen::Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return facegen::Precision::Fp32;
+  if (name == "tf32") return facegen::Precision::Tf32;
+  if (name == "bf16") return facegen::Precision::Bf16;
+  throw facegen::UserError("unknown --precision '" + name + "' (expected fp32, tf32 or bf16)");
+}
+
 DeviceKind parse_device(const std::string& name) {
   if (name == "auto") return DeviceKind::Auto;
   if (name == "cuda" || name == "gpu") return DeviceKind::Cuda;
@@ -58,6 +65,8 @@ int main(int argc, char** argv) {
       ("d,device", "auto, cuda or cpu (auto: a usable GPU, else the CPU)",
        cxxopts::value<std::string>()->default_value("auto"))
       ("g,gpu", "CUDA device index", cxxopts::value<int>()->default_value("0"))
+      ("p,precision", "GPU arithmetic: fp32 (exact float32), tf32 or bf16 (tensor cores)",
+       cxxopts::value<std::string>()->default_value("fp32"))
       ("b,batch", "images per GPU batch", cxxopts::value<int>()->default_value("512"))
       ("t,threads", "CPU threads (0: all)", cxxopts::value<int>()->default_value("0"))
       ("q,quiet", "print nothing but errors")
@@ -92,6 +101,7 @@ int main(int argc, char** argv) {
     request.formats = facegen::parse_formats(args["formats"].as<std::string>());
     request.backend.device = parse_device(args["device"].as<std::string>());
     request.backend.cuda_device = args["gpu"].as<int>();
+    request.backend.precision = parse_precision(args["precision"].as<std::string>());
     request.backend.max_batch = args["batch"].as<int>();
     request.backend.threads = args["threads"].as<int>();
     if (request.backend.max_batch < 1 || request.backend.max_batch > (1 << 20)) {

@@ -116,6 +116,8 @@ expect_error "no --model" 2 "missing --model" --input "$work/l3.txt" --output "$
 expect_error "unknown flag" 2 "nosuch" --nosuch --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --device" 1 "unknown --device 'tpu'" --device tpu --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --formats" 1 "unknown output format 'gif'" --formats txt,gif --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "bad --precision" 1 "unknown --precision 'fp64'" --precision fp64 --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "bf16 on the CPU" 1 "CUDA GPU only" --device cpu --precision bf16 --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --batch" 1 "--batch must be" --batch 0 --model "$model" --input "$work/l3.txt" --output "$out"
 
 # --- bad models -----------------------------------------------------------------------------------
