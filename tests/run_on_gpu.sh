@@ -18,7 +18,7 @@ check() {  # check NAME COMMAND...: runs it, reports ok/FAIL
 
 nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 make -j"$(nproc)" all > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%F)"
+echo "commit ${FACEGEN_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(date -u +%F)"
 
 ./build/facegen-gpu-tests 2>&1 | tee "$out/gpu-tests.log" | tail -n 4
 [ "${PIPESTATUS[0]}" -eq 0 ] || failures=$((failures + 1))
