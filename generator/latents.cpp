@@ -1,6 +1,6 @@
 // latents.cpp: streaming reader of latent files: "N" then N*100 floats, any white space between.
 //
-// The file is read through one fixed buffer (1 MiB); a token cut by the end of the buffer is moved
+// The file is read through one fixed buffer (1 MiB by default); a token cut by the end of the buffer is moved
 // to its front before the next read, so memory stays bounded for any N. Positions in messages are
 // 1-based line:column of a token's first byte, columns counted in bytes. A value is any token that
 // strtof consumes in full (decimal or hexadecimal); one that underflows is kept as 0 or a subnormal,
@@ -24,7 +24,6 @@
 namespace facegen {
 namespace {
 
-constexpr size_t kBufferBytes = size_t{1} << 20;
 constexpr size_t kQuoteChars = 32;  // longer tokens are shortened in messages
 constexpr int64_t kMinBytesPerValue = 2;  // one character and one separator
 
@@ -73,25 +72,31 @@ bool is_integer_text(const char* s, size_t length) {
   return true;
 }
 
-}  // namespace
-
-LatentReader::LatentReader(const std::string& path) : path_(path), buffer_(kBufferBytes) {
-  file_ = std::fopen(path.c_str(), "rb");
-  if (file_ == nullptr) {
+std::FILE* open_input(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
     const int err = errno;
     throw UserError("cannot open input file " + path + ": " + std::strerror(err));
   }
-  struct stat st;
-  if (::fstat(::fileno(file_), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) {
-      std::fclose(file_);
-      file_ = nullptr;
-      throw UserError("input file " + path + " is a directory, not a latent file");
-    }
-    if (S_ISREG(st.st_mode)) file_size_ = st.st_size;
-  }
-  // From here on the destructor does not run if we throw, so close the file on the way out.
+  return file;
+}
+
+}  // namespace
+
+LatentReader::LatentReader(const std::string& path) : LatentReader(open_input(path), path) {}
+
+LatentReader::LatentReader(std::FILE* file, const std::string& name, size_t buffer_bytes)
+    : path_(name), file_(file) {
+  if (file_ == nullptr) throw std::invalid_argument("LatentReader: null stream for " + name);
+  // The destructor does not run if a constructor throws, so close the stream on the way out.
   try {
+    if (buffer_bytes == 0) throw std::invalid_argument("LatentReader: a read buffer of 0 bytes");
+    buffer_.resize(buffer_bytes);
+    struct stat st;
+    if (::fstat(::fileno(file_), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) throw UserError("input file " + path_ + " is a directory, not a latent file");
+      if (S_ISREG(st.st_mode)) file_size_ = st.st_size;
+    }
     Token token;
     if (!next_token(&token)) {
       fail_at(token, "the file is empty, but it must start with the image count N, a positive integer");

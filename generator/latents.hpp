@@ -19,6 +19,12 @@ class LatentReader {
  public:
   // Opens the file and reads N. Throws UserError.
   explicit LatentReader(const std::string& path);
+  // Reads from a stream that is already open (a pipe, fmemopen, a memfd); the reader owns it and
+  // closes it, also when this throws. `name` stands for the file in messages. The N-against-size check
+  // applies when the stream is a regular file. `buffer_bytes` (at least 1) is the read buffer; tests
+  // make it small to cut tokens at every position.
+  LatentReader(std::FILE* file, const std::string& name, size_t buffer_bytes = kDefaultBufferBytes);
+  static constexpr size_t kDefaultBufferBytes = size_t{1} << 20;
   ~LatentReader();
   LatentReader(const LatentReader&) = delete;
   LatentReader& operator=(const LatentReader&) = delete;

@@ -346,3 +346,48 @@ TEST_CASE("latents: finish() before every image was read is a bug of the caller"
   reader.read(dst.data(), 1);
   CHECK_THROWS_AS(reader.finish(), std::logic_error);
 }
+
+TEST_CASE("latents: a stream reads like a file, with any read buffer from 1 byte up") {
+  // Tokens of every length up to 12 characters, mixed white space, a UTF-8 byte order mark.
+  std::string text = "\xEF\xBB\xBF" "2\r\n";
+  std::vector<float> expected;
+  for (int i = 0; i < 2 * kLatentDim; ++i) {
+    const std::string token = std::to_string((i * 37) % 1000 - 500) + (i % 3 ? ".25e-1" : "");
+    text += token + (i % 5 == 0 ? "\n" : i % 7 == 0 ? "\t " : " ");
+    expected.push_back(std::strtof(token.c_str(), nullptr));
+  }
+  for (size_t buffer : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, size_t{13}, size_t{64},
+                        LatentReader::kDefaultBufferBytes}) {
+    CAPTURE(buffer);
+    std::FILE* stream = ::fmemopen(text.data(), text.size(), "rb");
+    REQUIRE(stream != nullptr);
+    std::vector<float> got(2 * kLatentDim);
+    try {
+      LatentReader reader(stream, "memory", buffer);
+      REQUIRE(reader.count() == 2);
+      CHECK(reader.read(got.data(), 1) == 1);
+      CHECK(reader.read(got.data() + kLatentDim, 5) == 1);
+      reader.finish();
+      CHECK(got == expected);
+    } catch (const UserError& e) {
+      // Only a buffer shorter than a token may refuse the file, and it says so.
+      CHECK(buffer < 16);
+      CHECK(contains(e.what(), "is longer than"));
+    }
+  }
+}
+
+TEST_CASE("latents: a stream's errors name the stream; the reader closes it when it throws") {
+  std::string text = "3\n1 2 x";
+  std::FILE* stream = ::fmemopen(text.data(), text.size(), "rb");
+  REQUIRE(stream != nullptr);
+  // fmemopen has no file size, so N = 3 passes the size check and the bad token is found by read().
+  LatentReader reader(stream, "memory-input", 4);
+  std::vector<float> got(3 * kLatentDim);
+  const std::string message = user_error_of([&] { reader.read(got.data(), 3); });
+  CHECK(contains(message, "memory-input:2:5"));
+  CHECK(contains(message, "\"x\""));
+  std::FILE* empty_stream = ::fmemopen(nullptr, 1, "w+");
+  REQUIRE(empty_stream != nullptr);
+  CHECK(contains(user_error_of([&] { LatentReader failing(empty_stream, "nothing"); }), "nothing:1:1"));
+}
