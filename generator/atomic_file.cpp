@@ -7,6 +7,8 @@
 #include "generator/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -93,13 +95,24 @@ AtomicFile::AtomicFile(std::string final_path) : final_path_(std::move(final_pat
   }
 
   std::string pattern = final_path_ + ".tmp-XXXXXX";
+  // A SIGINT/SIGTERM between creating the file and listing it would leave the file behind: hold
+  // those two signals in this thread until it is listed. (The pipeline creates its outputs before
+  // the CPU backend starts worker threads; a signal taken by a thread of a GPU runtime in this
+  // window of two calls could still leave one temporary file.)
+  sigset_t stop_signals, previous;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
   const int fd = ::mkostemp(&pattern[0], O_CLOEXEC);
+  const int create_errno = errno;
+  if (fd >= 0) registry_slot_ = register_temp_path(pattern);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (fd < 0) {
-    const int err = errno;
-    throw UserError("cannot create output file " + final_path_ + ": " + std::strerror(err) + create_hint(err));
+    throw UserError("cannot create output file " + final_path_ + ": " + std::strerror(create_errno) +
+                    create_hint(create_errno));
   }
   temp_path_ = pattern;
-  registry_slot_ = register_temp_path(temp_path_);
 
   // mkstemp creates the file 0600; an output file should be as readable as one made by open(2).
   if (::fchmod(fd, 0644 & ~kProcessUmask) != 0) {
@@ -184,7 +197,13 @@ void AtomicFile::commit() {
 void AtomicFile::abandon() {
   close_quietly();
   if (!committed_ && !temp_path_.empty()) {
-    ::unlink(temp_path_.c_str());
+    if (::unlink(temp_path_.c_str()) != 0 && errno != ENOENT) {
+      // A file system that turned read-only refuses the removal too; a destructor cannot throw, so
+      // say where the file is rather than leave it unmentioned.
+      const int err = errno;
+      std::fprintf(stderr, "facegen: warning: cannot remove temporary file %s: %s\n", temp_path_.c_str(),
+                   std::strerror(err));
+    }
     unregister_temp_path(registry_slot_);
     registry_slot_ = -1;
     temp_path_.clear();

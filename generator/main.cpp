@@ -4,16 +4,21 @@
 //
 // writes outputs/output1.txt and outputs/output1.bmp. Exit status: 0 success, 1 a problem with the
 // input (files, values, flags: one sentence on stderr), 2 a malformed command line, 3 a fault of the
-// program or its environment (CUDA, memory).
+// program or its environment (CUDA, memory), 130 or 143 stopped by SIGINT or SIGTERM (temporary
+// files removed, existing outputs untouched).
 #include <cxxopts.hpp>
+#include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <string>
 #include <thread>
 
+#include "generator/atomic_file.hpp"
 #include "generator/errors.hpp"
 #include "generator/pipeline.hpp"
 #include "generator/version.hpp"
@@ -40,6 +45,28 @@ DeviceKind parse_device(const std::string& name) {
   throw facegen::UserError("unknown --device '" + name + "' (expected auto, cuda or cpu)");
 }
 
+// SIGINT and SIGTERM: remove every temporary output file, say why on stderr, exit 128 + signal.
+// Only async-signal-safe calls (unlink, write, _exit); outputs already renamed into place stay, and
+// none is ever half-written, so an interrupted run leaves each output either old or complete.
+extern "C" void on_stop_signal(int signal_number) {
+  facegen::remove_all_temp_files_for_signal();
+  const char* message = signal_number == SIGINT ? "facegen: interrupted (SIGINT); temporary files removed\n"
+                                                : "facegen: terminated (SIGTERM); temporary files removed\n";
+  ssize_t ignored = ::write(STDERR_FILENO, message, std::strlen(message));
+  (void)ignored;
+  ::_exit(128 + signal_number);
+}
+
+void install_stop_handlers() {
+  struct sigaction action;
+  std::memset(&action, 0, sizeof action);
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  sigaddset(&action.sa_mask, SIGINT);  // one handler at a time
+  sigaddset(&action.sa_mask, SIGTERM);
+  for (int signal_number : {SIGINT, SIGTERM}) sigaction(signal_number, &action, nullptr);
+}
+
 std::string human_bytes(double bytes) {
   const char* units[] = {"B", "KB", "MB", "GB", "TB"};
   int unit = 0;
@@ -55,6 +82,7 @@ std::string human_bytes(double bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  install_stop_handlers();
   cxxopts::Options options("facegen", "Generates 64x64 RGB images from latent vectors with a DCGAN generator.");
   options.add_options()
       ("m,model", "generator weights (SHPC facegen network.bin layout)", cxxopts::value<std::string>())
