@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# fuzz_run.sh: runs libFuzzer targets one after another, each first over its corpus in
+# fuzz/corpus/<target>/ (every past finding stays fixed), then on new inputs for FUZZ_SECONDS.
+#
+# Usage: FUZZ_SECONDS=25 tests/fuzz_run.sh build/fuzz/fuzz_latents build/fuzz/fuzz_network
+# One process per target (no -jobs), new inputs go to a scratch copy of the corpus, never into the
+# repository; a crashing input is kept in FUZZ_ARTIFACTS (default: a scratch directory, printed).
+# Prints one line per target with its executions; exit 0 when no target found anything.
+set -u
+cd "$(dirname "$0")/.."
+seconds=${FUZZ_SECONDS:-25}
+scratch=$(mktemp -d /tmp/facegen-fuzz.XXXXXX)
+artifacts=${FUZZ_ARTIFACTS:-$scratch/artifacts}
+mkdir -p "$artifacts"
+trap 'rm -rf "$scratch/corpus"' EXIT
+status=0
+for target in "$@"; do
+  name=$(basename "$target")
+  corpus=fuzz/corpus/$name
+  [ -d "$corpus" ] || { echo "fuzz_run: no corpus $corpus for $target"; status=1; continue; }
+  work=$scratch/corpus/$name
+  mkdir -p "$work"
+  cp "$corpus"/* "$work"/
+  log=$scratch/$name.log
+  "$target" -max_total_time="$seconds" -max_len=4096 -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/$name-" "$work" > "$log" 2>&1
+  got=$?
+  runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$')
+  if [ $got -eq 0 ]; then
+    echo "  ok    $name: ${runs:-?} executions in ${seconds} s, corpus $(ls "$corpus" | wc -l) files, no finding"
+  else
+    status=1
+    echo "  FAIL  $name: exit status $got; the input is in $artifacts; log tail:"
+    grep -E 'ERROR|SUMMARY|runtime error|Test unit written|abort' "$log" | head -n 20 | sed 's/^/        /'
+  fi
+done
+[ $status -eq 0 ] && rm -rf "$scratch"
+exit $status
