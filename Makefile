@@ -3,6 +3,9 @@
 #   make                 build everything (build/facegen, tools, tests)
 #   make run INPUT=input1 OUTPUT=output1 [MODEL=path]   inputs/input1.txt -> outputs/output1.{txt,bmp}
 #   make test            build and run every test this machine can run; ends with a pass/fail line
+#   make test-sanitize   the unit, command-line and fault tests again, built with AddressSanitizer and
+#                        UndefinedBehaviorSanitizer in build-san/ (same as make test SANITIZE=1)
+#   make fuzz            libFuzzer targets (clang) in build/fuzz/; make fuzz-smoke runs each briefly
 #   make bench           (GPU machine) build/facegen-bench, then bench/pytorch_reference.py beside it
 #   make clean
 #   make deps            install the Debian packages needed to build and run (apt-get; as root or via sudo)
@@ -10,7 +13,8 @@
 #
 # Knobs: CUDA=0 builds without CUDA (CPU backend only); CUDA_ARCH=90 picks the GPU architecture
 # (default: the first GPU nvidia-smi reports, else 90); DEBUG=1 builds with -O0 -g; PROFILE=1 adds
-# -lineinfo; CPU_ARCH=native sets -march for the CPU code.
+# -lineinfo; CPU_ARCH=native sets -march for the CPU code. SANITIZE=1 builds into build-san/ with
+# -fsanitize=address,undefined and without CUDA (nvcc cannot build AddressSanitizer code).
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
@@ -19,9 +23,24 @@ ifeq ($(origin CXX),default)
 CXX := g++
 endif
 CUDA      ?= $(shell test -x $(NVCC) && echo 1 || echo 0)
+ifeq ($(SANITIZE),1)
+override CUDA := 0
+endif
+ifeq ($(VALGRIND),1)
+override CUDA := 0
+endif
 CUDA_ARCH ?= $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '.' | grep -E '^[0-9]+$$' || echo 90)
 CPU_ARCH  ?= native
 BUILD     := build
+ifeq ($(SANITIZE),1)
+BUILD     := build-san
+endif
+# VALGRIND=1: build-vg/, for tests/suites/valgrind.sh: no CUDA, and no AVX-512 (valgrind cannot
+# decode it, and -march=native emits it on CPUs that have it).
+ifeq ($(VALGRIND),1)
+BUILD     := build-vg
+CPU_ARCH  := x86-64-v3
+endif
 MAKEFLAGS += -j$(shell nproc)
 
 OPT := -O3
@@ -37,6 +56,17 @@ ifeq ($(PROFILE),1)
 NVCCFLAGS += -lineinfo
 endif
 LDLIBS := -pthread
+# Any report is fatal (a sanitizer that only prints lets a test pass).
+SANITIZER_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+ifeq ($(VALGRIND),1)
+OPT      := -O1 -g
+CXXFLAGS := -std=c++17 $(OPT) -march=$(CPU_ARCH) -Wall -Wextra -pthread
+endif
+ifeq ($(SANITIZE),1)
+OPT      := -O1 -g
+CXXFLAGS := -std=c++17 $(OPT) -march=$(CPU_ARCH) -Wall -Wextra -pthread $(SANITIZER_FLAGS)
+LDLIBS   += $(SANITIZER_FLAGS)
+endif
 
 # Library sources: everything in generator/ and kernels/ except the program's main.
 LIB_CPP := $(filter-out generator/main.cpp generator/cuda_unavailable.cpp,$(wildcard generator/*.cpp kernels/*.cpp))
@@ -63,6 +93,16 @@ BENCH := $(BUILD)/facegen-bench
 BENCH_OUT := $(BUILD)/bench-run
 DEFAULT_MODEL := $(BUILD)/random-network.bin
 
+# libFuzzer targets: the latent parser and the model loader with the sources they need, built by
+# clang with the fuzzer, AddressSanitizer and UndefinedBehaviorSanitizer. fuzz-smoke runs each on its
+# corpus in fuzz/corpus/ and then for FUZZ_SECONDS of new inputs; FUZZ_SECONDS=600 for a real run.
+FUZZ_CXX     ?= clang++-14
+FUZZ_SECONDS ?= 25
+FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+                -fno-omit-frame-pointer
+FUZZ_LIB_SRC := generator/latents.cpp generator/network.cpp generator/atomic_file.cpp
+FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))
+
 MODEL  ?= $(DEFAULT_MODEL)
 INPUT  ?= input1
 OUTPUT ?= output1
@@ -73,7 +113,7 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run test bench clean deps test-deps
+.PHONY: all run test test-sanitize valgrind-build fuzz fuzz-smoke bench clean deps test-deps
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -115,8 +155,29 @@ run: $(PROGRAM) $(MODEL)
 	@mkdir -p outputs
 	$(PROGRAM) --model $(MODEL) --input inputs/$(INPUT).txt --output outputs/$(OUTPUT) $(ARGS)
 
-test: all $(DEFAULT_MODEL)
-	@bash tests/run_all.sh
+# The plain test pass also builds the fuzz targets where clang is installed (tests/suites/fuzz_smoke.sh
+# runs them) and build-vg/facegen where valgrind is (tests/suites/valgrind.sh).
+PLAIN_PASS   := $(if $(filter 1,$(SANITIZE) $(VALGRIND)),,1)
+FUZZ_IN_TEST := $(if $(PLAIN_PASS),$(if $(shell command -v $(FUZZ_CXX) 2>/dev/null),$(FUZZ_TARGETS)))
+VG_IN_TEST   := $(if $(PLAIN_PASS),$(if $(shell command -v valgrind 2>/dev/null),valgrind-build))
+test: all $(DEFAULT_MODEL) $(FUZZ_IN_TEST) $(VG_IN_TEST)
+	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) bash tests/run_all.sh
+
+# After the plain pass when both are asked for (make runs goals in parallel otherwise).
+test-sanitize: | $(filter test,$(MAKECMDGOALS))
+	@$(MAKE) --no-print-directory SANITIZE=1 test
+
+valgrind-build:
+	@$(MAKE) --no-print-directory VALGRIND=1 build-vg/facegen
+
+fuzz: $(FUZZ_TARGETS)
+
+build/fuzz/%: fuzz/%.cpp $(FUZZ_LIB_SRC) $(wildcard generator/*.hpp)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_SRC)
+
+fuzz-smoke: $(FUZZ_TARGETS)
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz_run.sh $(FUZZ_TARGETS)
 
 # A benchmark, not a test: numbers, then PyTorch on the same network (BENCH_ARGS=--quick: fewer repetitions;
 # TORCH_ARGS e.g. --compile-budget 120).
@@ -126,11 +187,12 @@ bench: $(BENCH)
 	python3 bench/pytorch_reference.py --dir $(BENCH_OUT) $(TORCH_ARGS)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf build build-san build-vg
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RUN_PACKAGES := build-essential make libstb-dev libcxxopts-dev doctest-dev openmpi-bin libopenmpi-dev
-TEST_PACKAGES := python3 python3-numpy python3-torch
+# clang and its runtimes: libFuzzer targets; valgrind: the leak and memory check of a whole run.
+TEST_PACKAGES := python3 python3-numpy python3-torch clang-14 libclang-rt-14-dev valgrind
 deps:
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(RUN_PACKAGES)

@@ -3,9 +3,22 @@
 #
 # A suite that cannot run here (no GPU, no PyTorch) says so and why in its own output and counts as
 # skipped, never as passed. The last line is "N passed, N failed, N skipped" (suites).
+#
+# SANITIZE=1 (make test-sanitize; BUILD=build-san): the AddressSanitizer + UndefinedBehaviorSanitizer
+# build, where any report is fatal. It runs the light suites (unit, command line, faults) and skips,
+# with the reason, those that would take long under the sanitizers or cannot use them.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
+sanitize=${SANITIZE:-0}
+export SANITIZE=$sanitize
+sanitized_suites=" faults "
+if [ "$sanitize" = 1 ]; then
+  # exitcode 86: a sanitizer report must not look like the program's own exit status 1.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:exitcode=86:strict_string_checks=1:detect_stack_use_after_return=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=86}
+  echo "sanitizer pass: $build, ASAN_OPTIONS=$ASAN_OPTIONS"
+fi
 passed=0
 failed=0
 skipped=0
@@ -31,6 +44,22 @@ suite() {
 
 suite "unit tests (doctest)" "$build/facegen-tests"
 suite "command line" tests/test_cli.sh "$build"
+if [ "$sanitize" = 1 ]; then
+  echo; echo "=== cross-check against PyTorch, GPU tests: skipped (plain pass only: PyTorch and CUDA need no sanitized build)"
+  skipped=$((skipped + 2))
+  for extra in tests/suites/*.sh; do
+    name=$(basename "$extra" .sh)
+    case $sanitized_suites in
+      *" $name "*) suite "$name (sanitized)" bash "$extra" "$build" ;;
+      *) echo; echo "=== $name: skipped (plain pass only: too slow under the sanitizers)"; skipped=$((skipped + 1)) ;;
+    esac
+  done
+  echo
+  [ $failed -gt 0 ] && echo "failed suites: ${failed_names[*]}"
+  echo "$passed passed, $failed failed, $skipped skipped"
+  [ $failed -eq 0 ]
+  exit
+fi
 if [ -f tests/torch_crosscheck.py ]; then
   suite "cross-check against PyTorch" /usr/bin/python3 tests/torch_crosscheck.py .
 fi
