@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# sanitize_gpu.sh: the GPU tests under compute-sanitizer (GPU machine only; about 3 minutes).
+#
+# memcheck (out-of-bounds and misaligned accesses, leaks of device memory), racecheck (shared-memory
+# hazards), initcheck (reads of device memory nothing wrote) and synccheck over build/facegen-gpu-tests,
+# then memcheck over one small facegen run on the GPU. Each tool's report goes to $OUT (default
+# /tmp/facegen-sanitize-gpu); a tool that reports anything fails the script.
+#
+# The build keeps -lineinfo (PROFILE=1) so reports name source lines. GPU_TEST_ARGS passes doctest
+# options, e.g. GPU_TEST_ARGS='--test-case-exclude=*network*' to leave out the full-size cases when a
+# tool is too slow on them (racecheck is the slowest).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/facegen-sanitize-gpu}
+mkdir -p "$out"
+sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+[ -x "$sanitizer" ] || { echo "sanitize_gpu: compute-sanitizer not found (CUDA Toolkit)"; exit 77; }
+nvidia-smi -L > /dev/null 2>&1 || { echo "sanitize_gpu: no GPU here"; exit 77; }
+make -j"$(nproc)" PROFILE=1 all build/random-network.bin > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
+
+failures=0
+for tool in memcheck racecheck initcheck synccheck; do
+  extra=()
+  [ $tool = memcheck ] && extra=(--leak-check full)
+  start=$SECONDS
+  timeout 900 "$sanitizer" --tool $tool "${extra[@]}" --error-exitcode 99 \
+    build/facegen-gpu-tests ${GPU_TEST_ARGS:-} > "$out/$tool.log" 2>&1
+  status=$?
+  summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool.log" | tail -n1)
+  if [ $status -eq 0 ]; then
+    echo "ok    $tool over the GPU tests ($((SECONDS - start)) s): ${summary:-no report}"
+  else
+    failures=$((failures + 1))
+    echo "FAIL  $tool over the GPU tests: exit status $status: ${summary:-see $out/$tool.log}"
+    grep -m 10 -E '^========= (Invalid|Race|Uninitialized|Barrier|Leaked|Program hit)' "$out/$tool.log"
+  fi
+done
+
+# One end-to-end run: the pipeline's own allocations, copies and streams.
+./build/make-latents --count 100 --seed 5 --output "$out/latents.txt" > /dev/null
+for tool in memcheck initcheck; do
+  "$sanitizer" --tool $tool --error-exitcode 99 ./build/facegen --device cuda --batch 32 --quiet \
+    --model build/random-network.bin --input "$out/latents.txt" --output "$out/run-$tool" > "$out/run-$tool.log" 2>&1
+  status=$?
+  if [ $status -eq 0 ]; then
+    echo "ok    $tool over facegen --device cuda, 100 images, --batch 32"
+  else
+    failures=$((failures + 1))
+    echo "FAIL  $tool over facegen: exit status $status (see $out/run-$tool.log)"
+  fi
+done
+echo "$failures sanitizer runs failed"
+[ $failures -eq 0 ]

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# faults.sh: faults during a run, each checked for exit status, message, and that no output is left
+# half-written or replaced by a broken one (an existing output of the same name must survive).
+#
+#   disk full mid-run          a 4 MiB tmpfs fills while the text output is being written
+#   read-only mid-run          an ext4 image forced read-only (as on an I/O error) while writing
+#   input truncated mid-number the latent file cut inside a number, and cut between numbers
+#   model truncated            network.bin cut short by one byte and to half
+#   SIGINT, SIGTERM mid-run    exit 130 / 143, one line, temporary files removed, old output intact
+#
+# Mounting needs root; where it is missing the case is skipped with the reason. Usage: faults.sh [build]
+set -u
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+prog=$build/facegen
+model=$build/random-network.bin
+latents_tool=$build/make-latents
+for f in "$prog" "$model" "$latents_tool"; do
+  [ -e "$f" ] || { echo "faults: $f is missing (run make test)"; exit 1; }
+done
+
+work=$(mktemp -d /tmp/facegen-faults.XXXXXX)
+mounts=()
+loops=()
+cleanup() {
+  for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
+  for l in "${loops[@]}"; do losetup -d "$l" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+passed=0
+failed=0
+skipped=0
+pass() { echo "  ok    $1"; passed=$((passed + 1)); }
+fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
+skip() { echo "  skip  $1"; skipped=$((skipped + 1)); }
+
+# A run long enough to be caught in the middle: the CPU backend does about 100 images/s on 2 cores.
+"$latents_tool" --help > /dev/null 2>&1 || true
+make_latents() {  # make_latents FILE N
+  "$latents_tool" --count "$2" --seed 7 --output "$1" > /dev/null 2>&1 ||
+    { echo "faults: $latents_tool --count $2 --seed 7 --output $1 failed"; exit 1; }
+}
+
+# old_output DIR: an existing output that a failed run must leave as it is.
+old_output() {
+  echo "old contents" > "$1/r.txt"
+  cp "$1/r.txt" "$work/old-r.txt"
+}
+# check_after NAME DIR STATUS WANT-STATUS PATTERN: the run's status and stderr, the old output intact,
+# no new output and (unless the file system refuses removals) no temporary file.
+check_after() {
+  local name=$1 dir=$2 got=$3 want=$4 pattern=$5 allow_temp=${6:-no}
+  local temps
+  temps=$(ls -A "$dir" | grep -E '\.tmp-' || true)
+  if [ "$got" -ne "$want" ]; then
+    fail "$name" "exit status $got, expected $want; stderr: $(head -c 400 "$work/stderr")"
+  elif ! grep -qE -- "$pattern" "$work/stderr"; then
+    fail "$name" "stderr does not match '$pattern': $(head -c 400 "$work/stderr")"
+  elif grep -qE 'Sanitizer|runtime error|Segmentation|terminate called|Aborted' "$work/stderr"; then
+    fail "$name" "a crash or sanitizer report: $(head -c 400 "$work/stderr")"
+  elif ! cmp -s "$dir/r.txt" "$work/old-r.txt"; then
+    fail "$name" "the existing output r.txt was changed or removed"
+  elif [ -e "$dir/r.bmp" ]; then
+    fail "$name" "a new r.bmp appeared although the run failed"
+  elif [ -n "$temps" ] && [ "$allow_temp" != yes ]; then
+    fail "$name" "temporary files left: $temps"
+  elif [ -n "$temps" ] && ! grep -q "cannot remove temporary file" "$work/stderr"; then
+    fail "$name" "temporary files left without a word: $temps"
+  else
+    pass "$name: $(tr '\n' ' ' < "$work/stderr" | head -c 300)"
+  fi
+}
+
+# wait_for_temp DIR SECONDS: until a temporary output holds at least 1 MiB (the run is writing).
+wait_for_temp() {
+  local dir=$1 tries=$(($2 * 10))
+  while [ $tries -gt 0 ]; do
+    for f in "$dir"/*.tmp-*; do
+      [ -f "$f" ] && [ "$(stat -c %s "$f" 2>/dev/null || echo 0)" -ge 1048576 ] && return 0
+    done
+    sleep 0.1
+    tries=$((tries - 1))
+  done
+  return 1
+}
+
+echo "faults:"
+make_latents "$work/l60.txt" 60
+make_latents "$work/l3000.txt" 3000
+
+# --- disk full mid-run: 60 images are ~5.5 MB of text; the 4 MiB file system fills part way ----
+if mkdir -p "$work/full" && mount -t tmpfs -o size=4m tmpfs "$work/full" 2>/dev/null; then
+  mounts+=("$work/full")
+  old_output "$work/full"
+  "$prog" --device cpu --model "$model" --input "$work/l60.txt" --output "$work/full/r" > /dev/null 2> "$work/stderr"
+  check_after "disk full mid-run" "$work/full" $? 1 "writing .*full/r\.(txt|bmp) failed: No space left on device"
+else
+  skip "disk full mid-run: cannot mount a tmpfs here (needs root)"
+fi
+
+# --- output file system turns read-only mid-run: ext4 on a loop device, errors=remount-ro, and an
+# error triggered through sysfs while the outputs are being written (remount,ro would refuse with
+# files open for writing; this is what an I/O error does to a real disk) ------------------------
+ro_ready=no
+if [ "$(id -u)" = 0 ] && command -v mkfs.ext4 > /dev/null && command -v losetup > /dev/null; then
+  truncate -s 64M "$work/ext4.img" && mkfs.ext4 -q -F "$work/ext4.img" > /dev/null 2>&1 &&
+    loop=$(losetup --find --show "$work/ext4.img" 2>/dev/null) && loops+=("$loop") &&
+    mkdir -p "$work/ro" && mount -o errors=remount-ro "$loop" "$work/ro" 2>/dev/null &&
+    mounts+=("$work/ro") && [ -w "/sys/fs/ext4/$(basename "$loop")/trigger_fs_error" ] && ro_ready=yes
+fi
+if [ $ro_ready = yes ]; then
+  old_output "$work/ro"
+  sync
+  "$prog" --device cpu --model "$model" --input "$work/l3000.txt" --output "$work/ro/r" > /dev/null 2> "$work/stderr" &
+  pid=$!
+  if wait_for_temp "$work/ro" 60; then
+    echo 1 > "/sys/fs/ext4/$(basename "$loop")/trigger_fs_error"
+    wait $pid
+    # The file system refuses to remove the temporary files too; the program must say so.
+    check_after "output file system read-only mid-run" "$work/ro" $? 1 "Read-only file system" yes
+  else
+    kill $pid 2>/dev/null; wait $pid
+    fail "output file system read-only mid-run" "no temporary output grew to 1 MiB within 60 s"
+  fi
+else
+  skip "output file system read-only mid-run: needs root, losetup, mkfs.ext4 and ext4's trigger_fs_error"
+fi
+
+# --- truncated input ---------------------------------------------------------------------------
+mkdir -p "$work/out"
+make_latents "$work/l2.txt" 2
+size=$(stat -c %s "$work/l2.txt")
+# Cut inside the last number: find a cut that ends on a digit after the 150th number.
+cut_at=$((size * 3 / 4))
+while [ "$(tail -c +$cut_at "$work/l2.txt" | head -c 2 | tr -d '0-9' | wc -c)" -ne 0 ]; do cut_at=$((cut_at + 1)); done
+head -c "$cut_at" "$work/l2.txt" > "$work/cut-mid-number.txt"
+last=$(tail -c 20 "$work/cut-mid-number.txt" | tr -s ' \n' '\n' | tail -n1)
+old_output "$work/out"
+"$prog" --device cpu --model "$model" --input "$work/cut-mid-number.txt" --output "$work/out/r" > /dev/null 2> "$work/stderr"
+check_after "input truncated mid-number (ends in '$last')" "$work/out" $? 1 "cut-mid-number.txt:.*ends after [0-9,]+ numbers.*200"
+head -c "$(( $(grep -bo ' ' "$work/l2.txt" | sed -n 120p | cut -d: -f1) ))" "$work/l2.txt" > "$work/cut-between.txt"
+"$prog" --device cpu --model "$model" --input "$work/cut-between.txt" --output "$work/out/r" > /dev/null 2> "$work/stderr"
+check_after "input truncated between numbers" "$work/out" $? 1 "cut-between.txt:.*ends after 1[0-9]{2} numbers"
+
+# --- truncated model -----------------------------------------------------------------------------
+head -c $((20549132 - 1)) "$model" > "$work/short1.bin"
+"$prog" --device cpu --model "$work/short1.bin" --input "$work/l2.txt" --output "$work/out/r" > /dev/null 2> "$work/stderr"
+check_after "model truncated by one byte" "$work/out" $? 1 "short1.bin has 20,549,131 bytes, expected 20,549,132"
+head -c $((20549132 / 2)) "$model" > "$work/half.bin"
+"$prog" --device cpu --model "$work/half.bin" --input "$work/l2.txt" --output "$work/out/r" > /dev/null 2> "$work/stderr"
+check_after "model truncated to half" "$work/out" $? 1 "half.bin has 10,274,566 bytes, expected 20,549,132"
+# A model that is cut while it is read (a pipe that ends early): the size is known only at the end.
+head -c 5000000 "$model" | "$prog" --device cpu --model /dev/stdin --input "$work/l2.txt" --output "$work/out/r" > /dev/null 2> "$work/stderr"
+check_after "model from a pipe that ends early" "$work/out" $? 1 "has 5,000,000 bytes, expected 20,549,132"
+
+# --- SIGINT and SIGTERM mid-run ---------------------------------------------------------------------
+for signal in INT TERM; do
+  want=$((128 + $(kill -l $signal)))
+  old_output "$work/out"
+  "$prog" --device cpu --model "$model" --input "$work/l3000.txt" --output "$work/out/r" > /dev/null 2> "$work/stderr" &
+  pid=$!
+  if wait_for_temp "$work/out" 60; then
+    kill -$signal $pid
+    wait $pid
+    check_after "SIG$signal mid-run" "$work/out" $? $want "(interrupted|terminated) \(SIG$signal\); temporary files removed"
+  else
+    kill $pid 2>/dev/null; wait $pid
+    fail "SIG$signal mid-run" "no temporary output grew to 1 MiB within 60 s"
+  fi
+done
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
