@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # run_round.sh: one measuring round on the GPU machine, in one go (about four minutes on an H200).
 #
-# Builds everything, runs the GPU tests (all must pass before anything is timed), writes a summary of
-# the kernels' SASS (instruction counts per kernel: FFMA, LDS, LDSM, HMMA, LDGSTS), then
-# build/facegen-bench --quick and bench/pytorch_reference.py with eager PyTorch only (no
-# torch.compile). Logs go to $OUT (default /tmp/facegen-round); the images/s table is printed last.
+# Builds everything, runs the GPU tests, writes a summary of the kernels' SASS (instruction counts
+# per kernel: FFMA, LDS, LDSM, HMMA, LDGSTS), then build/facegen-bench --quick and
+# bench/pytorch_reference.py with eager PyTorch only (no torch.compile). A failed test flags every
+# line of the final table instead of skipping the timing. Logs and results.json go to $OUT (default
+# /tmp/facegen-round), the benchmark's large inputs and images to build/round; the table prints last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/facegen-round}
@@ -16,7 +17,9 @@ make -j"$(nproc)" all CUDA_ARCH=90 > "$out/build.log" 2>&1 || { tail -n 30 "$out
 timeout 150 ./build/facegen-gpu-tests 2>&1 | tee "$out/gpu-tests.log" | grep -E "worst|seed|test cases|assertions|Status|ERROR|FAIL" | head -n 40
 tests_rc=${PIPESTATUS[0]}
 echo "GPU tests exit status: $tests_rc"
-[ "$tests_rc" -eq 0 ] || exit 1
+# Timed anyway when a test fails (the one call may be all there is), but flagged on every table line.
+flag=""
+[ "$tests_rc" -eq 0 ] || flag="  [GPU TESTS FAILED]"
 
 if command -v cuobjdump > /dev/null; then
   cuobjdump -sass build/kernels/generator_gpu.cu.o 2> /dev/null | python3 -c '
@@ -38,5 +41,8 @@ for fn, c in counts.items():
   grep -E "output_tanh" "$out/sass-summary.txt"
 fi
 
-timeout 150 ./build/facegen-bench --out "$out" --quick 2>&1 | tee "$out/bench.log" | grep -E "ceilings|layer|batch " | cut -c1-150
-PYTHONUNBUFFERED=1 timeout 120 python3 bench/pytorch_reference.py --dir "$out" --compile-budget 0 2>&1 | tee "$out/torch.log" | tail -n 16
+work=build/round  # the benchmark's inputs and images (tens of MB) stay out of $OUT
+mkdir -p "$work"
+timeout 150 ./build/facegen-bench --out "$work" --quick 2>&1 | tee "$out/bench.log" | grep -E "ceilings|layer|batch " | cut -c1-150
+PYTHONUNBUFFERED=1 timeout 120 python3 bench/pytorch_reference.py --dir "$work" --compile-budget 0 2>&1 | tee "$out/torch.log" | tail -n 16 | sed "s/\$/$flag/"
+cp "$work/results.json" "$out/" 2> /dev/null
