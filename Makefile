@@ -2,6 +2,7 @@
 #
 #   make                 build everything (build/facegen, tools, tests)
 #   make run INPUT=input1 OUTPUT=output1 [MODEL=path]   inputs/input1.txt -> outputs/output1.{txt,bmp}
+#   make run [COUNT=64 SEED=1 OUTPUT=samples]           random latents -> outputs/samples.{txt,bmp}
 #   make test            build and run every test this machine can run; ends with a pass/fail line
 #   make test-sanitize   the unit, command-line and fault tests again, built with AddressSanitizer and
 #                        UndefinedBehaviorSanitizer in build-san/ (same as make test SANITIZE=1)
@@ -104,9 +105,13 @@ FUZZ_LIB_SRC := generator/latents.cpp generator/network.cpp generator/atomic_fil
 FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))
 
 MODEL  ?= $(DEFAULT_MODEL)
-INPUT  ?= input1
-OUTPUT ?= output1
+INPUT  ?=
+COUNT  ?= 64
+SEED   ?= 1
+OUTPUT ?= $(if $(INPUT),output1,samples)
 ARGS   ?=
+# Without INPUT, make run draws COUNT random latents with SEED.
+LATENT_ARGS = $(if $(INPUT),--input inputs/$(INPUT).txt,--random $(COUNT) --seed $(SEED))
 
 ALL := $(PROGRAM) $(RANDOM_MODEL_TOOL) $(LATENTS_TOOL) $(UNIT_TESTS)
 ifeq ($(CUDA),1)
@@ -153,7 +158,7 @@ $(DEFAULT_MODEL): $(RANDOM_MODEL_TOOL)
 
 run: $(PROGRAM) $(MODEL)
 	@mkdir -p outputs
-	$(PROGRAM) --model $(MODEL) --input inputs/$(INPUT).txt --output outputs/$(OUTPUT) $(ARGS)
+	$(PROGRAM) --model $(MODEL) $(LATENT_ARGS) --output outputs/$(OUTPUT) $(ARGS)
 
 # The plain test pass also builds the fuzz targets where clang is installed (tests/suites/fuzz_smoke.sh
 # runs them) and build-vg/facegen where valgrind is (tests/suites/valgrind.sh).
