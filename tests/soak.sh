@@ -3,13 +3,13 @@
 #
 #   tests/soak.sh [--images N] [--device cpu|cuda|auto] [--formats npy] [--dir DIR] [--build build]
 #
-# Writes N latents (build/make-latents, seeded), runs build/facegen on them, samples VmRSS every
+# Runs build/facegen on N seeded random latents (--random N, no latent file), samples VmRSS every
 # 2 s, and passes when the run succeeds, the output holds N images, and after the first fifth of the
 # run (model, buffers and the page cache of the first writes settle) RSS varies by no more than
 # max(16 MiB, 5 %). The samples go to DIR/rss.log (seconds, images written so far, RSS in KiB).
 #
 # Sizes: the default npy output is 49,152 bytes per image (1,000,000 images: 49 GB; text would be
-# 92 GB); the latent file about 1 KB per image. Here (CPU backend, 2 cores) --images 20000 takes a
+# 92 GB, and a BMP mosaic of that many is refused). Here (CPU backend, 2 cores) --images 20000 takes a
 # few minutes; the 1,000,000-image soak belongs on a GPU machine:
 #   tests/soak.sh --images 1000000 --device cuda --dir /path/with/60GB
 set -u
@@ -36,9 +36,8 @@ model=$build/random-network.bin
 [ -x "$prog" ] && [ -f "$model" ] || { echo "soak: build first (make all $model)"; exit 1; }
 
 echo "soak: $images images, --device $device, --formats $formats, in $dir"
-"$build/make-latents" --count "$images" --seed 11 --output "$dir/latents.txt" > /dev/null || exit 1
 start=$SECONDS
-"$prog" --device "$device" --formats "$formats" --model "$model" --input "$dir/latents.txt" \
+"$prog" --device "$device" --formats "$formats" --model "$model" --random "$images" --seed 11 \
   --output "$dir/soak" > "$dir/stdout" 2> "$dir/stderr" &
 pid=$!
 : > "$dir/rss.log"

@@ -36,7 +36,6 @@ fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 skip() { echo "  skip  $1"; skipped=$((skipped + 1)); }
 
 # A run long enough to be caught in the middle: the CPU backend does about 100 images/s on 2 cores.
-"$latents_tool" --help > /dev/null 2>&1 || true
 make_latents() {  # make_latents FILE N
   "$latents_tool" --count "$2" --seed 7 --output "$1" > /dev/null 2>&1 ||
     { echo "faults: $latents_tool --count $2 --seed 7 --output $1 failed"; exit 1; }
@@ -72,12 +71,12 @@ check_after() {
   fi
 }
 
-# wait_for_temp DIR SECONDS: until a temporary output holds at least 1 MiB (the run is writing).
+# wait_for_temp DIR SECONDS [BYTES]: until a temporary output exists and holds at least BYTES.
 wait_for_temp() {
-  local dir=$1 tries=$(($2 * 10))
+  local dir=$1 tries=$(($2 * 10)) bytes=${3:-0}
   while [ $tries -gt 0 ]; do
     for f in "$dir"/*.tmp-*; do
-      [ -f "$f" ] && [ "$(stat -c %s "$f" 2>/dev/null || echo 0)" -ge 1048576 ] && return 0
+      [ -f "$f" ] && [ "$(stat -c %s "$f" 2>/dev/null || echo 0)" -ge "$bytes" ] && return 0
     done
     sleep 0.1
     tries=$((tries - 1))
@@ -114,14 +113,15 @@ if [ $ro_ready = yes ]; then
   sync
   "$prog" --device cpu --model "$model" --input "$work/l3000.txt" --output "$work/ro/r" > /dev/null 2> "$work/stderr" &
   pid=$!
-  if wait_for_temp "$work/ro" 60; then
+  # The first 1024 images are computed before the first write; wait until 1 MiB is on disk.
+  if wait_for_temp "$work/ro" 120 1048576; then
     echo 1 > "/sys/fs/ext4/$(basename "$loop")/trigger_fs_error"
     wait $pid
     # The file system refuses to remove the temporary files too; the program must say so.
     check_after "output file system read-only mid-run" "$work/ro" $? 1 "Read-only file system" yes
   else
     kill $pid 2>/dev/null; wait $pid
-    fail "output file system read-only mid-run" "no temporary output grew to 1 MiB within 60 s"
+    fail "output file system read-only mid-run" "no temporary output grew to 1 MiB within 120 s"
   fi
 else
   skip "output file system read-only mid-run: needs root, losetup, mkfs.ext4 and ext4's trigger_fs_error"
@@ -160,13 +160,15 @@ for signal in INT TERM; do
   old_output "$work/out"
   "$prog" --device cpu --model "$model" --input "$work/l3000.txt" --output "$work/out/r" > /dev/null 2> "$work/stderr" &
   pid=$!
+  # Outputs exist as temporary files before computing starts; signal while it computes.
   if wait_for_temp "$work/out" 60; then
+    sleep 0.5
     kill -$signal $pid
     wait $pid
     check_after "SIG$signal mid-run" "$work/out" $? $want "(interrupted|terminated) \(SIG$signal\); temporary files removed"
   else
     kill $pid 2>/dev/null; wait $pid
-    fail "SIG$signal mid-run" "no temporary output grew to 1 MiB within 60 s"
+    fail "SIG$signal mid-run" "no temporary output appeared within 60 s"
   fi
 done
 
