@@ -65,7 +65,8 @@ CXXFLAGS := -std=c++17 $(OPT) -march=$(CPU_ARCH) -Wall -Wextra -pthread
 endif
 ifeq ($(SANITIZE),1)
 OPT      := -O1 -g
-CXXFLAGS := -std=c++17 $(OPT) -march=$(CPU_ARCH) -Wall -Wextra -pthread $(SANITIZER_FLAGS)
+# -Wno-maybe-uninitialized: GCC 12 under -fsanitize=address warns falsely inside <regex> (cxxopts).
+CXXFLAGS := -std=c++17 $(OPT) -march=$(CPU_ARCH) -Wall -Wextra -Wno-maybe-uninitialized -pthread $(SANITIZER_FLAGS)
 LDLIBS   += $(SANITIZER_FLAGS)
 endif
 
