@@ -92,7 +92,6 @@ if [ -n "${SLURM_JOB_ID:-}" ] && [ -z "$hosts" ]; then
     cmd+=(--nodes="$nodes")
     cmd+=(--ntasks="$ranks")
     cmd+=(--ntasks-per-node="$ranks_per_node")
-    cmd+=(--cpu-bind=none)
     cmd+=(--kill-on-bad-exit=1)               # a rank that dies takes the job down at once
     if [ "${SLURM_GPUS_ON_NODE:-0}" -ge "$ranks_per_node" ] 2>/dev/null && [ "${SLURM_GPUS_ON_NODE:-0}" -gt 0 ]; then
       cmd+=(--gpus-per-task=1)                # each rank sees its own GPU as device 0
