@@ -14,11 +14,13 @@
 //               offsets, one write when the part spans the whole mosaic width. Tiles no image lands
 //               on stay black: the file is sized up front, and the gap reads as zeros.
 //   PREFIX.npy  NumPy 1.0 header padded to 64 bytes, then float32 (N, 64, 64, 3): fixed offsets.
-// Memory per rank: one round's text (about 86 KB per image) and one tile-row part (48 KB per tile).
+// Memory per rank: one round's text (about 86 KB per image, formatted by the rank's CPU threads in
+// blocks) and one tile-row part (12 KB per tile).
 #pragma once
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -61,6 +63,9 @@ class OrderedOutputs {
   // Rank 0 only: flush to disk and rename every file into place. Throws UserError.
   void commit();
 
+  // CPU threads that format this rank's text (default 1).
+  void set_format_threads(int threads) { format_threads_ = std::max(1, threads); }
+
   std::vector<std::string> final_paths() const;
   double format_seconds() const { return format_seconds_; }
   double write_seconds() const { return write_seconds_; }
@@ -83,7 +88,8 @@ class OrderedOutputs {
   bool open_ = false;
   int64_t text_base_ = 0;       // where the current round's text starts
   int64_t npy_data_offset_ = 0;
-  std::vector<char> text_;      // this rank's text of one round
+  std::vector<std::vector<char>> text_blocks_;  // this rank's text of one round, one block per thread
+  int format_threads_ = 1;
   std::vector<unsigned char> tile_rows_;  // one part of a tile row, file order
   double format_seconds_ = 0;
   double write_seconds_ = 0;

@@ -124,6 +124,7 @@ class RankJob {
   std::string backend_text_ = "sits out";
   std::string notice_;
   int64_t min_images_ = 1;
+  int cpu_threads_ = 1;  // this rank's share of its node's CPUs
   Times times_;
 };
 
@@ -155,12 +156,11 @@ void RankJob::start_backend(int active, const std::vector<int>& node_of_rank) {
       notice_ = "no usable CUDA GPU (" + why_none + "); running on the CPU";
     }
   }
-  if (backend.device == DeviceKind::Cpu && backend.threads == 0) {
-    // The node's CPUs are shared by the generating ranks on it.
-    const int sharing = static_cast<int>(std::count_if(node_of_rank.begin(), node_of_rank.begin() + active,
-                                                       [&](int node) { return node == topo_.node_index; }));
-    backend.threads = cpu_threads_for_rank(sharing);
-  }
+  // The node's CPUs are shared by the generating ranks on it: they run a CPU backend, or format text.
+  const int sharing = static_cast<int>(std::count_if(node_of_rank.begin(), node_of_rank.begin() + active,
+                                                     [&](int node) { return node == topo_.node_index; }));
+  cpu_threads_ = backend.threads > 0 ? backend.threads : cpu_threads_for_rank(sharing);
+  if (backend.device == DeviceKind::Cpu) backend.threads = cpu_threads_;
   std::string ignored;
   backend_ = make_backend(net, backend, &ignored);
   backend_text_ = backend_->describe();
@@ -200,6 +200,7 @@ int RankJob::run() {
 
   // 3. Outputs: created by rank 0, opened by all.
   OrderedOutputs outputs(world_, request_.output_prefix, request_.formats, total);
+  outputs.set_format_threads(cpu_threads_);
   attempt(status, [&] { outputs.create(); });
   if (!agree(status)) return exit_code_;
   outputs.open(status);
