@@ -6,6 +6,7 @@
 
 #include "generator/errors.hpp"
 #include "mpi/mpi_check.hpp"
+#include "mpi/polite_wait.hpp"
 
 namespace facegen {
 namespace mpi {
@@ -30,7 +31,9 @@ bool ranks_agree(MPI_Comm comm, const RankStatus& status, int* exit_code) {
   MPI_CHECK(MPI_Comm_size(comm, &size));
   int mine = status.failed ? rank : size;
   int first = size;
-  MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
+  MPI_Request request;
+  MPI_CHECK(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm, &request));
+  wait_politely(&request);  // this is where ranks wait for the slowest one
   if (first == size) return true;
   int code = status.exit_code;
   MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, first, comm));

@@ -16,6 +16,7 @@
 #include "generator/network.hpp"
 #include "kernels/parallel_for.hpp"
 #include "mpi/mpi_check.hpp"
+#include "mpi/polite_wait.hpp"
 
 namespace facegen {
 namespace mpi {
@@ -236,9 +237,12 @@ void OrderedOutputs::write_text(const float* images, ImageRange slice, size_t fi
   // Where this rank's text starts in the round, and where the next round starts.
   int64_t before = 0;
   int64_t round_total = 0;
-  MPI_CHECK(MPI_Exscan(&bytes, &before, 1, MPI_INT64_T, MPI_SUM, comm_));
+  MPI_Request requests[2];
+  MPI_CHECK(MPI_Iexscan(&bytes, &before, 1, MPI_INT64_T, MPI_SUM, comm_, &requests[0]));
+  MPI_CHECK(MPI_Iallreduce(&bytes, &round_total, 1, MPI_INT64_T, MPI_SUM, comm_, &requests[1]));
+  wait_politely(&requests[0]);  // the ranks that finished their slice first wait here
+  wait_politely(&requests[1]);
   if (rank_ == 0) before = 0;  // MPI_Exscan leaves rank 0's result undefined
-  MPI_CHECK(MPI_Allreduce(&bytes, &round_total, 1, MPI_INT64_T, MPI_SUM, comm_));
   if (bytes > 0) {
     attempt(status, [&] {
       int64_t offset = text_base_ + before;

@@ -28,6 +28,7 @@
 #include "mpi/agreement.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/ordered_output.hpp"
+#include "mpi/polite_wait.hpp"
 #include "mpi/rank_topology.hpp"
 #include "mpi/work_split.hpp"
 
@@ -182,7 +183,9 @@ int RankJob::run() {
     if (reader) total = reader->count();
     times_.parse += seconds_since(start);
   }
-  MPI_CHECK(MPI_Bcast(&total, 1, MPI_INT64_T, 0, world_));
+  MPI_Request request;
+  MPI_CHECK(MPI_Ibcast(&total, 1, MPI_INT64_T, 0, world_, &request));
+  wait_politely(&request);
 
   // 2. How many ranks generate; those start their backends.
   int active = 1;
@@ -236,8 +239,9 @@ int RankJob::run() {
       displacements[static_cast<size_t>(r)] = static_cast<int>((slice.begin - round.begin) * kLatentDim);
     }
     const ImageRange mine = split.slice(q, topo_.world_rank);
-    MPI_CHECK(MPI_Scatterv(round_latents.data(), counts.data(), displacements.data(), MPI_FLOAT, latents.data(),
-                           counts[static_cast<size_t>(topo_.world_rank)], MPI_FLOAT, 0, world_));
+    MPI_CHECK(MPI_Iscatterv(round_latents.data(), counts.data(), displacements.data(), MPI_FLOAT, latents.data(),
+                            counts[static_cast<size_t>(topo_.world_rank)], MPI_FLOAT, 0, world_, &request));
+    wait_politely(&request);
     if (!mine.empty()) {
       const auto start = Clock::now();
       attempt(status, [&] {
