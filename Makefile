@@ -4,6 +4,8 @@
 #   make run INPUT=input1 OUTPUT=output1 [MODEL=path]   inputs/input1.txt -> outputs/output1.{txt,bmp}
 #   make test            build and run every test this machine can run; ends with a pass/fail line
 #   make clean
+#   make deps            install the Debian packages needed to build and run (apt-get; as root or via sudo)
+#   make test-deps       ... and those the tests need (PyTorch for the cross-check)
 #
 # Knobs: CUDA=0 builds without CUDA (CPU backend only); CUDA_ARCH=90 picks the GPU architecture
 # (default: the first GPU nvidia-smi reports, else 90); DEBUG=1 builds with -O0 -g; PROFILE=1 adds
@@ -19,6 +21,7 @@ CUDA      ?= $(shell test -x $(NVCC) && echo 1 || echo 0)
 CUDA_ARCH ?= $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '.' | grep -E '^[0-9]+$$' || echo 90)
 CPU_ARCH  ?= native
 BUILD     := build
+MAKEFLAGS += -j$(shell nproc)
 
 OPT := -O3
 ifeq ($(DEBUG),1)
@@ -52,6 +55,7 @@ GPU_TEST_OBJ := $(GPU_TEST_CU:%.cu=$(BUILD)/%.cu.o)
 
 PROGRAM := $(BUILD)/facegen
 RANDOM_MODEL_TOOL := $(BUILD)/make-random-network
+LATENTS_TOOL := $(BUILD)/make-latents
 UNIT_TESTS := $(BUILD)/facegen-tests
 GPU_TESTS := $(BUILD)/facegen-gpu-tests
 DEFAULT_MODEL := $(BUILD)/random-network.bin
@@ -61,12 +65,12 @@ INPUT  ?= input1
 OUTPUT ?= output1
 ARGS   ?=
 
-ALL := $(PROGRAM) $(RANDOM_MODEL_TOOL) $(UNIT_TESTS)
+ALL := $(PROGRAM) $(RANDOM_MODEL_TOOL) $(LATENTS_TOOL) $(UNIT_TESTS)
 ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS)
 endif
 
-.PHONY: all run test clean
+.PHONY: all run test clean deps test-deps
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -77,6 +81,9 @@ $(PROGRAM): $(BUILD)/generator/main.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
 $(RANDOM_MODEL_TOOL): $(BUILD)/tools/make_random_network.o $(BUILD)/libfacegen.a
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+$(LATENTS_TOOL): $(BUILD)/tools/make_latents.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
 $(UNIT_TESTS): $(TEST_OBJ) $(BUILD)/libfacegen.a
@@ -106,5 +113,15 @@ test: all $(DEFAULT_MODEL)
 
 clean:
 	rm -rf $(BUILD)
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+RUN_PACKAGES := build-essential make libstb-dev libcxxopts-dev doctest-dev openmpi-bin libopenmpi-dev
+TEST_PACKAGES := python3 python3-numpy python3-torch
+deps:
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(RUN_PACKAGES)
+
+test-deps: deps
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(TEST_PACKAGES)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -27,9 +27,15 @@ std::unique_ptr<ImageSink> make_text_sink(const std::string& path, int64_t total
 // column n % s; unused tiles black; a channel value v becomes int((v + 1) / 2 * 255) clamped to 0..255.
 std::unique_ptr<ImageSink> make_bmp_mosaic_sink(const std::string& path, int64_t total_images);
 
+// PREFIX.npy: float32 (N, 64, 64, 3), C order, NumPy's .npy format version 1.0.
+std::unique_ptr<ImageSink> make_npy_sink(const std::string& path, int64_t total_images);
+
 // Formatting helpers, shared with tests and benchmarks.
-constexpr size_t kMaxImageTextBytes = 12288 * 16 + 2;  // generous bound on one formatted line
+// Bound on one formatted line: every value at its longest ("%.4f " of -FLT_MAX is 46 characters),
+// then "\n". Values in (-1, 1) take 7 or 8 characters each.
+constexpr size_t kMaxImageTextBytes = 12288 * 46 + 1;
 size_t format_image_text(const float* image, char* out);  // one line with its "\n"; returns bytes
+size_t format_value_text(float v, char* out);  // printf("%.4f ", v) exactly, at most 46 bytes, no NUL
 unsigned char channel_to_byte(float v);
 int64_t mosaic_side(int64_t n);  // ceil(sqrt(n)), exact for every n >= 0
 

@@ -44,12 +44,17 @@ class LatentReader {
   void refill();
   [[noreturn]] void fail_at(const Token& token, const std::string& what) const;
 
+  std::string quote(const Token& token) const;  // the token in quotes, shortened, escaped
+  std::string where(int64_t value_index) const;  // "image 3 of 10, value 15 of 100"
+
   std::string path_;
   std::FILE* file_ = nullptr;
   std::vector<char> buffer_;
   size_t begin_ = 0;  // next unread byte in buffer_
   size_t end_ = 0;    // one past the last valid byte
   bool eof_ = false;
+  int64_t bytes_read_ = 0;   // bytes fread so far
+  int64_t file_size_ = -1;   // -1 when the input is not a regular file
   int64_t line_ = 1;
   int64_t column_ = 1;
   int64_t count_ = 0;

@@ -1,9 +1,10 @@
 // layers_cpu.hpp: the CPU reference of every layer of the generator.
 //
-// Plain, readable loops of the formulas in generator/network.hpp, multithreaded over images. These
-// are the ground truth for the GPU kernels and the CPU backend of the program. Every function works
-// for any sizes (tests use odd ones), and every output element depends only on its own image, so
-// results do not change with the batch size or the thread count.
+// Plain loops of the formulas in generator/network.hpp, multithreaded with std::thread (`threads`
+// <= 0: every hardware thread). These are the ground truth for the GPU kernels and the CPU backend
+// of the program. Every function works for any sizes (tests use odd ones), and every output element
+// is computed by the same operations in the same order whatever the batch size, the batch split or
+// the thread count, so results are bit-identical across them (MPI runs rely on this).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,8 @@ void batchnorm_relu_cpu(const float* in, int64_t pixels, int channels, const flo
 // Stride-2 5x5 transposed convolution with SAME padding (TensorFlow's conv2d_transpose):
 // out(2i + kh - 1, 2j + kw - 1, k) += sum_c in(i, j, c) * weight[kh][kw][k][c], contributions
 // outside the (2h, 2w) output dropped, then + bias[k].
-// in (n, h, w, c_in); weight (5, 5, c_out, c_in); bias (c_out); out (n, 2h, 2w, c_out).
+// in (n, h, w, c_in); weight (5, 5, c_out, c_in); bias (c_out); out (n, 2h, 2w, c_out), not
+// overlapping in.
 void tconv_cpu(const float* in, int64_t n, int h, int w, int c_in, const float* weight,
                const float* bias, int c_out, float* out, int threads);
 

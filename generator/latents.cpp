@@ -1,0 +1,286 @@
+// latents.cpp: streaming reader of latent files: "N" then N*100 floats, any white space between.
+//
+// The file is read through one fixed buffer (1 MiB); a token cut by the end of the buffer is moved
+// to its front before the next read, so memory stays bounded for any N. Positions in messages are
+// 1-based line:column of a token's first byte, columns counted in bytes. A value is any token that
+// strtof consumes in full (decimal or hexadecimal); one that underflows is kept as 0 or a subnormal,
+// one that overflows is an error like NaN and Inf.
+#include "generator/latents.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "generator/errors.hpp"
+#include "generator/network.hpp"
+
+namespace facegen {
+namespace {
+
+constexpr size_t kBufferBytes = size_t{1} << 20;
+constexpr size_t kQuoteChars = 32;  // longer tokens are shortened in messages
+constexpr int64_t kMinBytesPerValue = 2;  // one character and one separator
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+// "1234567" -> "1,234,567".
+std::string with_commas(int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return value < 0 ? "-" + out : out;
+}
+
+// A token as a NUL-terminated string, on the stack when short.
+class TokenString {
+ public:
+  TokenString(const char* text, size_t length) {
+    if (length < sizeof small_) {
+      std::memcpy(small_, text, length);
+      small_[length] = '\0';
+      data_ = small_;
+    } else {
+      large_.assign(text, length);
+      data_ = large_.c_str();
+    }
+  }
+  const char* c_str() const { return data_; }
+
+ private:
+  char small_[64];
+  std::string large_;
+  const char* data_;
+};
+
+bool is_integer_text(const char* s, size_t length) {
+  size_t i = (length > 0 && (s[0] == '+' || s[0] == '-')) ? 1 : 0;
+  if (i == length) return false;
+  for (; i < length; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+LatentReader::LatentReader(const std::string& path) : path_(path), buffer_(kBufferBytes) {
+  file_ = std::fopen(path.c_str(), "rb");
+  if (file_ == nullptr) {
+    const int err = errno;
+    throw UserError("cannot open input file " + path + ": " + std::strerror(err));
+  }
+  struct stat st;
+  if (::fstat(::fileno(file_), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      std::fclose(file_);
+      file_ = nullptr;
+      throw UserError("input file " + path + " is a directory, not a latent file");
+    }
+    if (S_ISREG(st.st_mode)) file_size_ = st.st_size;
+  }
+  // From here on the destructor does not run if we throw, so close the file on the way out.
+  try {
+    Token token;
+    if (!next_token(&token)) {
+      fail_at(token, "the file is empty, but it must start with the image count N, a positive integer");
+    }
+    // A UTF-8 byte order mark, as some editors write, is not part of N.
+    if (token.length > 3 && std::memcmp(token.text, "\xEF\xBB\xBF", 3) == 0) {
+      token.text += 3;
+      token.length -= 3;
+    }
+    const TokenString text(token.text, token.length);
+    if (!is_integer_text(token.text, token.length)) {
+      char* end = nullptr;
+      std::strtod(text.c_str(), &end);
+      const bool is_number = end == text.c_str() + token.length;
+      fail_at(token, std::string("the image count N must be a positive integer, but the first token is ") +
+                         (is_number ? "the non-integer " : "") + quote(token));
+    }
+    errno = 0;
+    const long long n = std::strtoll(text.c_str(), nullptr, 10);
+    const bool overflow = errno == ERANGE;
+    if (n <= 0) {
+      fail_at(token, "the image count N must be a positive integer, but it is " + quote(token));
+    }
+    // Each of the N*100 numbers needs at least one character and one separator before it.
+    const int64_t after_n = bytes_read_ - static_cast<int64_t>(end_ - begin_);
+    const int64_t max_n = (std::numeric_limits<int64_t>::max() - after_n) / (kLatentDim * kMinBytesPerValue);
+    if (overflow || n > max_n) {
+      fail_at(token, "the image count N = " + std::string(text.c_str()) +
+                         " is too large: that many images need more numbers than any file can hold");
+    }
+    if (file_size_ >= 0) {
+      const int64_t needed = after_n + n * kLatentDim * kMinBytesPerValue;
+      if (needed > file_size_) {
+        fail_at(token, "the image count N = " + with_commas(n) + " needs " + with_commas(n * kLatentDim) +
+                           " numbers, at least " + with_commas(needed) + " bytes, but the file has only " +
+                           with_commas(file_size_) + " bytes");
+      }
+    }
+    count_ = n;
+  } catch (...) {
+    std::fclose(file_);
+    file_ = nullptr;
+    throw;
+  }
+}
+
+LatentReader::~LatentReader() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void LatentReader::refill() {
+  if (begin_ > 0) {
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  const size_t got = std::fread(buffer_.data() + end_, 1, buffer_.size() - end_, file_);
+  if (got == 0) {
+    if (std::ferror(file_)) {
+      const int err = errno;
+      throw UserError("reading input file " + path_ + " failed: " + std::strerror(err));
+    }
+    eof_ = true;
+  }
+  end_ += got;
+  bytes_read_ += static_cast<int64_t>(got);
+}
+
+bool LatentReader::next_token(Token* token) {
+  for (;;) {
+    while (begin_ < end_ && is_space(buffer_[begin_])) {
+      if (buffer_[begin_] == '\n') {
+        ++line_;
+        column_ = 1;
+      } else {
+        ++column_;
+      }
+      ++begin_;
+    }
+    if (begin_ < end_) break;
+    if (eof_) {
+      *token = Token{"", 0, line_, column_};
+      return false;
+    }
+    refill();
+  }
+
+  size_t stop = begin_;
+  for (;;) {
+    while (stop < end_ && !is_space(buffer_[stop])) ++stop;
+    if (stop < end_ || eof_) break;
+    // The token runs into the end of the buffer: keep it and read on.
+    const size_t length = stop - begin_;
+    if (length == buffer_.size()) {
+      Token head{buffer_.data() + begin_, length, line_, column_};
+      fail_at(head, "token " + quote(head) + " is longer than " + with_commas(length) +
+                        " bytes; numbers must be separated by white space");
+    }
+    refill();
+    stop = begin_ + length;
+  }
+  const size_t length = stop - begin_;
+  *token = Token{buffer_.data() + begin_, length, line_, column_};
+  column_ += static_cast<int64_t>(length);
+  begin_ = stop;
+  return true;
+}
+
+std::string LatentReader::quote(const Token& token) const {
+  std::string out = "\"";
+  const size_t shown = token.length > kQuoteChars ? kQuoteChars : token.length;
+  for (size_t i = 0; i < shown; ++i) {
+    const unsigned char c = static_cast<unsigned char>(token.text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      out += escaped;
+    }
+  }
+  if (shown < token.length) out += "...";
+  out += "\"";
+  if (shown < token.length) out += " (" + with_commas(static_cast<int64_t>(token.length)) + " characters)";
+  return out;
+}
+
+std::string LatentReader::where(int64_t value_index) const {
+  return "image " + with_commas(value_index / kLatentDim + 1) + " of " + with_commas(count_) + ", value " +
+         std::to_string(value_index % kLatentDim + 1) + " of " + std::to_string(kLatentDim);
+}
+
+void LatentReader::fail_at(const Token& token, const std::string& what) const {
+  throw UserError(path_ + ":" + std::to_string(token.line) + ":" + std::to_string(token.column) + ": " + what);
+}
+
+int64_t LatentReader::read(float* dst, int64_t max_images) {
+  if (max_images < 0) throw std::invalid_argument("LatentReader::read: negative max_images");
+  const int64_t images = std::min(max_images, count_ - read_);
+  const int64_t values = images * kLatentDim;
+  const int64_t first_value = read_ * kLatentDim;
+  Token token;
+  for (int64_t i = 0; i < values; ++i) {
+    const int64_t index = first_value + i;
+    if (!next_token(&token)) {
+      fail_at(token, "the file ends after " + with_commas(index) + " numbers, but N = " + with_commas(count_) +
+                         " calls for " + with_commas(count_ * kLatentDim) + " (N x 100)");
+    }
+    const TokenString text(token.text, token.length);
+    char* end = nullptr;
+    errno = 0;
+    const float value = std::strtof(text.c_str(), &end);
+    const bool range_error = errno == ERANGE;
+    if (end != text.c_str() + token.length) {
+      fail_at(token, quote(token) + " (" + where(index) + ") is not a number");
+    }
+    if (std::isnan(value)) {
+      fail_at(token, quote(token) + " (" + where(index) + ") is NaN; latents must be finite numbers");
+    }
+    if (std::isinf(value)) {
+      fail_at(token, quote(token) + " (" + where(index) + ") is " +
+                         (range_error ? "too large for a float" : "infinite") +
+                         "; latents must be finite numbers");
+    }
+    // A range error with a finite result is an underflow to zero or a subnormal: that value is kept.
+    dst[i] = value;
+  }
+  read_ += images;
+  return images;
+}
+
+void LatentReader::finish() {
+  if (read_ != count_) {
+    throw std::logic_error("LatentReader::finish called after " + std::to_string(read_) + " of " +
+                           std::to_string(count_) + " images");
+  }
+  Token token;
+  if (next_token(&token)) {
+    fail_at(token, "unexpected " + quote(token) + " after the " + with_commas(count_ * kLatentDim) +
+                       " numbers that N = " + with_commas(count_) + " calls for (N x 100)");
+  }
+}
+
+std::vector<float> read_all_latents(const std::string& path) {
+  LatentReader reader(path);
+  std::vector<float> latents(static_cast<size_t>(reader.count()) * kLatentDim);  // (N, 100)
+  reader.read(latents.data(), reader.count());
+  reader.finish();
+  return latents;
+}
+
+}  // namespace facegen

@@ -1,0 +1,142 @@
+// main.cpp: the facegen command line: a trained DCGAN generator + latent vectors -> images.
+//
+//   facegen --model network.bin --input inputs/input1.txt --output outputs/output1
+//
+// writes outputs/output1.txt and outputs/output1.bmp. Exit status: 0 success, 1 a problem with the
+// input (files, values, flags: one sentence on stderr), 2 a malformed command line, 3 a fault of the
+// program or its environment (CUDA, memory).
+#include <cxxopts.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "generator/errors.hpp"
+#include "generator/pipeline.hpp"
+#include "generator/version.hpp"
+
+namespace {
+
+using facegen::DeviceKind;
+
+constexpr int kExitInput = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitFault = 3;
+
+DeviceKind parse_device(const std::string& name) {
+  if (name == "auto") return DeviceKind::Auto;
+  if (name == "cuda" || name == "gpu") return DeviceKind::Cuda;
+  if (name == "cpu") return DeviceKind::Cpu;
+  throw facegen::UserError("unknown --device '" + name + "' (expected auto, cuda or cpu)");
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int unit = 0;
+  while (bytes >= 1000 && unit < 4) {
+    bytes /= 1000;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cxxopts::Options options("facegen", "Generates 64x64 RGB images from latent vectors with a DCGAN generator.");
+  options.add_options()
+      ("m,model", "generator weights (SHPC facegen network.bin layout)", cxxopts::value<std::string>())
+      ("i,input", "latent file: N, then N*100 numbers", cxxopts::value<std::string>())
+      ("o,output", "output prefix: writes PREFIX.txt, PREFIX.bmp, ...", cxxopts::value<std::string>())
+      ("f,formats", "outputs to write: comma-separated txt, bmp, npy",
+       cxxopts::value<std::string>()->default_value("txt,bmp"))
+      ("d,device", "auto, cuda or cpu (auto: a usable GPU, else the CPU)",
+       cxxopts::value<std::string>()->default_value("auto"))
+      ("g,gpu", "CUDA device index", cxxopts::value<int>()->default_value("0"))
+      ("b,batch", "images per GPU batch", cxxopts::value<int>()->default_value("512"))
+      ("t,threads", "CPU threads (0: all)", cxxopts::value<int>()->default_value("0"))
+      ("q,quiet", "print nothing but errors")
+      ("h,help", "print this help")
+      ("V,version", "print the version");
+
+  try {
+    auto args = options.parse(argc, argv);
+    if (args.count("help")) {
+      std::cout << options.help() << "\nExit status: 0 success, 1 bad input, 2 bad command line, 3 internal or device fault.\n";
+      return 0;
+    }
+    if (args.count("version")) {
+      std::cout << "facegen " FACEGEN_VERSION "\n";
+      return 0;
+    }
+    if (!args.unmatched().empty()) {
+      std::cerr << "facegen: unexpected argument '" << args.unmatched().front() << "' (see --help)\n";
+      return kExitUsage;
+    }
+    for (const char* required : {"model", "input", "output"}) {
+      if (!args.count(required)) {
+        std::cerr << "facegen: missing --" << required << " (see --help)\n";
+        return kExitUsage;
+      }
+    }
+
+    facegen::GenerateRequest request;
+    request.model_path = args["model"].as<std::string>();
+    request.input_path = args["input"].as<std::string>();
+    request.output_prefix = args["output"].as<std::string>();
+    request.formats = facegen::parse_formats(args["formats"].as<std::string>());
+    request.backend.device = parse_device(args["device"].as<std::string>());
+    request.backend.cuda_device = args["gpu"].as<int>();
+    request.backend.max_batch = args["batch"].as<int>();
+    request.backend.threads = args["threads"].as<int>();
+    if (request.backend.max_batch < 1 || request.backend.max_batch > (1 << 20)) {
+      throw facegen::UserError("--batch must be between 1 and 1048576, got " + std::to_string(request.backend.max_batch));
+    }
+    if (request.backend.threads < 0 || request.backend.threads > 4096) {
+      throw facegen::UserError("--threads must be between 0 and 4096, got " + std::to_string(request.backend.threads));
+    }
+    if (request.backend.cuda_device < 0) {
+      throw facegen::UserError("--gpu must be 0 or more, got " + std::to_string(request.backend.cuda_device));
+    }
+    request.chunk_images = std::max(1024, request.backend.max_batch);
+    const bool quiet = args.count("quiet") > 0;
+
+    request.on_notice = [](const std::string& notice) { std::cerr << "facegen: " << notice << "\n"; };
+    facegen::GenerateReport report = facegen::run_generation(request);
+    if (!quiet) {
+      std::printf("model     %s\n", request.model_path.c_str());
+      std::printf("input     %s: %lld images\n", request.input_path.c_str(), static_cast<long long>(report.images));
+      std::printf("backend   %s\n", report.backend.c_str());
+      double rate = report.compute_seconds > 0 ? report.images / report.compute_seconds : 0;
+      std::printf("generate  %.3f s (%.0f images/s), not counting reading and writing files\n",
+                  report.compute_seconds, rate);
+      std::printf("files     read %.3f s, written %.3f s; model load %.3f s\n", report.parse_seconds,
+                  report.write_seconds, report.load_seconds);
+      for (const std::string& path : report.outputs) {
+        std::FILE* file = std::fopen(path.c_str(), "rb");
+        double size = 0;
+        if (file && std::fseek(file, 0, SEEK_END) == 0) size = static_cast<double>(std::ftell(file));
+        if (file) std::fclose(file);
+        std::printf("wrote     %s (%s)\n", path.c_str(), human_bytes(size).c_str());
+      }
+    }
+    return 0;
+  } catch (const cxxopts::exceptions::exception& e) {
+    std::cerr << "facegen: " << e.what() << " (see --help)\n";
+    return kExitUsage;
+  } catch (const facegen::UserError& e) {
+    std::cerr << "facegen: error: " << e.what() << "\n";
+    return kExitInput;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "facegen: fault: out of host memory (try a smaller --batch)\n";
+    return kExitFault;
+  } catch (const std::exception& e) {
+    std::cerr << "facegen: fault: " << e.what() << "\n";
+    return kExitFault;
+  }
+}

@@ -1,0 +1,273 @@
+// network.cpp: the network.bin layout, its loader and validator, and seeded random weights.
+//
+// The file is 5,137,283 little-endian float32 values with no header; network.hpp lists the blocks.
+// Every block has a name used in messages ("proj weight", "bn1 var", "tconv2 weight"); a bad value
+// is reported as block[index], the index counted inside the block.
+#include "generator/network.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "generator/atomic_file.hpp"
+#include "generator/errors.hpp"
+
+namespace facegen {
+namespace {
+
+static_assert(sizeof(float) == 4, "network.bin holds IEEE-754 binary32 values");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "network.bin is little-endian; this code reads it with plain memory copies");
+
+void check_stage(int stage) {
+  if (stage < 0 || stage >= kNumStages) {
+    throw std::out_of_range("network stage " + std::to_string(stage) + " is not in 0..3");
+  }
+}
+
+int64_t tconv_weight_floats(int stage) {
+  return int64_t{kTaps} * kTaps * kStageChannels[stage + 1] * kStageChannels[stage];
+}
+
+// Floats from the start of stage `stage`'s batch norm to the start of the next stage's.
+int64_t stage_floats(int stage) {
+  return 4 * int64_t{kStageChannels[stage]} + tconv_weight_floats(stage) + kStageChannels[stage + 1];
+}
+
+// "1234567" -> "1,234,567", for byte counts in messages.
+std::string with_commas(int64_t value) {
+  std::string digits = std::to_string(value < 0 ? -value : value);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return value < 0 ? "-" + out : out;
+}
+
+struct Block {
+  std::string name;
+  int64_t offset;
+  int64_t size;
+};
+
+// Every block of the file, in file order.
+std::vector<Block> file_blocks() {
+  std::vector<Block> blocks;
+  blocks.push_back({"proj weight", Network::proj_weight_offset(), int64_t{kLatentDim} * kProjOutputs});
+  blocks.push_back({"proj bias", Network::proj_bias_offset(), kProjOutputs});
+  static const char* const kBatchNormParts[4] = {"beta", "gamma", "mean", "var"};
+  for (int stage = 0; stage < kNumStages; ++stage) {
+    const int channels = kStageChannels[stage];
+    for (int part = 0; part < 4; ++part) {
+      blocks.push_back({"bn" + std::to_string(stage) + " " + kBatchNormParts[part],
+                        Network::batchnorm_offset(stage) + int64_t{part} * channels, channels});
+    }
+    const std::string tconv = "tconv" + std::to_string(stage + 1);
+    blocks.push_back({tconv + " weight", Network::tconv_weight_offset(stage), tconv_weight_floats(stage)});
+    blocks.push_back({tconv + " bias", Network::tconv_bias_offset(stage), kStageChannels[stage + 1]});
+  }
+  return blocks;
+}
+
+// splitmix64 (Steele, Lea, Flood 2014): a counter-based generator, identical on every platform.
+uint64_t splitmix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, 1) with 53 random bits.
+double uniform01(uint64_t* state) { return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53; }
+
+// One standard normal value by the Box-Muller transform (its cosine half only, so each value uses
+// exactly two draws and the stream does not depend on how values pair up).
+double normal01(uint64_t* state) {
+  const double u1 = 1.0 - uniform01(state);  // (0, 1]: log stays finite
+  const double u2 = uniform01(state);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+void fill_normal(float* dst, int64_t n, double stddev, uint64_t* state) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(stddev * normal01(state));
+}
+
+void fill_uniform(float* dst, int64_t n, double low, double high, uint64_t* state) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(low + (high - low) * uniform01(state));
+}
+
+}  // namespace
+
+Network::Network() : floats_(static_cast<size_t>(kNetworkFloats), 0.0f) {}
+
+Network::Network(std::vector<float> floats) : floats_(std::move(floats)) {
+  if (static_cast<int64_t>(floats_.size()) != kNetworkFloats) {
+    throw std::invalid_argument("a network has " + std::to_string(kNetworkFloats) + " floats, got " +
+                                std::to_string(floats_.size()));
+  }
+}
+
+int64_t Network::proj_weight_offset() { return 0; }
+int64_t Network::proj_bias_offset() { return int64_t{kLatentDim} * kProjOutputs; }
+
+int64_t Network::batchnorm_offset(int stage) {
+  check_stage(stage);
+  int64_t offset = proj_bias_offset() + kProjOutputs;
+  for (int s = 0; s < stage; ++s) offset += stage_floats(s);
+  return offset;
+}
+
+int64_t Network::tconv_weight_offset(int stage) {
+  return batchnorm_offset(stage) + 4 * int64_t{kStageChannels[stage]};
+}
+
+int64_t Network::tconv_bias_offset(int stage) {
+  return tconv_weight_offset(stage) + tconv_weight_floats(stage);
+}
+
+const float* Network::proj_weight() const { return floats_.data() + proj_weight_offset(); }
+const float* Network::proj_bias() const { return floats_.data() + proj_bias_offset(); }
+
+BatchNormView Network::batchnorm(int stage) const {
+  check_stage(stage);
+  const int channels = kStageChannels[stage];
+  const float* base = floats_.data() + batchnorm_offset(stage);
+  return {base, base + channels, base + 2 * channels, base + 3 * channels, channels};
+}
+
+TConvView Network::tconv(int stage) const {
+  check_stage(stage);
+  return {floats_.data() + tconv_weight_offset(stage), floats_.data() + tconv_bias_offset(stage),
+          kStageChannels[stage], kStageChannels[stage + 1], kStageSize[stage]};
+}
+
+Network load_network(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    throw UserError("cannot open model file " + path + ": " + std::strerror(err));
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    throw UserError("cannot read model file " + path + ": " + std::strerror(err));
+  }
+  if (S_ISDIR(st.st_mode)) throw UserError("model file " + path + " is a directory, not a network.bin");
+  if (S_ISREG(st.st_mode) && st.st_size != kNetworkBytes) {
+    throw UserError("model file " + path + " has " + with_commas(st.st_size) + " bytes, expected " +
+                    with_commas(kNetworkBytes) + " bytes (" + with_commas(kNetworkFloats) +
+                    " little-endian float32 values)");
+  }
+
+  // Read one byte past the expected size so that a stream (a pipe) that is too long is noticed too.
+  std::vector<float> floats(static_cast<size_t>(kNetworkFloats));
+  char* dst = reinterpret_cast<char*>(floats.data());
+  int64_t got = 0;
+  char extra = 0;
+  for (;;) {
+    char* where = got < kNetworkBytes ? dst + got : &extra;
+    const size_t want = got < kNetworkBytes ? static_cast<size_t>(kNetworkBytes - got) : 1;
+    const ssize_t n = ::read(fd, where, want);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      throw UserError("reading model file " + path + " failed: " + std::strerror(err));
+    }
+    if (n == 0) break;
+    got += n;
+    if (got > kNetworkBytes) break;
+  }
+  if (got != kNetworkBytes) {
+    throw UserError("model file " + path + " has " + (got > kNetworkBytes ? "more than " : "") +
+                    with_commas(got) + " bytes, expected " + with_commas(kNetworkBytes) + " bytes (" +
+                    with_commas(kNetworkFloats) + " little-endian float32 values)");
+  }
+
+  Network net(std::move(floats));
+  validate_network(net, path);
+  return net;
+}
+
+void validate_network(const Network& net, const std::string& source) {
+  const std::vector<float>& f = net.floats();
+  if (static_cast<int64_t>(f.size()) != kNetworkFloats) {
+    throw std::logic_error("validate_network: network has " + std::to_string(f.size()) + " floats");
+  }
+  for (const Block& block : file_blocks()) {
+    const float* values = f.data() + block.offset;
+    for (int64_t i = 0; i < block.size; ++i) {
+      if (!std::isfinite(values[i])) {
+        throw UserError("model file " + source + " is corrupt: " + block.name + "[" + std::to_string(i) +
+                        "] (float " + with_commas(block.offset + i) + " of the file) is " +
+                        (std::isnan(values[i]) ? "NaN" : values[i] > 0 ? "+Inf" : "-Inf"));
+      }
+    }
+  }
+  for (int stage = 0; stage < kNumStages; ++stage) {
+    const BatchNormView bn = net.batchnorm(stage);
+    for (int c = 0; c < bn.channels; ++c) {
+      if (!(bn.var[c] + kBatchNormEps > 0.0f)) {
+        char value[64];
+        std::snprintf(value, sizeof value, "%.9g", static_cast<double>(bn.var[c]));
+        throw UserError("model file " + source + " is corrupt: bn" + std::to_string(stage) + " var[" +
+                        std::to_string(c) + "] is " + value +
+                        ", but a batch-norm variance plus 1e-5 must be positive");
+      }
+    }
+  }
+}
+
+void save_network(const Network& net, const std::string& path) {
+  const std::vector<float>& f = net.floats();
+  if (static_cast<int64_t>(f.size()) != kNetworkFloats) {
+    throw std::logic_error("save_network: network has " + std::to_string(f.size()) + " floats");
+  }
+  AtomicFile file(path);
+  file.write(f.data(), f.size() * sizeof(float));
+  file.commit();
+}
+
+Network make_random_network(uint64_t seed) {
+  // Scales, for z ~ N(0, 1): proj gives each output variance 100 * 0.01 = 1. Batch norm keeps that
+  // near 1 and ReLU halves the second moment. A stride-2 5x5 transposed convolution sums on average
+  // 25 / 4 = 6.25 taps per output pixel and input channel, so weights of variance 2 / (6.25 c_in)
+  // give outputs of variance about 1 (He's rule). The last one is scaled by 0.6 so that the
+  // pre-tanh values have a standard deviation near 0.6: images spread over (-1, 1), not saturated.
+  Network net;
+  float* f = net.mutable_floats().data();
+  uint64_t state = seed;
+
+  fill_normal(f + Network::proj_weight_offset(), int64_t{kLatentDim} * kProjOutputs,
+              1.0 / std::sqrt(double{kLatentDim}), &state);
+  fill_normal(f + Network::proj_bias_offset(), kProjOutputs, 0.01, &state);
+  for (int stage = 0; stage < kNumStages; ++stage) {
+    const int channels = kStageChannels[stage];
+    float* bn = f + Network::batchnorm_offset(stage);
+    fill_normal(bn, channels, 0.1, &state);                   // beta
+    fill_uniform(bn + channels, channels, 0.8, 1.2, &state);  // gamma
+    fill_normal(bn + 2 * channels, channels, 0.1, &state);    // mean
+    fill_uniform(bn + 3 * channels, channels, 0.8, 1.2, &state);  // var
+
+    const int c_in = kStageChannels[stage];
+    const double gain = stage == kNumStages - 1 ? 0.6 : 1.0;
+    fill_normal(f + Network::tconv_weight_offset(stage), tconv_weight_floats(stage),
+                gain * std::sqrt(2.0 / (6.25 * c_in)), &state);
+    fill_normal(f + Network::tconv_bias_offset(stage), kStageChannels[stage + 1], 0.01, &state);
+  }
+  return net;
+}
+
+}  // namespace facegen

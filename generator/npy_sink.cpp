@@ -1,0 +1,60 @@
+// npy_sink.cpp: PREFIX.npy, the images as a NumPy array, float32 (N, 64, 64, 3), C order.
+//
+// The .npy format (version 1.0) is a 10-byte preamble (magic "\x93NUMPY", version 1 0, a little-endian
+// uint16 header length), an ASCII dict literal padded with spaces and ended by '\n' so that the data
+// starts on a 64-byte boundary, then the raw little-endian data.
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "generator/atomic_file.hpp"
+#include "generator/image_sink.hpp"
+#include "generator/network.hpp"
+
+namespace facegen {
+namespace {
+
+class NpySink : public ImageSink {
+ public:
+  NpySink(const std::string& path, int64_t total_images) : file_(path), total_(total_images) {
+    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(total_images) +
+                       ", 64, 64, 3), }";
+    const size_t preamble = 10;
+    size_t header = dict.size() + 1;  // + '\n'
+    size_t padded = (preamble + header + 63) / 64 * 64 - preamble;
+    dict.append(padded - header, ' ');
+    dict.push_back('\n');
+    unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                              static_cast<unsigned char>(padded & 0xff),
+                              static_cast<unsigned char>(padded >> 8)};
+    file_.write(head, sizeof head);
+    file_.write(dict.data(), dict.size());
+  }
+
+  void append(const float* images, int64_t first, int64_t count) override {
+    if (first != written_) throw std::logic_error("npy sink: images must arrive in order");
+    // (count, 64, 64, 3) float32; this program runs on little-endian machines only.
+    file_.write(images, static_cast<size_t>(count) * kImageValues * sizeof(float));
+    written_ += count;
+  }
+
+  void commit() override {
+    if (written_ != total_) throw std::logic_error("npy sink: committed before every image arrived");
+    file_.commit();
+  }
+
+  std::string path() const override { return file_.final_path(); }
+
+ private:
+  AtomicFile file_;
+  int64_t total_;
+  int64_t written_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ImageSink> make_npy_sink(const std::string& path, int64_t total_images) {
+  return std::make_unique<NpySink>(path, total_images);
+}
+
+}  // namespace facegen

@@ -1,0 +1,134 @@
+// text_sink.cpp: PREFIX.txt, "N\n" then one line per image: its 12,288 values (64, 64, 3), C fastest,
+// each as printf("%.4f ") writes it, then "\n".
+//
+// printf is exact: it rounds the float's exact binary value to 4 decimals, ties to even, and keeps
+// the sign of negative values that round to zero ("-0.0000"). A float is m * 2^e with m < 2^24, so for
+// |v| < 2^40 the value times 10^4 is m * 10^4 * 2^e, which 64-bit integers hold exactly; rounding it
+// is a shift and a comparison of the bits shifted out. Larger values, Inf and NaN go to snprintf.
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "generator/atomic_file.hpp"
+#include "generator/image_sink.hpp"
+#include "generator/network.hpp"
+
+namespace facegen {
+namespace {
+
+// Biased exponent fields up to this one mean |v| < 2^40, the range of the integer path.
+constexpr uint32_t kFastMaxExponentField = 127 + 39;
+
+class TextSink : public ImageSink {
+ public:
+  TextSink(const std::string& path, int64_t total_images)
+      : file_(path), total_(total_images), line_(kMaxImageTextBytes) {
+    if (total_images < 0) throw std::invalid_argument("text sink: negative image count");
+    const std::string header = std::to_string(total_images) + "\n";
+    file_.write(header.data(), header.size());
+  }
+
+  void append(const float* images, int64_t first, int64_t count) override {
+    if (first != written_ || count < 0 || count > total_ - written_) {
+      throw std::logic_error("text sink " + file_.final_path() + ": got images [" + std::to_string(first) + ", " +
+                             std::to_string(first + count) + ") after " + std::to_string(written_) + " of " +
+                             std::to_string(total_) + "; runs must be consecutive and in order");
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      const size_t bytes = format_image_text(images + i * kImageValues, line_.data());
+      file_.write(line_.data(), bytes);
+    }
+    written_ += count;
+  }
+
+  void commit() override {
+    if (written_ != total_) {
+      throw std::logic_error("text sink " + file_.final_path() + ": commit after " + std::to_string(written_) +
+                             " of " + std::to_string(total_) + " images");
+    }
+    file_.commit();
+  }
+
+  std::string path() const override { return file_.final_path(); }
+
+ private:
+  AtomicFile file_;
+  int64_t total_;
+  int64_t written_ = 0;
+  std::vector<char> line_;  // one formatted image
+};
+
+}  // namespace
+
+size_t format_value_text(float v, char* out) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  const uint32_t exponent_field = (bits >> 23) & 0xff;
+  if (exponent_field > kFastMaxExponentField) {
+    char text[64];
+    const int n = std::snprintf(text, sizeof text, "%.4f ", static_cast<double>(v));
+    std::memcpy(out, text, static_cast<size_t>(n));
+    return static_cast<size_t>(n);
+  }
+
+  // v = (-1)^sign * mantissa * 2^exponent, exactly.
+  uint64_t mantissa = bits & 0x7fffff;
+  int exponent = -149;
+  if (exponent_field != 0) {
+    mantissa |= 0x800000;
+    exponent = static_cast<int>(exponent_field) - 150;
+  }
+  const uint64_t scaled = mantissa * 10000;  // < 2^38
+  uint64_t units;                            // round(|v| * 10^4), ties to even
+  if (exponent >= 0) {
+    units = scaled << exponent;  // exponent <= 16: < 2^54
+  } else if (exponent > -64) {
+    const int shift = -exponent;
+    const uint64_t rest = scaled & ((uint64_t{1} << shift) - 1);
+    const uint64_t half = uint64_t{1} << (shift - 1);
+    units = scaled >> shift;
+    if (rest > half || (rest == half && (units & 1))) ++units;
+  } else {
+    units = 0;  // |v| * 10^4 < 2^38 * 2^-64
+  }
+
+  char* p = out;
+  if (bits >> 31) *p++ = '-';
+  uint64_t whole = units / 10000;
+  uint32_t fraction = static_cast<uint32_t>(units % 10000);
+  if (whole < 10) {
+    *p++ = static_cast<char>('0' + whole);
+  } else {
+    char digits[20];
+    int n = 0;
+    while (whole > 0) {
+      digits[n++] = static_cast<char>('0' + whole % 10);
+      whole /= 10;
+    }
+    while (n > 0) *p++ = digits[--n];
+  }
+  p[0] = '.';
+  p[4] = static_cast<char>('0' + fraction % 10);
+  fraction /= 10;
+  p[3] = static_cast<char>('0' + fraction % 10);
+  fraction /= 10;
+  p[2] = static_cast<char>('0' + fraction % 10);
+  p[1] = static_cast<char>('0' + fraction / 10);
+  p[5] = ' ';
+  return static_cast<size_t>(p + 6 - out);
+}
+
+size_t format_image_text(const float* image, char* out) {
+  char* p = out;
+  for (int i = 0; i < kImageValues; ++i) p += format_value_text(image[i], p);
+  *p++ = '\n';
+  return static_cast<size_t>(p - out);
+}
+
+std::unique_ptr<ImageSink> make_text_sink(const std::string& path, int64_t total_images) {
+  return std::make_unique<TextSink>(path, total_images);
+}
+
+}  // namespace facegen

@@ -1,0 +1,55 @@
+// parallel_for.hpp: split a range of independent work items over std::threads.
+//
+// parallel_for(count, threads, body) calls body(begin, end) on contiguous, disjoint ranges that cover
+// [0, count) exactly once and returns when all are done. Threads take ranges of about
+// count / (8 * threads) items from a shared counter, so a thread slowed down by a busy machine
+// does not hold up the rest. The split only decides which thread computes an item, never how:
+// callers keep every item's arithmetic the same whatever the thread count. An exception thrown by
+// a body is rethrown on the calling thread.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <thread>
+#include <vector>
+
+namespace facegen {
+
+// threads <= 0 means every hardware thread.
+inline int resolve_threads(int threads) {
+  if (threads > 0) return threads;
+  const unsigned hardware = std::thread::hardware_concurrency();
+  return hardware > 0 ? static_cast<int>(hardware) : 1;
+}
+
+template <class Body>
+void parallel_for(int64_t count, int threads, Body body) {
+  if (count <= 0) return;
+  const int64_t workers = std::min<int64_t>(resolve_threads(threads), count);
+  if (workers == 1) {
+    body(int64_t{0}, count);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, count / (8 * workers));
+  std::atomic<int64_t> next{0};
+  std::vector<std::exception_ptr> errors(workers);
+  std::vector<std::thread> pool;
+  pool.reserve(workers - 1);
+  auto run = [&](int64_t t) {
+    try {
+      for (int64_t begin = next.fetch_add(grain); begin < count; begin = next.fetch_add(grain))
+        body(begin, std::min(count, begin + grain));
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  };
+  for (int64_t t = 1; t < workers; ++t) pool.emplace_back(run, t);
+  run(0);
+  for (auto& thread : pool) thread.join();
+  for (auto& error : errors)
+    if (error) std::rethrow_exception(error);
+}
+
+}  // namespace facegen

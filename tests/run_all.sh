@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# run_all.sh: every test this machine can run, one suite after another, then one verdict line.
+#
+# A suite that cannot run here (no GPU, no PyTorch) says so and why in its own output and counts as
+# skipped, never as passed. The last line is "N passed, N failed, N skipped" (suites).
+set -u
+cd "$(dirname "$0")/.."
+build=${BUILD:-build}
+passed=0
+failed=0
+skipped=0
+failed_names=()
+
+# suite NAME COMMAND...: runs it; exit 0 passes, exit 77 is "skipped", anything else fails.
+suite() {
+  local name=$1
+  shift
+  echo
+  echo "=== $name"
+  local start=$SECONDS
+  "$@"
+  local status=$?
+  if [ $status -eq 0 ]; then
+    passed=$((passed + 1)); echo "=== $name: passed ($((SECONDS - start)) s)"
+  elif [ $status -eq 77 ]; then
+    skipped=$((skipped + 1)); echo "=== $name: skipped"
+  else
+    failed=$((failed + 1)); failed_names+=("$name"); echo "=== $name: FAILED (exit status $status)"
+  fi
+}
+
+suite "unit tests (doctest)" "$build/facegen-tests"
+suite "command line" tests/test_cli.sh "$build"
+if [ -f tests/torch_crosscheck.py ]; then
+  suite "cross-check against PyTorch" /usr/bin/python3 tests/torch_crosscheck.py .
+fi
+if [ -x "$build/facegen-gpu-tests" ]; then
+  suite "GPU tests" "$build/facegen-gpu-tests"
+else
+  echo; echo "=== GPU tests: skipped (built without CUDA)"; skipped=$((skipped + 1))
+fi
+for extra in tests/suites/*.sh; do
+  [ -f "$extra" ] && suite "$(basename "$extra" .sh)" bash "$extra" "$build"
+done
+
+echo
+[ $failed -gt 0 ] && echo "failed suites: ${failed_names[*]}"
+echo "$passed passed, $failed failed, $skipped skipped"
+[ $failed -eq 0 ]

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# test_cli.sh: the facegen program end to end, as a user runs it: good runs and every bad input.
+#
+# Each case checks the exit status, that stderr says the expected thing, and that no output file (nor
+# any temporary file) is left behind; an existing output of the same name must survive a failed run
+# untouched. Usage: tests/test_cli.sh [build-dir]. Prints one line per case and "N passed, N failed".
+set -u
+build=${1:-build}
+prog=$build/facegen
+model=$build/random-network.bin
+[ -x "$prog" ] || { echo "test_cli: $prog is missing (run make)"; exit 1; }
+[ -f "$model" ] || { echo "test_cli: $model is missing (run make $model)"; exit 1; }
+
+work=$(mktemp -d /tmp/facegen-cli.XXXXXX)
+mounts=()
+cleanup() {
+  for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+passed=0
+failed=0
+pass() { echo "  ok    $1"; passed=$((passed + 1)); }
+fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
+
+# expect_error NAME STATUS MESSAGE-PATTERN PROGRAM-ARGS...: the run must fail with STATUS, print a
+# line matching MESSAGE-PATTERN (grep -E), and leave nothing named $work/out/result* behind.
+expect_error() {
+  local name=$1 status=$2 pattern=$3
+  shift 3
+  rm -rf "$work/out" && mkdir -p "$work/out"
+  echo "old contents" > "$work/out/result.txt"
+  "$prog" "$@" > "$work/stdout" 2> "$work/stderr"
+  local got=$?
+  local left
+  left=$(ls "$work/out" | grep -v '^result.txt$')
+  if [ "$got" -ne "$status" ]; then
+    fail "$name" "exit status $got, expected $status; stderr: $(head -c 300 "$work/stderr")"
+  elif ! grep -qE -- "$pattern" "$work/stderr"; then
+    fail "$name" "stderr does not match '$pattern': $(head -c 300 "$work/stderr")"
+  elif [ "$(wc -l < "$work/stderr")" -ne 1 ]; then
+    fail "$name" "expected exactly one line on stderr, got: $(cat "$work/stderr")"
+  elif [ -n "$left" ]; then
+    fail "$name" "left files behind: $left"
+  elif [ "$(cat "$work/out/result.txt")" != "old contents" ]; then
+    fail "$name" "the existing output was changed"
+  else
+    pass "$name: $(cat "$work/stderr")"
+  fi
+}
+
+latents() {  # latents FILE N [values-per-image-count]: N images of seeded values
+  /usr/bin/python3 - "$@" <<'PY'
+import random, sys
+path, n = sys.argv[1], int(sys.argv[2])
+total = int(sys.argv[3]) if len(sys.argv) > 3 else n * 100
+rng = random.Random(n * 7919 + total)
+with open(path, "w") as f:
+    f.write(f"{n}\n")
+    f.write(" ".join(f"{rng.gauss(0, 1):.6f}" for _ in range(total)))
+    f.write("\n")
+PY
+}
+
+run_ok() { "$prog" --device cpu --model "$model" "$@"; }
+
+echo "facegen command line:"
+# --- good runs ---------------------------------------------------------------------------------
+latents "$work/l3.txt" 3
+mkdir -p "$work/good"
+if run_ok --input "$work/l3.txt" --output "$work/good/r" > "$work/stdout" 2> "$work/stderr"; then
+  lines=$(wc -l < "$work/good/r.txt")
+  first=$(head -n1 "$work/good/r.txt")
+  values=$(sed -n 2p "$work/good/r.txt" | wc -w)
+  bmp_bytes=$(stat -c %s "$work/good/r.bmp")
+  # s = 2 tiles of 64: 128 x 128 x 3 bytes of pixels + 54 bytes of headers
+  if [ "$lines" = 4 ] && [ "$first" = 3 ] && [ "$values" = 12288 ] && [ "$bmp_bytes" = $((128 * 128 * 3 + 54)) ]; then
+    pass "3 images: txt has N and 3 lines of 12288 values, bmp is a 2x2 mosaic"
+  else
+    fail "3 images" "lines=$lines first=$first values=$values bmp=$bmp_bytes"
+  fi
+  if grep -q 'wrote .*r.bmp' "$work/stdout" && grep -q 'generate' "$work/stdout"; then
+    pass "prints what it read, wrote and how long generation took"
+  else
+    fail "report" "$(cat "$work/stdout")"
+  fi
+  if grep -qE '^-?[01]\.[0-9]{4} ' <(sed -n 2p "$work/good/r.txt") &&
+     ! sed -n '2,$p' "$work/good/r.txt" | tr ' ' '\n' | grep -vE '^(-?[01]\.[0-9]{4})?$' | grep -q .; then
+    pass "every text value is %.4f in [-1, 1]"
+  else
+    fail "text values" "unexpected token in the text output"
+  fi
+else
+  fail "3 images" "exit status $?: $(cat "$work/stderr")"
+fi
+if run_ok --input "$work/l3.txt" --output "$work/good/n" --formats npy --quiet > "$work/stdout" 2>&1 &&
+   [ "$(stat -c %s "$work/good/n.npy")" = $((128 + 3 * 12288 * 4)) ] && [ ! -s "$work/stdout" ] &&
+   [ ! -e "$work/good/n.txt" ]; then
+  pass "--formats npy --quiet writes only the .npy and prints nothing"
+else
+  fail "npy" "$(cat "$work/stdout")"
+fi
+cp "$work/good/r.txt" "$work/good/first.txt"
+if run_ok --batch 2 --threads 1 --input "$work/l3.txt" --output "$work/good/r" > /dev/null 2>&1 &&
+   cmp -s "$work/good/r.txt" "$work/good/first.txt"; then
+  pass "same bytes with another batch size and thread count; the old output was replaced"
+else
+  fail "batch invariance" "outputs differ between --batch 512 and --batch 2 --threads 1"
+fi
+"$prog" --help > "$work/stdout" 2>&1 && grep -q -- '--model' "$work/stdout" && pass "--help" || fail "--help" "$(head -3 "$work/stdout")"
+"$prog" --version | grep -qE '^facegen [0-9]+\.[0-9]+' && pass "--version" || fail "--version" "no version line"
+
+# --- bad command lines ---------------------------------------------------------------------------
+out=$work/out/result
+expect_error "no --model" 2 "missing --model" --input "$work/l3.txt" --output "$out"
+expect_error "unknown flag" 2 "nosuch" --nosuch --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "bad --device" 1 "unknown --device 'tpu'" --device tpu --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "bad --formats" 1 "unknown output format 'gif'" --formats txt,gif --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "bad --batch" 1 "--batch must be" --batch 0 --model "$model" --input "$work/l3.txt" --output "$out"
+
+# --- bad models -----------------------------------------------------------------------------------
+expect_error "model missing" 1 "nosuch.bin.*(No such file|cannot)" --model "$work/nosuch.bin" --input "$work/l3.txt" --output "$out" --device cpu
+head -c 1000 "$model" > "$work/short.bin"
+expect_error "model too short" 1 "20,?549,?132.*1,?000|1,?000.*20,?549,?132" --model "$work/short.bin" --input "$work/l3.txt" --output "$out" --device cpu
+cp "$model" "$work/long.bin" && printf 'xxxx' >> "$work/long.bin"
+expect_error "model too long" 1 "20,?549,?136" --model "$work/long.bin" --input "$work/l3.txt" --output "$out" --device cpu
+cp "$model" "$work/nan.bin" && printf '\x00\x00\xc0\x7f' | dd of="$work/nan.bin" bs=1 seek=$((4 * 900000)) conv=notrunc status=none
+expect_error "model with NaN" 1 "(NaN|nan).*tconv1|tconv1.*(NaN|nan)" --model "$work/nan.bin" --input "$work/l3.txt" --output "$out" --device cpu
+cp "$model" "$work/inf.bin" && printf '\x00\x00\x80\x7f' | dd of="$work/inf.bin" bs=1 seek=$((4 * 10)) conv=notrunc status=none
+expect_error "model with Inf" 1 "(Inf|inf).*proj|proj.*(Inf|inf)" --model "$work/inf.bin" --input "$work/l3.txt" --output "$out" --device cpu
+# bn0 var[5]: proj (100*8192 + 8192 floats), then beta, gamma, mean (512 each), then var.
+cp "$model" "$work/var.bin" && printf '\x00\x00\x80\xbf' | dd of="$work/var.bin" bs=1 seek=$((4 * (827392 + 3 * 512 + 5))) conv=notrunc status=none
+expect_error "model with var + eps <= 0" 1 "bn0 var\[5\]" --model "$work/var.bin" --input "$work/l3.txt" --output "$out" --device cpu
+mkdir -p "$work/dir.bin"
+expect_error "model is a directory" 1 "dir.bin" --model "$work/dir.bin" --input "$work/l3.txt" --output "$out" --device cpu
+
+# --- bad latent files -----------------------------------------------------------------------------
+bad_input() {  # bad_input NAME PATTERN CONTENT
+  printf '%b' "$3" > "$work/bad.txt"
+  expect_error "$1" 1 "$2" --model "$model" --input "$work/bad.txt" --output "$out" --device cpu
+}
+expect_error "input missing" 1 "nosuch.txt" --model "$model" --input "$work/nosuch.txt" --output "$out" --device cpu
+bad_input "input empty" "bad.txt.*(empty|missing|N)" ""
+bad_input "N not an integer" "bad.txt:1:1.*[\"']2\.5[\"']" "2.5\n1 2 3"
+bad_input "N a word" "bad.txt:1:1.*[\"']abc[\"']" "abc\n1 2 3"
+bad_input "N zero" "bad.txt.*0" "0\n"
+bad_input "N negative" "bad.txt.*-3" "-3\n1 2"
+bad_input "N larger than the file can hold" "bad.txt.*1,?000,?000.*14 bytes" "1000000\n1 2 3\n"
+latents "$work/few.txt" 2 199
+expect_error "too few numbers" 1 "few.txt.*199.*200|few.txt.*200.*199" --model "$model" --input "$work/few.txt" --output "$out" --device cpu
+latents "$work/many.txt" 2 201
+expect_error "too many numbers" 1 "many.txt:2:[0-9]+.*(unexpected|more|extra).*200" --model "$model" --input "$work/many.txt" --output "$out" --device cpu
+bad_input "a token that is not a number" "bad.txt:2:5.*[\"']0\.5x[\"'].*not a number" "1\n0.1 0.5x 0.3 $(printf '0.1 %.0s' {1..97})\n"
+bad_input "NaN in a latent" "bad.txt:2:[0-9]+.*[\"']nan[\"'].*value 51" "1\n$(printf '0.1 %.0s' {1..50}) nan $(printf '0.1 %.0s' {1..49})\n"
+bad_input "Inf in a latent" "bad.txt:2:[0-9]+.*[\"']1e999[\"'].*value 100" "1\n$(printf '0.1 %.0s' {1..99}) 1e999\n"
+
+# --- bad outputs ----------------------------------------------------------------------------------
+expect_error "output directory missing" 1 "nodir" --model "$model" --input "$work/l3.txt" --output "$work/nodir/r" --device cpu
+if mkdir -p "$work/ro" && mount -t tmpfs -o size=1m,ro tmpfs "$work/ro" 2>/dev/null; then
+  mounts+=("$work/ro")
+  expect_error "output directory read-only" 1 "ro/r\.(txt|bmp).*(Read-only|Permission)" --model "$model" --input "$work/l3.txt" --output "$work/ro/r" --device cpu
+else
+  echo "  skip  output directory read-only: cannot mount a tmpfs here (needs root)"
+fi
+if mkdir -p "$work/full" && mount -t tmpfs -o size=64k tmpfs "$work/full" 2>/dev/null; then
+  mounts+=("$work/full")
+  latents "$work/l20.txt" 20
+  "$prog" --device cpu --model "$model" --input "$work/l20.txt" --output "$work/full/r" > /dev/null 2> "$work/stderr"
+  got=$?
+  if [ "$got" -eq 1 ] && grep -q "No space left on device" "$work/stderr" && [ -z "$(ls -A "$work/full")" ]; then
+    pass "disk full: $(cat "$work/stderr")"
+  else
+    fail "disk full" "status $got, files: $(ls "$work/full"), stderr: $(cat "$work/stderr")"
+  fi
+else
+  echo "  skip  disk full: cannot mount a tmpfs here (needs root)"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
