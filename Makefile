@@ -2,9 +2,11 @@
 #
 #   make                 build everything (build/facegen, tools, tests)
 #   make run INPUT=input1 OUTPUT=output1 [MODEL=path]   inputs/input1.txt -> outputs/output1.{txt,bmp}
+#   make run [COUNT=64 SEED=1 OUTPUT=samples]           random latents -> outputs/samples.{txt,bmp}
 #   make run_parallel INPUT=input1 OUTPUT=output1 NGPUS=4 [MODEL=path] [HOSTS=a,b|hostfile]
 #                        the same over NGPUS MPI ranks per node (run_parallel.sh; Slurm-aware)
 #   make test            build and run every test this machine can run; ends with a pass/fail line
+#   make bench           (GPU machine) build/facegen-bench, then bench/pytorch_reference.py beside it
 #   make clean
 #   make deps            install the Debian packages needed to build and run (apt-get; as root or via sudo)
 #   make test-deps       ... and those the tests need (PyTorch for the cross-check)
@@ -73,21 +75,27 @@ RANDOM_MODEL_TOOL := $(BUILD)/make-random-network
 LATENTS_TOOL := $(BUILD)/make-latents
 UNIT_TESTS := $(BUILD)/facegen-tests
 GPU_TESTS := $(BUILD)/facegen-gpu-tests
+BENCH := $(BUILD)/facegen-bench
+BENCH_OUT := $(BUILD)/bench-run
 DEFAULT_MODEL := $(BUILD)/random-network.bin
 
 MODEL  ?= $(DEFAULT_MODEL)
-INPUT  ?= input1
-OUTPUT ?= output1
+INPUT  ?=
+COUNT  ?= 64
+SEED   ?= 1
+OUTPUT ?= $(if $(INPUT),output1,samples)
 ARGS   ?=
+# Without INPUT, make run draws COUNT random latents with SEED.
+LATENT_ARGS = $(if $(INPUT),--input inputs/$(INPUT).txt,--random $(COUNT) --seed $(SEED))
 NGPUS  ?= 1
 HOSTS  ?=
 
 ALL := $(PROGRAM) $(RANDOM_MODEL_TOOL) $(LATENTS_TOOL) $(UNIT_TESTS)
 ifeq ($(CUDA),1)
-ALL += $(GPU_TESTS)
+ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel test clean deps test-deps
+.PHONY: all run run_parallel test bench clean deps test-deps
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -109,6 +117,10 @@ $(UNIT_TESTS): $(TEST_OBJ) $(BUILD)/libfacegen.a
 $(GPU_TESTS): $(GPU_TEST_OBJ) $(BUILD)/tests/gpu/test_main.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
+# The benchmark links cuBLAS for its baseline and ceilings; nothing else does.
+$(BENCH): $(BUILD)/bench/bench.cu.o $(BUILD)/libfacegen.a
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS) -lcublas
+
 $(BUILD)/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
@@ -123,16 +135,23 @@ $(DEFAULT_MODEL): $(RANDOM_MODEL_TOOL)
 
 run: $(PROGRAM) $(MODEL)
 	@mkdir -p outputs
-	$(PROGRAM) --model $(MODEL) --input inputs/$(INPUT).txt --output outputs/$(OUTPUT) $(ARGS)
+	$(PROGRAM) --model $(MODEL) $(LATENT_ARGS) --output outputs/$(OUTPUT) $(ARGS)
 
 # NGPUS ranks per node on every node: the Slurm allocation's, HOSTS (a,b or a hostfile), or this machine.
 run_parallel: $(PROGRAM) $(MODEL)
 	@mkdir -p outputs
-	./run_parallel.sh --input inputs/$(INPUT).txt --output outputs/$(OUTPUT) --ranks-per-node $(NGPUS) \
+	./run_parallel.sh $(LATENT_ARGS) --output outputs/$(OUTPUT) --ranks-per-node $(NGPUS) \
 	  --model $(MODEL) $(if $(HOSTS),--hosts $(HOSTS)) -- $(ARGS)
 
 test: all $(DEFAULT_MODEL)
 	@bash tests/run_all.sh
+
+# A benchmark, not a test: numbers, then PyTorch on the same network (BENCH_ARGS=--quick: fewer repetitions;
+# TORCH_ARGS e.g. --compile-budget 120).
+bench: $(BENCH)
+	@mkdir -p $(BENCH_OUT)
+	$(BENCH) --out $(BENCH_OUT) $(BENCH_ARGS)
+	python3 bench/pytorch_reference.py --dir $(BENCH_OUT) $(TORCH_ARGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -4,6 +4,7 @@
 #
 #   ./run_parallel.sh --input inputs/input1.txt --output outputs/output1 --ranks-per-node 4 \
 #                     [--model build/random-network.bin] [--hosts a,b | --hosts FILE] [-- facegen flags]
+#   (--random N [--seed S] or --interpolate K [--seed S] instead of --input: drawn latents)
 #   make run_parallel INPUT=input1 OUTPUT=output1 NGPUS=4 [MODEL=path] [HOSTS=...] [ARGS='--verbose']
 #
 # Where the ranks run:
@@ -20,7 +21,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 program=$here/build/facegen
 model=$here/build/random-network.bin
-input=
+latent_args=()
 output=
 ranks_per_node=
 hosts=${HOSTS:-}
@@ -37,7 +38,7 @@ die() {
 
 while [ $# -gt 0 ]; do
   case $1 in
-    --input) input=${2:?}; shift 2 ;;
+    --input|--random|--interpolate|--seed) latent_args+=("$1" "${2:?}"); shift 2 ;;
     --output) output=${2:?}; shift 2 ;;
     --ranks-per-node) ranks_per_node=${2:?}; shift 2 ;;
     --model) model=${2:?}; shift 2 ;;
@@ -48,12 +49,13 @@ while [ $# -gt 0 ]; do
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
-[ -n "$input" ] && [ -n "$output" ] && [ -n "$ranks_per_node" ] || die "--input, --output and --ranks-per-node are required (see --help)"
+[ ${#latent_args[@]} -gt 0 ] && [ -n "$output" ] && [ -n "$ranks_per_node" ] ||
+  die "--input (or --random, --interpolate), --output and --ranks-per-node are required (see --help)"
 [[ $ranks_per_node =~ ^[1-9][0-9]*$ ]] || die "--ranks-per-node must be a positive integer, got '$ranks_per_node'"
 [ -x "$program" ] || die "$program is missing: run make first"
 facegen_args=(
   --model "$model"
-  --input "$input"
+  "${latent_args[@]}"
   --output "$output"
   "$@"
 )

@@ -15,11 +15,18 @@ namespace facegen {
 
 enum class DeviceKind { Auto, Cuda, Cpu };
 
+// Arithmetic of the CUDA backend's matrix products. Fp32: exact float32 multiply-adds (the default).
+// Tf32: tensor cores on operands rounded to tf32 (10-bit mantissa), float32 accumulation.
+// Bf16: tensor cores on bfloat16 operands and activations, float32 accumulation. The CPU backend
+// always computes in float32.
+enum class Precision { Fp32, Tf32, Bf16 };
+
 struct BackendOptions {
   DeviceKind device = DeviceKind::Auto;
   int cuda_device = -1;   // -1: let the backend choose (device 0, or the MPI layer's choice)
   int max_batch = 512;    // images per GPU batch
   int threads = 0;        // CPU threads; 0: all hardware threads
+  Precision precision = Precision::Fp32;
 };
 
 class Backend {

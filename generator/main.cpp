@@ -1,6 +1,7 @@
 // main.cpp: the facegen command line: a trained DCGAN generator + latent vectors -> images.
 //
 //   facegen --model network.bin --input inputs/input1.txt --output outputs/output1
+//   facegen --model network.bin --random 64 --seed 7 --output outputs/samples
 //
 // writes outputs/output1.txt and outputs/output1.bmp. Exit status: 0 success, 1 a problem with the
 // input (files, values, flags: one sentence on stderr), 2 a malformed command line, 3 a fault of the
@@ -28,6 +29,13 @@ constexpr int kExitInput = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitFault = 3;
 
+facegen::Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return facegen::Precision::Fp32;
+  if (name == "tf32") return facegen::Precision::Tf32;
+  if (name == "bf16") return facegen::Precision::Bf16;
+  throw facegen::UserError("unknown --precision '" + name + "' (expected fp32, tf32 or bf16)");
+}
+
 DeviceKind parse_device(const std::string& name) {
   if (name == "auto") return DeviceKind::Auto;
   if (name == "cuda" || name == "gpu") return DeviceKind::Cuda;
@@ -54,19 +62,26 @@ int main(int argc, char** argv) {
   options.add_options()
       ("m,model", "generator weights (SHPC facegen network.bin layout)", cxxopts::value<std::string>())
       ("i,input", "latent file: N, then N*100 numbers", cxxopts::value<std::string>())
+      ("r,random", "instead of --input: N latents drawn from N(0, 1)", cxxopts::value<int64_t>())
+      ("interpolate", "instead of --input: a K x K grid, each row K steps between two random latents",
+       cxxopts::value<int64_t>())
+      ("s,seed", "seed of --random and --interpolate (same seed, same images)",
+       cxxopts::value<uint64_t>()->default_value("1"))
       ("o,output", "output prefix: writes PREFIX.txt, PREFIX.bmp, ...", cxxopts::value<std::string>())
       ("f,formats", "outputs to write: comma-separated txt, bmp, npy",
        cxxopts::value<std::string>()->default_value("txt,bmp"))
       ("d,device", "auto, cuda or cpu (auto: a usable GPU, else the CPU)",
        cxxopts::value<std::string>()->default_value("auto"))
       ("g,gpu", "CUDA device index", cxxopts::value<int>()->default_value("0"))
+      ("p,precision", "GPU arithmetic: fp32 (exact float32), tf32 or bf16 (tensor cores)",
+       cxxopts::value<std::string>()->default_value("fp32"))
       ("b,batch", "images per GPU batch", cxxopts::value<int>()->default_value("512"))
       ("t,threads", "CPU threads (0: all)", cxxopts::value<int>()->default_value("0"))
       ("q,quiet", "print nothing but errors")
       ("verbose", "under mpirun/srun: every rank reports its host, rank, local rank and GPU")
       ("all-ranks", "under mpirun/srun: every rank generates, however few images there are")
       ("min-images-per-rank", "under mpirun/srun: ranks sit out unless each gets this many images "
-       "(0: 256 on GPUs, 8 on CPUs)", cxxopts::value<int64_t>()->default_value("0"))
+       "(0: 512 on GPUs, 8 on CPUs)", cxxopts::value<int64_t>()->default_value("0"))
       ("mpi", "run as one rank of an MPI job even where no launcher is detected")
       ("h,help", "print this help")
       ("V,version", "print the version");
@@ -90,7 +105,12 @@ int main(int argc, char** argv) {
       std::cerr << "facegen: unexpected argument '" << args.unmatched().front() << "' (see --help)\n";
       return kExitUsage;
     }
-    for (const char* required : {"model", "input", "output"}) {
+    const int sources = static_cast<int>(args.count("input") + args.count("random") + args.count("interpolate"));
+    if (sources != 1) {
+      std::cerr << "facegen: give exactly one of --input FILE, --random N, --interpolate K (see --help)\n";
+      return kExitUsage;
+    }
+    for (const char* required : {"model", "output"}) {
       if (!args.count(required)) {
         std::cerr << "facegen: missing --" << required << " (see --help)\n";
         return kExitUsage;
@@ -99,11 +119,24 @@ int main(int argc, char** argv) {
 
     facegen::GenerateRequest request;
     request.model_path = args["model"].as<std::string>();
-    request.input_path = args["input"].as<std::string>();
+    if (args.count("input")) request.latents.path = args["input"].as<std::string>();
+    request.latents.seed = args["seed"].as<uint64_t>();
+    if (args.count("random")) {
+      request.latents.random_count = args["random"].as<int64_t>();
+      if (request.latents.random_count < 1)
+        throw facegen::UserError("--random must be at least 1, got " + std::to_string(request.latents.random_count));
+    }
+    if (args.count("interpolate")) {
+      request.latents.interpolate_side = args["interpolate"].as<int64_t>();
+      if (request.latents.interpolate_side < 1 || request.latents.interpolate_side > 1000)
+        throw facegen::UserError("--interpolate must be between 1 and 1000, got " +
+                                 std::to_string(request.latents.interpolate_side));
+    }
     request.output_prefix = args["output"].as<std::string>();
     request.formats = facegen::parse_formats(args["formats"].as<std::string>());
     request.backend.device = parse_device(args["device"].as<std::string>());
     request.backend.cuda_device = args["gpu"].as<int>();
+    request.backend.precision = parse_precision(args["precision"].as<std::string>());
     request.backend.max_batch = args["batch"].as<int>();
     request.backend.threads = args["threads"].as<int>();
     if (request.backend.max_batch < 1 || request.backend.max_batch > (1 << 20)) {
@@ -144,7 +177,7 @@ int main(int argc, char** argv) {
     facegen::GenerateReport report = facegen::run_generation(request);
     if (!quiet) {
       std::printf("model     %s\n", request.model_path.c_str());
-      std::printf("input     %s: %lld images\n", request.input_path.c_str(), static_cast<long long>(report.images));
+      std::printf("input     %s: %lld images\n", report.latents.c_str(), static_cast<long long>(report.images));
       std::printf("backend   %s\n", report.backend.c_str());
       double rate = report.compute_seconds > 0 ? report.images / report.compute_seconds : 0;
       std::printf("generate  %.3f s (%.0f images/s), not counting reading and writing files\n",

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "generator/errors.hpp"
-#include "generator/latents.hpp"
 #include "generator/network.hpp"
 
 namespace facegen {
@@ -74,8 +73,8 @@ GenerateReport run_generation(const GenerateRequest& request) {
   report.load_seconds = seconds_since(start);
 
   start = Clock::now();
-  LatentReader reader(request.input_path);
-  const int64_t total = reader.count();
+  std::unique_ptr<LatentSource> reader = open_latents(request.latents);
+  const int64_t total = reader->count();
   report.parse_seconds += seconds_since(start);
 
   // Every output exists as a temporary file before any image is computed.
@@ -87,7 +86,7 @@ GenerateReport run_generation(const GenerateRequest& request) {
   std::vector<float> images(static_cast<size_t>(chunk) * kImageValues);  // (chunk, 64, 64, 3)
   for (int64_t done = 0; done < total;) {
     start = Clock::now();
-    const int64_t count = reader.read(latents.data(), chunk);
+    const int64_t count = reader->read(latents.data(), chunk);
     report.parse_seconds += seconds_since(start);
 
     start = Clock::now();
@@ -100,7 +99,7 @@ GenerateReport run_generation(const GenerateRequest& request) {
     done += count;
   }
   start = Clock::now();
-  reader.finish();
+  reader->finish();
   report.parse_seconds += seconds_since(start);
 
   start = Clock::now();
@@ -110,6 +109,7 @@ GenerateReport run_generation(const GenerateRequest& request) {
   }
   report.write_seconds += seconds_since(start);
   report.images = total;
+  report.latents = reader->describe();
   return report;
 }
 

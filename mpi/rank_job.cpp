@@ -23,7 +23,7 @@
 #include "generator/atomic_file.hpp"
 #include "generator/backend.hpp"
 #include "generator/errors.hpp"
-#include "generator/latents.hpp"
+#include "generator/latent_source.hpp"
 #include "generator/network.hpp"
 #include "mpi/agreement.hpp"
 #include "mpi/mpi_check.hpp"
@@ -39,10 +39,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Below these many images per rank, an extra rank costs more than it saves (BENCHMARKS.md,
-// "MPI scaling"): on a GPU a rank's start-up (CUDA context, weights upload) is worth a few hundred
-// images and a batch below that barely runs faster than a full one; on the CPU a rank's start-up
+// "MPI scaling"). On two H200s a second GPU rank added 0.15 s of start-up (its CUDA context and
+// weights, beside the first's) and one image cost about 0.27 ms end to end, of which a second rank
+// saves about a third: the two meet near 1,000 images, 500 per rank. On the CPU a rank's start-up
 // (reading and checking the 20 MB model) is worth a few images.
-constexpr int64_t kDefaultMinImagesCuda = 256;
+constexpr int64_t kDefaultMinImagesCuda = 512;
 constexpr int64_t kDefaultMinImagesCpu = 8;
 
 double seconds_since(Clock::time_point start) {
@@ -126,6 +127,7 @@ class RankJob {
   std::string notice_;
   int64_t min_images_ = 1;
   int cpu_threads_ = 1;  // this rank's share of its node's CPUs
+  std::string latents_text_;  // rank 0: where the latents come from
   Times times_;
 };
 
@@ -175,12 +177,15 @@ int RankJob::run() {
   RankStatus input_status;  // rank 0's trouble with the latent file, reported after the model's
 
   // 1. N, read once by rank 0.
-  std::unique_ptr<LatentReader> reader;
+  std::unique_ptr<LatentSource> reader;
   int64_t total = 0;
   if (is_root_) {
     const auto start = Clock::now();
-    attempt(input_status, [&] { reader = std::make_unique<LatentReader>(request_.input_path); });
-    if (reader) total = reader->count();
+    attempt(input_status, [&] { reader = open_latents(request_.latents); });
+    if (reader) {
+      total = reader->count();
+      latents_text_ = reader->describe();
+    }
     times_.parse += seconds_since(start);
   }
   MPI_Request request;
@@ -293,7 +298,7 @@ void RankJob::print_summary(const WorkSplit& split, const OrderedOutputs& output
   const int64_t total = split.total_images();
   const int active = split.active_ranks();
   std::printf("model     %s\n", request_.model_path.c_str());
-  std::printf("input     %s: %lld images\n", request_.input_path.c_str(), static_cast<long long>(total));
+  std::printf("input     %s: %lld images\n", latents_text_.c_str(), static_cast<long long>(total));
   std::printf("ranks     %d on %d host%s; ", topo_.world_size, topo_.node_count, topo_.node_count == 1 ? "" : "s");
   if (active == topo_.world_size) {
     int64_t fewest = total, most = 0;

@@ -4,8 +4,9 @@
 // Every rank runs the same sequence; a rank's slice of the work comes from work_split.hpp, its GPU
 // from rank_topology.hpp, its output offsets from ordered_output.hpp, and the way ranks fail
 // together from agreement.hpp. Order of work:
-//   1. rank 0 opens the latent file and reads N (an error is held until step 3, so that errors
-//      come in the same order as in the single-process program); every rank learns N;
+//   1. rank 0 opens the latents (a file, or --random / --interpolate draws) and learns N (an error
+//      is held until step 3, so that errors come in the same order as in the single-process
+//      program); every rank learns N;
 //   2. rank 0 decides how many ranks generate (small jobs leave ranks out, see work_split.hpp);
 //      the generating ranks load the model and start their backend on their GPU;
 //   3. agree; rank 0 creates the outputs as temporary files; agree; every rank opens them;

@@ -98,6 +98,16 @@ elif [ -s "$work/stderr" ]; then
   fail "3 ranks, txt+bmp+npy" "$(head -c 400 "$work/stderr")"
 fi
 
+# --- drawn latents: rank 0 draws them, as one process would ---------------------------------------
+"$prog" --device cpu --model "$model" --random 9 --seed 3 --output "$work/ref_random" --quiet
+if timeout 60 ./run_parallel.sh --program "$prog" --model "$model" --random 9 --seed 3 --output "$work/random" \
+     --ranks-per-node 3 -- --device cpu --all-ranks > "$work/stdout" 2> "$work/stderr" &&
+   same_files "--random" "$work/random" "$work/ref_random" txt bmp; then
+  pass "3 ranks, --random 9 --seed 3: identical to one process"
+elif [ -s "$work/stderr" ]; then
+  fail "3 ranks, --random 9" "$(head -c 400 "$work/stderr")"
+fi
+
 # --- small jobs leave ranks out -----------------------------------------------------------------
 if parallel 5 "$work/s7" "$work/l7.txt" --verbose && same_files "sit out" "$work/s7" "$work/ref7" txt bmp; then
   if grep -q "^ranks     5 on 1 host; 1 generates, 4 sit out" "$work/stdout" &&

@@ -1,0 +1,243 @@
+// bench.cu: build/facegen-bench, the generator's GPU benchmark (run by `make bench`).
+//
+// Prints the device ceilings (cuBLAS SGEMM / TF32 / BF16 TFLOP/s, copy and pinned download GB/s),
+// then for each precision: per-layer time and TFLOP/s at batch 8192; images/s at batch 64, 1024 and
+// 8192 for the kernels alone (latents and images on the device, graph replays) and end to end in
+// memory (host latents -> host images, with the copies); the cuBLAS baseline beside them; the event
+// timeline of a few batches showing downloads overlapped with compute. Writes network.bin,
+// latents.bin, images_<precision>.bin (first 256 images of a batch of 8192) and results.json into
+// --out for bench/pytorch_reference.py, which adds PyTorch and the errors vs float64.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/cublas_baseline.cuh"
+#include "generator/gpu_pipeline.hpp"
+#include "kernels/generator_gpu.hpp"
+#include "kernels/cuda_check.cuh"
+#include "tests/gpu/reference.hpp"
+
+using namespace facegen;
+
+namespace {
+
+const char* name(Precision p) { return p == Precision::Fp32 ? "fp32" : p == Precision::Tf32 ? "tf32" : "bf16"; }
+constexpr double kFlopsPerImage = 326.0e6;  // the issue's count: 2 * pixels * 25 taps * c_in * c_out summed
+
+__global__ void fill_random(float* x, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    x[i] = (h & 0xffff) / 65536.f - 0.5f;
+  }
+}
+__global__ void to_bf16(const float* x, __nv_bfloat16* y, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+    y[i] = __float2bfloat16_rn(x[i]);
+}
+
+// Median over `reps` of the event-timed milliseconds of f().
+template <typename F>
+float time_ms(F f, int reps, cudaStream_t s = nullptr) {
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  f();  // warm-up
+  CUDA_CHECK(cudaStreamSynchronize(s));
+  std::vector<float> t;
+  for (int r = 0; r < reps; ++r) {
+    CUDA_CHECK(cudaEventRecord(a, s));
+    f();
+    CUDA_CHECK(cudaEventRecord(b, s));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    float ms;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+struct Json {
+  std::string s = "{";
+  void add(const std::string& k, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    s += (s.size() > 1 ? ",\n \"" : "\n \"") + k + "\": " + buf;
+  }
+  std::string str() const { return s + "\n}\n"; }
+};
+
+void ceilings(Json& js) {
+  const int n = 8192;
+  float *a, *b, *c;
+  CUDA_CHECK(cudaMalloc(&a, sizeof(float) * n * n));
+  CUDA_CHECK(cudaMalloc(&b, sizeof(float) * n * n));
+  CUDA_CHECK(cudaMalloc(&c, sizeof(float) * n * n));
+  fill_random<<<4096, 256>>>(a, size_t(n) * n, 1);
+  fill_random<<<4096, 256>>>(b, size_t(n) * n, 2);
+  __nv_bfloat16 *ab, *bb;
+  CUDA_CHECK(cudaMalloc(&ab, 2 * size_t(n) * n));
+  CUDA_CHECK(cudaMalloc(&bb, 2 * size_t(n) * n));
+  to_bf16<<<4096, 256>>>(a, ab, size_t(n) * n);
+  to_bf16<<<4096, 256>>>(b, bb, size_t(n) * n);
+  cublasHandle_t h;
+  CUBLAS_CHECK(cublasCreate(&h));
+  const float one = 1, zero = 0;
+  const double flop = 2.0 * n * n * n;
+  float ms = time_ms([&] { CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_32F, n, b, CUDA_R_32F, n, &zero, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT)); }, 5);
+  double sgemm = flop / ms / 1e9;
+  ms = time_ms([&] { CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_32F, n, b, CUDA_R_32F, n, &zero, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT)); }, 5);
+  double tf32 = flop / ms / 1e9;
+  ms = time_ms([&] { CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, ab, CUDA_R_16BF, n, bb, CUDA_R_16BF, n, &zero, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)); }, 5);
+  double bf16 = flop / ms / 1e9;
+  cublasDestroy(h);
+  const size_t bytes = sizeof(float) * size_t(n) * n;  // 256 MiB
+  ms = time_ms([&] { CUDA_CHECK(cudaMemcpyAsync(c, a, bytes, cudaMemcpyDeviceToDevice)); }, 10);
+  double d2d = 2.0 * bytes / ms / 1e6;
+  float* host;
+  CUDA_CHECK(cudaMallocHost(&host, bytes));
+  ms = time_ms([&] { CUDA_CHECK(cudaMemcpyAsync(host, c, bytes, cudaMemcpyDeviceToHost)); }, 5);
+  double d2h = bytes / ms / 1e6;
+  cudaFreeHost(host);
+  for (void* q : {static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(c), static_cast<void*>(ab), static_cast<void*>(bb)}) cudaFree(q);
+  std::printf("ceilings (8192^3 GEMMs on random data, cuBLAS): SGEMM %.1f TFLOP/s, TF32 %.1f TFLOP/s, BF16 %.1f TFLOP/s\n",
+              sgemm, tf32, bf16);
+  std::printf("ceilings: device copy %.0f GB/s (read + write), pinned device-to-host %.1f GB/s\n", d2d, d2h);
+  js.add("ceiling_sgemm_tflops", sgemm);
+  js.add("ceiling_tf32_tflops", tf32);
+  js.add("ceiling_bf16_tflops", bf16);
+  js.add("ceiling_d2d_gbs", d2d);
+  js.add("ceiling_d2h_gbs", d2h);
+}
+
+void write_file(const std::string& path, const void* data, size_t bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(static_cast<const char*>(data), bytes);
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out = "build/bench-run";
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+  }
+  try {
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, %d SMs, %.0f MB L2\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);
+    Json js;
+    ceilings(js);
+
+    const auto net = reference::random_network(1);
+    const int kMaxN = 8192;
+    std::vector<float> z(size_t(kMaxN) * 8 * kLatentDim);  // 65,536 latents for the end-to-end runs
+    std::mt19937_64 rng(2);
+    std::normal_distribution<float> nd;
+    for (auto& v : z) v = nd(rng);
+    write_file(out + "/network.bin", net.data(), net.size() * 4);
+    write_file(out + "/latents.bin", z.data(), size_t(kMaxN) * kLatentDim * 4);
+
+    std::vector<float> host_images(z.size() / kLatentDim * kImageValues);
+    std::memset(host_images.data(), 0, host_images.size() * 4);  // touch the pages before timing
+
+    const int batches[] = {64, 1024, 8192};
+    const char* layer_names[] = {"projection+bn+relu", "tconv1 phase GEMM", "tconv2 phase GEMM", "tconv3 phase GEMM", "tconv4+tanh direct"};
+    std::string table;
+    for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
+      std::printf("\n== %s ==\n", name(p));
+      // Per layer at batch 8192.
+      {
+        GpuPipeline pipe(net.data(), p, kMaxN, 0);
+        const DeviceNetwork& dn = pipe.network();
+        void* act[4];
+        for (int s = 0; s < 4; ++s) CUDA_CHECK(cudaMalloc(&act[s], dn.activation_bytes_per_image(s) * kMaxN));
+        CUDA_CHECK(cudaMemcpy(pipe.device_latents(0), z.data(), size_t(kMaxN) * kLatentDim * 4, cudaMemcpyHostToDevice));
+        dn.forward(pipe.device_latents(0), kMaxN, act, pipe.device_images(0), nullptr);
+        float total = 0;
+        for (int l = 0; l < 5; ++l) {
+          float ms = time_ms([&] {
+            if (l == 0) dn.projection(pipe.device_latents(0), kMaxN, act[0], nullptr);
+            else if (l < 4) dn.tconv(l - 1, act[l - 1], kMaxN, act[l], nullptr);
+            else dn.output_layer(act[3], kMaxN, pipe.device_images(0), nullptr);
+          }, quick ? 3 : 10);
+          total += ms;
+          double tf = layer_flops_per_image(l) * kMaxN / ms / 1e9;
+          std::printf("  layer %-20s %8.3f ms  %6.1f TFLOP/s\n", layer_names[l], ms, tf);
+          js.add(std::string(name(p)) + "_layer" + std::to_string(l) + "_ms", ms);
+        }
+        std::printf("  layers total          %8.3f ms  %6.1f TFLOP/s  (%.0f images/s)\n", total,
+                    kFlopsPerImage * kMaxN / total / 1e9, kMaxN / (total / 1e3));
+        // First 256 images of this batch for the error check against float64.
+        std::vector<float> img(size_t(256) * kImageValues);
+        CUDA_CHECK(cudaMemcpy(img.data(), pipe.device_images(0), img.size() * 4, cudaMemcpyDeviceToHost));
+        write_file(out + "/images_" + name(p) + ".bin", img.data(), img.size() * 4);
+        for (void* a : act) cudaFree(a);
+      }
+      for (int B : batches) {
+        GpuPipeline pipe(net.data(), p, B, 0);
+        CUDA_CHECK(cudaMemcpy(pipe.device_latents(0), z.data(), size_t(B) * kLatentDim * 4, cudaMemcpyHostToDevice));
+        const int inner = std::max(1, 8192 / B);  // ~8192 images per timed repetition
+        float ms = time_ms([&] { for (int r = 0; r < inner; ++r) pipe.run_slot(0, B); }, quick ? 3 : 7, pipe.compute_stream());
+        double kernels = double(B) * inner / (ms / 1e3);
+        // End to end: host latents -> host images (pageable, pre-touched), 8 batches per call.
+        const int64_t n = int64_t{B} * 8 * (B < 1024 ? 8 : 1);
+        pipe.generate(z.data(), std::min<int64_t>(n, B * 2), host_images.data());  // warm-up
+        pipe.record_timeline(B == 8192 || B == 64);
+        auto t0 = std::chrono::steady_clock::now();
+        pipe.generate(z.data(), n, host_images.data());
+        double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        double e2e = n / sec;
+        // cuBLAS baseline, kernels alone, on the same latents; then both once more for the comparison.
+        CublasGenerator cb(net, p, B);
+        for (int k = 0; k < 2; ++k)
+          CUDA_CHECK(cudaMemcpy(pipe.device_latents(k), z.data(), size_t(B) * kLatentDim * 4, cudaMemcpyHostToDevice));
+        float cms = time_ms([&] { for (int r = 0; r < inner; ++r) cb.forward(pipe.device_latents(1), B, pipe.device_images(1), pipe.compute_stream()); }, quick ? 2 : 5, pipe.compute_stream());
+        double cublas = double(B) * inner / (cms / 1e3);
+        pipe.run_slot(0, B);
+        CUDA_CHECK(cudaStreamSynchronize(pipe.compute_stream()));
+        std::vector<float> a(size_t(B) * kImageValues), b(a.size());
+        CUDA_CHECK(cudaMemcpy(a.data(), pipe.device_images(0), a.size() * 4, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(b.data(), pipe.device_images(1), b.size() * 4, cudaMemcpyDeviceToHost));
+        double diff = 0;
+        for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+        std::printf("  batch %5d: kernels %9.0f images/s (%5.1f TFLOP/s), end to end %9.0f images/s (%lld images), "
+                    "cuBLAS baseline %9.0f images/s, max |ours - cuBLAS| %.2e\n",
+                    B, kernels, kernels * kFlopsPerImage / 1e12, e2e, static_cast<long long>(n), cublas, diff);
+        const std::string key = std::string(name(p)) + "_b" + std::to_string(B);
+        js.add(key + "_kernels", kernels);
+        js.add(key + "_e2e", e2e);
+        js.add(key + "_cublas", cublas);
+        if (!pipe.timeline().empty()) {
+          std::printf("  timeline, batch %d (ms from start; upload | compute | download):\n", B);
+          const auto& tl = pipe.timeline();
+          for (size_t i = 0; i < std::min<size_t>(tl.size(), 4); ++i)
+            std::printf("    batch %zu: up %7.3f-%7.3f | compute %7.3f-%7.3f | down %7.3f-%7.3f%s\n", i, tl[i].upload_begin,
+                        tl[i].upload_end, tl[i].compute_begin, tl[i].compute_end, tl[i].download_begin, tl[i].download_end,
+                        i + 1 < tl.size() && tl[i].download_end > tl[i + 1].compute_begin ? "  (download overlaps next compute)" : "");
+          pipe.record_timeline(false);
+        }
+      }
+    }
+    std::ofstream(out + "/results.json") << js.str();
+    std::printf("\nwrote %s/results.json; bench/pytorch_reference.py adds PyTorch and the float64 errors\n", out.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "facegen-bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

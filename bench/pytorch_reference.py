@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""pytorch_reference.py: the same generator in PyTorch, timed beside facegen's numbers.
+
+Reads --dir (written by build/facegen-bench): network.bin, latents.bin, images_<precision>.bin and
+results.json. For fp32 (TF32 off), tf32 (TF32 on) and bf16 (weights and inputs in bfloat16) it times
+eager PyTorch (cuDNN) at batch 64, 1024 and 8192 and torch.compile(mode="max-autotune") at batch 64
+and 8192 only (compiling takes minutes; --compile-budget caps the seconds spent on it, and later
+compiles are skipped and reported as skipped). Then it computes a float64 reference of the first 256
+images on the GPU and prints the worst absolute error of PyTorch and of facegen in each precision,
+and the images/s table with facegen / best PyTorch ratios.
+"""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+CH = [512, 256, 128, 64, 3]
+SIZE = [4, 8, 16, 32, 64]
+EPS = 1e-5
+
+
+def load_params(path):
+    f = np.fromfile(path, dtype=np.float32)
+    assert f.size == 5137283, f.size
+    o = 0
+    def take(n, shape):
+        nonlocal o
+        t = torch.from_numpy(f[o:o + n].copy()).reshape(shape)
+        o += n
+        return t
+    p = {"proj_w": take(100 * 8192, (100, 8192)), "proj_b": take(8192, (8192,))}
+    for s in range(4):
+        c, k = CH[s], CH[s + 1]
+        p[f"bn{s}"] = [take(c, (c,)) for _ in range(4)]  # beta, gamma, mean, var
+        w = take(25 * k * c, (5, 5, k, c))
+        p[f"w{s}"] = w.permute(3, 2, 0, 1).contiguous()  # ConvTranspose2d layout (c_in, c_out, kh, kw)
+        p[f"b{s}"] = take(k, (k,))
+    return p
+
+
+class Generator(torch.nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.proj = torch.nn.Linear(100, 8192)
+        self.proj.weight.data = p["proj_w"].t().contiguous()
+        self.proj.bias.data = p["proj_b"]
+        self.bns = torch.nn.ModuleList()
+        self.convs = torch.nn.ModuleList()
+        for s in range(4):
+            bn = torch.nn.BatchNorm2d(CH[s], eps=EPS)
+            beta, gamma, mean, var = p[f"bn{s}"]
+            bn.weight.data, bn.bias.data = gamma.clone(), beta.clone()
+            bn.running_mean.data, bn.running_var.data = mean.clone(), var.clone()
+            # padding=1 gives 2H+1 outputs; dropping the last row and column is SAME padding.
+            conv = torch.nn.ConvTranspose2d(CH[s], CH[s + 1], 5, stride=2, padding=1)
+            conv.weight.data, conv.bias.data = p[f"w{s}"].clone(), p[f"b{s}"].clone()
+            self.bns.append(bn)
+            self.convs.append(conv)
+        self.eval()
+
+    def forward(self, z):
+        x = self.proj(z).view(-1, 4, 4, 512).permute(0, 3, 1, 2)
+        for s in range(4):
+            x = self.convs[s](F.relu(self.bns[s](x)))
+            h = 2 * SIZE[s]
+            x = x[:, :, :h, :h]
+        return torch.tanh(x).permute(0, 2, 3, 1)  # (n, 64, 64, 3)
+
+
+def set_precision(prec):
+    tf32 = prec == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
+def time_images_per_s(fn, z, min_seconds=0.5):
+    with torch.no_grad():
+        for _ in range(3):
+            fn(z)
+        torch.cuda.synchronize()
+        reps, t = 1, 0.0
+        while True:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(reps):
+                fn(z)
+            b.record()
+            torch.cuda.synchronize()
+            t = a.elapsed_time(b) / 1e3
+            if t >= min_seconds or reps >= 4096:
+                break
+            reps *= 4
+        return z.shape[0] * reps / t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default="build/bench-run")
+    ap.add_argument("--compile-budget", type=float, default=240.0, help="seconds for torch.compile, all runs together")
+    args = ap.parse_args()
+    dev = torch.device("cuda")
+    params = load_params(os.path.join(args.dir, "network.bin"))
+    z_all = torch.from_numpy(np.fromfile(os.path.join(args.dir, "latents.bin"), dtype=np.float32).reshape(-1, 100)).to(dev)
+    ours = json.load(open(os.path.join(args.dir, "results.json")))
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
+
+    with torch.no_grad():
+        ref = Generator(params).to(dev).double()(z_all[:256].double())
+
+    batches = [64, 1024, 8192]
+    rows, errors = [], {}
+    compile_spent = 0.0
+    for prec in ["fp32", "tf32", "bf16"]:
+        set_precision(prec)
+        dtype = torch.bfloat16 if prec == "bf16" else torch.float32
+        model = Generator(params).to(dev).to(dtype).to(memory_format=torch.channels_last)
+        eager = lambda z: model(z)
+        with torch.no_grad():
+            out = model(z_all[:256].to(dtype)).double()
+        ours_img = torch.from_numpy(np.fromfile(os.path.join(args.dir, f"images_{prec}.bin"), dtype=np.float32)).to(dev).double()
+        errors[prec] = ((out - ref).abs().max().item(), (ours_img.view_as(ref) - ref).abs().max().item())
+        compiled = None
+        for n in batches:
+            z = z_all[:n].to(dtype).contiguous()
+            e = time_images_per_s(eager, z)
+            c = None
+            if n in (64, 8192):
+                if compile_spent < args.compile_budget:
+                    t0 = time.time()
+                    try:
+                        if compiled is None:
+                            compiled = torch.compile(model, mode="max-autotune")
+                        c = time_images_per_s(compiled, z)
+                    except Exception as ex:  # report, keep the eager numbers
+                        print(f"  torch.compile {prec} batch {n} failed: {type(ex).__name__}: {ex}")
+                    compile_spent += time.time() - t0
+                else:
+                    print(f"  torch.compile {prec} batch {n}: skipped, compile budget of {args.compile_budget:.0f} s spent")
+            rows.append((prec, n, e, c))
+            print(f"  {prec} batch {n}: eager {e:,.0f} images/s" + (f", compiled {c:,.0f} images/s" if c else ""), flush=True)
+
+    print("\nworst |error| vs float64, first 256 images:")
+    for prec, (pt, fg) in errors.items():
+        print(f"  {prec}: PyTorch {pt:.2e}   facegen {fg:.2e}")
+    targets = {("fp32", 64): 92e3, ("fp32", 8192): 135e3, ("tf32", 64): 220e3, ("tf32", 8192): 660e3,
+               ("bf16", 64): 200e3, ("bf16", 8192): 1.4e6}
+    print("\nimages/s        batch   facegen kernels  facegen e2e   cuBLAS base   torch eager  torch compile  facegen/best torch  target")
+    for prec, n, e, c in rows:
+        k = f"{prec}_b{n}"
+        fk, fe, cb = ours.get(k + "_kernels", 0), ours.get(k + "_e2e", 0), ours.get(k + "_cublas", 0)
+        best = max(e, c or 0)
+        t = targets.get((prec, n))
+        print(f"  {prec:6s} {n:12d} {fk:16,.0f} {fe:12,.0f} {cb:13,.0f} {e:13,.0f} {c or 0:14,.0f} {fk / best:18.2f}x  "
+              + (f"{t:,.0f}" if t else "-"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+// generator_gpu.cu: weights rearranged for the phase GEMMs, and the launches of each layer.
+#include "kernels/generator_gpu.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "generator/network.hpp"
+#include "kernels/cuda_check.cuh"
+#include "kernels/phase_gemm.cuh"
+
+namespace facegen {
+namespace {
+
+using gpu::Math;
+
+// Offsets of the network.bin blocks (generator/network.hpp), computed here from the shapes so this
+// file needs nothing but the flat float array.
+struct Layout {
+  int64_t proj_weight, proj_bias, bn[4], tconv_weight[4], tconv_bias[4];
+  Layout() {
+    int64_t o = 0;
+    proj_weight = o; o += int64_t{kLatentDim} * kProjOutputs;
+    proj_bias = o;   o += kProjOutputs;
+    for (int s = 0; s < kNumStages; ++s) {
+      bn[s] = o;           o += 4 * kStageChannels[s];
+      tconv_weight[s] = o; o += int64_t{kTaps} * kTaps * kStageChannels[s + 1] * kStageChannels[s];
+      tconv_bias[s] = o;   o += kStageChannels[s + 1];
+    }
+    if (o != kNetworkFloats) throw std::logic_error("network layout does not add up to kNetworkFloats");
+  }
+};
+
+// Inference batch norm of `channels` channels after a layer with bias b: relu(bn(acc + b)) becomes
+// relu(scale * acc + shift), scale = gamma / sqrt(var + eps), shift = (b - mean) * scale + beta.
+void fold_batchnorm(const float* bn, int channels, const float* bias, int positions,
+                    std::vector<float>* scale, std::vector<float>* shift) {
+  const float *beta = bn, *gamma = bn + channels, *mean = bn + 2 * channels, *var = bn + 3 * channels;
+  scale->resize(positions);
+  shift->resize(positions);
+  for (int j = 0; j < positions; ++j) {
+    int c = j % channels;
+    double s = static_cast<double>(gamma[c]) / std::sqrt(static_cast<double>(var[c]) + kBatchNormEps);
+    (*scale)[j] = static_cast<float>(s);
+    (*shift)[j] = static_cast<float>((static_cast<double>(bias[j]) - mean[c]) * s + beta[c]);
+  }
+}
+
+float round_to_tf32(float x) {  // nearest, ties away from zero, as cvt.rna.tf32.f32
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// The four phase B matrices of one tconv, weight (5, 5, c_out, c_in) -> per phase z, K = taps * c_in:
+// fp32/tf32 (K, c_out) c_out fastest; bf16 (c_out, K) K fastest.
+template <typename T>
+std::vector<T> phase_matrices(const float* w, int c_in, int c_out, Precision p) {
+  std::vector<T> b(static_cast<size_t>(kTaps) * kTaps * c_out * c_in);
+  for (int z = 0; z < 4; ++z) {
+    const int py = gpu::phase_py(z), px = gpu::phase_px(z);
+    const int nty = gpu::phase_taps(py), ntx = gpu::phase_taps(px), k_total = nty * ntx * c_in;
+    T* bz = b.data() + static_cast<size_t>(gpu::phase_k_offset(z, c_in)) * c_out;
+    for (int ty = 0; ty < nty; ++ty)
+      for (int tx = 0; tx < ntx; ++tx) {
+        const int kh = gpu::phase_kernel_index(py, ty), kw = gpu::phase_kernel_index(px, tx);
+        const int t = ty * ntx + tx;
+        for (int k = 0; k < c_out; ++k)
+          for (int c = 0; c < c_in; ++c) {
+            float v = w[((static_cast<size_t>(kh) * kTaps + kw) * c_out + k) * c_in + c];
+            size_t kk = static_cast<size_t>(t) * c_in + c;
+            if constexpr (sizeof(T) == 2) {
+              bz[static_cast<size_t>(k) * k_total + kk] = __float2bfloat16_rn(v);
+            } else {
+              bz[kk * c_out + k] = p == Precision::Tf32 ? round_to_tf32(v) : v;
+            }
+          }
+      }
+  }
+  return b;
+}
+
+template <typename T>
+T* upload(const std::vector<T>& v) {
+  T* d = nullptr;
+  CUDA_CHECK(cudaMalloc(&d, v.size() * sizeof(T)));
+  CUDA_CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+// Tile shapes per stage; fixed per layer (never per batch size), so the arithmetic of every output
+// is the same for any batch.
+template <Math M, int S> struct StageConfig;
+template <Math M> struct StageConfig<M, 0> { static constexpr int C_IN = 512, C_OUT = 256, H = 4, BM = 128, BN = 128; };
+template <Math M> struct StageConfig<M, 1> { static constexpr int C_IN = 256, C_OUT = 128, H = 8, BM = 128, BN = 128; };
+template <Math M> struct StageConfig<M, 2> { static constexpr int C_IN = 128, C_OUT = 64, H = 16, BM = 128, BN = 64; };
+
+template <Math M, int S>
+void configure_stage() {
+  using C = StageConfig<M, S>;
+  using Shape = gpu::TileShape<M, C::BM, C::BN>;
+  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
+}
+
+template <Math M, int S>
+void launch_stage(const void* in, int n, const void* weight, const float* scale, const float* shift,
+                  void* out, cudaStream_t stream) {
+  using C = StageConfig<M, S>;
+  using Shape = gpu::TileShape<M, C::BM, C::BN>;
+  using Act = typename gpu::MathTypes<M>::Act;
+  const int m_total = n * C::H * C::H;
+  dim3 grid((m_total + C::BM - 1) / C::BM, C::C_OUT / C::BN, 4);
+  gpu::tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN>
+      <<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(
+          static_cast<const Act*>(in), static_cast<const Act*>(weight), scale, shift,
+          static_cast<Act*>(out), m_total);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <Math M>
+void launch_tconv(int stage, const void* in, int n, const void* weight, const float* scale,
+                  const float* shift, void* out, cudaStream_t stream) {
+  switch (stage) {
+    case 0: launch_stage<M, 0>(in, n, weight, scale, shift, out, stream); break;
+    case 1: launch_stage<M, 1>(in, n, weight, scale, shift, out, stream); break;
+    case 2: launch_stage<M, 2>(in, n, weight, scale, shift, out, stream); break;
+    default: throw std::logic_error("tconv stage must be 0, 1 or 2");
+  }
+}
+
+template <Math M>
+void configure_all() {
+  configure_stage<M, 0>();
+  configure_stage<M, 1>();
+  configure_stage<M, 2>();
+}
+
+}  // namespace
+
+DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(precision) {
+  const Layout L;
+  std::vector<float> scale, shift;
+  proj_weight_ = upload(std::vector<float>(f + L.proj_weight, f + L.proj_weight + int64_t{kLatentDim} * kProjOutputs));
+  fold_batchnorm(f + L.bn[0], kStageChannels[0], f + L.proj_bias, kProjOutputs, &scale, &shift);
+  proj_scale_ = upload(scale);
+  proj_shift_ = upload(shift);
+  for (int s = 0; s < 3; ++s) {
+    const int c_in = kStageChannels[s], c_out = kStageChannels[s + 1];
+    const float* w = f + L.tconv_weight[s];
+    if (precision == Precision::Bf16)
+      tconv_weight_[s] = upload(phase_matrices<__nv_bfloat16>(w, c_in, c_out, precision));
+    else
+      tconv_weight_[s] = upload(phase_matrices<float>(w, c_in, c_out, precision));
+    fold_batchnorm(f + L.bn[s + 1], c_out, f + L.tconv_bias[s], c_out, &scale, &shift);
+    tconv_scale_[s] = upload(scale);
+    tconv_shift_[s] = upload(shift);
+  }
+  const int64_t out_w = int64_t{kTaps} * kTaps * kStageChannels[4] * kStageChannels[3];
+  out_weight_ = upload(std::vector<float>(f + L.tconv_weight[3], f + L.tconv_weight[3] + out_w));
+  out_bias_ = upload(std::vector<float>(f + L.tconv_bias[3], f + L.tconv_bias[3] + kStageChannels[4]));
+  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Fp32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 gpu::kOutSmemBytes));
+  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 gpu::kOutSmemBytes));
+  switch (precision) {
+    case Precision::Fp32: configure_all<Math::Fp32>(); break;
+    case Precision::Tf32: configure_all<Math::Tf32>(); break;
+    case Precision::Bf16: configure_all<Math::Bf16>(); break;
+  }
+}
+
+DeviceNetwork::~DeviceNetwork() {
+  // cudaFree of null is a no-op; errors here cannot be reported from a destructor.
+  cudaFree(proj_weight_);
+  cudaFree(proj_scale_);
+  cudaFree(proj_shift_);
+  for (int s = 0; s < 3; ++s) {
+    cudaFree(tconv_weight_[s]);
+    cudaFree(tconv_scale_[s]);
+    cudaFree(tconv_shift_[s]);
+  }
+  cudaFree(out_weight_);
+  cudaFree(out_bias_);
+}
+
+size_t DeviceNetwork::activation_bytes_per_image(int stage) const {
+  size_t elem = precision_ == Precision::Bf16 ? 2 : 4;
+  return elem * kStageSize[stage] * kStageSize[stage] * kStageChannels[stage];
+}
+
+void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t stream) const {
+  static_assert(kLatentDim % 4 == 0 && kLatentDim <= 128, "projection_bn_relu reads z four at a time, at most 128");
+  if (n <= 0) return;
+  dim3 grid(kProjOutputs / gpu::kProjColumnsPerBlock, (n + gpu::kProjImagesPerBlock - 1) / gpu::kProjImagesPerBlock);
+  switch (precision_) {
+    case Precision::Fp32:
+      gpu::projection_bn_relu<Math::Fp32><<<grid, gpu::kProjColumnsPerBlock, 0, stream>>>(
+          z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_, static_cast<float*>(act0));
+      break;
+    case Precision::Tf32:
+      gpu::projection_bn_relu<Math::Tf32><<<grid, gpu::kProjColumnsPerBlock, 0, stream>>>(
+          z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_, static_cast<float*>(act0));
+      break;
+    case Precision::Bf16:
+      gpu::projection_bn_relu<Math::Bf16><<<grid, gpu::kProjColumnsPerBlock, 0, stream>>>(
+          z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_,
+          static_cast<__nv_bfloat16*>(act0));
+      break;
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const {
+  if (n <= 0) return;
+  switch (precision_) {
+    case Precision::Fp32:
+      launch_tconv<Math::Fp32>(stage, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      break;
+    case Precision::Tf32:
+      launch_tconv<Math::Tf32>(stage, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      break;
+    case Precision::Bf16:
+      launch_tconv<Math::Bf16>(stage, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      break;
+  }
+}
+
+void DeviceNetwork::output_layer(const void* act3, int n, float* images, cudaStream_t stream) const {
+  if (n <= 0) return;
+  dim3 grid(gpu::kOutHin / gpu::kOutRowGroup, n);
+  if (precision_ == Precision::Bf16)
+    gpu::tconv_output_tanh<Math::Bf16><<<grid, 128, gpu::kOutSmemBytes, stream>>>(
+        static_cast<const __nv_bfloat16*>(act3), out_weight_, out_bias_, images);
+  else
+    gpu::tconv_output_tanh<Math::Fp32><<<grid, 128, gpu::kOutSmemBytes, stream>>>(
+        static_cast<const float*>(act3), out_weight_, out_bias_, images);
+  CUDA_CHECK_LAUNCH();
+}
+
+void DeviceNetwork::forward(const float* z, int n, void* const act[4], float* images,
+                            cudaStream_t stream) const {
+  projection(z, n, act[0], stream);
+  for (int s = 0; s < 3; ++s) tconv(s, act[s], n, act[s + 1], stream);
+  output_layer(act[3], n, images, stream);
+}
+
+double layer_flops_per_image(int layer) {
+  if (layer == 0) return 2.0 * kLatentDim * kProjOutputs;
+  const int s = layer - 1, h = kStageSize[s];
+  return 2.0 * h * h * kTaps * kTaps * kStageChannels[s] * kStageChannels[s + 1];
+}
+
+}  // namespace facegen

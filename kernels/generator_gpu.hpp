@@ -1,0 +1,60 @@
+// generator_gpu.hpp: the generator's layers on a CUDA GPU, as phase GEMMs with fused epilogues.
+//
+// DeviceNetwork holds one network's weights on the device, rearranged once for one precision:
+// batch norms folded into per-channel scale/shift epilogues of the layer before them, transposed
+// convolution weights split into the four phase GEMM matrices (see kernels/phase_gemm.cuh).
+// Activations between layers are (n, H, W, C), C fastest, float32 (fp32, tf32 rounded for tf32)
+// or bfloat16 (bf16):
+//   z (n, 100) -> act0 (n, 4, 4, 512) -> act1 (n, 8, 8, 256) -> act2 (n, 16, 16, 128)
+//   -> act3 (n, 32, 32, 64) -> images (n, 64, 64, 3) float32
+// Every output value's arithmetic is the same for any batch size and position in the batch.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "generator/backend.hpp"
+
+namespace facegen {
+
+class DeviceNetwork {
+ public:
+  // network_floats: the network.bin layout (generator/network.hpp), kNetworkFloats floats.
+  DeviceNetwork(const float* network_floats, Precision precision);
+  ~DeviceNetwork();
+  DeviceNetwork(const DeviceNetwork&) = delete;
+  DeviceNetwork& operator=(const DeviceNetwork&) = delete;
+
+  Precision precision() const { return precision_; }
+  // Bytes of one image's activation before stage s (0: after the projection .. 3: before the last tconv).
+  size_t activation_bytes_per_image(int stage) const;
+
+  // z (n, 100) float32 -> act0.
+  void projection(const float* z, int n, void* act0, cudaStream_t stream) const;
+  // act_s -> act_{s+1} for s = 0, 1, 2: relu(bn_{s+1}(tconv_s(act_s) + bias_s)).
+  void tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
+  // act3 -> images: tanh(tconv_3(act3) + bias_3).
+  void output_layer(const void* act3, int n, float* images, cudaStream_t stream) const;
+  // All five layers; act holds the four activations, each sized for n images.
+  void forward(const float* z, int n, void* const act[4], float* images, cudaStream_t stream) const;
+
+ private:
+  Precision precision_;
+  float* proj_weight_ = nullptr;  // (100, 8192)
+  float* proj_scale_ = nullptr;   // (8192)
+  float* proj_shift_ = nullptr;   // (8192)
+  void* tconv_weight_[3] = {};    // four phase B matrices each, see phase_gemm.cuh
+  float* tconv_scale_[3] = {};
+  float* tconv_shift_[3] = {};
+  float* out_weight_ = nullptr;   // (5, 5, 3, 64)
+  float* out_bias_ = nullptr;     // (3)
+};
+
+// Floating-point operations of one image, per layer (0: projection, 1..3: phase GEMMs, 4: the last
+// tconv), counted as 2 * input pixels * 25 taps * c_in * c_out (the 326 MFLOP per image; the
+// taps that fall outside the output, about 11% of them, are counted too).
+double layer_flops_per_image(int layer);
+
+}  // namespace facegen

@@ -1,0 +1,307 @@
+// test_generator_gpu.cu: every GPU layer and precision against the float64 CPU reference, and the
+// whole pipeline's images against the reference and against themselves across batch sizes.
+//
+// Fresh random weights and inputs each run (seed printed; FACEGEN_TEST_SEED repeats one), outputs
+// poisoned with NaN first, batch sizes 1, 3, 127, 1000, 8192 (FACEGEN_GPU_TEST_MAX_BATCH caps them,
+// for runs under compute-sanitizer). Large batches are checked in full for poison and against the
+// reference at a few images (first, second, middle, last).
+#include <doctest/doctest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "generator/gpu_pipeline.hpp"
+#include "kernels/generator_gpu.hpp"
+#include "kernels/cuda_check.cuh"
+#include "tests/gpu/reference.hpp"
+
+namespace facegen {
+namespace {
+
+uint64_t test_seed() {
+  static const uint64_t seed = [] {
+    const char* e = std::getenv("FACEGEN_TEST_SEED");
+    uint64_t s = e ? std::strtoull(e, nullptr, 10)
+                   : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) % 1000000007u;
+    std::printf("GPU tests: seed %llu (FACEGEN_TEST_SEED=%llu repeats this run)\n",
+                static_cast<unsigned long long>(s), static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+std::vector<int> batch_sizes() {
+  const char* e = std::getenv("FACEGEN_GPU_TEST_MAX_BATCH");
+  const int cap = e ? std::atoi(e) : 1 << 30;
+  std::vector<int> out;
+  for (int n : {1, 3, 127, 1000, 8192})
+    if (n <= cap) out.push_back(n);
+  return out;
+}
+
+std::vector<int> sampled_images(int n) {
+  std::vector<int> s = {0};
+  for (int i : {1, n / 2, n - 1})
+    if (i > s.back() && i < n) s.push_back(i);
+  return s;
+}
+
+std::string name(Precision p) { return p == Precision::Fp32 ? "fp32" : p == Precision::Tf32 ? "tf32" : "bf16"; }
+
+struct Tolerance { double atol, rtol; };
+Tolerance layer_tolerance(Precision p) {
+  return p == Precision::Fp32 ? Tolerance{1e-4, 1e-4} : p == Precision::Tf32 ? Tolerance{5e-3, 5e-3} : Tolerance{3e-2, 3e-2};
+}
+
+float round_tf32(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x1000u) & 0xffffe000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// Device buffer of n floats or bf16 values, with poison.
+struct DeviceBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuffer(size_t b) : bytes(b) { CUDA_CHECK(cudaMalloc(&p, b)); }
+  ~DeviceBuffer() { cudaFree(p); }
+  void poison() { CUDA_CHECK(cudaMemset(p, 0xff, bytes)); }  // NaN in float32 and bfloat16
+};
+
+// Activation values as the GPU stores them for precision p: float32 (tf32-rounded) or bfloat16.
+struct Activations {
+  std::vector<float> values;  // exactly representable in the GPU's storage type
+  std::vector<unsigned char> bytes;
+};
+Activations make_activations(size_t count, Precision p, std::mt19937_64& rng) {
+  Activations a;
+  a.values.resize(count);
+  std::uniform_real_distribution<float> u(0.f, 1.5f);
+  for (auto& v : a.values) {
+    float x = u(rng);
+    if (p == Precision::Tf32) x = round_tf32(x);
+    if (p == Precision::Bf16) x = __bfloat162float(__float2bfloat16_rn(x));
+    v = x;
+  }
+  if (p == Precision::Bf16) {
+    a.bytes.resize(count * 2);
+    for (size_t i = 0; i < count; ++i) {
+      __nv_bfloat16 b = __float2bfloat16_rn(a.values[i]);
+      std::memcpy(&a.bytes[2 * i], &b, 2);
+    }
+  } else {
+    a.bytes.resize(count * 4);
+    std::memcpy(a.bytes.data(), a.values.data(), count * 4);
+  }
+  return a;
+}
+
+std::vector<float> to_floats(const std::vector<unsigned char>& bytes, Precision p) {
+  if (p != Precision::Bf16) {
+    std::vector<float> f(bytes.size() / 4);
+    std::memcpy(f.data(), bytes.data(), bytes.size());
+    return f;
+  }
+  std::vector<float> f(bytes.size() / 2);
+  for (size_t i = 0; i < f.size(); ++i) {
+    __nv_bfloat16 b;
+    std::memcpy(&b, &bytes[2 * i], 2);
+    f[i] = __bfloat162float(b);
+  }
+  return f;
+}
+
+// Compares got (count_per_image values for each of n images) with ref at the sampled images, and
+// checks every value is finite (no poison left). Returns the worst absolute error.
+double check(const std::vector<float>& got, int n, size_t per_image,
+             const std::map<int, std::vector<double>>& ref, Tolerance tol, const std::string& what) {
+  size_t not_finite = 0;
+  for (float v : got) not_finite += !std::isfinite(v);
+  CHECK_MESSAGE(not_finite == 0, what << ": " << not_finite << " values not written or not finite");
+  double worst = 0;
+  int shown = 0;
+  for (const auto& [img, r] : ref) {
+    for (size_t i = 0; i < per_image; ++i) {
+      double g = got[img * per_image + i], d = std::fabs(g - r[i]);
+      worst = std::max(worst, d);
+      if (!(d <= tol.atol + tol.rtol * std::fabs(r[i])) && shown < 5) {
+        ++shown;
+        FAIL_CHECK(what << ": image " << img << " index " << i << ": got " << g << ", reference " << r[i]);
+      }
+    }
+  }
+  return worst;
+}
+
+// Runs f(image) for each sampled image on all cores.
+template <typename F>
+std::map<int, std::vector<double>> reference_images(const std::vector<int>& imgs, F f) {
+  std::map<int, std::vector<double>> out;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int img : imgs)
+    threads.emplace_back([&, img] {
+      auto r = f(img);
+      std::lock_guard<std::mutex> lock(mu);
+      out[img] = std::move(r);
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+const Precision kPrecisions[] = {Precision::Fp32, Precision::Tf32, Precision::Bf16};
+
+}  // namespace
+
+TEST_CASE("projection + batch norm + relu matches the float64 reference") {
+  std::mt19937_64 rng(test_seed() + 1);
+  const auto net = reference::random_network(test_seed());
+  const reference::Offsets o;
+  for (Precision p : kPrecisions) {
+    DeviceNetwork dn(net.data(), p);
+    for (int n : batch_sizes()) {
+      std::vector<float> z(static_cast<size_t>(n) * kLatentDim);
+      std::normal_distribution<float> nd;
+      for (auto& v : z) v = nd(rng);
+      DeviceBuffer dz(z.size() * 4), dout(dn.activation_bytes_per_image(0) * n);
+      CUDA_CHECK(cudaMemcpy(dz.p, z.data(), z.size() * 4, cudaMemcpyHostToDevice));
+      dout.poison();
+      dn.projection(static_cast<float*>(dz.p), n, dout.p, nullptr);
+      std::vector<unsigned char> bytes(dout.bytes);
+      CUDA_CHECK(cudaMemcpy(bytes.data(), dout.p, bytes.size(), cudaMemcpyDeviceToHost));
+      auto ref = reference_images(sampled_images(n), [&](int img) {
+        std::vector<double> x(kProjOutputs);
+        for (int j = 0; j < kProjOutputs; ++j) {
+          double s = net[o.proj_bias + j];
+          for (int k = 0; k < kLatentDim; ++k) s += double(z[size_t(img) * kLatentDim + k]) * net[o.proj_weight + int64_t{k} * kProjOutputs + j];
+          x[j] = s;
+        }
+        reference::bn_relu(x, &net[o.bn[0]], kStageChannels[0]);
+        return x;
+      });
+      check(to_floats(bytes, p), n, kProjOutputs, ref, layer_tolerance(p),
+            "projection " + name(p) + " n=" + std::to_string(n));
+    }
+  }
+}
+
+TEST_CASE("phase-GEMM transposed convolutions match the float64 reference") {
+  std::mt19937_64 rng(test_seed() + 2);
+  const auto net = reference::random_network(test_seed() + 3);
+  const reference::Offsets o;
+  for (Precision p : kPrecisions) {
+    DeviceNetwork dn(net.data(), p);
+    for (int stage = 0; stage < 3; ++stage) {
+      const int h = kStageSize[stage], c_in = kStageChannels[stage], c_out = kStageChannels[stage + 1];
+      const size_t in_per = size_t(h) * h * c_in, out_per = size_t(4) * h * h * c_out;
+      double worst = 0;
+      for (int n : batch_sizes()) {
+        Activations in = make_activations(in_per * n, p, rng);
+        DeviceBuffer din(in.bytes.size()), dout(dn.activation_bytes_per_image(stage + 1) * n);
+        CUDA_CHECK(cudaMemcpy(din.p, in.bytes.data(), in.bytes.size(), cudaMemcpyHostToDevice));
+        dout.poison();
+        dn.tconv(stage, din.p, n, dout.p, nullptr);
+        std::vector<unsigned char> bytes(dout.bytes);
+        CUDA_CHECK(cudaMemcpy(bytes.data(), dout.p, bytes.size(), cudaMemcpyDeviceToHost));
+        auto ref = reference_images(sampled_images(n), [&](int img) {
+          std::vector<double> x(in.values.begin() + img * in_per, in.values.begin() + (img + 1) * in_per);
+          auto y = reference::tconv(x, h, c_in, &net[o.tconv_weight[stage]], &net[o.tconv_bias[stage]], c_out);
+          reference::bn_relu(y, &net[o.bn[stage + 1]], c_out);
+          return y;
+        });
+        worst = std::max(worst, check(to_floats(bytes, p), n, out_per, ref, layer_tolerance(p),
+                                      std::string("tconv stage ") + std::to_string(stage) + " " + name(p) +
+                                          " n=" + std::to_string(n)));
+      }
+      MESSAGE("tconv stage " << stage << " " << name(p) << ": worst abs error " << worst);
+    }
+  }
+}
+
+TEST_CASE("last transposed convolution + tanh matches the float64 reference") {
+  std::mt19937_64 rng(test_seed() + 4);
+  const auto net = reference::random_network(test_seed() + 5);
+  const reference::Offsets o;
+  for (Precision p : {Precision::Fp32, Precision::Bf16}) {  // tf32 runs the fp32 kernel
+    DeviceNetwork dn(net.data(), p);
+    const size_t in_per = size_t(32) * 32 * 64;
+    for (int n : batch_sizes()) {
+      Activations in = make_activations(in_per * n, p, rng);
+      DeviceBuffer din(in.bytes.size()), dout(size_t(4) * kImageValues * n);
+      CUDA_CHECK(cudaMemcpy(din.p, in.bytes.data(), in.bytes.size(), cudaMemcpyHostToDevice));
+      dout.poison();
+      dn.output_layer(din.p, n, static_cast<float*>(dout.p), nullptr);
+      std::vector<float> got(size_t(kImageValues) * n);
+      CUDA_CHECK(cudaMemcpy(got.data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
+      auto ref = reference_images(sampled_images(n), [&](int img) {
+        std::vector<double> x(in.values.begin() + img * in_per, in.values.begin() + (img + 1) * in_per);
+        auto y = reference::tconv(x, 32, 64, &net[o.tconv_weight[3]], &net[o.tconv_bias[3]], 3);
+        for (double& v : y) v = std::tanh(v);
+        return y;
+      });
+      check(got, n, kImageValues, ref, Tolerance{1e-5, 0},
+            "output layer " + name(p) + " n=" + std::to_string(n));
+    }
+  }
+}
+
+TEST_CASE("pipeline images match the float64 reference and do not depend on the batch size") {
+  const auto net = reference::random_network(test_seed() + 6);
+  const auto sizes = batch_sizes();
+  const int n_max = sizes.back();
+  std::mt19937_64 rng(test_seed() + 7);
+  std::normal_distribution<float> nd;
+  std::vector<float> z(size_t(n_max) * kLatentDim);
+  for (auto& v : z) v = nd(rng);
+  std::vector<int> all_samples;
+  for (int n : sizes)
+    for (int i : sampled_images(n)) all_samples.push_back(i);
+  std::sort(all_samples.begin(), all_samples.end());
+  all_samples.erase(std::unique(all_samples.begin(), all_samples.end()), all_samples.end());
+  const auto ref = reference_images(all_samples, [&](int img) { return reference::forward(net, &z[size_t(img) * kLatentDim]); });
+
+  for (Precision p : kPrecisions) {
+    const Tolerance tol = p == Precision::Fp32 ? Tolerance{1e-5, 0} : p == Precision::Tf32 ? Tolerance{5e-3, 0} : Tolerance{5e-2, 0};
+    GpuPipeline pipe(net.data(), p, n_max, 0);
+    std::vector<float> first;  // images of the largest batch, the byte-for-byte yardstick
+    double worst = 0;
+    for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+      const int n = *it;
+      std::vector<float> images(size_t(n) * kImageValues);
+      std::memset(images.data(), 0xff, images.size() * 4);
+      pipe.generate(z.data(), n, images.data());
+      std::map<int, std::vector<double>> r;
+      for (int i : sampled_images(n)) r[i] = ref.at(i);
+      worst = std::max(worst, check(images, n, kImageValues, r, tol, "pipeline " + name(p) + " n=" + std::to_string(n)));
+      if (first.empty()) first = images;
+      else CHECK_MESSAGE(std::memcmp(images.data(), first.data(), images.size() * 4) == 0,
+                         name(p) << ": images of a batch of " << n << " differ from the same images in a batch of " << n_max);
+    }
+    // Several batches per call (a partial last one) through both slots and the graphs.
+    GpuPipeline small(net.data(), p, std::min(127, n_max), 0);
+    const int n = std::min(1000, n_max);
+    std::vector<float> images(size_t(n) * kImageValues);
+    std::memset(images.data(), 0xff, images.size() * 4);
+    small.generate(z.data(), n, images.data());
+    CHECK_MESSAGE(std::memcmp(images.data(), first.data(), images.size() * 4) == 0,
+                  name(p) << ": " << n << " images in batches of " << small.max_batch() << " differ from one batch");
+    MESSAGE("pipeline " << name(p) << ": worst abs error vs float64 " << worst << " (tolerance " << tol.atol << ")");
+  }
+}
+
+}  // namespace facegen
