@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
       ("all-ranks", "under mpirun/srun: every rank generates, however few images there are")
       ("min-images-per-rank", "under mpirun/srun: ranks sit out unless each gets this many images "
        "(0: 1536 on GPUs, 8 on CPUs)", cxxopts::value<int64_t>()->default_value("0"))
+      ("images-per-round", "under mpirun/srun: the most images a rank holds at once (0: max(1024, --batch))",
+       cxxopts::value<int64_t>()->default_value("0"))
       ("mpi", "run as one rank of an MPI job even where no launcher is detected")
       ("h,help", "print this help")
       ("V,version", "print the version");
@@ -170,6 +172,11 @@ int main(int argc, char** argv) {
         throw facegen::UserError("--min-images-per-rank must be 0 or more, got " +
                                  std::to_string(rank_options.min_images_per_rank));
       }
+      const int64_t per_round = args["images-per-round"].as<int64_t>();
+      if (per_round < 0 || per_round > (int64_t{1} << 20)) {
+        throw facegen::UserError("--images-per-round must be between 0 and 1048576, got " + std::to_string(per_round));
+      }
+      if (per_round > 0) request.chunk_images = per_round;
       std::cerr.clear();  // from here on each rank reports its own errors, naming itself
       return facegen::mpi::run_as_rank(request, rank_options);
     }

@@ -319,6 +319,8 @@ void RankJob::print_summary(const WorkSplit& split, const OrderedOutputs& output
                 active, active == 1 ? "s" : "", topo_.world_size - active, topo_.world_size - active == 1 ? "s" : "",
                 static_cast<long long>(min_images_));
   }
+  std::printf("rounds    %lld of at most %lld images per rank\n", static_cast<long long>(split.rounds()),
+              static_cast<long long>(request_.chunk_images));
   std::printf("backend   rank 0: %s%s\n", backend_text_.c_str(), options_.verbose ? "" : " (--verbose: every rank)");
   const double rate = slowest.compute > 0 ? total / slowest.compute : 0;
   std::printf("generate  %.3f s (%.0f images/s), slowest rank, not counting reading and writing files\n",
