@@ -171,8 +171,8 @@ FACEGEN_TEST_FAULT=0:kill expect_failure "rank 0 of 3 is killed" "1[0-9][0-9]|[1
 # Bad input in the middle of the file: the same message as one process gives, from rank 0.
 sed '$ s/^\([^ ]* [^ ]* \)[^ ]*/\1oops/' "$work/l64.txt" > "$work/bad.txt"
 expected=$("$prog" --device cpu --model "$model" --input "$work/bad.txt" --output "$work/never" 2>&1 | sed 's/^facegen: error: //')
-expect_failure "a bad number near the end of the input" 1 "^facegen: error on rank 0 \(host [^)]+\): $(printf '%s' "$expected" | sed 's/[][\.*^$(){}?+|/]/\\&/g')$" \
-  3 "$work/bad.txt" --all-ranks
+expect_failure "a bad number in the last of 6 rounds, after 5 were written" 1 "^facegen: error on rank 0 \(host [^)]+\): $(printf '%s' "$expected" | sed 's/[][\.*^$(){}?+|/]/\\&/g')$" \
+  3 "$work/bad.txt" --all-ranks --images-per-round 4
 # An output directory that does not exist.
 rm -rf "$work/out" && mkdir -p "$work/out"
 if parallel 2 "$work/out/missing/x" "$work/l7.txt" --all-ranks; then
