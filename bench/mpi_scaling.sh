@@ -91,7 +91,10 @@ for n in $sizes; do
   times=$repeats
   [ "$n" -gt 10000 ] && times=1
   in=$work/l$n.txt
-  single=$(best_of "$times" "N=$n one process" "$prog" --device "$device" --model "$model" --input "$in" --output "$work/out")
+  single=-
+  if [ "${SINGLE:-1}" = 1 ]; then  # SINGLE=0 leaves out the single-process column (its text is serial: slow)
+    single=$(best_of "$times" "N=$n one process" "$prog" --device "$device" --model "$model" --input "$in" --output "$work/out")
+  fi
   one=$(best_of "$times" "N=$n mpirun 1 rank" mpirun "${mpirun_flags[@]}" -np 1 "$prog" --device "$device" --model "$model" --input "$in" --output "$work/out")
   two=$(best_of "$times" "N=$n mpirun 2 ranks --all-ranks" mpirun "${mpirun_flags[@]}" -np 2 "$prog" --device "$device" --model "$model" --input "$in" --output "$work/out" --all-ranks)
   if [ "$n" -ge $((2 * min_images)) ]; then
