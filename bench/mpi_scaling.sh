@@ -16,7 +16,7 @@ sizes=${SIZES:-10 100 1000 5248 65536}
 repeats=${REPEATS:-2}
 device=${DEVICE:-cuda}    # DEVICE=cpu tries the script on a machine without a GPU
 check_n=${CHECK_N:-1000}
-min_images=${MIN_IMAGES:-1536}  # the default --min-images-per-rank on GPUs (mpi/rank_job.cpp)
+min_images=${MIN_IMAGES:-4096}  # the default --min-images-per-rank on GPUs (mpi/rank_job.cpp)
 prog=build/facegen
 model=build/random-network.bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
       ("verbose", "under mpirun/srun: every rank reports its host, rank, local rank and GPU")
       ("all-ranks", "under mpirun/srun: every rank generates, however few images there are")
       ("min-images-per-rank", "under mpirun/srun: ranks sit out unless each gets this many images "
-       "(0: 1536 on GPUs, 8 on CPUs)", cxxopts::value<int64_t>()->default_value("0"))
+       "(0: 4096 on GPUs, 8 on CPUs)", cxxopts::value<int64_t>()->default_value("0"))
       ("images-per-round", "under mpirun/srun: the most images a rank holds at once (0: max(1024, --batch))",
        cxxopts::value<int64_t>()->default_value("0"))
       ("mpi", "run as one rank of an MPI job even where no launcher is detected")

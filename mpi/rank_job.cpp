@@ -40,13 +40,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Below these many images per rank, an extra rank costs more than it saves (BENCHMARKS.md,
-// "MPI scaling"). On two H200s a second GPU rank added 0.15 s of start-up (its CUDA context and
-// weights, beside the first's). What it saves per image is half the work that scales with ranks:
-// 0.12 ms with the first CUDA kernels (measured: the two met near 1,000 images), about 0.05 ms with
-// the phase-GEMM kernels, whose compute is 16x faster, leaving text formatting and writing
-// (estimated from the same runs' phase times): 0.15 s / 0.05 ms = 3,000 images, 1,536 per rank.
+// "MPI scaling"). Measured on two H200s with the phase-GEMM kernels (about 90,000 images/s per
+// GPU): a second GPU rank costs 0.13-0.22 s end to end (its CUDA context, weights and teardown
+// beside the first's) and saves about 0.034 ms per image (half of the formatting and generation;
+// writing scaled little), so two ranks break even near 6,000 images: 2 x 4,096 leaves a margin.
 // On the CPU a rank's start-up (reading and checking the 20 MB model) is worth a few images.
-constexpr int64_t kDefaultMinImagesCuda = 1536;
+constexpr int64_t kDefaultMinImagesCuda = 4096;
 constexpr int64_t kDefaultMinImagesCpu = 8;
 
 double seconds_since(Clock::time_point start) {
