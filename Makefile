@@ -3,6 +3,8 @@
 #   make                 build everything (build/facegen, tools, tests)
 #   make run INPUT=input1 OUTPUT=output1 [MODEL=path]   inputs/input1.txt -> outputs/output1.{txt,bmp}
 #   make run [COUNT=64 SEED=1 OUTPUT=samples]           random latents -> outputs/samples.{txt,bmp}
+#   make run_parallel INPUT=input1 OUTPUT=output1 NGPUS=4 [MODEL=path] [HOSTS=a,b|hostfile]
+#                        the same over NGPUS MPI ranks per node (run_parallel.sh; Slurm-aware)
 #   make test            build and run every test this machine can run; ends with a pass/fail line
 #   make test-sanitize   the unit, command-line and fault tests again, built with AddressSanitizer and
 #                        UndefinedBehaviorSanitizer in build-san/ (same as make test SANITIZE=1)
@@ -79,6 +81,19 @@ else
 LIB_CU  :=
 LIB_CPP += generator/cuda_unavailable.cpp
 endif
+# MPI: build/facegen also runs as one rank of a parallel job when mpirun or srun starts it (mpi/).
+# Found through mpicxx; MPI=0 builds without it (a rank then says it cannot run).
+MPICXX ?= mpicxx
+MPI    ?= $(shell command -v $(MPICXX) > /dev/null 2>&1 && echo 1 || echo 0)
+ifeq ($(MPI),1)
+MPI_CPPFLAGS := $(shell $(MPICXX) --showme:compile) -DOMPI_SKIP_MPICXX=1
+MPI_LDLIBS   := $(filter-out -lmpi_cxx,$(shell $(MPICXX) --showme:link))
+LIB_CPP += $(filter-out mpi/rank_job_unavailable.cpp,$(wildcard mpi/*.cpp))
+else
+LIB_CPP += mpi/work_split.cpp mpi/launch.cpp mpi/rank_job_unavailable.cpp
+endif
+$(BUILD)/mpi/%.o: CPPFLAGS += $(MPI_CPPFLAGS)
+
 LIB_OBJ := $(LIB_CPP:%.cpp=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
 
 TEST_CPP := $(wildcard tests/*.cpp)
@@ -113,13 +128,15 @@ OUTPUT ?= $(if $(INPUT),output1,samples)
 ARGS   ?=
 # Without INPUT, make run draws COUNT random latents with SEED.
 LATENT_ARGS = $(if $(INPUT),--input inputs/$(INPUT).txt,--random $(COUNT) --seed $(SEED))
+NGPUS  ?= 1
+HOSTS  ?=
 
 ALL := $(PROGRAM) $(RANDOM_MODEL_TOOL) $(LATENTS_TOOL) $(UNIT_TESTS)
 ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run test test-sanitize valgrind-build fuzz fuzz-smoke bench clean deps test-deps
+.PHONY: all run run_parallel test test-sanitize valgrind-build fuzz fuzz-smoke bench clean deps test-deps
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -127,7 +144,7 @@ $(BUILD)/libfacegen.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(PROGRAM): $(BUILD)/generator/main.o $(BUILD)/libfacegen.a
-	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LDLIBS)
 
 $(RANDOM_MODEL_TOOL): $(BUILD)/tools/make_random_network.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
@@ -160,6 +177,12 @@ $(DEFAULT_MODEL): $(RANDOM_MODEL_TOOL)
 run: $(PROGRAM) $(MODEL)
 	@mkdir -p outputs
 	$(PROGRAM) --model $(MODEL) $(LATENT_ARGS) --output outputs/$(OUTPUT) $(ARGS)
+
+# NGPUS ranks per node on every node: the Slurm allocation's, HOSTS (a,b or a hostfile), or this machine.
+run_parallel: $(PROGRAM) $(MODEL)
+	@mkdir -p outputs
+	./run_parallel.sh $(LATENT_ARGS) --output outputs/$(OUTPUT) --ranks-per-node $(NGPUS) \
+	  --model $(MODEL) $(if $(HOSTS),--hosts $(HOSTS)) -- $(ARGS)
 
 # The plain test pass also builds the fuzz targets where clang is installed (tests/suites/fuzz_smoke.sh
 # runs them) and build-vg/facegen where valgrind is (tests/suites/valgrind.sh).
@@ -197,8 +220,9 @@ clean:
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RUN_PACKAGES := build-essential make libstb-dev libcxxopts-dev doctest-dev openmpi-bin libopenmpi-dev
-# clang and its runtimes: libFuzzer targets; valgrind: the leak and memory check of a whole run.
-TEST_PACKAGES := python3 python3-numpy python3-torch clang-14 libclang-rt-14-dev valgrind
+# slurm-wlm, munge: the local Slurm suite; clang and its runtimes: libFuzzer targets; valgrind: the
+# leak and memory check of a whole run.
+TEST_PACKAGES := python3 python3-numpy python3-torch slurm-wlm munge clang-14 libclang-rt-14-dev valgrind
 deps:
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(RUN_PACKAGES)

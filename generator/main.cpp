@@ -23,6 +23,8 @@
 #include "generator/errors.hpp"
 #include "generator/pipeline.hpp"
 #include "generator/version.hpp"
+#include "mpi/launch.hpp"
+#include "mpi/rank_job.hpp"
 
 namespace {
 
@@ -104,9 +106,21 @@ int main(int argc, char** argv) {
       ("b,batch", "images per GPU batch", cxxopts::value<int>()->default_value("512"))
       ("t,threads", "CPU threads (0: all)", cxxopts::value<int>()->default_value("0"))
       ("q,quiet", "print nothing but errors")
+      ("verbose", "under mpirun/srun: every rank reports its host, rank, local rank and GPU")
+      ("all-ranks", "under mpirun/srun: every rank generates, however few images there are")
+      ("min-images-per-rank", "under mpirun/srun: ranks sit out unless each gets this many images "
+       "(0: 4096 on GPUs, 8 on CPUs)", cxxopts::value<int64_t>()->default_value("0"))
+      ("images-per-round", "under mpirun/srun: the most images a rank holds at once (0: max(1024, --batch))",
+       cxxopts::value<int64_t>()->default_value("0"))
+      ("mpi", "run as one rank of an MPI job even where no launcher is detected")
       ("h,help", "print this help")
       ("V,version", "print the version");
 
+  // Under mpirun or srun every rank parses the same command line: let one of them complain.
+  const facegen::mpi::Launch launch = facegen::mpi::detect_launch();
+  if (!facegen::mpi::prints_shared_messages(launch)) {
+    std::cerr.setstate(std::ios::failbit);
+  }
   try {
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
@@ -168,6 +182,33 @@ int main(int argc, char** argv) {
     const bool quiet = args.count("quiet") > 0;
 
     request.on_notice = [](const std::string& notice) { std::cerr << "facegen: " << notice << "\n"; };
+    if (launch.kind == facegen::mpi::LaunchKind::Unusable) {
+      std::cerr << "facegen: " << launch.problem << "\n";
+      return kExitUsage;
+    }
+    if (launch.kind == facegen::mpi::LaunchKind::Rank || args.count("mpi")) {
+      if (args.count("gpu")) {
+        throw facegen::UserError("--gpu picks the GPU of a single-process run; the ranks of a parallel job pick theirs "
+                                 "by node-local rank (limit them with CUDA_VISIBLE_DEVICES)");
+      }
+      facegen::mpi::RankJobOptions rank_options;
+      rank_options.verbose = args.count("verbose") > 0;
+      rank_options.quiet = quiet;
+      rank_options.all_ranks = args.count("all-ranks") > 0;
+      rank_options.min_images_per_rank = args["min-images-per-rank"].as<int64_t>();
+      if (rank_options.min_images_per_rank < 0) {
+        throw facegen::UserError("--min-images-per-rank must be 0 or more, got " +
+                                 std::to_string(rank_options.min_images_per_rank));
+      }
+      const int64_t per_round = args["images-per-round"].as<int64_t>();
+      if (per_round < 0 || per_round > (int64_t{1} << 20)) {
+        throw facegen::UserError("--images-per-round must be between 0 and 1048576, got " + std::to_string(per_round));
+      }
+      if (per_round > 0) request.chunk_images = per_round;
+      std::cerr.clear();  // from here on each rank reports its own errors, naming itself
+      return facegen::mpi::run_as_rank(request, rank_options);
+    }
+
     facegen::GenerateReport report = facegen::run_generation(request);
     if (!quiet) {
       std::printf("model     %s\n", request.model_path.c_str());

@@ -1,0 +1,46 @@
+// agreement.cpp: failing together (see agreement.hpp).
+#include "mpi/agreement.hpp"
+
+#include <exception>
+#include <new>
+
+#include "generator/errors.hpp"
+#include "mpi/mpi_check.hpp"
+#include "mpi/polite_wait.hpp"
+
+namespace facegen {
+namespace mpi {
+
+void record_current_exception(RankStatus& status) {
+  try {
+    throw;
+  } catch (const UserError& e) {
+    status.fail(kExitInput, e.what());
+  } catch (const std::bad_alloc&) {
+    status.fail(kExitFault, "out of host memory (try a smaller --batch)");
+  } catch (const std::exception& e) {
+    status.fail(kExitFault, e.what());
+  } catch (...) {
+    status.fail(kExitFault, "unknown exception");
+  }
+}
+
+bool ranks_agree(MPI_Comm comm, const RankStatus& status, int* exit_code) {
+  int rank = 0, size = 1;
+  MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MPI_CHECK(MPI_Comm_size(comm, &size));
+  int mine = status.failed ? rank : size;
+  int first = size;
+  MPI_Request request;
+  MPI_CHECK(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm, &request));
+  wait_politely(&request);  // this is where ranks wait for the slowest one
+  if (first == size) return true;
+  int code = status.exit_code;
+  MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, first, comm));
+  if (rank == first) print_rank_error(status.message);
+  *exit_code = code;
+  return false;
+}
+
+}  // namespace mpi
+}  // namespace facegen

@@ -1,0 +1,387 @@
+// rank_job.cpp: one generation job as one rank of an MPI job (see rank_job.hpp for the order of work).
+//
+// For tests, FACEGEN_TEST_FAULT=RANK:KIND makes rank RANK fail as it starts its first slice:
+// KIND "error" throws a fault (the ranks agree and stop), "exit" ends the process without a word
+// (a rank that crashes), "kill" sends it SIGKILL. Nothing else reads it.
+#include "mpi/rank_job.hpp"
+
+#include <mpi.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "generator/atomic_file.hpp"
+#include "generator/backend.hpp"
+#include "generator/errors.hpp"
+#include "generator/latent_source.hpp"
+#include "generator/network.hpp"
+#include "mpi/agreement.hpp"
+#include "mpi/mpi_check.hpp"
+#include "mpi/ordered_output.hpp"
+#include "mpi/polite_wait.hpp"
+#include "mpi/rank_topology.hpp"
+#include "mpi/work_split.hpp"
+
+namespace facegen {
+namespace mpi {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Below these many images per rank, an extra rank costs more than it saves (BENCHMARKS.md,
+// "MPI scaling"). Measured on two H200s with the phase-GEMM kernels (about 90,000 images/s per
+// GPU): a second GPU rank costs 0.13-0.22 s end to end (its CUDA context, weights and teardown
+// beside the first's) and saves about 0.034 ms per image (half of the formatting and generation;
+// writing scaled little), so two ranks break even near 6,000 images: 2 x 4,096 leaves a margin.
+// On the CPU a rank's start-up (reading and checking the 20 MB model) is worth a few images.
+constexpr int64_t kDefaultMinImagesCuda = 4096;
+constexpr int64_t kDefaultMinImagesCpu = 8;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+extern "C" void remove_outputs_and_die(int signal_number) {
+  remove_all_temp_files_for_signal();
+  std::signal(signal_number, SIG_DFL);
+  std::raise(signal_number);
+}
+
+void install_termination_handlers() {
+  // mpirun and srun stop the other ranks with SIGTERM (then SIGKILL) when one fails; Ctrl-C is SIGINT.
+  for (int signal_number : {SIGTERM, SIGINT, SIGHUP}) {
+    struct sigaction action;
+    std::memset(&action, 0, sizeof action);
+    action.sa_handler = remove_outputs_and_die;
+    sigemptyset(&action.sa_mask);
+    sigaction(signal_number, &action, nullptr);
+  }
+}
+
+void maybe_inject_fault(int rank) {
+  const char* spec = std::getenv("FACEGEN_TEST_FAULT");
+  if (spec == nullptr) return;
+  const char* colon = std::strchr(spec, ':');
+  if (colon == nullptr || std::atoi(spec) != rank) return;
+  const std::string kind = colon + 1;
+  if (kind == "error") throw std::runtime_error("injected fault (FACEGEN_TEST_FAULT=" + std::string(spec) + ")");
+  if (kind == "exit") std::_Exit(3);
+  if (kind == "kill") std::raise(SIGKILL);
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int unit = 0;
+  while (bytes >= 1000 && unit < 4) {
+    bytes /= 1000;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
+  return text;
+}
+
+// Seconds one rank spent in each part of the job; the summary shows the slowest rank's.
+struct Times {
+  double startup = 0;  // model load and backend start (the fixed cost of a rank)
+  double parse = 0;    // reading latents (rank 0)
+  double compute = 0;  // generation
+  double format = 0;   // text and pixels
+  double write = 0;    // MPI-IO writes
+  double total = 0;    // from MPI_Init's return to the files being in place
+};
+constexpr int kTimeFields = sizeof(Times) / sizeof(double);
+
+class RankJob {
+ public:
+  RankJob(MPI_Comm world, const RankTopology& topo, const GenerateRequest& request, const RankJobOptions& options)
+      : world_(world), topo_(topo), request_(request), options_(options) {}
+
+  int run();
+
+ private:
+  bool agree(const RankStatus& status) { return ranks_agree(world_, status, &exit_code_); }
+  int64_t default_min_images() const;
+  void start_backend(int active, const std::vector<int>& node_of_rank);
+  void report_ranks(const WorkSplit& split);
+  void print_summary(const WorkSplit& split, const OrderedOutputs& outputs);
+
+  MPI_Comm world_;
+  RankTopology topo_;
+  const GenerateRequest& request_;
+  RankJobOptions options_;
+  int exit_code_ = 0;
+  bool is_root_ = false;
+
+  std::unique_ptr<Backend> backend_;
+  std::string backend_text_ = "sits out";
+  std::string notice_;
+  int64_t min_images_ = 1;
+  int cpu_threads_ = 1;  // this rank's share of its node's CPUs
+  std::string latents_text_;  // rank 0: where the latents come from
+  Times times_;
+};
+
+int64_t RankJob::default_min_images() const {
+  if (options_.all_ranks) return 1;
+  if (options_.min_images_per_rank > 0) return options_.min_images_per_rank;
+  bool gpu = request_.backend.device == DeviceKind::Cuda;
+  if (request_.backend.device == DeviceKind::Auto) {
+    std::string why_none;
+    gpu = cuda_device_count(&why_none) > 0;
+  }
+  return gpu ? kDefaultMinImagesCuda : kDefaultMinImagesCpu;
+}
+
+void RankJob::start_backend(int active, const std::vector<int>& node_of_rank) {
+  const auto start = Clock::now();
+  Network net = load_network(request_.model_path);
+  BackendOptions backend = request_.backend;
+  if (backend.device != DeviceKind::Cpu) {
+    std::string why_none;
+    const int visible = cuda_device_count(&why_none);
+    if (visible > 0) {
+      backend.device = DeviceKind::Cuda;
+      backend.cuda_device = choose_cuda_device(topo_.local_rank, visible);
+    } else if (backend.device == DeviceKind::Cuda) {
+      throw UserError("--device cuda was requested but no CUDA GPU is usable: " + why_none);
+    } else {
+      backend.device = DeviceKind::Cpu;
+      notice_ = "no usable CUDA GPU (" + why_none + "); running on the CPU";
+    }
+  }
+  // The node's CPUs are shared by the generating ranks on it: they run a CPU backend, or format text.
+  const int sharing = static_cast<int>(std::count_if(node_of_rank.begin(), node_of_rank.begin() + active,
+                                                     [&](int node) { return node == topo_.node_index; }));
+  cpu_threads_ = backend.threads > 0 ? backend.threads : cpu_threads_for_rank(sharing);
+  if (backend.device == DeviceKind::Cpu) backend.threads = cpu_threads_;
+  std::string ignored;
+  backend_ = make_backend(net, backend, &ignored);
+  backend_text_ = backend_->describe();
+  times_.startup = seconds_since(start);
+}
+
+int RankJob::run() {
+  const auto job_start = Clock::now();
+  is_root_ = topo_.world_rank == 0;
+  RankStatus status;
+  RankStatus input_status;  // rank 0's trouble with the latent file, reported after the model's
+
+  // 1. N, read once by rank 0.
+  std::unique_ptr<LatentSource> reader;
+  int64_t total = 0;
+  if (is_root_) {
+    const auto start = Clock::now();
+    attempt(input_status, [&] { reader = open_latents(request_.latents); });
+    if (reader) {
+      total = reader->count();
+      latents_text_ = reader->describe();
+    }
+    times_.parse += seconds_since(start);
+  }
+  MPI_Request request;
+  MPI_CHECK(MPI_Ibcast(&total, 1, MPI_INT64_T, 0, world_, &request));
+  wait_politely(&request);
+
+  // 2. How many ranks generate; those start their backends.
+  int active = 1;
+  if (is_root_) {
+    attempt(status, [&] { min_images_ = default_min_images(); });
+    active = active_rank_count(total, topo_.world_size, min_images_);
+  }
+  MPI_CHECK(MPI_Bcast(&active, 1, MPI_INT, 0, world_));
+  MPI_CHECK(MPI_Bcast(&min_images_, 1, MPI_INT64_T, 0, world_));
+  std::vector<int> node_of_rank(static_cast<size_t>(topo_.world_size));
+  MPI_CHECK(MPI_Allgather(&topo_.node_index, 1, MPI_INT, node_of_rank.data(), 1, MPI_INT, world_));
+  if (topo_.world_rank < active) attempt(status, [&] { start_backend(active, node_of_rank); });
+  if (!agree(status)) return exit_code_;
+  if (!agree(input_status)) return exit_code_;
+
+  // 3. Outputs: created by rank 0, opened by all.
+  OrderedOutputs outputs(world_, request_.output_prefix, request_.formats, total);
+  outputs.set_format_threads(cpu_threads_);
+  attempt(status, [&] { outputs.create(); });
+  if (!agree(status)) return exit_code_;
+  outputs.open(status);
+  if (!agree(status)) return exit_code_;  // files half-open: leave them to MPI_Finalize
+
+  const int64_t per_round = std::max<int64_t>(1, request_.chunk_images);
+  WorkSplit split(total, active, per_round);
+  if (options_.verbose) report_ranks(split);
+
+  // 4. Rounds.
+  const int64_t slice_capacity = split.max_slice();
+  // Rank 0 reads round q+1 on a thread of its own while round q is generated and written, so that
+  // parsing text latents (about 15 us per image) hides behind the work instead of adding to it.
+  std::vector<float> round_latents[2];  // rank 0: (round images, 100), one being read, one being sent
+  std::future<void> next_round;
+  auto start_reading = [&](int64_t q) {
+    next_round = std::async(std::launch::async, [&reader, &round_latents, &split, q] {
+      reader->read(round_latents[q % 2].data(), split.round(q).size());
+    });
+  };
+  if (is_root_) {
+    for (auto& buffer : round_latents) {
+      buffer.resize(static_cast<size_t>(std::min(total, per_round * active)) * kLatentDim);
+    }
+    if (split.rounds() > 0) start_reading(0);
+  }
+  std::vector<float> latents(static_cast<size_t>(slice_capacity) * kLatentDim);  // (slice, 100)
+  std::vector<float> images(static_cast<size_t>(slice_capacity) * kImageValues);  // (slice, 64, 64, 3)
+  std::vector<int> counts(static_cast<size_t>(topo_.world_size));
+  std::vector<int> displacements(static_cast<size_t>(topo_.world_size));
+  for (int64_t q = 0; q < split.rounds(); ++q) {
+    const ImageRange round = split.round(q);
+    if (is_root_) {
+      const auto start = Clock::now();
+      attempt(status, [&] { next_round.get(); });  // rethrows what the reading thread threw
+      times_.parse += seconds_since(start);  // only the wait: what reading did not hide
+      if (!status.failed && q + 1 < split.rounds()) start_reading(q + 1);
+    }
+    // Agreeing here also stops the job after a failed generate or write of the last round.
+    if (!agree(status)) {
+      outputs.close();
+      return exit_code_;
+    }
+    for (int r = 0; r < topo_.world_size; ++r) {
+      const ImageRange slice = split.slice(q, r);
+      counts[static_cast<size_t>(r)] = static_cast<int>(slice.size() * kLatentDim);
+      displacements[static_cast<size_t>(r)] = static_cast<int>((slice.begin - round.begin) * kLatentDim);
+    }
+    const ImageRange mine = split.slice(q, topo_.world_rank);
+    MPI_CHECK(MPI_Iscatterv(round_latents[q % 2].data(), counts.data(), displacements.data(), MPI_FLOAT, latents.data(),
+                            counts[static_cast<size_t>(topo_.world_rank)], MPI_FLOAT, 0, world_, &request));
+    wait_politely(&request);
+    if (!mine.empty()) {
+      const auto start = Clock::now();
+      attempt(status, [&] {
+        if (q == 0) maybe_inject_fault(topo_.world_rank);
+        backend_->generate(latents.data(), mine.size(), images.data());
+      });
+      times_.compute += seconds_since(start);
+    }
+    outputs.write_round(images.data(), mine, status);
+  }
+
+  // 5. Nothing may follow the last number; then the files go into place.
+  if (is_root_) attempt(status, [&] { reader->finish(); });
+  if (!agree(status)) {
+    outputs.close();
+    return exit_code_;
+  }
+  outputs.close();
+  attempt(status, [&] { outputs.commit(); });
+  if (!agree(status)) return exit_code_;
+  times_.format = outputs.format_seconds();
+  times_.write = outputs.write_seconds();
+  times_.total = seconds_since(job_start);
+  print_summary(split, outputs);
+  return 0;
+}
+
+void RankJob::report_ranks(const WorkSplit& split) {
+  constexpr int kLine = 512;
+  char line[kLine];
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string work = backend_ ? "  " + std::to_string(split.rank_total(topo_.world_rank)) + " images" : "";
+  std::snprintf(line, sizeof line, "rank %d of %d  host %s  local rank %d of %d  %s%s%s%s", topo_.world_rank,
+                topo_.world_size, topo_.host.c_str(), topo_.local_rank, topo_.local_size, backend_text_.c_str(),
+                work.c_str(), visible ? "  CUDA_VISIBLE_DEVICES=" : "", visible ? visible : "");
+  std::vector<char> all(is_root_ ? static_cast<size_t>(kLine) * topo_.world_size : 0);
+  MPI_CHECK(MPI_Gather(line, kLine, MPI_CHAR, all.data(), kLine, MPI_CHAR, 0, world_));
+  if (!is_root_) return;
+  for (int r = 0; r < topo_.world_size; ++r) std::printf("%s\n", all.data() + static_cast<size_t>(r) * kLine);
+  std::fflush(stdout);
+}
+
+void RankJob::print_summary(const WorkSplit& split, const OrderedOutputs& outputs) {
+  Times slowest;
+  MPI_CHECK(MPI_Reduce(&times_, &slowest, kTimeFields, MPI_DOUBLE, MPI_MAX, 0, world_));
+  if (!is_root_) return;
+  if (!notice_.empty()) std::fprintf(stderr, "facegen: %s\n", notice_.c_str());
+  if (options_.quiet) return;
+  const int64_t total = split.total_images();
+  const int active = split.active_ranks();
+  std::printf("model     %s\n", request_.model_path.c_str());
+  std::printf("input     %s: %lld images\n", latents_text_.c_str(), static_cast<long long>(total));
+  std::printf("ranks     %d on %d host%s; ", topo_.world_size, topo_.node_count, topo_.node_count == 1 ? "" : "s");
+  if (active == topo_.world_size) {
+    int64_t fewest = total, most = 0;
+    for (int r = 0; r < active; ++r) {
+      fewest = std::min(fewest, split.rank_total(r));
+      most = std::max(most, split.rank_total(r));
+    }
+    if (fewest == most) {
+      std::printf("all generate, %lld images each\n", static_cast<long long>(most));
+    } else {
+      std::printf("all generate, %lld to %lld images each\n", static_cast<long long>(fewest),
+                  static_cast<long long>(most));
+    }
+  } else {
+    std::printf("%d generate%s, %d sit%s out (a rank needs %lld images to pay for its start-up; --all-ranks to use every rank)\n",
+                active, active == 1 ? "s" : "", topo_.world_size - active, topo_.world_size - active == 1 ? "s" : "",
+                static_cast<long long>(min_images_));
+  }
+  std::printf("rounds    %lld of at most %lld images per rank\n", static_cast<long long>(split.rounds()),
+              static_cast<long long>(request_.chunk_images));
+  std::printf("backend   rank 0: %s%s\n", backend_text_.c_str(), options_.verbose ? "" : " (--verbose: every rank)");
+  const double rate = slowest.compute > 0 ? total / slowest.compute : 0;
+  std::printf("generate  %.3f s (%.0f images/s), slowest rank, not counting reading and writing files\n",
+              slowest.compute, rate);
+  std::printf("files     read %.3f s (rank 0, not hidden behind generation); formatted %.3f s, written %.3f s (slowest rank); start-up %.3f s\n",
+              slowest.parse, slowest.format, slowest.write, slowest.startup);
+  std::printf("total     %.3f s from MPI start to files in place\n", times_.total);
+  for (const std::string& path : outputs.final_paths()) {
+    struct stat st;
+    const double size = ::stat(path.c_str(), &st) == 0 ? static_cast<double>(st.st_size) : 0;
+    std::printf("wrote     %s (%s)\n", path.c_str(), human_bytes(size).c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+bool mpi_available() { return true; }
+
+int run_as_rank(const GenerateRequest& request, const RankJobOptions& options) {
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    std::fprintf(stderr, "facegen: error: MPI_Init failed\n");
+    return kExitFault;
+  }
+  MPI_Comm world;
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world));
+  MPI_CHECK(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
+  RankTopology topo = discover_topology(world);
+  set_identity(topo.world_rank, topo.host);
+  install_termination_handlers();
+
+  int code = kExitFault;
+  try {
+    RankJob job(world, topo, request, options);
+    code = job.run();
+  } catch (const std::exception& e) {
+    // A bug outside any agreement point: the other ranks may be waiting in a collective.
+    print_rank_error(std::string("internal error: ") + e.what());
+    remove_all_temp_files_for_signal();
+    MPI_Abort(MPI_COMM_WORLD, kExitFault);
+  }
+  MPI_Comm_free(&world);
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace mpi
+}  // namespace facegen

@@ -1,0 +1,42 @@
+// rank_job.hpp: one generation job spread over the ranks of an MPI job (no MPI types here, so that
+// the command line can include it without MPI's headers).
+//
+// Every rank runs the same sequence; a rank's slice of the work comes from work_split.hpp, its GPU
+// from rank_topology.hpp, its output offsets from ordered_output.hpp, and the way ranks fail
+// together from agreement.hpp. Order of work:
+//   1. rank 0 opens the latents (a file, or --random / --interpolate draws) and learns N (an error
+//      is held until step 3, so that errors come in the same order as in the single-process
+//      program); every rank learns N;
+//   2. rank 0 decides how many ranks generate (small jobs leave ranks out, see work_split.hpp);
+//      the generating ranks load the model and start their backend on their GPU;
+//   3. agree; rank 0 creates the outputs as temporary files; agree; every rank opens them;
+//   4. for each round: rank 0 parses the round's latents and scatters them (MPI_Scatterv); agree;
+//      every rank generates its slice and writes it at its offsets;
+//   5. rank 0 checks that nothing follows the last number; agree; close; rank 0 renames the files.
+// By default rank 0 prints one summary; with `verbose` every rank reports its host, rank, local
+// rank and GPU (name and PCI bus id), printed by rank 0 in rank order.
+#pragma once
+
+#include <cstdint>
+
+#include "generator/pipeline.hpp"
+
+namespace facegen {
+namespace mpi {
+
+struct RankJobOptions {
+  bool verbose = false;              // every rank reports where it runs
+  bool quiet = false;                // nothing but errors
+  bool all_ranks = false;            // every rank generates, however small the job
+  int64_t min_images_per_rank = 0;   // 0: the default for the backend (see rank_job.cpp)
+};
+
+// Starts MPI, runs the job as one rank, ends MPI. Returns the exit status for this process:
+// 0, or the status of the first rank that failed (1 bad input, 3 a fault), the same on every rank.
+int run_as_rank(const GenerateRequest& request, const RankJobOptions& options);
+
+// Whether this build can run as a rank (false when built without MPI).
+bool mpi_available();
+
+}  // namespace mpi
+}  // namespace facegen

@@ -1,0 +1,16 @@
+// rank_job_unavailable.cpp: run_as_rank for a build without MPI (make MPI=0, or no mpicxx found).
+#include "generator/errors.hpp"
+#include "mpi/rank_job.hpp"
+
+namespace facegen {
+namespace mpi {
+
+bool mpi_available() { return false; }
+
+int run_as_rank(const GenerateRequest&, const RankJobOptions&) {
+  throw UserError("this facegen was built without MPI, so it cannot run as one rank of a parallel job "
+                  "(install libopenmpi-dev and rebuild)");
+}
+
+}  // namespace mpi
+}  // namespace facegen

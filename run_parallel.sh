@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# run_parallel.sh: one facegen job over RANKS ranks per node (one per GPU) on every node it is given,
+# through OpenMPI. Writes the same PREFIX.txt and PREFIX.bmp as the single-process program.
+#
+#   ./run_parallel.sh --input inputs/input1.txt --output outputs/output1 --ranks-per-node 4 \
+#                     [--model build/random-network.bin] [--hosts a,b | --hosts FILE] [-- facegen flags]
+#   (--random N [--seed S] or --interpolate K [--seed S] instead of --input: drawn latents)
+#   make run_parallel INPUT=input1 OUTPUT=output1 NGPUS=4 [MODEL=path] [HOSTS=...] [ARGS='--verbose']
+#
+# Where the ranks run:
+#   inside a Slurm allocation (SLURM_JOB_ID set): on all of the allocation's nodes, started by
+#     srun --mpi=pmix; with LAUNCHER=mpirun, or when this Slurm has no PMIx, by mpirun on Slurm's
+#     node list (mpirun then starts its daemons through Slurm);
+#   otherwise --hosts a,b,c (host names) or --hosts FILE (a hostfile: one host per line, # comments):
+#     mpirun on those hosts, over ssh, with the same paths on every host;
+#   otherwise this machine alone.
+# It prints the command before running it. When the job fails it removes the temporary files that a
+# killed rank could not (PREFIX.<ext>.tmp-XXXXXX) and exits with the job's status.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+program=$here/build/facegen
+model=$here/build/random-network.bin
+latent_args=()
+output=
+ranks_per_node=
+hosts=${HOSTS:-}
+launcher=${LAUNCHER:-}
+
+usage() {
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+  exit 2
+}
+die() {
+  echo "run_parallel: $*" >&2
+  exit 2
+}
+
+while [ $# -gt 0 ]; do
+  case $1 in
+    --input|--random|--interpolate|--seed) latent_args+=("$1" "${2:?}"); shift 2 ;;
+    --output) output=${2:?}; shift 2 ;;
+    --ranks-per-node) ranks_per_node=${2:?}; shift 2 ;;
+    --model) model=${2:?}; shift 2 ;;
+    --hosts) hosts=${2:?}; shift 2 ;;
+    --program) program=${2:?}; shift 2 ;;
+    -h|--help) usage ;;
+    --) shift; break ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+[ ${#latent_args[@]} -gt 0 ] && [ -n "$output" ] && [ -n "$ranks_per_node" ] ||
+  die "--input (or --random, --interpolate), --output and --ranks-per-node are required (see --help)"
+[[ $ranks_per_node =~ ^[1-9][0-9]*$ ]] || die "--ranks-per-node must be a positive integer, got '$ranks_per_node'"
+[ -x "$program" ] || die "$program is missing: run make first"
+facegen_args=(
+  --model "$model"
+  "${latent_args[@]}"
+  --output "$output"
+  "$@"
+)
+
+# Hosts outside Slurm: a comma-separated list, or a hostfile (first word of each line).
+host_list=()
+if [ -n "$hosts" ]; then
+  if [ -f "$hosts" ]; then
+    mapfile -t host_list < <(sed 's/#.*//' "$hosts" | awk 'NF { print $1 }' | awk '!seen[$0]++')
+  else
+    IFS=, read -r -a host_list <<< "$hosts"
+  fi
+  [ ${#host_list[@]} -gt 0 ] || die "--hosts '$hosts' names no host"
+fi
+
+mpirun_common() {  # the mpirun flags every mpirun launch uses
+  cmd+=(--bind-to none)        # a CPU rank runs one thread per core it owns; GPU ranks need no pinning
+  cmd+=(--oversubscribe)       # GPU ranks mostly wait on their GPU: more ranks than cores is fine
+  if [ "$(id -u)" = 0 ]; then
+    cmd+=(--allow-run-as-root) # containers and CI run as root
+  fi
+}
+
+cmd=()
+if [ -n "${SLURM_JOB_ID:-}" ] && [ -z "$hosts" ]; then
+  nodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}
+  ranks=$((nodes * ranks_per_node))
+  if [ -z "$launcher" ]; then
+    launcher=mpirun
+    if command -v srun > /dev/null && srun --mpi=list 2>&1 | grep -q pmix; then launcher=srun; fi
+  fi
+  where="$nodes node(s) of Slurm job $SLURM_JOB_ID ($SLURM_JOB_NODELIST)"
+  if [ "$launcher" = srun ]; then
+    cmd+=(srun)
+    cmd+=(--mpi=pmix)                         # the ranks find each other through Slurm's PMIx
+    cmd+=(--nodes="$nodes")
+    cmd+=(--ntasks="$ranks")
+    cmd+=(--ntasks-per-node="$ranks_per_node")
+    cmd+=(--kill-on-bad-exit=1)               # a rank that dies takes the job down at once
+    if [ "${SLURM_GPUS_ON_NODE:-0}" -ge "$ranks_per_node" ] 2>/dev/null && [ "${SLURM_GPUS_ON_NODE:-0}" -gt 0 ]; then
+      cmd+=(--gpus-per-task=1)                # each rank sees its own GPU as device 0
+    fi
+  else
+    node_hosts=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/\$/:$ranks_per_node/" | paste -sd,)
+    cmd+=(mpirun)
+    cmd+=(-np "$ranks")
+    cmd+=(--host "$node_hosts")
+    cmd+=(--map-by "ppr:$ranks_per_node:node")
+    mpirun_common
+  fi
+elif [ ${#host_list[@]} -gt 0 ]; then
+  nodes=${#host_list[@]}
+  ranks=$((nodes * ranks_per_node))
+  where="$nodes host(s): ${host_list[*]}"
+  host_slots=$(printf "%s:$ranks_per_node\n" "${host_list[@]}" | paste -sd,)
+  cmd+=(mpirun)
+  cmd+=(-np "$ranks")
+  cmd+=(--host "$host_slots")
+  cmd+=(--map-by "ppr:$ranks_per_node:node")
+  cmd+=(-x LD_LIBRARY_PATH)                   # ranks on other hosts see this environment
+  mpirun_common
+else
+  nodes=1
+  ranks=$ranks_per_node
+  where="this machine ($(hostname -s))"
+  cmd+=(mpirun)
+  cmd+=(-np "$ranks")
+  mpirun_common
+fi
+command -v "${cmd[0]}" > /dev/null || die "${cmd[0]} not found: install OpenMPI (make deps)"
+
+# mpirun's reports of a failed job, boiled down to one line each: a rank that failed has already
+# said why in its own line ("facegen: error on rank R (host H): ..."), so the "job aborted" banners
+# go; a rank that died without a word (a signal, a crash) gets a line naming rank and host.
+# Anything else passes through unchanged.
+summarize_mpirun_errors() {
+  awk -v this_host="$(hostname -s)" -v nodes="$nodes" '
+    function flush_block(   text, m) {
+      text = block; block = ""; in_block = 0
+      if (text ~ /Primary job +terminated normally/) return
+      if (match(text, /process rank [0-9]+ with PID [0-9]+ on node [^ ]+ exited on signal [0-9]+ \([^)]*\)/)) {
+        m = substr(text, RSTART, RLENGTH)
+        split(m, w, " ")
+        printf "facegen: error on rank %s (host %s): the process died of signal %s %s\n", w[3], w[9], w[13], w[14]
+        said = 1; fflush(); return
+      }
+      if (text ~ /exited with non-zero status/ && match(text, /Process name: \[\[[0-9]+,[0-9]+\],[0-9]+\]/)) {
+        if (said) return
+        m = substr(text, RSTART, RLENGTH); gsub(/.*,|\]/, "", m)
+        code = text; sub(/.*Exit code: */, "", code); sub(/[^0-9].*/, "", code)
+        printf "facegen: error on rank %s (host %s): the process ended with status %s without a message\n", m, (nodes == 1 ? this_host : "unknown"), code
+        said = 1; fflush(); return
+      }
+      printf "%s", text; fflush()
+    }
+    /^--------------------+$/ { if (in_block) { block = block $0 "\n"; flush_block() } else { in_block = 1; block = $0 "\n" } next }
+    in_block { block = block $0 "\n"; next }
+    /^facegen: error on rank/ { said = 1 }
+    { print; fflush() }
+    END { if (in_block) printf "%s", block }
+  '
+}
+
+cmd+=("$program" "${facegen_args[@]}")
+echo "run_parallel: launching $ranks rank(s), $ranks_per_node per node, on $where:"
+echo "  ${cmd[*]}"
+status=0
+if [ "${cmd[0]}" = mpirun ]; then
+  # stderr through the summary, stdout straight through.
+  set +e
+  { "${cmd[@]}" 2>&1 1>&3 3>&- | summarize_mpirun_errors >&2; status=${PIPESTATUS[0]}; } 3>&1
+  set -e
+else
+  "${cmd[@]}" || status=$?
+fi
+if [ $status -ne 0 ]; then
+  # A rank killed by a signal or by the launcher cannot remove its temporary files.
+  mapfile -t leftovers < <(compgen -G "$output.*.tmp-??????" || true)
+  if [ ${#leftovers[@]} -gt 0 ]; then
+    rm -f -- "${leftovers[@]}"
+    echo "run_parallel: removed temporary files: ${leftovers[*]}" >&2
+  fi
+  echo "run_parallel: the job failed (exit status $status); no output was written" >&2
+fi
+exit $status

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# mpi_ranks.sh: build/facegen as an MPI job on this machine (CPU backend, mpirun --oversubscribe).
+#
+# 1, 2, 3 and 5 ranks on N = 1, 7 and 64 must write files byte-identical to the single-process
+# program's; small jobs leave ranks out; a failing rank (an error, a crash, a kill) ends the job within
+# seconds with one line naming rank and host, a non-zero status and no output file; bad input and an
+# unwritable output are reported as the single-process program reports them. Launches go through
+# run_parallel.sh, as users run it. Usage: tests/suites/mpi_ranks.sh [build-dir]; exit 0 pass,
+# 77 skipped (says why), 1 fail.
+set -u
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+prog=$build/facegen
+model=$build/random-network.bin
+[ -x "$prog" ] && [ -f "$model" ] || { echo "mpi_ranks: $prog or $model is missing (run make)"; exit 1; }
+command -v mpirun > /dev/null || { echo "mpi_ranks: skipped: mpirun is not installed (make deps installs openmpi-bin)"; exit 77; }
+if ! ldd "$prog" | grep -q libmpi; then
+  echo "mpi_ranks: skipped: $prog was built without MPI (libopenmpi-dev missing at build time)"
+  exit 77
+fi
+# OpenMPI refuses root unless told; CI runs as root.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset FACEGEN_TEST_FAULT
+
+work=$(mktemp -d /tmp/facegen-mpi.XXXXXX)
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+passed=0
+failed=0
+pass() { echo "  ok    $1"; passed=$((passed + 1)); }
+fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
+
+latents() {  # latents FILE N: N seeded latent vectors
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import random, sys
+path, n = sys.argv[1], int(sys.argv[2])
+rng = random.Random(1000 + n)
+with open(path, "w") as f:
+    f.write(f"{n}\n")
+    for i in range(n):
+        f.write(" ".join(f"{rng.gauss(0, 1):.6f}" for _ in range(100)) + "\n")
+PY
+}
+
+# parallel RANKS PREFIX INPUT [facegen flags]: run_parallel.sh on this machine, CPU backend, 60 s at most.
+parallel() {
+  local ranks=$1 prefix=$2 input=$3
+  shift 3
+  timeout 60 ./run_parallel.sh --program "$prog" --model "$model" --input "$input" --output "$prefix" \
+    --ranks-per-node "$ranks" -- --device cpu "$@" > "$work/stdout" 2> "$work/stderr"
+}
+
+# same_files NAME PREFIX REFERENCE EXTENSIONS...: every PREFIX.ext equals REFERENCE.ext byte for byte.
+same_files() {
+  local name=$1 prefix=$2 reference=$3 ext
+  shift 3
+  for ext in "$@"; do
+    if ! cmp -s "$prefix.$ext" "$reference.$ext"; then
+      fail "$name" "$prefix.$ext differs from the single-process $reference.$ext ($(cmp "$prefix.$ext" "$reference.$ext" 2>&1 | head -1))"
+      return 1
+    fi
+  done
+  return 0
+}
+
+no_outputs() {  # no_outputs DIR: nothing but the files named keep* is left in DIR
+  ls "$1" | grep -v '^keep' || true
+}
+
+echo "facegen over MPI ranks ($(mpirun --version | head -1)):"
+
+# --- byte-identical outputs for every rank count ------------------------------------------------
+for n in 1 7 64; do
+  latents "$work/l$n.txt" "$n"
+  "$prog" --device cpu --model "$model" --input "$work/l$n.txt" --output "$work/ref$n" --quiet ||
+    { fail "single-process reference N=$n" "exit status $?"; continue; }
+  for ranks in 1 2 3 5; do
+    name="$ranks rank(s), N=$n, every rank working: txt and bmp identical to one process"
+    if ! parallel "$ranks" "$work/p${ranks}_$n" "$work/l$n.txt" --all-ranks; then
+      fail "$name" "exit status $?: $(head -c 400 "$work/stderr")"
+      continue
+    fi
+    same_files "$name" "$work/p${ranks}_$n" "$work/ref$n" txt bmp || continue
+    generating=$(( ranks < n ? ranks : n ))
+    if [ "$generating" -eq "$ranks" ] && ! grep -q "^ranks     $ranks on 1 host; all generate" "$work/stdout"; then
+      fail "$name" "summary does not say all $ranks ranks generate: $(grep '^ranks' "$work/stdout")"
+      continue
+    fi
+    pass "$name"
+  done
+done
+
+# --- every format, several rounds per rank ------------------------------------------------------
+"$prog" --device cpu --model "$model" --input "$work/l64.txt" --output "$work/ref64f" --formats txt,bmp,npy --quiet
+if parallel 3 "$work/f64" "$work/l64.txt" --all-ranks --formats txt,bmp,npy --images-per-round 4 &&
+   same_files "npy too, rounds of 4 images per rank" "$work/f64" "$work/ref64f" txt bmp npy; then
+  if grep -q "^rounds    6 of at most 4 images per rank" "$work/stdout"; then
+    pass "3 ranks, N=64, txt+bmp+npy, 6 rounds of at most 4 images per rank: identical"
+  else
+    fail "3 ranks, txt+bmp+npy, rounds of 4" "not 6 rounds: $(grep '^rounds' "$work/stdout")"
+  fi
+elif [ -s "$work/stderr" ]; then
+  fail "3 ranks, txt+bmp+npy" "$(head -c 400 "$work/stderr")"
+fi
+
+# --- drawn latents: rank 0 draws them, as one process would ---------------------------------------
+"$prog" --device cpu --model "$model" --random 9 --seed 3 --output "$work/ref_random" --quiet
+if timeout 60 ./run_parallel.sh --program "$prog" --model "$model" --random 9 --seed 3 --output "$work/random" \
+     --ranks-per-node 3 -- --device cpu --all-ranks > "$work/stdout" 2> "$work/stderr" &&
+   same_files "--random" "$work/random" "$work/ref_random" txt bmp; then
+  pass "3 ranks, --random 9 --seed 3: identical to one process"
+elif [ -s "$work/stderr" ]; then
+  fail "3 ranks, --random 9" "$(head -c 400 "$work/stderr")"
+fi
+
+# --- small jobs leave ranks out -----------------------------------------------------------------
+if parallel 5 "$work/s7" "$work/l7.txt" --verbose && same_files "sit out" "$work/s7" "$work/ref7" txt bmp; then
+  if grep -q "^ranks     5 on 1 host; 1 generates, 4 sit out" "$work/stdout" &&
+     [ "$(grep -c 'sits out' "$work/stdout")" = 4 ]; then
+    pass "N=7 on 5 ranks: 4 ranks sit out by default (CPU: 8 images per rank), output identical"
+  else
+    fail "N=7 on 5 ranks sit out" "summary: $(cat "$work/stdout")"
+  fi
+else
+  fail "N=7 on 5 ranks sit out" "exit status or output: $(head -c 400 "$work/stderr")"
+fi
+if parallel 5 "$work/m7" "$work/l7.txt" --min-images-per-rank 3 && same_files "min 3" "$work/m7" "$work/ref7" txt bmp &&
+   grep -q "^ranks     5 on 1 host; 2 generate, 3 sit out" "$work/stdout"; then
+  pass "N=7 on 5 ranks with --min-images-per-rank 3: 2 generate"
+else
+  fail "--min-images-per-rank 3" "$(grep '^ranks' "$work/stdout") $(head -c 300 "$work/stderr")"
+fi
+
+# --- failures end the whole job quickly and leave nothing ----------------------------------------
+# expect_failure NAME STATUS-PATTERN LINE-PATTERN RANKS INPUT [facegen flags]: the job must exit with
+# a status matching STATUS-PATTERN within 20 s, print exactly one "facegen: error on rank" line
+# matching LINE-PATTERN, leave no file but the existing keep.txt, and leave keep.txt untouched.
+expect_failure() {
+  local name=$1 status_pattern=$2 line_pattern=$3 ranks=$4 input=$5
+  shift 5
+  rm -rf "$work/out" && mkdir -p "$work/out"
+  echo "old contents" > "$work/out/keep.txt"
+  local start=$SECONDS
+  parallel "$ranks" "$work/out/keep" "$input" "$@"
+  local got=$? took=$((SECONDS - start))
+  local lines
+  lines=$(grep -c '^facegen: error on rank' "$work/stderr")
+  if ! [[ $got =~ ^($status_pattern)$ ]]; then
+    fail "$name" "exit status $got, expected $status_pattern; stderr: $(head -c 400 "$work/stderr")"
+  elif [ "$lines" != 1 ] || ! grep -qE "$line_pattern" "$work/stderr"; then
+    fail "$name" "expected one line matching '$line_pattern'; stderr: $(head -c 600 "$work/stderr")"
+  elif [ "$took" -gt 20 ]; then
+    fail "$name" "took $took s"
+  elif [ -n "$(no_outputs "$work/out")" ]; then
+    fail "$name" "left files behind: $(no_outputs "$work/out")"
+  elif [ "$(cat "$work/out/keep.txt")" != "old contents" ]; then
+    fail "$name" "the existing output was changed"
+  else
+    pass "$name (${took} s): $(grep '^facegen: error on rank' "$work/stderr")"
+  fi
+}
+host=$(hostname -s)
+FACEGEN_TEST_FAULT=2:error expect_failure "rank 2 of 3 fails" 3 "^facegen: error on rank 2 \(host [^)]+\): injected fault" \
+  3 "$work/l64.txt" --all-ranks
+FACEGEN_TEST_FAULT=1:kill expect_failure "rank 1 of 3 is killed" "1[0-9][0-9]|[1-9]" \
+  "^facegen: error on rank 1 \(host [^)]+\): the process died of signal 9" 3 "$work/l64.txt" --all-ranks
+FACEGEN_TEST_FAULT=0:exit expect_failure "rank 0 of 2 (which holds the files) dies without a word" "[1-9][0-9]*" \
+  "^facegen: error on rank 0 \(host $host\): the process ended with status 3 without a message" 2 "$work/l64.txt" --all-ranks
+FACEGEN_TEST_FAULT=0:kill expect_failure "rank 0 of 3 is killed" "1[0-9][0-9]|[1-9]" \
+  "^facegen: error on rank 0 \(host [^)]+\): the process died of signal 9" 3 "$work/l64.txt" --all-ranks
+
+# Bad input in the middle of the file: the same message as one process gives, from rank 0.
+sed '$ s/^\([^ ]* [^ ]* \)[^ ]*/\1oops/' "$work/l64.txt" > "$work/bad.txt"
+expected=$("$prog" --device cpu --model "$model" --input "$work/bad.txt" --output "$work/never" 2>&1 | sed 's/^facegen: error: //')
+expect_failure "a bad number in the last of 6 rounds, after 5 were written" 1 "^facegen: error on rank 0 \(host [^)]+\): $(printf '%s' "$expected" | sed 's/[][\.*^$(){}?+|/]/\\&/g')$" \
+  3 "$work/bad.txt" --all-ranks --images-per-round 4
+# An output directory that does not exist.
+rm -rf "$work/out" && mkdir -p "$work/out"
+if parallel 2 "$work/out/missing/x" "$work/l7.txt" --all-ranks; then
+  fail "missing output directory" "the job succeeded"
+elif [ "$?" = 1 ] && grep -q "^facegen: error on rank 0 (host [^)]*): cannot create output file $work/out/missing/x.txt" "$work/stderr" &&
+     [ -z "$(ls -A "$work/out")" ]; then
+  pass "missing output directory: $(grep '^facegen: error' "$work/stderr")"
+else
+  fail "missing output directory" "$(head -c 400 "$work/stderr")"
+fi
+
+# --- hosts ---------------------------------------------------------------------------------------
+printf 'localhost\nlocalhost  # the same machine twice is one node\n' > "$work/hostfile"
+if timeout 60 ./run_parallel.sh --program "$prog" --model "$model" --input "$work/l64.txt" --output "$work/h64" \
+     --ranks-per-node 2 --hosts "$work/hostfile" -- --device cpu --all-ranks > "$work/stdout" 2> "$work/stderr" &&
+   same_files "hostfile" "$work/h64" "$work/ref64" txt bmp && grep -q '^ranks     2 on 1 host' "$work/stdout"; then
+  pass "a hostfile naming localhost twice: 2 ranks on 1 node, identical"
+else
+  fail "hostfile naming localhost twice" "$(head -c 400 "$work/stderr") $(grep '^ranks' "$work/stdout")"
+fi
+
+# --- srun without MPI wiring is refused, not run N times over the same files ---------------------
+SLURM_STEP_ID=0 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=0 "$prog" --device cpu --model "$model" --input "$work/l1.txt" \
+  --output "$work/srun" > "$work/stdout" 2> "$work/stderr"
+got=$?
+if [ "$got" = 2 ] && grep -q "srun --mpi=pmix" "$work/stderr" && ! [ -e "$work/srun.txt" ]; then
+  pass "two srun tasks without MPI: refused ($(cat "$work/stderr"))"
+else
+  fail "srun without MPI" "status $got: $(cat "$work/stderr")"
+fi
+
+echo "mpi_ranks: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
