@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# mpi_faults.sh: an MPI job under faults and load, on this machine (CPU backend, mpirun).
+#
+#   a rank killed from outside (SIGKILL) mid-run: the job ends within seconds, non-zero, one line
+#     naming the rank, no output file, the old output intact, no temporary file
+#   the whole job interrupted (SIGINT to run_parallel.sh's mpirun) mid-run: the same
+#   64 ranks oversubscribed on this machine: files byte-identical to one process's
+#
+# mpi_ranks.sh injects faults from inside a rank (FACEGEN_TEST_FAULT); here they come from outside,
+# as a crash, the OOM killer or an operator would deliver them. Usage: mpi_faults.sh [build-dir];
+# exit 0 pass, 77 skipped (says why), 1 fail.
+set -u
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+prog=$build/facegen
+model=$build/random-network.bin
+[ -x "$prog" ] && [ -f "$model" ] || { echo "mpi_faults: $prog or $model is missing (run make)"; exit 1; }
+command -v mpirun > /dev/null || { echo "mpi_faults: skipped: mpirun is not installed (make deps)"; exit 77; }
+ldd "$prog" | grep -q libmpi || { echo "mpi_faults: skipped: $prog was built without MPI"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset FACEGEN_TEST_FAULT
+
+work=$(mktemp -d /tmp/facegen-mpi-faults.XXXXXX)
+job=
+cleanup() {
+  [ -n "$job" ] && kill -9 "$job" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+passed=0
+failed=0
+pass() { echo "  ok    $1"; passed=$((passed + 1)); }
+fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
+
+"$build/make-latents" --count 3000 --seed 5 --output "$work/l3000.txt" > /dev/null || exit 1
+"$build/make-latents" --count 200 --seed 6 --output "$work/l200.txt" > /dev/null || exit 1
+
+# start_job RANKS PREFIX INPUT [flags]: run_parallel.sh in the background; $job is its pid.
+start_job() {
+  local ranks=$1 prefix=$2 input=$3
+  shift 3
+  ./run_parallel.sh --program "$prog" --model "$model" --input "$input" --output "$prefix" \
+    --ranks-per-node "$ranks" -- --device cpu --all-ranks "$@" > "$work/stdout" 2> "$work/stderr" &
+  job=$!
+}
+
+# rank_pid RANK: the pid of that rank of the job started last (from OMPI_COMM_WORLD_RANK in its
+# environment), among the job's descendants only.
+rank_pid() {
+  local want=$1 frontier=$job next pid
+  while [ -n "$frontier" ]; do
+    next=
+    for pid in $frontier; do
+      if [ "$(cat /proc/$pid/comm 2>/dev/null)" = facegen ] &&
+         tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$want"; then
+        echo "$pid"
+        return 0
+      fi
+      next="$next $(ps -o pid= --ppid "$pid" 2>/dev/null | tr '\n' ' ')"
+    done
+    frontier=$(echo $next)
+  done
+  return 1
+}
+
+# wait_ranks_working DIR SECONDS: until the job's temporary outputs exist (the ranks have started).
+wait_ranks_working() {
+  local tries=$(($2 * 10))
+  while [ $tries -gt 0 ]; do
+    ls "$1" 2>/dev/null | grep -q '\.tmp-' && return 0
+    sleep 0.1
+    tries=$((tries - 1))
+  done
+  return 1
+}
+
+# after_fault NAME STATUS KILL-TIME LINE-PATTERN: the job's end after a fault.
+after_fault() {
+  local name=$1 got=$2 killed_at=$3 pattern=$4
+  local took=$((SECONDS - killed_at)) left
+  left=$(ls "$work/out" | grep -v '^keep.txt$' || true)
+  if [ "$got" -eq 0 ]; then
+    fail "$name" "the job succeeded"
+  elif [ "$took" -gt 15 ]; then
+    fail "$name" "the job took $took s to end after the fault"
+  elif ! grep -qE "$pattern" "$work/stderr"; then
+    fail "$name" "no line matching '$pattern': $(head -c 600 "$work/stderr")"
+  elif [ -n "$left" ]; then
+    fail "$name" "left files behind: $left"
+  elif [ "$(cat "$work/out/keep.txt")" != "old contents" ]; then
+    fail "$name" "the existing output was changed"
+  else
+    pass "$name (status $got, ended $took s after the fault): $(grep -E "$pattern" "$work/stderr" | head -n1)"
+  fi
+}
+
+echo "facegen MPI jobs under faults and load:"
+
+# --- one rank killed from outside ------------------------------------------------------------------
+for victim in 1 0; do
+  rm -rf "$work/out" && mkdir -p "$work/out" && echo "old contents" > "$work/out/keep.txt"
+  start_job 3 "$work/out/keep" "$work/l3000.txt" --images-per-round 64
+  name="rank $victim of 3 killed by SIGKILL from outside mid-run"
+  if wait_ranks_working "$work/out" 60 && sleep 1 && pid=$(rank_pid $victim); then
+    kill -9 "$pid"
+    killed_at=$SECONDS
+    timeout 60 tail --pid="$job" -f /dev/null
+    wait "$job"
+    got=$?
+    job=
+    after_fault "$name" $got $killed_at "^facegen: error on rank $victim \(host [^)]+\): the process died of signal 9"
+  else
+    fail "$name" "the job did not start its ranks within 60 s: $(head -c 300 "$work/stderr")"
+    kill "$job" 2>/dev/null; wait "$job"; job=
+  fi
+done
+
+# --- the whole job interrupted: SIGINT to mpirun, which passes it to every rank ------------------------
+rm -rf "$work/out" && mkdir -p "$work/out" && echo "old contents" > "$work/out/keep.txt"
+start_job 3 "$work/out/keep" "$work/l3000.txt" --images-per-round 64
+if wait_ranks_working "$work/out" 60 && sleep 1; then
+  mpirun_pid=$(ps -o pid= --ppid "$job" | head -n1 | tr -d ' ')
+  kill -INT "${mpirun_pid:-$job}"
+  killed_at=$SECONDS
+  timeout 60 tail --pid="$job" -f /dev/null
+  wait "$job"
+  got=$?
+  job=
+  after_fault "SIGINT to mpirun mid-run" $got $killed_at "."
+else
+  fail "SIGINT to mpirun mid-run" "the job did not start within 60 s"
+  kill "$job" 2>/dev/null; wait "$job"; job=
+fi
+
+# --- 64 ranks oversubscribed on this machine -------------------------------------------------------
+"$prog" --device cpu --model "$model" --input "$work/l200.txt" --output "$work/ref200" --quiet ||
+  fail "single-process reference" "exit status $?"
+start=$SECONDS
+if timeout 600 ./run_parallel.sh --program "$prog" --model "$model" --input "$work/l200.txt" --output "$work/p64" \
+     --ranks-per-node 64 -- --device cpu --all-ranks > "$work/stdout" 2> "$work/stderr"; then
+  if cmp -s "$work/p64.txt" "$work/ref200.txt" && cmp -s "$work/p64.bmp" "$work/ref200.bmp"; then
+    pass "64 ranks on $(nproc) cores, N = 200: txt and bmp identical to one process ($((SECONDS - start)) s; $(grep -E '^ranks' "$work/stdout" | head -n1))"
+  else
+    fail "64 ranks" "outputs differ from the single-process run"
+  fi
+else
+  fail "64 ranks" "exit status $? after $((SECONDS - start)) s: $(head -c 600 "$work/stderr")"
+fi
+
+echo "mpi_faults: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
