@@ -3,7 +3,7 @@
 # half-written or replaced by a broken one (an existing output of the same name must survive).
 #
 #   disk full mid-run          a 4 MiB tmpfs fills while the text output is being written
-#   read-only mid-run          an ext4 image forced read-only (as on an I/O error) while writing
+#   read-only mid-run          an ext4 image forced read-only (as on an I/O error), outputs open
 #   input truncated mid-number the latent file cut inside a number, and cut between numbers
 #   model truncated            network.bin cut short by one byte and to half
 #   SIGINT, SIGTERM mid-run    exit 130 / 143, one line, temporary files removed, old output intact
@@ -86,6 +86,7 @@ wait_for_temp() {
 
 echo "faults:"
 make_latents "$work/l60.txt" 60
+make_latents "$work/l300.txt" 300
 make_latents "$work/l3000.txt" 3000
 
 # --- disk full mid-run: 60 images are ~5.5 MB of text; the 4 MiB file system fills part way ----
@@ -99,8 +100,8 @@ else
 fi
 
 # --- output file system turns read-only mid-run: ext4 on a loop device, errors=remount-ro, and an
-# error triggered through sysfs while the outputs are being written (remount,ro would refuse with
-# files open for writing; this is what an I/O error does to a real disk) ------------------------
+# error triggered through sysfs while the outputs are open (remount,ro would refuse with files open
+# for writing; this is what an I/O error does to a real disk) ------------------------------------
 ro_ready=no
 if [ "$(id -u)" = 0 ] && command -v mkfs.ext4 > /dev/null && command -v losetup > /dev/null; then
   truncate -s 64M "$work/ext4.img" && mkfs.ext4 -q -F "$work/ext4.img" > /dev/null 2>&1 &&
@@ -111,17 +112,18 @@ fi
 if [ $ro_ready = yes ]; then
   old_output "$work/ro"
   sync
-  "$prog" --device cpu --model "$model" --input "$work/l3000.txt" --output "$work/ro/r" > /dev/null 2> "$work/stderr" &
+  # 300 images: computed in one chunk (a few seconds; a minute under the sanitizers), then written.
+  # The file system turns read-only once the outputs are open, so the first write meets it.
+  "$prog" --device cpu --model "$model" --input "$work/l300.txt" --output "$work/ro/r" > /dev/null 2> "$work/stderr" &
   pid=$!
-  # The first 1024 images are computed before the first write; wait until 1 MiB is on disk.
-  if wait_for_temp "$work/ro" 120 1048576; then
+  if wait_for_temp "$work/ro" 120; then
     echo 1 > "/sys/fs/ext4/$(basename "$loop")/trigger_fs_error"
     wait $pid
     # The file system refuses to remove the temporary files too; the program must say so.
     check_after "output file system read-only mid-run" "$work/ro" $? 1 "Read-only file system" yes
   else
     kill $pid 2>/dev/null; wait $pid
-    fail "output file system read-only mid-run" "no temporary output grew to 1 MiB within 120 s"
+    fail "output file system read-only mid-run" "no temporary output appeared within 120 s"
   fi
 else
   skip "output file system read-only mid-run: needs root, losetup, mkfs.ext4 and ext4's trigger_fs_error"
