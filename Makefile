@@ -2,6 +2,7 @@
 #
 #   make                 build everything (build/facegen, tools, tests)
 #   make run INPUT=input1 OUTPUT=output1 [MODEL=path]   inputs/input1.txt -> outputs/output1.{txt,bmp}
+#   make run [COUNT=64 SEED=1 OUTPUT=samples]           random latents -> outputs/samples.{txt,bmp}
 #   make test            build and run every test this machine can run; ends with a pass/fail line
 #   make bench           (GPU machine) build/facegen-bench, then bench/pytorch_reference.py beside it
 #   make bench-io        the output writers in MB/s and images/s, on the CPU (BENCH_IO_ARGS=--images N)
@@ -66,9 +67,13 @@ BENCH_OUT := $(BUILD)/bench-run
 DEFAULT_MODEL := $(BUILD)/random-network.bin
 
 MODEL  ?= $(DEFAULT_MODEL)
-INPUT  ?= input1
-OUTPUT ?= output1
+INPUT  ?=
+COUNT  ?= 64
+SEED   ?= 1
+OUTPUT ?= $(if $(INPUT),output1,samples)
 ARGS   ?=
+# Without INPUT, make run draws COUNT random latents with SEED.
+LATENT_ARGS = $(if $(INPUT),--input inputs/$(INPUT).txt,--random $(COUNT) --seed $(SEED))
 
 ALL := $(PROGRAM) $(RANDOM_MODEL_TOOL) $(LATENTS_TOOL) $(UNIT_TESTS)
 ifeq ($(CUDA),1)
@@ -118,7 +123,7 @@ $(DEFAULT_MODEL): $(RANDOM_MODEL_TOOL)
 
 run: $(PROGRAM) $(MODEL)
 	@mkdir -p outputs
-	$(PROGRAM) --model $(MODEL) --input inputs/$(INPUT).txt --output outputs/$(OUTPUT) $(ARGS)
+	$(PROGRAM) --model $(MODEL) $(LATENT_ARGS) --output outputs/$(OUTPUT) $(ARGS)
 
 test: all $(DEFAULT_MODEL)
 	@bash tests/run_all.sh

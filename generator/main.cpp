@@ -1,6 +1,7 @@
 // main.cpp: the facegen command line: a trained DCGAN generator + latent vectors -> images.
 //
 //   facegen --model network.bin --input inputs/input1.txt --output outputs/output1
+//   facegen --model network.bin --random 64 --seed 7 --output outputs/samples
 //
 // writes outputs/output1.txt and outputs/output1.bmp. Exit status: 0 success, 1 a problem with the
 // input (files, values, flags: one sentence on stderr), 2 a malformed command line, 3 a fault of the
@@ -84,6 +85,11 @@ int main(int argc, char** argv) {
   options.add_options()
       ("m,model", "generator weights (SHPC facegen network.bin layout)", cxxopts::value<std::string>())
       ("i,input", "latent file: N, then N*100 numbers", cxxopts::value<std::string>())
+      ("r,random", "instead of --input: N latents drawn from N(0, 1)", cxxopts::value<int64_t>())
+      ("interpolate", "instead of --input: a K x K grid, each row K steps between two random latents",
+       cxxopts::value<int64_t>())
+      ("s,seed", "seed of --random and --interpolate (same seed, same images)",
+       cxxopts::value<uint64_t>()->default_value("1"))
       ("o,output", "output prefix: writes PREFIX.txt, PREFIX.bmp, ...", cxxopts::value<std::string>())
       ("f,formats", "outputs to write: comma-separated txt, bmp, npy, png (PREFIX/000000.png, ...), mosaic-png",
        cxxopts::value<std::string>()->default_value("txt,bmp"))
@@ -118,8 +124,13 @@ int main(int argc, char** argv) {
       std::cerr << "facegen: unexpected argument '" << args.unmatched().front() << "' (see --help)\n";
       return kExitUsage;
     }
+    const int sources = static_cast<int>(args.count("input") + args.count("random") + args.count("interpolate"));
+    if (sources != 1) {
+      std::cerr << "facegen: give exactly one of --input FILE, --random N, --interpolate K (see --help)\n";
+      return kExitUsage;
+    }
     const bool synthetic = args["device"].as<std::string>() == "synthetic";
-    for (const char* required : {"model", "input", "output"}) {
+    for (const char* required : {"model", "output"}) {
       if (!args.count(required) && !(synthetic && std::string(required) == "model")) {
         std::cerr << "facegen: missing --" << required << " (see --help)\n";
         return kExitUsage;
@@ -128,7 +139,19 @@ int main(int argc, char** argv) {
 
     facegen::GenerateRequest request;
     if (args.count("model")) request.model_path = args["model"].as<std::string>();
-    request.input_path = args["input"].as<std::string>();
+    if (args.count("input")) request.latents.path = args["input"].as<std::string>();
+    request.latents.seed = args["seed"].as<uint64_t>();
+    if (args.count("random")) {
+      request.latents.random_count = args["random"].as<int64_t>();
+      if (request.latents.random_count < 1)
+        throw facegen::UserError("--random must be at least 1, got " + std::to_string(request.latents.random_count));
+    }
+    if (args.count("interpolate")) {
+      request.latents.interpolate_side = args["interpolate"].as<int64_t>();
+      if (request.latents.interpolate_side < 1 || request.latents.interpolate_side > 1000)
+        throw facegen::UserError("--interpolate must be between 1 and 1000, got " +
+                                 std::to_string(request.latents.interpolate_side));
+    }
     request.output_prefix = args["output"].as<std::string>();
     request.formats = facegen::parse_formats(args["formats"].as<std::string>());
     request.backend.device = parse_device(args["device"].as<std::string>());
@@ -163,13 +186,14 @@ int main(int argc, char** argv) {
     progress.finish();
     if (!quiet) {
       struct stat input_stat;
-      const double input_bytes =
-          ::stat(request.input_path.c_str(), &input_stat) == 0 ? static_cast<double>(input_stat.st_size) : 0;
+      const double input_bytes = !request.latents.path.empty() && ::stat(request.latents.path.c_str(), &input_stat) == 0
+                                     ? static_cast<double>(input_stat.st_size)
+                                     : 0;
       double written_bytes = 0;
       for (int64_t bytes : report.output_bytes) written_bytes += static_cast<double>(bytes);
       const int64_t n = report.images;
       std::printf("model     %s\n", request.model_path.empty() ? "(none)" : request.model_path.c_str());
-      std::printf("input     %s: %lld images\n", request.input_path.c_str(), static_cast<long long>(n));
+      std::printf("input     %s: %lld images\n", report.latents.c_str(), static_cast<long long>(n));
       std::printf("backend   %s\n", report.backend.c_str());
       std::printf("parse     %s\n", timing(report.parse_seconds, n, input_bytes).c_str());
       std::printf("generate  %s, not counting reading and writing files\n",

@@ -98,6 +98,8 @@ void OutputStage::writer_loop() {
     } catch (...) {
       error = std::current_exception();
     }
+    // Before the buffer is released, so that finish() returns only after the last report.
+    if (!error && on_written_) on_written_(job.first + job.count);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       write_seconds_ += seconds_since(start);
@@ -106,7 +108,6 @@ void OutputStage::writer_loop() {
     }
     changed_.notify_all();
     if (error) return;  // the generating thread rethrows it; nothing more is written
-    if (on_written_) on_written_(job.first + job.count);
   }
 }
 

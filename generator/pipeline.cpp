@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "generator/errors.hpp"
-#include "generator/latents.hpp"
 #include "generator/network.hpp"
 #include "generator/output_stage.hpp"
 
@@ -89,8 +88,8 @@ GenerateReport run_generation(const GenerateRequest& request) {
   report.load_seconds = seconds_since(start);
 
   start = Clock::now();
-  LatentReader reader(request.input_path);
-  const int64_t total = reader.count();
+  std::unique_ptr<LatentSource> reader = open_latents(request.latents);
+  const int64_t total = reader->count();
   report.parse_seconds += seconds_since(start);
 
   // Every output exists as a temporary file before any image is computed.
@@ -108,7 +107,7 @@ GenerateReport run_generation(const GenerateRequest& request) {
   std::vector<float> latents(static_cast<size_t>(chunk) * kLatentDim);  // (chunk, 100)
   for (int64_t done = 0; done < total;) {
     start = Clock::now();
-    const int64_t count = reader.read(latents.data(), chunk);
+    const int64_t count = reader->read(latents.data(), chunk);
     report.parse_seconds += seconds_since(start);
 
     float* images = stage.acquire();  // (chunk, 64, 64, 3); waits while the writer is behind
@@ -119,7 +118,7 @@ GenerateReport run_generation(const GenerateRequest& request) {
     done += count;
   }
   start = Clock::now();
-  reader.finish();
+  reader->finish();
   report.parse_seconds += seconds_since(start);
 
   stage.finish();
@@ -131,6 +130,7 @@ GenerateReport run_generation(const GenerateRequest& request) {
   }
   report.images = total;
   report.total_seconds = seconds_since(run_start);
+  report.latents = reader->describe();
   return report;
 }
 

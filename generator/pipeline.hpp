@@ -18,6 +18,7 @@
 
 #include "generator/backend.hpp"
 #include "generator/image_sink.hpp"
+#include "generator/latent_source.hpp"
 
 namespace facegen {
 
@@ -34,7 +35,7 @@ std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& pre
 
 struct GenerateRequest {
   std::string model_path;
-  std::string input_path;
+  LatentSpec latents;
   std::string output_prefix;
   std::vector<OutputFormat> formats{OutputFormat::Text, OutputFormat::Bmp};
   BackendOptions backend;
@@ -48,6 +49,7 @@ struct GenerateRequest {
 struct GenerateReport {
   int64_t images = 0;
   std::string backend;
+  std::string latents;  // where they came from
   double load_seconds = 0;     // reading and validating the model, starting the backend
   double parse_seconds = 0;    // reading latents
   double compute_seconds = 0;  // generation alone

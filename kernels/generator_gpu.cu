@@ -55,7 +55,7 @@ float round_to_tf32(float x) {  // nearest, ties away from zero, as cvt.rna.tf32
 }
 
 // The four phase B matrices of one tconv, weight (5, 5, c_out, c_in) -> per phase z, K = taps * c_in:
-// fp32/tf32 (K, c_out) c_out fastest; bf16 (c_out, K) K fastest.
+// fp32 (K, c_out) c_out fastest; tf32 and bf16 (c_out, K) K fastest, the layout their ldmatrix reads.
 template <typename T>
 std::vector<T> phase_matrices(const float* w, int c_in, int c_out, Precision p) {
   std::vector<T> b(static_cast<size_t>(kTaps) * kTaps * c_out * c_in);
@@ -73,8 +73,10 @@ std::vector<T> phase_matrices(const float* w, int c_in, int c_out, Precision p) 
             size_t kk = static_cast<size_t>(t) * c_in + c;
             if constexpr (sizeof(T) == 2) {
               bz[static_cast<size_t>(k) * k_total + kk] = __float2bfloat16_rn(v);
+            } else if (p == Precision::Tf32) {
+              bz[static_cast<size_t>(k) * k_total + kk] = round_to_tf32(v);
             } else {
-              bz[kk * c_out + k] = p == Precision::Tf32 ? round_to_tf32(v) : v;
+              bz[kk * c_out + k] = v;
             }
           }
       }
@@ -162,9 +164,9 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
   out_weight_ = upload(std::vector<float>(f + L.tconv_weight[3], f + L.tconv_weight[3] + out_w));
   out_bias_ = upload(std::vector<float>(f + L.tconv_bias[3], f + L.tconv_bias[3] + kStageChannels[4]));
   CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Fp32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 gpu::kOutSmemBytes));
+                                 gpu::OutShape<Math::Fp32>::kSmemBytes));
   CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 gpu::kOutSmemBytes));
+                                 gpu::OutShape<Math::Bf16>::kSmemBytes));
   switch (precision) {
     case Precision::Fp32: configure_all<Math::Fp32>(); break;
     case Precision::Tf32: configure_all<Math::Tf32>(); break;
@@ -230,12 +232,13 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
 
 void DeviceNetwork::output_layer(const void* act3, int n, float* images, cudaStream_t stream) const {
   if (n <= 0) return;
-  dim3 grid(gpu::kOutHin / gpu::kOutRowGroup, n);
+  static_assert(gpu::kOutHin % gpu::kOutRowsPerBlock == 0, "output-layer blocks must tile the rows");
+  dim3 grid(gpu::kOutHin / gpu::kOutRowsPerBlock, n);
   if (precision_ == Precision::Bf16)
-    gpu::tconv_output_tanh<Math::Bf16><<<grid, 128, gpu::kOutSmemBytes, stream>>>(
+    gpu::tconv_output_tanh<Math::Bf16><<<grid, gpu::kOutThreads, gpu::OutShape<Math::Bf16>::kSmemBytes, stream>>>(
         static_cast<const __nv_bfloat16*>(act3), out_weight_, out_bias_, images);
   else
-    gpu::tconv_output_tanh<Math::Fp32><<<grid, 128, gpu::kOutSmemBytes, stream>>>(
+    gpu::tconv_output_tanh<Math::Fp32><<<grid, gpu::kOutThreads, gpu::OutShape<Math::Fp32>::kSmemBytes, stream>>>(
         static_cast<const float*>(act3), out_weight_, out_bias_, images);
   CUDA_CHECK_LAUNCH();
 }

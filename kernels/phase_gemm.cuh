@@ -17,6 +17,10 @@
 //   Fp32: float32 FFMA, 8x8 outputs per thread.
 //   Tf32: mma.sync m16n8k8 tf32, operands already rounded to tf32 in memory.
 //   Bf16: mma.sync m16n8k16 bf16, activations and weights stored as bfloat16.
+// The tensor-core flavours run 4 warps (2 x 2) of 64 x BN/2 outputs each and read their fragments
+// with ldmatrix; B is stored (C_OUT, K), K fastest, so A and B fragments are both plain (non-
+// transposed) ldmatrix reads of 16-byte rows. Larger warp tiles read fewer shared-memory bytes per
+// multiply (64x64: 128 rows of A and B per 4096 outputs, against 96 per 2048 for 32x64).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -58,6 +62,15 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// Four 8x8 matrices of 16-bit elements (or 8x4 of 32-bit ones): lane l gives the address of row l % 8 of
+// matrix l / 8 and receives, from matrix i, register i: row lane / 4, 32-bit column lane % 4.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* smem) {
+  unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
 __device__ __forceinline__ float round_tf32(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
@@ -89,16 +102,19 @@ template <Math M, int BM_, int BN_> struct TileShape {
   static constexpr int kElemsPerChunk = 16 / sizeof(Act);    // one cp.async moves 16 bytes
   static constexpr int BK = 128 / sizeof(Act);               // 128-byte rows: 32 floats or 64 bf16
   static constexpr int kChunksPerRow = BK / kElemsPerChunk;  // 8
-  static constexpr int kThreads = (M == Math::Fp32) ? BM * BN / 64 : 256;
-  // A stage: (BM, BK + pad) k fastest. B stage: fp32/tf32 (BK, BN + 8) n fastest; bf16 (BN, BK + 8) k fastest.
+  static constexpr bool kNK = M != Math::Fp32;  // B stage (BN, BK) k fastest; fp32: (BK, BN) n fastest
+  static constexpr int kWarpsM = 2, kWarpsN = 2;  // tensor-core flavours
+  static constexpr int kThreads = (M == Math::Fp32) ? BM * BN / 64 : 32 * kWarpsM * kWarpsN;
+  // A stage: (BM, BK + 16 bytes) k fastest; rows 144 bytes apart, so the 8 rows of an ldmatrix read
+  // fall in 8 different 16-byte bank groups. B stage: (BN, BK + 16 bytes) or fp32 (BK, BN + 8).
   static constexpr int kApitch = BK + kElemsPerChunk;
-  static constexpr int kBpitch = (M == Math::Bf16) ? BK + 8 : BN + 8;
+  static constexpr int kBpitch = kNK ? BK + kElemsPerChunk : BN + 8;
   static constexpr int kAElems = BM * kApitch;
-  static constexpr int kBElems = (M == Math::Bf16) ? BN * kBpitch : BK * kBpitch;
+  static constexpr int kBElems = kNK ? BN * kBpitch : BK * kBpitch;
   static constexpr int kStageBytes = (kAElems + kBElems) * static_cast<int>(sizeof(Act));
   static constexpr int kSmemBytes = kStages * kStageBytes;
   static constexpr int kARowsPerThread = BM * kChunksPerRow / kThreads;
-  static constexpr int kBChunks = (M == Math::Bf16) ? BN * kChunksPerRow : BK * BN / 4;
+  static constexpr int kBChunks = kNK ? BN * kChunksPerRow : BK * BN / 4;
   static constexpr int kBChunksPerThread = kBChunks / kThreads;
   static_assert(kBChunks % kThreads == 0, "B tile chunks must divide among threads");
   static_assert((BM * kChunksPerRow) % kThreads == 0, "A tile chunks must divide among threads");
@@ -161,7 +177,7 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
 #pragma unroll
     for (int r = 0; r < S::kBChunksPerThread; ++r) {
       int q = tid + NT * r;
-      if constexpr (M == Math::Bf16) {  // B stored (C_OUT, k_total) per phase, k fastest
+      if constexpr (S::kNK) {  // B stored (C_OUT, k_total) per phase, k fastest
         int nrow = q / S::kChunksPerRow, ch = q % S::kChunksPerRow;
         const Act* src = b_phase + static_cast<int64_t>(n0 + nrow) * k_total + k0 + ch * S::kElemsPerChunk;
         cp_async16(Bs + nrow * S::kBpitch + ch * S::kElemsPerChunk, src, true);
@@ -174,20 +190,27 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
   };
 
   // Accumulators and the per-flavour inner product over one K tile.
-  constexpr int kWarpsM = 4;
-  constexpr int WN = BN / 2;         // tensor-core flavours: 4 x 2 warps, warp tile 32 x WN
+  constexpr int WM = BM / S::kWarpsM;  // tensor-core flavours: warp tile WM x WN
+  constexpr int WN = BN / S::kWarpsN;
+  constexpr int MI = WM / 16;
   constexpr int NI = WN / 8;
-  constexpr int kAccs = (M == Math::Fp32) ? 64 : 2 * NI * 4;
+  static_assert(M == Math::Fp32 || (WM % 16 == 0 && NI % 2 == 0), "warp tile must be whole ldmatrix blocks");
+  constexpr int kAccs = (M == Math::Fp32) ? 64 : MI * NI * 4;
   float acc[kAccs];
 #pragma unroll
   for (int i = 0; i < kAccs; ++i) acc[i] = 0.f;
 
   const int lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t4 = lane % 4;
-  const int warp_m = warp % kWarpsM, warp_n = warp / kWarpsM;
+  const int warp_m = warp % S::kWarpsM, warp_n = warp / S::kWarpsM;
   constexpr int TX = BN / 8;  // fp32: threads along n
   constexpr int TY = BM / 8;  // fp32: threads along m
   const int tx = tid % TX, ty = tid / TX;
+  // ldmatrix row addresses of this lane (in elements, within a stage). A x4: matrices (rows 0-7 | 8-15)
+  // x (k half 0 | 1) of a 16-row block. B x4: (n block ni: k half 0 | 1, n block ni + 1: k half 0 | 1).
+  constexpr int kHalfK = 16 / static_cast<int>(sizeof(Act));  // elements in 16 bytes: 8 bf16, 4 tf32
+  const int a_ld = (warp_m * WM + lane % 16) * S::kApitch + (lane / 16) * kHalfK;
+  const int b_ld = (warp_n * WN + lane % 8 + (lane / 16) * 8) * S::kBpitch + ((lane / 8) % 2) * kHalfK;
 
   auto compute_tile = [&](int stage) {
     const Act* As = smem + stage * (S::kAElems + S::kBElems);
@@ -212,60 +235,41 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
           }
         }
       }
-    } else if constexpr (M == Math::Tf32) {
-      const float* Af = reinterpret_cast<const float*>(As);
-      const float* Bf = reinterpret_cast<const float*>(Bs);
-#pragma unroll
-      for (int k = 0; k < BK; k += 8) {
-        uint32_t a[2][4];
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi) {
-          const float* p = Af + (warp_m * 32 + mi * 16 + g) * S::kApitch + k + t4;
-          a[mi][0] = __float_as_uint(p[0]);
-          a[mi][1] = __float_as_uint(p[8 * S::kApitch]);
-          a[mi][2] = __float_as_uint(p[4]);
-          a[mi][3] = __float_as_uint(p[8 * S::kApitch + 4]);
-        }
-#pragma unroll
-        for (int ni = 0; ni < NI; ++ni) {
-          const float* p = Bf + (k + t4) * S::kBpitch + warp_n * WN + ni * 8 + g;
-          uint32_t b0 = __float_as_uint(p[0]), b1 = __float_as_uint(p[4 * S::kBpitch]);
-#pragma unroll
-          for (int mi = 0; mi < 2; ++mi) {
-            float* c = acc + (mi * NI + ni) * 4;
-            asm volatile(
-                "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-                "{%8,%9}, {%0,%1,%2,%3};\n"
-                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]), "r"(a[mi][3]), "r"(b0), "r"(b1));
-          }
-        }
-      }
     } else {
+      // One mma k step: 8 tf32 or 16 bf16, i.e. two 16-byte halves of each fragment row.
+      constexpr int KS = 2 * kHalfK;
 #pragma unroll
-      for (int k = 0; k < BK; k += 16) {
-        uint32_t a[2][4];
+      for (int k = 0; k < BK; k += KS) {
+        uint32_t a[MI][4], b[NI][2];
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi) {
-          const Act* p = As + (warp_m * 32 + mi * 16 + g) * S::kApitch + k + 2 * t4;
-          a[mi][0] = *reinterpret_cast<const uint32_t*>(p);
-          a[mi][1] = *reinterpret_cast<const uint32_t*>(p + 8 * S::kApitch);
-          a[mi][2] = *reinterpret_cast<const uint32_t*>(p + 8);
-          a[mi][3] = *reinterpret_cast<const uint32_t*>(p + 8 * S::kApitch + 8);
+        for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(a[mi], As + a_ld + mi * 16 * S::kApitch + k);
+#pragma unroll
+        for (int nj = 0; nj < NI / 2; ++nj) {
+          uint32_t r[4];
+          ldmatrix_x4(r, Bs + b_ld + nj * 16 * S::kBpitch + k);
+          b[2 * nj][0] = r[0];
+          b[2 * nj][1] = r[1];
+          b[2 * nj + 1][0] = r[2];
+          b[2 * nj + 1][1] = r[3];
         }
 #pragma unroll
-        for (int ni = 0; ni < NI; ++ni) {
-          const Act* p = Bs + (warp_n * WN + ni * 8 + g) * S::kBpitch + k + 2 * t4;
-          uint32_t b0 = *reinterpret_cast<const uint32_t*>(p);
-          uint32_t b1 = *reinterpret_cast<const uint32_t*>(p + 8);
+        for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-          for (int mi = 0; mi < 2; ++mi) {
+          for (int ni = 0; ni < NI; ++ni) {
             float* c = acc + (mi * NI + ni) * 4;
-            asm volatile(
-                "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-                "{%8,%9}, {%0,%1,%2,%3};\n"
-                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]), "r"(a[mi][3]), "r"(b0), "r"(b1));
+            if constexpr (M == Math::Tf32) {
+              asm volatile(
+                  "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                  "{%8,%9}, {%0,%1,%2,%3};\n"
+                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                  : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]), "r"(a[mi][3]), "r"(b[ni][0]), "r"(b[ni][1]));
+            } else {
+              asm volatile(
+                  "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                  "{%8,%9}, {%0,%1,%2,%3};\n"
+                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                  : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]), "r"(a[mi][3]), "r"(b[ni][0]), "r"(b[ni][1]));
+            }
           }
         }
       }
@@ -318,10 +322,10 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
     }
   } else {
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi) {
+    for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        int m = m0 + warp_m * 32 + mi * 16 + g + half * 8;
+        int m = m0 + warp_m * WM + mi * 16 + g + half * 8;
         if (m >= m_total) continue;
         Act* o = out_ptr(m);
 #pragma unroll
@@ -388,75 +392,152 @@ projection_bn_relu(const float* __restrict__ z, int n, int k_in, int k_out,
   }
 }
 
-// The last transposed convolution (64 -> 3 channels, 32x32 -> 64x64) with bias and tanh, direct:
-// one block per (image, kOutRowGroup input rows) makes output rows 2*oy and 2*oy + 1 for those rows,
-// with the weights loaded into shared memory once per block and each weight load reused for
-// kOutRowGroup rows. Each warp holds one phase so tap and weight addresses are warp-uniform.
-// Float32 FFMA, weights in float32, taps then channels in a fixed order.
-constexpr int kOutCin = 64, kOutCout = 3, kOutHin = 32, kOutRowGroup = 4;
-constexpr int kOutPitch = kOutCin + 4;
-constexpr int kOutSmemBytes =
-    sizeof(float) * ((kOutRowGroup + 2) * (kOutHin + 2) * kOutPitch + 25 * kOutCout * kOutCin);
+// The last transposed convolution (64 -> 3 channels, 32x32 -> 64x64) with bias and tanh, direct, in
+// float32 FFMA with float32 weights in every precision.
+//
+// With only 3 output channels, a thread that makes one output pixel does 3 FMAs per input value it
+// loads: any such kernel is bound by shared-memory loads, not by the FMAs. The reuse is in the
+// convolution itself: an input pixel feeds 25 (output pixel, tap) pairs. So each thread makes the
+// whole 2x2 output block (all four phases) of kOutRowsPerThread input positions in one column: per
+// four channels it loads the (rows + 2) x 3 input pixels around them once into registers, then for
+// each of the 25 taps and 3 output channels one warp-uniform (broadcast) weight float4 feeds
+// 4 x kOutRowsPerThread FMAs. Per four channels and thread: 1200 FFMA against 18 input and 75
+// weight loads.
+//
+// A block is 128 threads = kOutRowsPerBlock input rows x 32 columns of one image. The input rows it
+// needs (with one halo row each side, zero outside the map) stream through shared memory eight
+// channels at a time, double buffered with cp.async; the weights (5, 5, 3, 64) stay in shared memory.
+// Every output's sum runs over channel groups of 4 in order, taps in a fixed order within each,
+// the same for any batch size and any image position.
+constexpr int kOutCin = 64, kOutCout = 3, kOutHin = 32;
+constexpr int kOutRowsPerThread = 4;
+constexpr int kOutThreads = 128;
+constexpr int kOutRowsPerBlock = kOutRowsPerThread * kOutThreads / 32;  // 16
+constexpr int kOutTileRows = kOutRowsPerBlock + 2, kOutTileCols = kOutHin + 2;
+constexpr int kOutTilePixels = kOutTileRows * kOutTileCols;
+constexpr int kOutStageChannels = 8;  // 32 bytes of fp32 (one sector), 16 of bf16 per pixel per stage
+constexpr int kOutStages = 2;
+constexpr int kOutWeightFloats = 25 * kOutCout * kOutCin;
+template <Math M> struct OutShape {
+  using Act = typename MathTypes<M>::Act;
+  static constexpr int kChunksPerPixel = kOutStageChannels * sizeof(Act) / 16;  // 16-byte chunks: 2 or 1
+  static constexpr int kStageBytes = kOutTilePixels * kOutStageChannels * sizeof(Act);
+  static constexpr int kSmemBytes = kOutWeightFloats * 4 + kOutStages * kStageBytes;
+};
+
+// Four channels (half h of a stage's eight) of tile pixel p as float32. fp32 stage layout: two planes
+// [pixel] of float4 (channels 0-3, 4-7), so a warp's 32 consecutive pixels are 512 contiguous bytes;
+// bf16: [pixel] of 8 bfloat16, read 8 bytes at a time.
+template <Math M>
+__device__ __forceinline__ float4 out_tile_load(const unsigned char* stage, int half, int p) {
+  if constexpr (M == Math::Bf16) {
+    uint2 u = reinterpret_cast<const uint2*>(stage)[2 * p + half];
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
+                       __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
+  } else {
+    return reinterpret_cast<const float4*>(stage)[half * kOutTilePixels + p];
+  }
+}
 
 template <Math M>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(kOutThreads, 3)
 tconv_output_tanh(const typename MathTypes<M>::Act* __restrict__ in,  // (n, 32, 32, 64)
                   const float* __restrict__ weight,                   // (5, 5, 3, 64)
                   const float* __restrict__ bias,                     // (3)
                   float* __restrict__ out) {                          // (n, 64, 64, 3)
-  extern __shared__ __align__(16) float out_smem[];
-  float* w_s = out_smem;                           // (25, 3, 64)
-  float* in_s = out_smem + 25 * kOutCout * kOutCin;  // (rows oy0-1 .. oy0+G, columns -1..32, kOutPitch)
-  const int oy0 = blockIdx.x * kOutRowGroup, img = blockIdx.y;
-  for (int q = threadIdx.x; q < 25 * kOutCout * kOutCin / 4; q += blockDim.x)
-    reinterpret_cast<float4*>(w_s)[q] = reinterpret_cast<const float4*>(weight)[q];
-  constexpr int kRows = kOutRowGroup + 2;
-  for (int q = threadIdx.x; q < kRows * (kOutHin + 2) * kOutCin; q += blockDim.x) {
-    int c = q % kOutCin, x = (q / kOutCin) % (kOutHin + 2), r = q / (kOutCin * (kOutHin + 2));
-    int iy = oy0 + r - 1, ix = x - 1;
-    float v = 0.f;
-    if (iy >= 0 && iy < kOutHin && ix >= 0 && ix < kOutHin) {
-      auto e = in[((static_cast<int64_t>(img) * kOutHin + iy) * kOutHin + ix) * kOutCin + c];
-      v = static_cast<float>(e);
+  using O = OutShape<M>;
+  using Act = typename MathTypes<M>::Act;
+  extern __shared__ __align__(16) unsigned char out_smem[];
+  float* w_s = reinterpret_cast<float*>(out_smem);  // (25, 3, 64)
+  unsigned char* tiles = out_smem + kOutWeightFloats * 4;
+  const int tid = threadIdx.x;
+  const int y0 = blockIdx.x * kOutRowsPerBlock, img = blockIdx.y;
+  const Act* in_img = in + static_cast<int64_t>(img) * kOutHin * kOutHin * kOutCin;
+
+  // Stage s: channels 8s..8s+7 of tile pixels (rows y0-1 .. y0+16, columns -1..32).
+  auto load_stage = [&](int buf, int s) {
+    unsigned char* t = tiles + buf * O::kStageBytes;
+    for (int q = tid; q < kOutTilePixels * O::kChunksPerPixel; q += kOutThreads) {
+      const int p = q / O::kChunksPerPixel, h = q % O::kChunksPerPixel;
+      const int iy = y0 + p / kOutTileCols - 1, ix = p % kOutTileCols - 1;
+      const bool valid = iy >= 0 && iy < kOutHin && ix >= 0 && ix < kOutHin;
+      const Act* src = valid ? in_img + (iy * kOutHin + ix) * kOutCin + s * kOutStageChannels + h * 4 : in;
+      unsigned char* dst = (M == Math::Bf16) ? t + p * 16 : t + (h * kOutTilePixels + p) * 16;
+      cp_async16(dst, src, valid);
     }
-    in_s[(r * (kOutHin + 2) + x) * kOutPitch + c] = v;
-  }
-  __syncthreads();
-  const int py = threadIdx.x >> 6, px = (threadIdx.x >> 5) & 1, ox = threadIdx.x & 31;
-  float acc[kOutRowGroup][kOutCout] = {};
-  for (int ty = 0; ty < phase_taps(py); ++ty) {
-    const int kh = phase_kernel_index(py, ty), r = phase_offset(py, ty) + 1;
-    for (int tx = 0; tx < phase_taps(px); ++tx) {
-      const int kw = phase_kernel_index(px, tx), x = ox + phase_offset(px, tx) + 1;
-      const float4* ip = reinterpret_cast<const float4*>(in_s + (r * (kOutHin + 2) + x) * kOutPitch);
-      const float4* wp = reinterpret_cast<const float4*>(w_s + (kh * 5 + kw) * kOutCout * kOutCin);
-#pragma unroll 2
-      for (int c4 = 0; c4 < kOutCin / 4; ++c4) {
-        float4 w[kOutCout];
+  };
+  for (int q = tid; q < kOutWeightFloats / 4; q += kOutThreads)
+    cp_async16(w_s + 4 * q, weight + 4 * q, true);
+  load_stage(0, 0);
+  cp_async_commit();
+
+  const int warp = tid / 32, ox = tid % 32;
+  const int r0 = warp * kOutRowsPerThread;  // first tile row of this thread's window (input row y0 + r0 - 1)
+  float acc[kOutRowsPerThread][2][2][kOutCout];
 #pragma unroll
-        for (int k = 0; k < kOutCout; ++k) w[k] = wp[k * (kOutCin / 4) + c4];
+  for (int r = 0; r < kOutRowsPerThread; ++r)
 #pragma unroll
-        for (int g = 0; g < kOutRowGroup; ++g) {
-          float4 v = ip[g * (kOutHin + 2) * kOutPitch / 4 + c4];
+    for (int a = 0; a < 2; ++a)
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+#pragma unroll
+        for (int k = 0; k < kOutCout; ++k) acc[r][a][b][k] = 0.f;
+
+  constexpr int kNumStages = kOutCin / kOutStageChannels;
+#pragma unroll 1
+  for (int s = 0; s < kNumStages; ++s) {
+    if (s + 1 < kNumStages) load_stage((s + 1) % kOutStages, s + 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const unsigned char* t = tiles + (s % kOutStages) * O::kStageBytes;
+#pragma unroll 1
+    for (int half = 0; half < 2; ++half) {
+      float4 v[kOutRowsPerThread + 2][3];
+#pragma unroll
+      for (int r = 0; r < kOutRowsPerThread + 2; ++r)
+#pragma unroll
+        for (int c = 0; c < 3; ++c) v[r][c] = out_tile_load<M>(t, half, (r0 + r) * kOutTileCols + ox + c);
+      const float4* wq = reinterpret_cast<const float4*>(w_s) + s * 2 + half;  // channel group 2s + half
+#pragma unroll
+      for (int kh = 0; kh < 5; ++kh) {
+        const int py = (kh & 1) ? 0 : 1, dy = (py + 1 - kh) / 2;
+#pragma unroll
+        for (int kw = 0; kw < 5; ++kw) {
+          const int px = (kw & 1) ? 0 : 1, dx = (px + 1 - kw) / 2;
 #pragma unroll
           for (int k = 0; k < kOutCout; ++k) {
-            acc[g][k] = fmaf(v.x, w[k].x, acc[g][k]);
-            acc[g][k] = fmaf(v.y, w[k].y, acc[g][k]);
-            acc[g][k] = fmaf(v.z, w[k].z, acc[g][k]);
-            acc[g][k] = fmaf(v.w, w[k].w, acc[g][k]);
+            const float4 w = wq[((kh * 5 + kw) * kOutCout + k) * (kOutCin / 4)];
+#pragma unroll
+            for (int r = 0; r < kOutRowsPerThread; ++r) {
+              const float4 x = v[r + 1 + dy][1 + dx];
+              float a = acc[r][py][px][k];
+              a = fmaf(x.x, w.x, a);
+              a = fmaf(x.y, w.y, a);
+              a = fmaf(x.z, w.z, a);
+              a = fmaf(x.w, w.w, a);
+              acc[r][py][px][k] = a;
+            }
           }
         }
       }
     }
+    __syncthreads();  // the buffer just read is the one the next iteration refills
   }
-  const int x = 2 * ox + px;
+
+  const float b0 = bias[0], b1 = bias[1], b2 = bias[2];
 #pragma unroll
-  for (int g = 0; g < kOutRowGroup; ++g) {
-    const int y = 2 * (oy0 + g) + py;
-    float* o = out + ((static_cast<int64_t>(img) * 64 + y) * 64 + x) * kOutCout;
+  for (int r = 0; r < kOutRowsPerThread; ++r)
 #pragma unroll
-    for (int k = 0; k < kOutCout; ++k) o[k] = tanhf(acc[g][k] + bias[k]);
-  }
+    for (int py = 0; py < 2; ++py) {
+      const int y = 2 * (y0 + r0 + r) + py;
+      float* o = out + ((static_cast<int64_t>(img) * 64 + y) * 64 + 2 * ox) * kOutCout;  // 6 floats, 8-byte aligned
+      const float* a0 = acc[r][py][0];
+      const float* a1 = acc[r][py][1];
+      reinterpret_cast<float2*>(o)[0] = make_float2(tanhf(a0[0] + b0), tanhf(a0[1] + b1));
+      reinterpret_cast<float2*>(o)[1] = make_float2(tanhf(a0[2] + b2), tanhf(a1[0] + b0));
+      reinterpret_cast<float2*>(o)[2] = make_float2(tanhf(a1[1] + b1), tanhf(a1[2] + b2));
+    }
 }
 
 }  // namespace gpu

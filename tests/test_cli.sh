@@ -151,12 +151,29 @@ if command -v script > /dev/null; then
   [ ! -s "$work/tty.out" ] && pass "--quiet on a terminal: nothing at all" || fail "quiet" "$(head -c 200 "$work/tty.out")"
 fi
 
+if run_ok --random 3 --seed 5 --output "$work/good/rand" --formats npy --quiet &&
+   "$prog" --device cpu --model "$model" --random 3 --seed 5 --batch 1 --output "$work/good/rand1" --formats npy --quiet &&
+   cmp -s "$work/good/rand.npy" "$work/good/rand1.npy" &&
+   run_ok --random 3 --seed 6 --output "$work/good/rand6" --formats npy --quiet && ! cmp -s "$work/good/rand.npy" "$work/good/rand6.npy"; then
+  pass "--random N --seed S: same seed same images for any batch size, another seed other images"
+else
+  fail "--random" "outputs not as expected"
+fi
+if run_ok --interpolate 3 --output "$work/good/interp" --quiet && [ "$(head -n1 "$work/good/interp.txt")" = 9 ] &&
+   [ "$(stat -c %s "$work/good/interp.bmp")" = $((192 * 192 * 3 + 54)) ]; then
+  pass "--interpolate 3 writes a 3 x 3 grid"
+else
+  fail "--interpolate" "no 3 x 3 grid"
+fi
 "$prog" --help > "$work/stdout" 2>&1 && grep -q -- '--model' "$work/stdout" && pass "--help" || fail "--help" "$(head -3 "$work/stdout")"
 "$prog" --version | grep -qE '^facegen [0-9]+\.[0-9]+' && pass "--version" || fail "--version" "no version line"
 
 # --- bad command lines ---------------------------------------------------------------------------
 out=$work/out/result
 expect_error "no --model" 2 "missing --model" --input "$work/l3.txt" --output "$out"
+expect_error "--input and --random together" 2 "exactly one of" --random 3 --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "no latents at all" 2 "exactly one of" --model "$model" --output "$out"
+expect_error "--random 0" 1 "--random must be at least 1" --random 0 --model "$model" --output "$out"
 expect_error "unknown flag" 2 "nosuch" --nosuch --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --device" 1 "unknown --device 'tpu'" --device tpu --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --formats" 1 "unknown output format 'gif'" --formats txt,gif --model "$model" --input "$work/l3.txt" --output "$out"

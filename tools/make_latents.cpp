@@ -14,27 +14,11 @@
 
 #include <cxxopts.hpp>
 
+#include "generator/latent_source.hpp"
+
 namespace {
 
 constexpr int kLatentDim = 100;
-
-// The splitmix64 output function (Steele, Lea, Flood 2014): a well-mixed 64-bit hash of a counter.
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-double unit_interval(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }  // [0, 1)
-
-// N(0, 1) by Box-Muller (the cosine half), from two hashes of (seed, image, value).
-double latent_value(uint64_t seed, uint64_t image, uint64_t value) {
-  const uint64_t key = mix64(mix64(mix64(seed) ^ image) ^ value);
-  const double u1 = 1.0 - unit_interval(mix64(key ^ 1));  // (0, 1]
-  const double u2 = unit_interval(mix64(key ^ 2));
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
 
 }  // namespace
 
@@ -79,7 +63,7 @@ int main(int argc, char** argv) {
   bool ok = std::fprintf(file, "%lld\n", static_cast<long long>(count)) > 0;
   for (int64_t image = 0; image < count && ok; ++image) {
     for (int v = 0; v < kLatentDim && ok; ++v) {
-      const double z = latent_value(seed, static_cast<uint64_t>(image), static_cast<uint64_t>(v));
+      const double z = facegen::random_latent_value(seed, static_cast<uint64_t>(image), static_cast<uint64_t>(v));
       ok = std::fprintf(file, v + 1 < kLatentDim ? "%.6f " : "%.6f\n", z) > 0;
     }
   }

@@ -1,0 +1,47 @@
+// latent_source.hpp: where latent vectors come from: a file, seeded random draws, or interpolations.
+//
+// Every source hands out its N latents in order, (count, 100) floats per read. Random latents are
+// counter-based: value v of image n is a pure function of (seed, n, v), so the same seed gives the
+// same images whatever the batch size, the chunking or the number of ranks, and a rank can start at
+// any image without drawing the ones before it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace facegen {
+
+class LatentSource {
+ public:
+  virtual ~LatentSource() = default;
+  virtual int64_t count() const = 0;                            // N
+  virtual int64_t read(float* dst, int64_t max_images) = 0;     // next min(max, left) latents
+  virtual void finish() = 0;                                    // after all N: checks nothing follows
+  virtual std::string describe() const = 0;                     // for messages and the summary
+};
+
+// A latent file: N, then N*100 numbers (see latents.hpp for its errors).
+std::unique_ptr<LatentSource> open_latent_file(const std::string& path);
+
+// N images of N(0, 1) latents, images [first, first + count) of the sequence keyed by seed.
+std::unique_ptr<LatentSource> make_random_latents(int64_t count, uint64_t seed, int64_t first = 0);
+
+// A side x side grid (N = side * side): row r walks in `side` steps along the great circle from
+// random latent 2r to random latent 2r + 1 of the seed (spherical interpolation, which keeps the
+// norm typical of a Gaussian latent), so each row of the mosaic is one interpolation.
+std::unique_ptr<LatentSource> make_interpolation_latents(int64_t side, uint64_t seed);
+
+// What the command line asked for: a file, --random N, or --interpolate SIDE (with --seed).
+struct LatentSpec {
+  std::string path;
+  int64_t random_count = 0;
+  int64_t interpolate_side = 0;
+  uint64_t seed = 1;
+};
+std::unique_ptr<LatentSource> open_latents(const LatentSpec& spec);
+
+// Value `value` (0..99) of random latent `image` for `seed`: N(0, 1) by Box-Muller over a hash.
+double random_latent_value(uint64_t seed, uint64_t image, uint64_t value);
+
+}  // namespace facegen

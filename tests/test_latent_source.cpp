@@ -1,0 +1,73 @@
+// test_latent_source.cpp: random and interpolated latents are pure functions of (seed, image).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "generator/latent_source.hpp"
+#include "generator/network.hpp"
+
+using namespace facegen;
+
+namespace {
+
+std::vector<float> read_in_chunks(LatentSource& source, int64_t chunk) {
+  std::vector<float> all(static_cast<size_t>(source.count()) * kLatentDim, NAN);
+  int64_t done = 0;
+  while (done < source.count()) {
+    const int64_t got = source.read(all.data() + done * kLatentDim, chunk);
+    REQUIRE(got > 0);
+    done += got;
+  }
+  CHECK(source.read(all.data(), chunk) == 0);
+  source.finish();
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("random latents do not depend on chunking, and a slice equals the same images of the whole") {
+  auto whole = make_random_latents(37, 11);
+  const std::vector<float> expected = read_in_chunks(*whole, 37);
+  for (int64_t chunk : {1, 3, 16}) {
+    auto source = make_random_latents(37, 11);
+    CHECK(read_in_chunks(*source, chunk) == expected);
+  }
+  auto slice = make_random_latents(5, 11, 30);  // images 30..34
+  const std::vector<float> part = read_in_chunks(*slice, 2);
+  CHECK(std::equal(part.begin(), part.end(), expected.begin() + 30 * kLatentDim));
+  auto other_seed = make_random_latents(37, 12);
+  CHECK(read_in_chunks(*other_seed, 37) != expected);
+}
+
+TEST_CASE("random latents look standard normal") {
+  auto source = make_random_latents(200, 3);
+  const std::vector<float> values = read_in_chunks(*source, 64);
+  double sum = 0, squares = 0;
+  for (float v : values) {
+    REQUIRE(std::isfinite(v));
+    sum += v;
+    squares += static_cast<double>(v) * v;
+  }
+  const double n = static_cast<double>(values.size());
+  CHECK(std::abs(sum / n) < 0.03);                 // 20,000 draws: the mean's sd is 0.007
+  CHECK(std::abs(squares / n - 1.0) < 0.05);       // the variance's sd is 0.01
+}
+
+TEST_CASE("interpolation rows start and end at random latents 2r and 2r + 1") {
+  const int64_t side = 4;
+  auto grid = make_interpolation_latents(side, 9);
+  CHECK(grid->count() == side * side);
+  const std::vector<float> values = read_in_chunks(*grid, 5);
+  for (int64_t row = 0; row < side; ++row) {
+    for (int v = 0; v < kLatentDim; ++v) {
+      CHECK(values[(row * side) * kLatentDim + v] == doctest::Approx(random_latent_value(9, 2 * row, v)).epsilon(1e-5));
+      CHECK(values[(row * side + side - 1) * kLatentDim + v] ==
+            doctest::Approx(random_latent_value(9, 2 * row + 1, v)).epsilon(1e-5));
+    }
+    // Midpoints keep a Gaussian latent's typical norm (about 10), unlike a straight line's.
+    double norm = 0;
+    for (int v = 0; v < kLatentDim; ++v) norm += std::pow(values[(row * side + 1) * kLatentDim + v], 2);
+    CHECK(std::sqrt(norm) > 7.0);
+  }
+}
