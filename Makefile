@@ -7,6 +7,7 @@
 #                        the same over NGPUS MPI ranks per node (run_parallel.sh; Slurm-aware)
 #   make test            build and run every test this machine can run; ends with a pass/fail line
 #   make bench           (GPU machine) build/facegen-bench, then bench/pytorch_reference.py beside it
+#   make bench-io        the output writers in MB/s and images/s, on the CPU (BENCH_IO_ARGS=--images N)
 #   make clean
 #   make deps            install the Debian packages needed to build and run (apt-get; as root or via sudo)
 #   make test-deps       ... and those the tests need (PyTorch for the cross-check)
@@ -76,6 +77,7 @@ LATENTS_TOOL := $(BUILD)/make-latents
 UNIT_TESTS := $(BUILD)/facegen-tests
 GPU_TESTS := $(BUILD)/facegen-gpu-tests
 BENCH := $(BUILD)/facegen-bench
+BENCH_IO := $(BUILD)/facegen-bench-io
 BENCH_OUT := $(BUILD)/bench-run
 DEFAULT_MODEL := $(BUILD)/random-network.bin
 
@@ -95,12 +97,12 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel test bench clean deps test-deps
+.PHONY: all run run_parallel test bench bench-io clean deps test-deps
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 $(PROGRAM): $(BUILD)/generator/main.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LDLIBS)
@@ -120,6 +122,9 @@ $(GPU_TESTS): $(GPU_TEST_OBJ) $(BUILD)/tests/gpu/test_main.o $(BUILD)/libfacegen
 # The benchmark links cuBLAS for its baseline and ceilings; nothing else does.
 $(BENCH): $(BUILD)/bench/bench.cu.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS) -lcublas
+
+$(BENCH_IO): $(BUILD)/bench/bench_io.o $(BUILD)/libfacegen.a
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.cpp
 	@mkdir -p $(@D)
@@ -152,6 +157,9 @@ bench: $(BENCH)
 	@mkdir -p $(BENCH_OUT)
 	$(BENCH) --out $(BENCH_OUT) $(BENCH_ARGS)
 	python3 bench/pytorch_reference.py --dir $(BENCH_OUT) $(TORCH_ARGS)
+
+bench-io: $(BENCH_IO)
+	$(BENCH_IO) $(BENCH_IO_ARGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -29,12 +29,14 @@ class NpySink : public ImageSink {
                               static_cast<unsigned char>(padded >> 8)};
     file_.write(head, sizeof head);
     file_.write(dict.data(), dict.size());
+    bytes_ = static_cast<int64_t>(sizeof head + dict.size());
   }
 
   void append(const float* images, int64_t first, int64_t count) override {
     if (first != written_) throw std::logic_error("npy sink: images must arrive in order");
     // (count, 64, 64, 3) float32; this program runs on little-endian machines only.
     file_.write(images, static_cast<size_t>(count) * kImageValues * sizeof(float));
+    bytes_ += count * kImageValues * static_cast<int64_t>(sizeof(float));
     written_ += count;
   }
 
@@ -44,11 +46,13 @@ class NpySink : public ImageSink {
   }
 
   std::string path() const override { return file_.final_path(); }
+  int64_t bytes_written() const override { return bytes_; }
 
  private:
   AtomicFile file_;
   int64_t total_;
   int64_t written_ = 0;
+  int64_t bytes_ = 0;
 };
 
 }  // namespace

@@ -209,7 +209,7 @@ int RankJob::run() {
   if (!agree(input_status)) return exit_code_;
 
   // 3. Outputs: created by rank 0, opened by all.
-  OrderedOutputs outputs(world_, request_.output_prefix, request_.formats, total);
+  OrderedOutputs outputs(world_, request_.output_prefix, request_.formats, total, request_.sinks.mosaic_tiles);
   outputs.set_format_threads(cpu_threads_);
   attempt(status, [&] { outputs.create(); });
   if (!agree(status)) return exit_code_;
