@@ -11,12 +11,16 @@ Data, all as (N, 3, 64, 64) in [-1, 1]:
            white (the background they are drawn for); random horizontal flips while training.
 
 Recipe: the generator of facegen_torch.py; a discriminator that mirrors it (5x5 stride-2 convolutions
-3 -> 64 -> 128 -> 256 -> 512, batch norm after the first, LeakyReLU 0.2, then a linear layer to one
-logit); weights N(0, 0.02); Adam lr 2e-4, betas (0.5, 0.999); BCE with logits, non-saturating generator
-loss; latents z ~ N(0, I) of 100; batch 128. Training stops at --epochs or --minutes, whichever comes
-first. The exported generator is an exponential moving average of the trained one (--ema), whose
-batch-norm running statistics are then measured afresh on random latents, so inference-mode batch norm
-matches the final weights.
+3 -> 64 -> 128 -> 256 -> 512, LeakyReLU 0.2, then a linear layer to one logit), normalised by batch norm
+after every convolution but the first (--d-norm bn, the DCGAN paper's) or by spectral norm on every layer
+(--d-norm sn); weights N(0, 0.02); Adam lr 2e-4, betas (0.5, 0.999); BCE with logits, non-saturating
+generator loss, real images' target 0.9 (one-sided label smoothing, --real-label); latents z ~ N(0, I)
+of 100; batch 128; fp32 with TF32 (--amp 1: bf16 autocast). Training stops at --epochs or --minutes,
+whichever comes first. The exported generator is an exponential moving average of the trained one
+(--ema), whose batch-norm running statistics are measured afresh on random latents, so inference-mode
+batch norm matches the final weights. For fashion, the classifier below is trained first and scores a
+snapshot every --judge-every seconds by the Frechet distance of its samples to training images; the
+best snapshot is exported (the test set is never used to choose).
 
 Writes to --out: network.bin, samples.png (8x8 mosaic), interpolation.png (10 images along the
 spherical path between two latents), metrics.json. For fashion it also trains a small CNN classifier
@@ -109,19 +113,26 @@ def load_emoji(data_dir, device, limit=None):
 # -------------------------------------------------------------------------------------------- models
 
 class Discriminator(nn.Module):
-    """(N, 3, 64, 64) -> (N,) logits; the generator mirrored."""
+    """(N, 3, 64, 64) -> (N,) logits; the generator mirrored. norm "bn": batch norm after every
+    convolution but the first (the DCGAN paper's); "sn": spectral norm on every layer, no batch norm,
+    which bounds how sharply the discriminator can separate real from fake and so keeps its gradients
+    useful to the generator."""
 
-    def __init__(self):
+    def __init__(self, norm="bn"):
         super().__init__()
+        if norm not in ("bn", "sn"):
+            raise ValueError(f"norm must be bn or sn, got {norm}")
+        wrap = nn.utils.parametrizations.spectral_norm if norm == "sn" else (lambda m: m)
         chans = (3, 64, 128, 256, 512)
         layers = []
         for i in range(4):
-            layers.append(nn.Conv2d(chans[i], chans[i + 1], 5, stride=2, padding=2, bias=(i == 0)))
-            if i > 0:
+            use_bn = norm == "bn" and i > 0
+            layers.append(wrap(nn.Conv2d(chans[i], chans[i + 1], 5, stride=2, padding=2, bias=not use_bn)))
+            if use_bn:
                 layers.append(nn.BatchNorm2d(chans[i + 1]))
             layers.append(nn.LeakyReLU(0.2, inplace=True))
         self.features = nn.Sequential(*layers)
-        self.head = nn.Linear(4 * 4 * 512, 1)
+        self.head = wrap(nn.Linear(4 * 4 * 512, 1))
 
     def forward(self, x):
         return self.head(torch.flatten(self.features(x), 1)).squeeze(1)
@@ -152,7 +163,10 @@ class FashionClassifier(nn.Module):
 def init_weights_(module):
     for m in module.modules():
         if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
-            nn.init.normal_(m.weight, 0.0, 0.02)
+            # under spectral norm, .weight is computed; initialise the stored one
+            weight = (m.parametrizations.weight.original
+                      if nn.utils.parametrize.is_parametrized(m, "weight") else m.weight)
+            nn.init.normal_(weight, 0.0, 0.02)
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
         elif isinstance(m, nn.BatchNorm2d):
@@ -295,10 +309,26 @@ def image_report(clf, images, ref_features):
     }
 
 
-def fashion_metrics(args, gen, real_train, train_labels, device, log):
+def make_fashion_judge(args, real_train, train_labels, device, log):
+    """Trains the classifier; returns (judge, classifier, test accuracy, test images). judge(gen) is the
+    Frechet distance of 2,000 of gen's samples to 10,000 training images, in classifier features: it
+    picks the snapshot to export without looking at the test set."""
     test_x, test_y = load_fashion(args.data_dir, "test", device, limit=args.limit)
     clf, acc = train_classifier(real_train, train_labels, test_x, test_y, device,
                                 args.classifier_epochs, args.seed + 1, log)
+    g = torch.Generator(device="cpu").manual_seed(args.seed + 9)
+    subset = torch.randperm(len(real_train), generator=g)[:10000].to(device)
+    train_feats, _, _ = classify(clf, real_train[subset])
+    n = min(2000, args.eval_samples)
+
+    def judge(gen):
+        feats, _, _ = classify(clf, generate(gen, n, device, args.seed + 8))
+        return frechet_distance(feats, train_feats)
+    return judge, clf, acc, (test_x, test_y)
+
+
+def fashion_metrics(args, gen, real_train, clf, acc, test_set, device):
+    test_x, _ = test_set
     n = args.eval_samples
     ref_feats, _, _ = classify(clf, test_x)
     report = {"classifier": {"epochs": args.classifier_epochs, "test_accuracy": round(acc, 4),
@@ -331,9 +361,18 @@ def fashion_metrics(args, gen, real_train, train_labels, device, log):
 
 # ------------------------------------------------------------------------------------------ training
 
-def train(args, data, device, log):
+def exportable(gen, args, device, batches):
+    """A float32, contiguous copy of gen in eval mode with batch-norm statistics measured afresh."""
+    out = copy.deepcopy(gen).float().to(memory_format=torch.contiguous_format)
+    return recalibrate_batchnorm(out, device, args.seed + 6, batches=batches, batch=args.batch)
+
+
+def train(args, data, device, log, judge=None):
+    """Trains; returns (generator to export, info). With a judge (generator -> score, lower is better),
+    snapshots are scored every --judge-every seconds and the best one is returned, so a late collapse
+    of the adversarial game cannot spoil the result."""
     torch.manual_seed(args.seed)
-    gen, disc = ft.FacegenGenerator(), Discriminator()
+    gen, disc = ft.FacegenGenerator(), Discriminator(args.d_norm)
     init_weights_(gen)
     init_weights_(disc)
     gen, disc = gen.to(device), disc.to(device)
@@ -357,6 +396,19 @@ def train(args, data, device, log):
     deadline = start + args.minutes * 60.0 if args.minutes else float("inf")
     step, epoch, history = 0, 0, []
     stop = False
+    next_judge = start + args.judge_every if judge and args.judge_every > 0 else float("inf")
+    best = {"score": float("inf")}
+    judged = []
+
+    def judge_now():
+        snap = exportable(ema if ema is not None else gen, args, device, batches=20)
+        score = judge(snap)
+        judged.append({"step": step, "seconds": round(time.monotonic() - start, 1), "score": round(score, 3)})
+        log(f"judge at step {step}: Frechet distance to training images {score:.3f}"
+            + (" (best so far)" if score < best["score"] else ""))
+        if score < best["score"]:
+            best.update(score=score, step=step,
+                        state={k: v.detach().cpu().clone() for k, v in snap.state_dict().items()})
     while not stop and epoch < args.epochs:
         perm = torch.randperm(n, device=device)
         for i in range(steps_per_epoch):
@@ -393,6 +445,9 @@ def train(args, data, device, log):
                 history.append(rec)
                 log(" ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
                              for k, v in rec.items()))
+            if time.monotonic() > next_judge:
+                judge_now()
+                next_judge = time.monotonic() + args.judge_every
             if step >= args.max_steps or time.monotonic() > deadline:
                 stop = True
                 break
@@ -402,12 +457,19 @@ def train(args, data, device, log):
     seconds = time.monotonic() - start
     log(f"trained {step} steps ({step / steps_per_epoch:.2f} epochs of {n} images) in {seconds:.1f} s, "
         f"{step / seconds:.1f} steps/s")
-    final = ema if ema is not None else gen
-    final = copy.deepcopy(final).float().to(memory_format=torch.contiguous_format)
-    final = recalibrate_batchnorm(final, device, args.seed + 6, batches=args.calib_batches, batch=args.batch)
     info = {"steps": step, "epochs": round(step / steps_per_epoch, 3), "train_seconds": round(seconds, 1),
             "steps_per_second": round(step / seconds, 2), "history": history}
-    return final, info
+    final = ema if ema is not None else gen
+    if judge:
+        judge_now()
+        final = copy.deepcopy(final).float().to(memory_format=torch.contiguous_format)
+        final.load_state_dict(best["state"])
+        info["judged"] = judged
+        info["exported_step"] = best["step"]
+        log(f"exporting the snapshot of step {best['step']} (Frechet distance {best['score']:.3f})")
+    else:
+        info["exported_step"] = step
+    return exportable(final, args, device, batches=args.calib_batches), info
 
 
 # ---------------------------------------------------------------------------------------------- main
@@ -423,11 +485,15 @@ def parse_args(argv=None):
     p.add_argument("--max-steps", type=int, default=1 << 62, help="stop after this many steps (tests)")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--lr", type=float, default=2e-4)
-    p.add_argument("--real-label", type=float, default=1.0,
-                   help="target for real images (0.9: one-sided label smoothing)")
+    p.add_argument("--real-label", type=float, default=0.9,
+                   help="target for real images; below 1: one-sided label smoothing")
+    p.add_argument("--d-norm", choices=["bn", "sn"], default="bn",
+                   help="discriminator normalisation: batch norm or spectral norm")
+    p.add_argument("--judge-every", type=float, default=30.0,
+                   help="fashion: seconds between scored snapshots, the best is exported; 0: export the last")
     p.add_argument("--ema", type=float, default=0.999, help="EMA decay of the exported generator; 0: off")
     p.add_argument("--flip", type=int, default=None, help="random horizontal flips (default: emoji only)")
-    p.add_argument("--amp", type=int, default=None, help="bf16 autocast (default: on for CUDA)")
+    p.add_argument("--amp", type=int, default=0, help="1: bf16 autocast on CUDA (default: fp32, TF32 on)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--limit", type=int, default=None, help="use only the first N images (tests)")
     p.add_argument("--classifier-epochs", type=int, default=5)
@@ -449,8 +515,6 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     device = torch.device(args.device)
-    if args.amp is None:
-        args.amp = int(device.type == "cuda")
     if args.flip is None:
         args.flip = int(args.data == "emoji")
     os.makedirs(args.out, exist_ok=True)
@@ -479,13 +543,17 @@ def main(argv=None):
                "latents": "z ~ N(0, I), 100-d",
                "recipe": {"batch": args.batch, "lr": args.lr, "betas": [0.5, 0.999],
                           "loss": "BCE with logits, non-saturating G loss", "real_label": args.real_label,
+                          "discriminator_norm": args.d_norm,
                           "ema": args.ema, "flip": bool(args.flip),
                           "amp": "bf16 autocast" if args.amp else "fp32", "seed": args.seed}}
+    judge = None
+    if args.data == "fashion":
+        judge, clf, acc, test_set = make_fashion_judge(args, data, labels, device, log)
     if args.eval_only:
         gen = ft.load_network(args.generator).to(device)
         metrics["generator"] = os.path.abspath(args.generator)
     else:
-        gen, info = train(args, data, device, log)
+        gen, info = train(args, data, device, log, judge)
         metrics["training"] = info
         bin_path = os.path.join(args.out, "network.bin")
         ft.save_network(gen.cpu(), bin_path)
@@ -495,7 +563,7 @@ def main(argv=None):
     write_images(gen, args.out, device, args.seed + 7)
     log("wrote samples.png, interpolation.png (spherical interpolation)")
     if args.data == "fashion":
-        metrics["fashion_metrics"] = fashion_metrics(args, gen, data, labels, device, log)
+        metrics["fashion_metrics"] = fashion_metrics(args, gen, data, clf, acc, test_set, device)
         for k, v in metrics["fashion_metrics"].items():
             if isinstance(v, dict) and "share_max_softmax_over_0.9" in v:
                 log(f"{k}: share max softmax > 0.9 {v['share_max_softmax_over_0.9']:.4f}, "
