@@ -79,9 +79,9 @@ GPU_TESTS := $(BUILD)/facegen-gpu-tests
 BENCH := $(BUILD)/facegen-bench
 BENCH_IO := $(BUILD)/facegen-bench-io
 BENCH_OUT := $(BUILD)/bench-run
-DEFAULT_MODEL := $(BUILD)/random-network.bin
+TEST_MODEL := $(BUILD)/random-network.bin
 
-MODEL  ?= $(DEFAULT_MODEL)
+MODEL  ?= models/facegen-fashion.bin
 INPUT  ?=
 COUNT  ?= 64
 SEED   ?= 1
@@ -134,21 +134,21 @@ $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -I. -I/usr/include/stb -MMD -MP -c $< -o $@
 
-# The default model until a trained one ships: seeded random weights, never committed.
-$(DEFAULT_MODEL): $(RANDOM_MODEL_TOOL)
+# The tests' model: seeded random weights, made on demand, never committed.
+$(TEST_MODEL): $(RANDOM_MODEL_TOOL)
 	$(RANDOM_MODEL_TOOL) --seed 1 --output $@
 
-run: $(PROGRAM) $(MODEL)
+run: $(PROGRAM)
 	@mkdir -p outputs
 	$(PROGRAM) --model $(MODEL) $(LATENT_ARGS) --output outputs/$(OUTPUT) $(ARGS)
 
 # NGPUS ranks per node on every node: the Slurm allocation's, HOSTS (a,b or a hostfile), or this machine.
-run_parallel: $(PROGRAM) $(MODEL)
+run_parallel: $(PROGRAM)
 	@mkdir -p outputs
 	./run_parallel.sh $(LATENT_ARGS) --output outputs/$(OUTPUT) --ranks-per-node $(NGPUS) \
 	  --model $(MODEL) $(if $(HOSTS),--hosts $(HOSTS)) -- $(ARGS)
 
-test: all $(DEFAULT_MODEL)
+test: all $(TEST_MODEL)
 	@bash tests/run_all.sh
 
 # A benchmark, not a test: numbers, then PyTorch on the same network (BENCH_ARGS=--quick: fewer repetitions;

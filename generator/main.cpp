@@ -7,6 +7,7 @@
 // input (files, values, flags: one sentence on stderr), 2 a malformed command line, 3 a fault of the
 // program or its environment (CUDA, memory).
 #include <cxxopts.hpp>
+#include <unistd.h>
 
 #include <sys/stat.h>
 
@@ -37,6 +38,17 @@ facegen::Precision parse_precision(const std::string& name) {
   if (name == "tf32") return facegen::Precision::Tf32;
   if (name == "bf16") return facegen::Precision::Bf16;
   throw facegen::UserError("unknown --precision '" + name + "' (expected fp32, tf32 or bf16)");
+}
+
+// The shipped model, found beside the program: <dir of facegen>/../models/facegen-fashion.bin.
+std::string default_model_path() {
+  const std::string shipped = "models/facegen-fashion.bin";
+  char exe[4096];
+  const ssize_t length = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (length <= 0) return shipped;
+  std::string dir(exe, static_cast<size_t>(length));
+  dir = dir.substr(0, dir.find_last_of('/'));
+  return dir + "/../" + shipped;
 }
 
 DeviceKind parse_device(const std::string& name) {
@@ -85,7 +97,8 @@ int64_t int_flag(const cxxopts::ParseResult& args, const char* name, int64_t low
 int main(int argc, char** argv) {
   cxxopts::Options options("facegen", "Generates 64x64 RGB images from latent vectors with a DCGAN generator.");
   options.add_options()
-      ("m,model", "generator weights (SHPC facegen network.bin layout)", cxxopts::value<std::string>())
+      ("m,model", "generator weights, SHPC facegen network.bin layout (default: the shipped "
+       "models/facegen-fashion.bin)", cxxopts::value<std::string>())
       ("i,input", "latent file: N, then N*100 numbers", cxxopts::value<std::string>())
       ("r,random", "instead of --input: N latents drawn from N(0, 1)", cxxopts::value<int64_t>())
       ("interpolate", "instead of --input: a K x K grid, each row K steps between two random latents",
@@ -144,15 +157,17 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
     const bool synthetic = args["device"].as<std::string>() == "synthetic";
-    for (const char* required : {"model", "output"}) {
-      if (!args.count(required) && !(synthetic && std::string(required) == "model")) {
-        std::cerr << "facegen: missing --" << required << " (see --help)\n";
-        return kExitUsage;
-      }
+    if (!args.count("output")) {
+      std::cerr << "facegen: missing --output (see --help)\n";
+      return kExitUsage;
     }
 
     facegen::GenerateRequest request;
-    if (args.count("model")) request.model_path = args["model"].as<std::string>();
+    if (args.count("model")) {
+      request.model_path = args["model"].as<std::string>();
+    } else if (!synthetic) {
+      request.model_path = default_model_path();
+    }
     if (args.count("input")) request.latents.path = args["input"].as<std::string>();
     request.latents.seed = args["seed"].as<uint64_t>();
     if (args.count("random")) {

@@ -165,12 +165,18 @@ if run_ok --interpolate 3 --output "$work/good/interp" --quiet && [ "$(head -n1 
 else
   fail "--interpolate" "no 3 x 3 grid"
 fi
+if "$prog" --device cpu --random 1 --output "$work/good/default" --formats npy > "$work/stdout" 2>&1 &&
+   grep -q "^model .*models/facegen-fashion.bin" "$work/stdout"; then
+  pass "without --model: the shipped models/facegen-fashion.bin, found beside the program"
+else
+  fail "default model" "$(head -c 300 "$work/stdout")"
+fi
 "$prog" --help > "$work/stdout" 2>&1 && grep -q -- '--model' "$work/stdout" && pass "--help" || fail "--help" "$(head -3 "$work/stdout")"
 "$prog" --version | grep -qE '^facegen [0-9]+\.[0-9]+' && pass "--version" || fail "--version" "no version line"
 
 # --- bad command lines ---------------------------------------------------------------------------
 out=$work/out/result
-expect_error "no --model" 2 "missing --model" --input "$work/l3.txt" --output "$out"
+expect_error "no --output" 2 "missing --output" --model "$model" --input "$work/l3.txt"
 expect_error "--input and --random together" 2 "exactly one of" --random 3 --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "no latents at all" 2 "exactly one of" --model "$model" --output "$out"
 expect_error "--random 0" 1 "--random must be at least 1" --random 0 --model "$model" --output "$out"
