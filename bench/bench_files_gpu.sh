@@ -5,7 +5,7 @@
 # a time (and the default txt,bmp), and prints one table row per format from the program's summary:
 # total seconds and images/s from start to the last rename, with generate and write times beside.
 # Outputs go to a scratch directory on the same disk as DIR (default build/bench-files) and are deleted
-# after each run. Usage: bench/bench_files_gpu.sh [N] [DIR] [extra facegen flags...]
+# after each run. FORMATS="txt npy" picks the runs. Usage: bench/bench_files_gpu.sh [N] [DIR] [extra facegen flags...]
 set -eu
 cd "$(dirname "$0")/.."
 n=${1:-100000}
@@ -19,7 +19,7 @@ latents=$dir/latents-$n.txt
 [ -f "$latents" ] || build/make-latents --count "$n" --seed 1 --output "$latents" > /dev/null
 echo "facegen end to end, $n images, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1), $(date -u +%F), commit ${FACEGEN_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 printf '| %-12s | %10s | %12s | %10s | %10s | %10s | %12s |\n' formats "total s" "images/s" "parse s" "generate s" "write s" "written"
-for formats in txt bmp npy png mosaic-png txt,bmp; do
+for formats in ${FORMATS:-txt bmp npy png mosaic-png txt,bmp}; do
   out=$(mktemp -d "$dir/run.XXXXXX")
   summary=$("$prog" --device cuda --model "$model" --input "$latents" --output "$out/r" --formats "$formats" "$@" 2>/dev/null)
   total=$(echo "$summary" | sed -nE 's/^total +([0-9.]+) s \(([0-9]+) images\/s.*/\1 \2/p')
