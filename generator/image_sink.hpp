@@ -65,6 +65,8 @@ std::string png_file_name(int64_t index, int64_t total_images);  // "000042.png"
 
 // PREFIX.npy: float32 (N, 64, 64, 3), C order, NumPy's .npy format version 1.0.
 std::unique_ptr<ImageSink> make_npy_sink(const std::string& path, int64_t total_images);
+// The .npy header of N images, padded so that the data starts on a 64-byte boundary.
+std::string npy_header(int64_t total_images);
 
 // Formatting helpers, shared with tests and benchmarks.
 // Bound on one formatted line: every value at its longest ("%.4f " of -FLT_MAX is 46 characters),

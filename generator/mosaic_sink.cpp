@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "generator/text_format.hpp"
 #include "generator/atomic_file.hpp"
 #include "generator/errors.hpp"
 #include "generator/image_sink.hpp"
@@ -35,15 +36,6 @@ namespace {
 
 constexpr int64_t kBmpHeaderBytes = 14 + 40;
 
-std::string with_commas(int64_t value) {
-  std::string digits = std::to_string(value);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
 
 // The mosaic side in tiles, after checking that the file fits the writer's int sizes. Rows need no
 // padding: s * 64 * 3 bytes is a multiple of 4.

@@ -11,6 +11,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "generator/text_format.hpp"
 #include "generator/errors.hpp"
 #include "generator/image_sink.hpp"
 #include "generator/network.hpp"
@@ -41,15 +42,6 @@ void put_u32(std::string& out, uint32_t v) {
   put_u16(out, v >> 16);
 }
 
-std::string with_commas(int64_t value) {
-  std::string digits = std::to_string(value);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -70,22 +62,6 @@ std::string bmp_mosaic_header(int64_t total_images) {
   put_u16(header, 24);  // bits per pixel
   for (int i = 0; i < 6; ++i) put_u32(header, 0);
   return header;
-}
-
-std::string npy_header(int64_t total_images) {
-  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(total_images) +
-                     ", 64, 64, 3), }";
-  const size_t preamble = 10;
-  const size_t header = dict.size() + 1;  // + '\n'
-  const size_t padded = (preamble + header + 63) / 64 * 64 - preamble;
-  dict.append(padded - header, ' ');
-  dict.push_back('\n');
-  std::string out = "\x93NUMPY";
-  out.push_back(1);
-  out.push_back(0);
-  out.push_back(static_cast<char>(padded & 0xff));
-  out.push_back(static_cast<char>(padded >> 8));
-  return out + dict;
 }
 
 void check_bmp_size(const std::string& path, int64_t total_images) {

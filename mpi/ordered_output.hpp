@@ -39,8 +39,6 @@ namespace mpi {
 
 // The 54 header bytes of the single-process BMP mosaic of `total_images` images.
 std::string bmp_mosaic_header(int64_t total_images);
-// The NumPy header of the single-process .npy output.
-std::string npy_header(int64_t total_images);
 // Throws UserError if the mosaic of `total_images` images is larger than the BMP writer of the
 // single-process program accepts (2 GiB), so that both refuse the same jobs.
 void check_bmp_size(const std::string& path, int64_t total_images);
