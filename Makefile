@@ -10,6 +10,7 @@
 #                        UndefinedBehaviorSanitizer in build-san/ (same as make test SANITIZE=1)
 #   make fuzz            libFuzzer targets (clang) in build/fuzz/; make fuzz-smoke runs each briefly
 #   make bench           (GPU machine) build/facegen-bench, then bench/pytorch_reference.py beside it
+#   make bench-io        the output writers in MB/s and images/s, on the CPU (BENCH_IO_ARGS=--images N)
 #   make clean
 #   make deps            install the Debian packages needed to build and run (apt-get; as root or via sudo)
 #   make test-deps       ... and those the tests need (PyTorch for the cross-check)
@@ -107,8 +108,9 @@ LATENTS_TOOL := $(BUILD)/make-latents
 UNIT_TESTS := $(BUILD)/facegen-tests
 GPU_TESTS := $(BUILD)/facegen-gpu-tests
 BENCH := $(BUILD)/facegen-bench
+BENCH_IO := $(BUILD)/facegen-bench-io
 BENCH_OUT := $(BUILD)/bench-run
-DEFAULT_MODEL := $(BUILD)/random-network.bin
+TEST_MODEL := $(BUILD)/random-network.bin
 
 # libFuzzer targets: the latent parser and the model loader with the sources they need, built by
 # clang with the fuzzer, AddressSanitizer and UndefinedBehaviorSanitizer. fuzz-smoke runs each on its
@@ -120,7 +122,7 @@ FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-s
 FUZZ_LIB_SRC := generator/latents.cpp generator/network.cpp generator/atomic_file.cpp
 FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))
 
-MODEL  ?= $(DEFAULT_MODEL)
+MODEL  ?= models/facegen-fashion.bin
 INPUT  ?=
 COUNT  ?= 64
 SEED   ?= 1
@@ -136,12 +138,12 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel test test-sanitize valgrind-build fuzz fuzz-smoke bench clean deps test-deps
+.PHONY: all run run_parallel test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io clean deps test-deps
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 
 $(PROGRAM): $(BUILD)/generator/main.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LDLIBS)
@@ -162,6 +164,9 @@ $(GPU_TESTS): $(GPU_TEST_OBJ) $(BUILD)/tests/gpu/test_main.o $(BUILD)/libfacegen
 $(BENCH): $(BUILD)/bench/bench.cu.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS) -lcublas
 
+$(BENCH_IO): $(BUILD)/bench/bench_io.o $(BUILD)/libfacegen.a
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
@@ -170,16 +175,16 @@ $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -I. -I/usr/include/stb -MMD -MP -c $< -o $@
 
-# The default model until a trained one ships: seeded random weights, never committed.
-$(DEFAULT_MODEL): $(RANDOM_MODEL_TOOL)
+# The tests' model: seeded random weights, made on demand, never committed.
+$(TEST_MODEL): $(RANDOM_MODEL_TOOL)
 	$(RANDOM_MODEL_TOOL) --seed 1 --output $@
 
-run: $(PROGRAM) $(MODEL)
+run: $(PROGRAM)
 	@mkdir -p outputs
 	$(PROGRAM) --model $(MODEL) $(LATENT_ARGS) --output outputs/$(OUTPUT) $(ARGS)
 
 # NGPUS ranks per node on every node: the Slurm allocation's, HOSTS (a,b or a hostfile), or this machine.
-run_parallel: $(PROGRAM) $(MODEL)
+run_parallel: $(PROGRAM)
 	@mkdir -p outputs
 	./run_parallel.sh $(LATENT_ARGS) --output outputs/$(OUTPUT) --ranks-per-node $(NGPUS) \
 	  --model $(MODEL) $(if $(HOSTS),--hosts $(HOSTS)) -- $(ARGS)
@@ -189,7 +194,7 @@ run_parallel: $(PROGRAM) $(MODEL)
 PLAIN_PASS   := $(if $(filter 1,$(SANITIZE) $(VALGRIND)),,1)
 FUZZ_IN_TEST := $(if $(PLAIN_PASS),$(if $(shell command -v $(FUZZ_CXX) 2>/dev/null),$(FUZZ_TARGETS)))
 VG_IN_TEST   := $(if $(PLAIN_PASS),$(if $(shell command -v valgrind 2>/dev/null),valgrind-build))
-test: all $(DEFAULT_MODEL) $(FUZZ_IN_TEST) $(VG_IN_TEST)
+test: all $(TEST_MODEL) $(FUZZ_IN_TEST) $(VG_IN_TEST)
 	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) bash tests/run_all.sh
 
 # After the plain pass when both are asked for (make runs goals in parallel otherwise).
@@ -214,6 +219,9 @@ bench: $(BENCH)
 	@mkdir -p $(BENCH_OUT)
 	$(BENCH) --out $(BENCH_OUT) $(BENCH_ARGS)
 	python3 bench/pytorch_reference.py --dir $(BENCH_OUT) $(TORCH_ARGS)
+
+bench-io: $(BENCH_IO)
+	$(BENCH_IO) $(BENCH_IO_ARGS)
 
 clean:
 	rm -rf build build-san build-vg

@@ -3,7 +3,7 @@
 # through OpenMPI. Writes the same PREFIX.txt and PREFIX.bmp as the single-process program.
 #
 #   ./run_parallel.sh --input inputs/input1.txt --output outputs/output1 --ranks-per-node 4 \
-#                     [--model build/random-network.bin] [--hosts a,b | --hosts FILE] [-- facegen flags]
+#                     [--model models/facegen-fashion.bin] [--hosts a,b | --hosts FILE] [-- facegen flags]
 #   (--random N [--seed S] or --interpolate K [--seed S] instead of --input: drawn latents)
 #   make run_parallel INPUT=input1 OUTPUT=output1 NGPUS=4 [MODEL=path] [HOSTS=...] [ARGS='--verbose']
 #
@@ -20,7 +20,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 program=$here/build/facegen
-model=$here/build/random-network.bin
+model=$here/models/facegen-fashion.bin
 latent_args=()
 output=
 ranks_per_node=

@@ -159,10 +159,10 @@ void AtomicFile::write(const void* data, size_t bytes) {
   }
 }
 
-void AtomicFile::commit() {
-  if (committed_) throw std::logic_error("AtomicFile::commit called twice on " + final_path_);
-  if (file_ == nullptr) {
-    throw std::logic_error("AtomicFile::commit on " + final_path_ + " after abandon or a failure");
+void AtomicFile::finish_writing() {
+  if (finished_) return;
+  if (committed_ || file_ == nullptr) {
+    throw std::logic_error("AtomicFile::finish_writing on " + final_path_ + " after commit, abandon or a failure");
   }
   if (std::fflush(file_) != 0) {
     const int err = errno;
@@ -177,6 +177,16 @@ void AtomicFile::commit() {
   std::FILE* file = file_;
   file_ = nullptr;
   if (std::fclose(file) != 0) fail("writing", errno);
+  buffer_.reset();
+  finished_ = true;
+}
+
+void AtomicFile::commit() {
+  if (committed_) throw std::logic_error("AtomicFile::commit called twice on " + final_path_);
+  if (!finished_ && file_ == nullptr) {
+    throw std::logic_error("AtomicFile::commit on " + final_path_ + " after abandon or a failure");
+  }
+  finish_writing();
 
   if (std::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
     const int err = errno;

@@ -27,6 +27,9 @@ class AtomicFile {
 
   void write(const void* data, size_t bytes);  // throws UserError on a write failure (disk full)
   void commit();   // flush, fsync, close, rename over the final path; throws UserError
+  // Flush, fsync and close now, keeping the temporary file for a later commit() (which then only
+  // renames): a finished file of many holds no buffer nor descriptor while the others are written.
+  void finish_writing();
   void abandon();  // remove the temporary file now; the object can no longer be written
 
   const std::string& final_path() const { return final_path_; }
@@ -40,6 +43,7 @@ class AtomicFile {
   std::unique_ptr<char[]> buffer_;  // stdio buffer of file_, large so that small writes are cheap
   int registry_slot_ = -1;          // slot of temp_path_ in the signal-time table, -1 if none
   bool committed_ = false;
+  bool finished_ = false;  // finish_writing() ran: the data is on disk, the stream closed
 
   [[noreturn]] void fail(const char* what, int err);
   void close_quietly() noexcept;

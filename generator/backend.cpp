@@ -15,6 +15,7 @@ std::unique_ptr<Backend> make_backend(const Network& net, const BackendOptions& 
                                       std::string* notice) {
   if (notice) notice->clear();
   const bool reduced_precision = options.precision != Precision::Fp32;
+  if (options.device == DeviceKind::Synthetic) return make_synthetic_backend(options);
   if (options.device == DeviceKind::Cpu) {
     if (reduced_precision)
       throw UserError("--precision tf32 and bf16 run on a CUDA GPU only; the CPU backend computes in fp32");

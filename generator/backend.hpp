@@ -13,7 +13,9 @@
 
 namespace facegen {
 
-enum class DeviceKind { Auto, Cuda, Cpu };
+// Synthetic is not the network: images made from the latents by a cheap formula, for testing and
+// measuring the output side at speeds the CPU backend cannot reach (see synthetic_backend.cpp).
+enum class DeviceKind { Auto, Cuda, Cpu, Synthetic };
 
 // Arithmetic of the CUDA backend's matrix products. Fp32: exact float32 multiply-adds (the default).
 // Tf32: tensor cores on operands rounded to tf32 (10-bit mantissa), float32 accumulation.
@@ -37,6 +39,7 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Network& net, const BackendOptions& options);
+std::unique_ptr<Backend> make_synthetic_backend(const BackendOptions& options);
 
 // Number of usable CUDA devices; 0 when there is none or no driver, with the reason in *why_none.
 int cuda_device_count(std::string* why_none);

@@ -8,6 +8,7 @@
 // program or its environment (CUDA, memory), 130 or 143 stopped by SIGINT or SIGTERM (temporary
 // files removed, existing outputs untouched).
 #include <cxxopts.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "generator/atomic_file.hpp"
 #include "generator/errors.hpp"
 #include "generator/pipeline.hpp"
+#include "generator/progress.hpp"
 #include "generator/version.hpp"
 #include "mpi/launch.hpp"
 #include "mpi/rank_job.hpp"
@@ -41,10 +43,22 @@ facegen::Precision parse_precision(const std::string& name) {
   throw facegen::UserError("unknown --precision '" + name + "' (expected fp32, tf32 or bf16)");
 }
 
+// The shipped model, found beside the program: <dir of facegen>/../models/facegen-fashion.bin.
+std::string default_model_path() {
+  const std::string shipped = "models/facegen-fashion.bin";
+  char exe[4096];
+  const ssize_t length = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (length <= 0) return shipped;
+  std::string dir(exe, static_cast<size_t>(length));
+  dir = dir.substr(0, dir.find_last_of('/'));
+  return dir + "/../" + shipped;
+}
+
 DeviceKind parse_device(const std::string& name) {
   if (name == "auto") return DeviceKind::Auto;
   if (name == "cuda" || name == "gpu") return DeviceKind::Cuda;
   if (name == "cpu") return DeviceKind::Cpu;
+  if (name == "synthetic") return DeviceKind::Synthetic;
   throw facegen::UserError("unknown --device '" + name + "' (expected auto, cuda or cpu)");
 }
 
@@ -82,13 +96,35 @@ std::string human_bytes(double bytes) {
   return text;
 }
 
+// "1.234 s (810 images/s, 95.3 MB/s)"; the rates are left out where they mean nothing.
+std::string timing(double seconds, int64_t images, double bytes) {
+  char text[128];
+  int n = std::snprintf(text, sizeof text, "%.3f s", seconds);
+  if (seconds > 0) {
+    n += std::snprintf(text + n, sizeof text - n, " (%.0f images/s", static_cast<double>(images) / seconds);
+    if (bytes > 0) n += std::snprintf(text + n, sizeof text - n, ", %.1f MB/s", bytes / 1e6 / seconds);
+    std::snprintf(text + n, sizeof text - n, ")");
+  }
+  return text;
+}
+
+int64_t int_flag(const cxxopts::ParseResult& args, const char* name, int64_t low, int64_t high) {
+  const int64_t value = args[name].as<int64_t>();
+  if (value < low || value > high) {
+    throw facegen::UserError("--" + std::string(name) + " must be between " + std::to_string(low) + " and " +
+                             std::to_string(high) + ", got " + std::to_string(value));
+  }
+  return value;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   install_stop_handlers();
   cxxopts::Options options("facegen", "Generates 64x64 RGB images from latent vectors with a DCGAN generator.");
   options.add_options()
-      ("m,model", "generator weights (SHPC facegen network.bin layout)", cxxopts::value<std::string>())
+      ("m,model", "generator weights, SHPC facegen network.bin layout (default: the shipped "
+       "models/facegen-fashion.bin)", cxxopts::value<std::string>())
       ("i,input", "latent file: N, then N*100 numbers", cxxopts::value<std::string>())
       ("r,random", "instead of --input: N latents drawn from N(0, 1)", cxxopts::value<int64_t>())
       ("interpolate", "instead of --input: a K x K grid, each row K steps between two random latents",
@@ -96,16 +132,22 @@ int main(int argc, char** argv) {
       ("s,seed", "seed of --random and --interpolate (same seed, same images)",
        cxxopts::value<uint64_t>()->default_value("1"))
       ("o,output", "output prefix: writes PREFIX.txt, PREFIX.bmp, ...", cxxopts::value<std::string>())
-      ("f,formats", "outputs to write: comma-separated txt, bmp, npy",
+      ("f,formats", "outputs to write: comma-separated txt, bmp, npy, png (PREFIX/000000.png, ...), mosaic-png",
        cxxopts::value<std::string>()->default_value("txt,bmp"))
-      ("d,device", "auto, cuda or cpu (auto: a usable GPU, else the CPU)",
+      ("mosaic-tiles", "largest mosaic, in tiles per side; more images split into PREFIX-0001.bmp, ...",
+       cxxopts::value<int64_t>()->default_value("128"))
+      ("chunk", "images read, generated and written per step (memory grows with it, not with N)",
+       cxxopts::value<int64_t>()->default_value("1024"))
+      ("write-threads", "threads that format text and encode PNGs (0: all)",
+       cxxopts::value<int64_t>()->default_value("0"))
+      ("d,device", "auto, cuda or cpu (auto: a usable GPU, else the CPU); synthetic: test images, not the network",
        cxxopts::value<std::string>()->default_value("auto"))
       ("g,gpu", "CUDA device index", cxxopts::value<int>()->default_value("0"))
       ("p,precision", "GPU arithmetic: fp32 (exact float32), tf32 or bf16 (tensor cores)",
        cxxopts::value<std::string>()->default_value("fp32"))
       ("b,batch", "images per GPU batch", cxxopts::value<int>()->default_value("512"))
       ("t,threads", "CPU threads (0: all)", cxxopts::value<int>()->default_value("0"))
-      ("q,quiet", "print nothing but errors")
+      ("q,quiet", "print nothing but errors (no progress bar, no summary)")
       ("verbose", "under mpirun/srun: every rank reports its host, rank, local rank and GPU")
       ("all-ranks", "under mpirun/srun: every rank generates, however few images there are")
       ("min-images-per-rank", "under mpirun/srun: ranks sit out unless each gets this many images "
@@ -140,15 +182,18 @@ int main(int argc, char** argv) {
       std::cerr << "facegen: give exactly one of --input FILE, --random N, --interpolate K (see --help)\n";
       return kExitUsage;
     }
-    for (const char* required : {"model", "output"}) {
-      if (!args.count(required)) {
-        std::cerr << "facegen: missing --" << required << " (see --help)\n";
-        return kExitUsage;
-      }
+    const bool synthetic = args["device"].as<std::string>() == "synthetic";
+    if (!args.count("output")) {
+      std::cerr << "facegen: missing --output (see --help)\n";
+      return kExitUsage;
     }
 
     facegen::GenerateRequest request;
-    request.model_path = args["model"].as<std::string>();
+    if (args.count("model")) {
+      request.model_path = args["model"].as<std::string>();
+    } else if (!synthetic) {
+      request.model_path = default_model_path();
+    }
     if (args.count("input")) request.latents.path = args["input"].as<std::string>();
     request.latents.seed = args["seed"].as<uint64_t>();
     if (args.count("random")) {
@@ -178,7 +223,9 @@ int main(int argc, char** argv) {
     if (request.backend.cuda_device < 0) {
       throw facegen::UserError("--gpu must be 0 or more, got " + std::to_string(request.backend.cuda_device));
     }
-    request.chunk_images = std::max(1024, request.backend.max_batch);
+    request.sinks.mosaic_tiles = static_cast<int>(int_flag(args, "mosaic-tiles", 1, facegen::kMaxMosaicTiles));
+    request.sinks.threads = static_cast<int>(int_flag(args, "write-threads", 0, 4096));
+    request.chunk_images = std::max<int64_t>(int_flag(args, "chunk", 1, 1 << 20), request.backend.max_batch);
     const bool quiet = args.count("quiet") > 0;
 
     request.on_notice = [](const std::string& notice) { std::cerr << "facegen: " << notice << "\n"; };
@@ -190,6 +237,12 @@ int main(int argc, char** argv) {
       if (args.count("gpu")) {
         throw facegen::UserError("--gpu picks the GPU of a single-process run; the ranks of a parallel job pick theirs "
                                  "by node-local rank (limit them with CUDA_VISIBLE_DEVICES)");
+      }
+      for (facegen::OutputFormat format : request.formats) {
+        if (format == facegen::OutputFormat::Png || format == facegen::OutputFormat::MosaicPng) {
+          throw facegen::UserError(std::string("--formats ") + facegen::format_name(format) +
+                                   " is written by single-process runs only; a parallel run writes txt, bmp and npy");
+        }
       }
       facegen::mpi::RankJobOptions rank_options;
       rank_options.verbose = args.count("verbose") > 0;
@@ -209,22 +262,38 @@ int main(int argc, char** argv) {
       return facegen::mpi::run_as_rank(request, rank_options);
     }
 
-    facegen::GenerateReport report = facegen::run_generation(request);
+    facegen::ProgressBar progress(stderr, facegen::progress_wanted(2, quiet));
+    request.on_progress = [&](int64_t done, int64_t total) { progress.update(done, total); };
+    facegen::GenerateReport report;
+    try {
+      report = facegen::run_generation(request);
+    } catch (...) {
+      progress.finish();
+      throw;
+    }
+    progress.finish();
     if (!quiet) {
-      std::printf("model     %s\n", request.model_path.c_str());
-      std::printf("input     %s: %lld images\n", report.latents.c_str(), static_cast<long long>(report.images));
+      struct stat input_stat;
+      const double input_bytes = !request.latents.path.empty() && ::stat(request.latents.path.c_str(), &input_stat) == 0
+                                     ? static_cast<double>(input_stat.st_size)
+                                     : 0;
+      double written_bytes = 0;
+      for (int64_t bytes : report.output_bytes) written_bytes += static_cast<double>(bytes);
+      const int64_t n = report.images;
+      std::printf("model     %s\n", request.model_path.empty() ? "(none)" : request.model_path.c_str());
+      std::printf("input     %s: %lld images\n", report.latents.c_str(), static_cast<long long>(n));
       std::printf("backend   %s\n", report.backend.c_str());
-      double rate = report.compute_seconds > 0 ? report.images / report.compute_seconds : 0;
-      std::printf("generate  %.3f s (%.0f images/s), not counting reading and writing files\n",
-                  report.compute_seconds, rate);
-      std::printf("files     read %.3f s, written %.3f s; model load %.3f s\n", report.parse_seconds,
-                  report.write_seconds, report.load_seconds);
-      for (const std::string& path : report.outputs) {
-        std::FILE* file = std::fopen(path.c_str(), "rb");
-        double size = 0;
-        if (file && std::fseek(file, 0, SEEK_END) == 0) size = static_cast<double>(std::ftell(file));
-        if (file) std::fclose(file);
-        std::printf("wrote     %s (%s)\n", path.c_str(), human_bytes(size).c_str());
+      std::printf("parse     %s\n", timing(report.parse_seconds, n, input_bytes).c_str());
+      std::printf("generate  %s, not counting reading and writing files\n",
+                  timing(report.compute_seconds, n, 0).c_str());
+      std::printf("write     %s, on a writer thread beside generation; generation waited %.3f s for it\n",
+                  timing(report.write_seconds, n, written_bytes).c_str(), report.write_wait_seconds);
+      std::printf("total     %s from start to finished files, model load %.3f s, peak memory %s\n",
+                  timing(report.total_seconds, n, 0).c_str(), report.load_seconds,
+                  human_bytes(static_cast<double>(facegen::peak_resident_bytes())).c_str());
+      for (size_t k = 0; k < report.outputs.size(); ++k) {
+        std::printf("wrote     %s (%s)\n", report.outputs[k].c_str(),
+                    human_bytes(static_cast<double>(report.output_bytes[k])).c_str());
       }
     }
     return 0;

@@ -17,24 +17,16 @@ namespace {
 class NpySink : public ImageSink {
  public:
   NpySink(const std::string& path, int64_t total_images) : file_(path), total_(total_images) {
-    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(total_images) +
-                       ", 64, 64, 3), }";
-    const size_t preamble = 10;
-    size_t header = dict.size() + 1;  // + '\n'
-    size_t padded = (preamble + header + 63) / 64 * 64 - preamble;
-    dict.append(padded - header, ' ');
-    dict.push_back('\n');
-    unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                              static_cast<unsigned char>(padded & 0xff),
-                              static_cast<unsigned char>(padded >> 8)};
-    file_.write(head, sizeof head);
-    file_.write(dict.data(), dict.size());
+    const std::string header = npy_header(total_images);
+    file_.write(header.data(), header.size());
+    bytes_ = static_cast<int64_t>(header.size());
   }
 
   void append(const float* images, int64_t first, int64_t count) override {
     if (first != written_) throw std::logic_error("npy sink: images must arrive in order");
     // (count, 64, 64, 3) float32; this program runs on little-endian machines only.
     file_.write(images, static_cast<size_t>(count) * kImageValues * sizeof(float));
+    bytes_ += count * kImageValues * static_cast<int64_t>(sizeof(float));
     written_ += count;
   }
 
@@ -44,14 +36,32 @@ class NpySink : public ImageSink {
   }
 
   std::string path() const override { return file_.final_path(); }
+  int64_t bytes_written() const override { return bytes_; }
 
  private:
   AtomicFile file_;
   int64_t total_;
   int64_t written_ = 0;
+  int64_t bytes_ = 0;
 };
 
 }  // namespace
+
+std::string npy_header(int64_t total_images) {
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(total_images) +
+                     ", 64, 64, 3), }";
+  const size_t preamble = 10;
+  const size_t header = dict.size() + 1;  // + '\n'
+  const size_t padded = (preamble + header + 63) / 64 * 64 - preamble;
+  dict.append(padded - header, ' ');
+  dict.push_back('\n');
+  std::string out = "\x93NUMPY";
+  out.push_back(1);  // version 1.0
+  out.push_back(0);
+  out.push_back(static_cast<char>(padded & 0xff));  // header length, little-endian uint16
+  out.push_back(static_cast<char>(padded >> 8));
+  return out + dict;
+}
 
 std::unique_ptr<ImageSink> make_npy_sink(const std::string& path, int64_t total_images) {
   return std::make_unique<NpySink>(path, total_images);

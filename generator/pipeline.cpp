@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <sstream>
 #include <vector>
 
 #include "generator/errors.hpp"
 #include "generator/network.hpp"
+#include "generator/output_stage.hpp"
 
 namespace facegen {
 namespace {
@@ -21,6 +23,7 @@ double seconds_since(Clock::time_point start) {
 }  // namespace
 
 std::vector<OutputFormat> parse_formats(const std::string& list) {
+  static const char kExpected[] = "expected a comma-separated list of txt, bmp, npy, png, mosaic-png";
   std::vector<OutputFormat> formats;
   std::stringstream stream(list);
   std::string name;
@@ -32,43 +35,55 @@ std::vector<OutputFormat> parse_formats(const std::string& list) {
       format = OutputFormat::Bmp;
     } else if (name == "npy") {
       format = OutputFormat::Npy;
+    } else if (name == "png") {
+      format = OutputFormat::Png;
+    } else if (name == "mosaic-png") {
+      format = OutputFormat::MosaicPng;
     } else {
-      throw UserError("unknown output format '" + name + "' in --formats '" + list +
-                      "' (expected a comma-separated list of txt, bmp, npy)");
+      throw UserError("unknown output format '" + name + "' in --formats '" + list + "' (" + kExpected + ")");
     }
     if (std::find(formats.begin(), formats.end(), format) == formats.end()) formats.push_back(format);
   }
-  if (formats.empty()) throw UserError("--formats is empty (expected a comma-separated list of txt, bmp, npy)");
+  if (formats.empty()) throw UserError(std::string("--formats is empty (") + kExpected + ")");
   return formats;
 }
 
-const char* format_extension(OutputFormat format) {
+const char* format_name(OutputFormat format) {
   switch (format) {
     case OutputFormat::Text: return "txt";
     case OutputFormat::Bmp: return "bmp";
     case OutputFormat::Npy: return "npy";
+    case OutputFormat::Png: return "png";
+    case OutputFormat::MosaicPng: return "mosaic-png";
   }
   return "?";
 }
 
-std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& prefix, int64_t total_images) {
-  std::string path = prefix + "." + format_extension(format);
+std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& prefix, int64_t total_images,
+                                     const SinkOptions& options) {
   switch (format) {
-    case OutputFormat::Text: return make_text_sink(path, total_images);
-    case OutputFormat::Bmp: return make_bmp_mosaic_sink(path, total_images);
-    case OutputFormat::Npy: return make_npy_sink(path, total_images);
+    case OutputFormat::Text: return make_text_sink(prefix + ".txt", total_images, options);
+    case OutputFormat::Bmp: return make_mosaic_sink(MosaicEncoding::Bmp, prefix, total_images, options);
+    case OutputFormat::Npy: return make_npy_sink(prefix + ".npy", total_images);
+    case OutputFormat::Png: return make_png_folder_sink(prefix, total_images, options);
+    case OutputFormat::MosaicPng: return make_mosaic_sink(MosaicEncoding::Png, prefix, total_images, options);
   }
   throw std::logic_error("unhandled output format");
 }
 
 GenerateReport run_generation(const GenerateRequest& request) {
   GenerateReport report;
+  const auto run_start = Clock::now();
 
   auto start = Clock::now();
-  Network net = load_network(request.model_path);
-  std::string notice;
-  std::unique_ptr<Backend> backend = make_backend(net, request.backend, &notice);
-  if (!notice.empty() && request.on_notice) request.on_notice(notice);
+  std::unique_ptr<Backend> backend;
+  {
+    // The backends keep their own copy (host or device); this one goes before the images come.
+    Network net = request.backend.device == DeviceKind::Synthetic ? Network() : load_network(request.model_path);
+    std::string notice;
+    backend = make_backend(net, request.backend, &notice);
+    if (!notice.empty() && request.on_notice) request.on_notice(notice);
+  }
   report.backend = backend->describe();
   report.load_seconds = seconds_since(start);
 
@@ -78,37 +93,43 @@ GenerateReport run_generation(const GenerateRequest& request) {
   report.parse_seconds += seconds_since(start);
 
   // Every output exists as a temporary file before any image is computed.
+  SinkOptions sink_options = request.sinks;
+  if (!sink_options.on_notice) sink_options.on_notice = request.on_notice;
   std::vector<std::unique_ptr<ImageSink>> sinks;
-  for (OutputFormat format : request.formats) sinks.push_back(make_sink(format, request.output_prefix, total));
+  for (OutputFormat format : request.formats) {
+    sinks.push_back(make_sink(format, request.output_prefix, total, sink_options));
+  }
 
   const int64_t chunk = std::max<int64_t>(1, std::min(request.chunk_images, total));
+  std::function<void(int64_t)> on_written;
+  if (request.on_progress) on_written = [&](int64_t done) { request.on_progress(done, total); };
+  OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), on_written);
   std::vector<float> latents(static_cast<size_t>(chunk) * kLatentDim);  // (chunk, 100)
-  std::vector<float> images(static_cast<size_t>(chunk) * kImageValues);  // (chunk, 64, 64, 3)
   for (int64_t done = 0; done < total;) {
     start = Clock::now();
     const int64_t count = reader->read(latents.data(), chunk);
     report.parse_seconds += seconds_since(start);
 
+    float* images = stage.acquire();  // (chunk, 64, 64, 3); waits while the writer is behind
     start = Clock::now();
-    backend->generate(latents.data(), count, images.data());
+    backend->generate(latents.data(), count, images);
     report.compute_seconds += seconds_since(start);
-
-    start = Clock::now();
-    for (auto& sink : sinks) sink->append(images.data(), done, count);
-    report.write_seconds += seconds_since(start);
+    stage.submit(images, done, count);
     done += count;
   }
   start = Clock::now();
   reader->finish();
   report.parse_seconds += seconds_since(start);
 
-  start = Clock::now();
-  for (auto& sink : sinks) {
-    sink->commit();
+  stage.finish();
+  report.write_seconds = stage.write_seconds();
+  report.write_wait_seconds = stage.wait_seconds();
+  for (const auto& sink : stage.sinks()) {
     report.outputs.push_back(sink->path());
+    report.output_bytes.push_back(sink->bytes_written());
   }
-  report.write_seconds += seconds_since(start);
   report.images = total;
+  report.total_seconds = seconds_since(run_start);
   report.latents = reader->describe();
   return report;
 }

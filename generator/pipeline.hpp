@@ -2,8 +2,12 @@
 //
 // Order of work: load and validate the model; open the latent file and read N; create every output
 // (as temporary files, so a missing or read-only directory fails before any computing); then, in
-// chunks, read latents -> generate -> append to every output; check that no token follows the N*100
-// numbers; commit the outputs (rename into place). Any error leaves no output file behind.
+// chunks, read latents -> generate -> hand to the output stage, whose writer thread appends the chunk
+// to every output while the next chunk is computed; check that no token follows the N*100 numbers;
+// commit the outputs (rename into place). Any error leaves no output file behind.
+//
+// Memory does not depend on N: one latent chunk, `write_buffers` image chunks, each sink's own fixed
+// buffers (text: a block per thread; mosaics: one file's pixels), the backend's. README states the bound.
 #pragma once
 
 #include <cstdint>
@@ -19,12 +23,15 @@
 namespace facegen {
 
 // The output formats, by file extension.
-enum class OutputFormat { Text, Bmp, Npy };
+// The output formats: txt, bmp (mosaic), npy, png (a folder of one PNG per image), mosaic-png.
+enum class OutputFormat { Text, Bmp, Npy, Png, MosaicPng };
 std::vector<OutputFormat> parse_formats(const std::string& list);  // "txt,bmp" -> ...; UserError
-const char* format_extension(OutputFormat format);                 // "txt", "bmp", "npy"
+const char* format_name(OutputFormat format);                      // "txt", "bmp", "npy", "png", "mosaic-png"
 
-// Makes the sink of one format at PREFIX.<ext> for N images.
-std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& prefix, int64_t total_images);
+// Makes the sink of one format for N images: PREFIX.txt, PREFIX.bmp (or PREFIX-0001.bmp, ...),
+// PREFIX.npy, PREFIX/ (png), PREFIX.png (or PREFIX-0001.png, ...).
+std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& prefix, int64_t total_images,
+                                     const SinkOptions& options = {});
 
 struct GenerateRequest {
   std::string model_path;
@@ -33,7 +40,10 @@ struct GenerateRequest {
   std::vector<OutputFormat> formats{OutputFormat::Text, OutputFormat::Bmp};
   BackendOptions backend;
   int64_t chunk_images = 1024;  // latents read, generated and written per step
+  int write_buffers = 2;        // image chunks in flight between generation and the writer
+  SinkOptions sinks;            // threads of the writers, mosaic limit (its on_notice is on_notice)
   std::function<void(const std::string&)> on_notice;  // told at once, e.g. why the CPU was chosen
+  std::function<void(int64_t done, int64_t total)> on_progress;  // from the writer thread, per chunk written
 };
 
 struct GenerateReport {
@@ -43,8 +53,11 @@ struct GenerateReport {
   double load_seconds = 0;     // reading and validating the model, starting the backend
   double parse_seconds = 0;    // reading latents
   double compute_seconds = 0;  // generation alone
-  double write_seconds = 0;    // formatting and writing outputs
+  double write_seconds = 0;    // formatting and writing outputs (on the writer thread, overlapped)
+  double write_wait_seconds = 0;  // generation waiting for the writer: the part of writing not hidden
+  double total_seconds = 0;    // wall time from the start to the last rename
   std::vector<std::string> outputs;
+  std::vector<int64_t> output_bytes;  // bytes of each output (all its files)
 };
 
 GenerateReport run_generation(const GenerateRequest& request);

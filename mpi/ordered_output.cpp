@@ -11,6 +11,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "generator/text_format.hpp"
 #include "generator/errors.hpp"
 #include "generator/image_sink.hpp"
 #include "generator/network.hpp"
@@ -41,15 +42,6 @@ void put_u32(std::string& out, uint32_t v) {
   put_u16(out, v >> 16);
 }
 
-std::string with_commas(int64_t value) {
-  std::string digits = std::to_string(value);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -72,22 +64,6 @@ std::string bmp_mosaic_header(int64_t total_images) {
   return header;
 }
 
-std::string npy_header(int64_t total_images) {
-  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(total_images) +
-                     ", 64, 64, 3), }";
-  const size_t preamble = 10;
-  const size_t header = dict.size() + 1;  // + '\n'
-  const size_t padded = (preamble + header + 63) / 64 * 64 - preamble;
-  dict.append(padded - header, ' ');
-  dict.push_back('\n');
-  std::string out = "\x93NUMPY";
-  out.push_back(1);
-  out.push_back(0);
-  out.push_back(static_cast<char>(padded & 0xff));
-  out.push_back(static_cast<char>(padded >> 8));
-  return out + dict;
-}
-
 void check_bmp_size(const std::string& path, int64_t total_images) {
   const int64_t pixels = mosaic_side(total_images) * kImageSize;
   const int64_t bytes = pixels * pixels * 3 + kBmpHeaderBytes;
@@ -99,42 +75,64 @@ void check_bmp_size(const std::string& path, int64_t total_images) {
 }
 
 OrderedOutputs::OrderedOutputs(MPI_Comm comm, std::string prefix, std::vector<OutputFormat> formats,
-                               int64_t total_images)
-    : comm_(comm), prefix_(std::move(prefix)), formats_(std::move(formats)), total_(total_images) {
+                               int64_t total_images, int mosaic_tiles)
+    : comm_(comm), total_(total_images) {
   MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-  side_ = mosaic_side(total_);
+  for (OutputFormat format : formats) {
+    if (format == OutputFormat::Png || format == OutputFormat::MosaicPng) {
+      throw UserError(std::string("--formats ") + format_name(format) +
+                      " is written by single-process runs only; a parallel run writes txt, bmp and npy");
+    }
+    if (format != OutputFormat::Bmp) {
+      outputs_.push_back({format, prefix + "." + format_name(format), 0, total_, 0});
+      continue;
+    }
+    // The same split as the single-process mosaic sink, so the files are the same.
+    const int64_t per_file = int64_t{mosaic_tiles} * mosaic_tiles;
+    const std::vector<std::string> paths = mosaic_paths(prefix, "bmp", total_, mosaic_tiles);
+    for (size_t k = 0; k < paths.size(); ++k) {
+      const int64_t first = static_cast<int64_t>(k) * per_file;
+      const int64_t count = paths.size() == 1 ? total_ : std::min(per_file, total_ - first);
+      outputs_.push_back({format, paths[k], first, count, mosaic_side(count)});
+    }
+  }
 }
 
 OrderedOutputs::~OrderedOutputs() = default;  // rank 0's AtomicFiles remove what was not committed
 
 std::vector<std::string> OrderedOutputs::final_paths() const {
   std::vector<std::string> paths;
-  for (OutputFormat format : formats_) paths.push_back(prefix_ + "." + format_extension(format));
+  for (const Output& output : outputs_) paths.push_back(output.path);
   return paths;
 }
 
 void OrderedOutputs::create() {
   if (rank_ != 0) return;
   const std::vector<std::string> paths = final_paths();
-  for (size_t i = 0; i < formats_.size(); ++i) {
-    if (formats_[i] == OutputFormat::Bmp) check_bmp_size(paths[i], total_);
+  for (const Output& output : outputs_) {
+    if (output.format == OutputFormat::Bmp) check_bmp_size(output.path, output.count);
   }
-  for (size_t i = 0; i < formats_.size(); ++i) {
+  for (size_t i = 0; i < outputs_.size(); ++i) {
     temps_.push_back(std::make_unique<AtomicFile>(paths[i]));
     std::string header;
     int64_t size = 0;  // bytes known in advance; text grows as it is written
-    switch (formats_[i]) {
+    switch (outputs_[i].format) {
       case OutputFormat::Text:
         header = std::to_string(total_) + "\n";
         break;
-      case OutputFormat::Bmp:
-        header = bmp_mosaic_header(total_);
-        size = kBmpHeaderBytes + side_ * kImageSize * side_ * kImageSize * 3;
+      case OutputFormat::Bmp: {
+        const int64_t side = outputs_[i].side;
+        header = bmp_mosaic_header(outputs_[i].count);
+        size = kBmpHeaderBytes + side * kImageSize * side * kImageSize * 3;
         break;
+      }
       case OutputFormat::Npy:
         header = npy_header(total_);
         size = static_cast<int64_t>(header.size()) + total_ * kImageValues * int64_t{4};
         break;
+      case OutputFormat::Png:
+      case OutputFormat::MosaicPng:
+        throw std::logic_error("png outputs are refused by the constructor");
     }
     // The header goes through the AtomicFile, which flushes it before its fsync and rename; the
     // ranks' writes never touch these bytes. Sizing the file makes black tiles read as zeros.
@@ -163,8 +161,8 @@ void OrderedOutputs::open(RankStatus& status) {
   }
 
   const std::vector<std::string> paths = final_paths();
-  files_.assign(formats_.size(), MPI_FILE_NULL);
-  for (size_t i = 0; i < formats_.size(); ++i) {
+  files_.assign(outputs_.size(), MPI_FILE_NULL);
+  for (size_t i = 0; i < outputs_.size(); ++i) {
     const int code = MPI_File_open(comm_, temp_paths_[i].c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &files_[i]);
     attempt(status, [&] { check_file(code, "cannot open for writing", paths[i] + " (as " + temp_paths_[i] + ")"); });
   }
@@ -189,8 +187,8 @@ void OrderedOutputs::write_at(size_t file, int64_t offset, const void* data, int
 }
 
 void OrderedOutputs::write_round(const float* images, ImageRange slice, RankStatus& status) {
-  for (size_t i = 0; i < formats_.size(); ++i) {
-    switch (formats_[i]) {
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    switch (outputs_[i].format) {
       case OutputFormat::Text:
         write_text(images, slice, i, status);  // collective
         break;
@@ -200,6 +198,9 @@ void OrderedOutputs::write_round(const float* images, ImageRange slice, RankStat
       case OutputFormat::Npy:
         attempt(status, [&] { write_npy(images, slice, i); });
         break;
+      case OutputFormat::Png:
+      case OutputFormat::MosaicPng:
+        break;  // refused by the constructor
     }
   }
 }
@@ -256,13 +257,20 @@ void OrderedOutputs::write_text(const float* images, ImageRange slice, size_t fi
 }
 
 void OrderedOutputs::write_bmp(const float* images, ImageRange slice, size_t file) {
-  const int64_t width_bytes = side_ * kImageSize * 3;  // one pixel row of the whole mosaic
-  const int64_t height = side_ * kImageSize;
-  for (int64_t first = slice.begin; first < slice.end;) {
+  // This file's images are [mosaic.first, mosaic.first + mosaic.count) of the job; positions below
+  // are the file's own (image 0 is its top-left tile).
+  const Output& mosaic = outputs_[file];
+  const int64_t side = mosaic.side;
+  const int64_t width_bytes = side * kImageSize * 3;  // one pixel row of the whole mosaic
+  const int64_t height = side * kImageSize;
+  const int64_t begin = std::max(slice.begin, mosaic.first) - mosaic.first;
+  const int64_t end = std::min(slice.end, mosaic.first + mosaic.count) - mosaic.first;
+  const int64_t slice_offset = mosaic.first - slice.begin;  // file position -> index in `images`
+  for (int64_t first = begin; first < end;) {
     // The run of this slice's images that lies in one tile row: tiles [col, col + count).
-    const int64_t tile_row = first / side_;
-    const int64_t col = first % side_;
-    const int64_t count = std::min(slice.end - first, side_ - col);
+    const int64_t tile_row = first / side;
+    const int64_t col = first % side;
+    const int64_t count = std::min(end - first, side - col);
     const int64_t span = count * kTileRowBytes;
     const auto start = Clock::now();
     tile_rows_.resize(static_cast<size_t>(span * kImageSize));
@@ -270,7 +278,7 @@ void OrderedOutputs::write_bmp(const float* images, ImageRange slice, size_t fil
     for (int y = 0; y < kImageSize; ++y) {
       unsigned char* row = tile_rows_.data() + (kImageSize - 1 - y) * span;
       for (int64_t t = 0; t < count; ++t) {
-        const float* src = images + (first - slice.begin + t) * kImageValues + y * kImageSize * kImageChannels;
+        const float* src = images + (first + slice_offset + t) * kImageValues + y * kImageSize * kImageChannels;
         unsigned char* dst = row + t * kTileRowBytes;
         for (int x = 0; x < kImageSize; ++x) {  // RGB in, BGR out
           dst[3 * x + 0] = channel_to_byte(src[3 * x + 2]);

@@ -8,12 +8,15 @@
 //   PREFIX.txt  "N\n", then one line per image. Line lengths vary with the values, so every round
 //               the ranks exchange their byte counts: MPI_Exscan gives each rank the bytes of the
 //               ranks before it in the round, MPI_Allreduce the round's total (the next round's base).
-//   PREFIX.bmp  54-byte header (as stb_image_write writes it), then the (s*64)^2 mosaic, BGR, rows
+//   PREFIX.bmp  (or PREFIX-0001.bmp, ... above --mosaic-tiles squared images, split by the same rule as
+//               the single-process mosaic sink: file k holds images [(k-1) L, min(k L, N)) as a mosaic
+//               of its own.) Each file: a 54-byte header (as stb_image_write writes it), then the (s*64)^2 mosaic, BGR, rows
 //               bottom-up, each s*64*3 bytes (a multiple of 4: no padding). A rank's images fill
 //               parts of tile rows; each part is 64 pixel rows of (tiles * 64 * 3) bytes at computed
 //               offsets, one write when the part spans the whole mosaic width. Tiles no image lands
 //               on stay black: the file is sized up front, and the gap reads as zeros.
 //   PREFIX.npy  NumPy 1.0 header padded to 64 bytes, then float32 (N, 64, 64, 3): fixed offsets.
+// png and mosaic-png are written by single-process runs only: the constructor refuses them.
 // Memory per rank: one round's text (about 86 KB per image, formatted by the rank's CPU threads in
 // blocks) and one tile-row part (12 KB per tile).
 #pragma once
@@ -36,15 +39,15 @@ namespace mpi {
 
 // The 54 header bytes of the single-process BMP mosaic of `total_images` images.
 std::string bmp_mosaic_header(int64_t total_images);
-// The NumPy header of the single-process .npy output.
-std::string npy_header(int64_t total_images);
 // Throws UserError if the mosaic of `total_images` images is larger than the BMP writer of the
 // single-process program accepts (2 GiB), so that both refuse the same jobs.
 void check_bmp_size(const std::string& path, int64_t total_images);
 
 class OrderedOutputs {
  public:
-  OrderedOutputs(MPI_Comm comm, std::string prefix, std::vector<OutputFormat> formats, int64_t total_images);
+  // Throws UserError for a format the ranks cannot write (png, mosaic-png) or a bad mosaic limit.
+  OrderedOutputs(MPI_Comm comm, std::string prefix, std::vector<OutputFormat> formats, int64_t total_images,
+                 int mosaic_tiles);
   ~OrderedOutputs();
   OrderedOutputs(const OrderedOutputs&) = delete;
   OrderedOutputs& operator=(const OrderedOutputs&) = delete;
@@ -76,12 +79,20 @@ class OrderedOutputs {
   void write_bmp(const float* images, ImageRange slice, size_t file);
   void write_npy(const float* images, ImageRange slice, size_t file);
 
+  // One output file: the text, the npy, or one of the BMP mosaic files with its images
+  // [first, first + count), laid out on a side x side grid of tiles.
+  struct Output {
+    OutputFormat format;
+    std::string path;
+    int64_t first = 0;
+    int64_t count = 0;
+    int64_t side = 0;
+  };
+
   MPI_Comm comm_;
   int rank_ = 0;
-  std::string prefix_;
-  std::vector<OutputFormat> formats_;
+  std::vector<Output> outputs_;
   int64_t total_;
-  int64_t side_ = 0;                                 // mosaic side in tiles
   std::vector<std::unique_ptr<AtomicFile>> temps_;   // rank 0: the temporary files
   std::vector<std::string> temp_paths_;              // every rank, after open()
   std::vector<MPI_File> files_;

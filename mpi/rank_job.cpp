@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "generator/text_format.hpp"
 #include "generator/atomic_file.hpp"
 #include "generator/backend.hpp"
 #include "generator/errors.hpp"
@@ -80,17 +81,6 @@ void maybe_inject_fault(int rank) {
   if (kind == "kill") std::raise(SIGKILL);
 }
 
-std::string human_bytes(double bytes) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  int unit = 0;
-  while (bytes >= 1000 && unit < 4) {
-    bytes /= 1000;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
-  return text;
-}
 
 // Seconds one rank spent in each part of the job; the summary shows the slowest rank's.
 struct Times {
@@ -209,7 +199,7 @@ int RankJob::run() {
   if (!agree(input_status)) return exit_code_;
 
   // 3. Outputs: created by rank 0, opened by all.
-  OrderedOutputs outputs(world_, request_.output_prefix, request_.formats, total);
+  OrderedOutputs outputs(world_, request_.output_prefix, request_.formats, total, request_.sinks.mosaic_tiles);
   outputs.set_format_threads(cpu_threads_);
   attempt(status, [&] { outputs.create(); });
   if (!agree(status)) return exit_code_;

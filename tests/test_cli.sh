@@ -107,6 +107,50 @@ if run_ok --batch 2 --threads 1 --input "$work/l3.txt" --output "$work/good/r" >
 else
   fail "batch invariance" "outputs differ between --batch 512 and --batch 2 --threads 1"
 fi
+# --- the formats and flags of large runs -------------------------------------------------------------
+latents "$work/l5.txt" 5
+if run_ok --input "$work/l5.txt" --output "$work/good/f" --formats png,mosaic-png,npy > "$work/stdout" 2> "$work/stderr" &&
+   [ "$(ls "$work/good/f" | tr '\n' ' ')" = "000000.png 000001.png 000002.png 000003.png 000004.png " ] &&
+   [ "$(head -c 8 "$work/good/f.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] && [ ! -e "$work/good/f.bmp" ] &&
+   [ -z "$(ls "$work/good" | grep tmp)" ]; then
+  pass "--formats png,mosaic-png,npy: a folder of 5 PNGs, a PNG mosaic, no temporary left"
+else
+  fail "png formats" "$(ls "$work/good" "$work/good/f" 2>&1 | tr '\n' ' ') $(cat "$work/stderr")"
+fi
+if run_ok --input "$work/l5.txt" --output "$work/good/s" --mosaic-tiles 2 --chunk 2 --batch 2 > "$work/stdout" 2> "$work/stderr" &&
+   [ "$(ls "$work/good" | grep '^s-' | tr '\n' ' ')" = "s-0001.bmp s-0002.bmp " ] && [ ! -e "$work/good/s.bmp" ] &&
+   [ "$(stat -c %s "$work/good/s-0001.bmp")" = $((128 * 128 * 3 + 54)) ] &&
+   [ "$(stat -c %s "$work/good/s-0002.bmp")" = $((64 * 64 * 3 + 54)) ] &&
+   grep -q "writing 2 files .*s-0001.bmp \.\.\. .*s-0002.bmp" "$work/stderr"; then
+  pass "--mosaic-tiles 2 splits 5 images into s-0001.bmp (2x2) and s-0002.bmp (1x1), and says so"
+else
+  fail "mosaic split" "$(ls "$work/good") $(cat "$work/stderr")"
+fi
+if run_ok --input "$work/l5.txt" --output "$work/good/c1" --formats txt --chunk 1 --batch 1 --write-threads 1 > /dev/null 2>&1 &&
+   run_ok --input "$work/l5.txt" --output "$work/good/c2" --formats txt --write-threads 3 > /dev/null 2>&1 &&
+   cmp -s "$work/good/c1.txt" "$work/good/c2.txt"; then
+  pass "same text for --chunk 1 --write-threads 1 and one chunk on 3 writer threads"
+else
+  fail "chunk invariance" "texts differ"
+fi
+if run_ok --input "$work/l3.txt" --output "$work/good/q" > "$work/stdout" 2> "$work/stderr" && [ ! -s "$work/stderr" ] &&
+   grep -qE '^write .*images/s.*MB/s' "$work/stdout" && grep -qE '^parse ' "$work/stdout" &&
+   grep -qE '^total .*peak memory' "$work/stdout"; then
+  pass "stderr not a terminal: no progress bar; summary of parse, generate, write, total"
+else
+  fail "summary" "stderr: $(head -c 200 "$work/stderr" | od -c | head -3) stdout: $(cat "$work/stdout")"
+fi
+if command -v script > /dev/null; then
+  script -qec "$prog --device cpu --model $model --input $work/l3.txt --output $work/good/tty --formats npy" /dev/null > "$work/tty.out" 2>&1
+  if grep -q "3/3 images" "$work/tty.out"; then
+    pass "on a terminal: the progress bar shows images done and images/s"
+  else
+    fail "progress bar" "$(od -c "$work/tty.out" | head -5)"
+  fi
+  script -qec "$prog --quiet --device cpu --model $model --input $work/l3.txt --output $work/good/tty --formats npy" /dev/null > "$work/tty.out" 2>&1
+  [ ! -s "$work/tty.out" ] && pass "--quiet on a terminal: nothing at all" || fail "quiet" "$(head -c 200 "$work/tty.out")"
+fi
+
 if run_ok --random 3 --seed 5 --output "$work/good/rand" --formats npy --quiet &&
    "$prog" --device cpu --model "$model" --random 3 --seed 5 --batch 1 --output "$work/good/rand1" --formats npy --quiet &&
    cmp -s "$work/good/rand.npy" "$work/good/rand1.npy" &&
@@ -121,12 +165,18 @@ if run_ok --interpolate 3 --output "$work/good/interp" --quiet && [ "$(head -n1 
 else
   fail "--interpolate" "no 3 x 3 grid"
 fi
+if "$prog" --device cpu --random 1 --output "$work/good/default" --formats npy > "$work/stdout" 2>&1 &&
+   grep -q "^model .*models/facegen-fashion.bin" "$work/stdout"; then
+  pass "without --model: the shipped models/facegen-fashion.bin, found beside the program"
+else
+  fail "default model" "$(head -c 300 "$work/stdout")"
+fi
 "$prog" --help > "$work/stdout" 2>&1 && grep -q -- '--model' "$work/stdout" && pass "--help" || fail "--help" "$(head -3 "$work/stdout")"
 "$prog" --version | grep -qE '^facegen [0-9]+\.[0-9]+' && pass "--version" || fail "--version" "no version line"
 
 # --- bad command lines ---------------------------------------------------------------------------
 out=$work/out/result
-expect_error "no --model" 2 "missing --model" --input "$work/l3.txt" --output "$out"
+expect_error "no --output" 2 "missing --output" --model "$model" --input "$work/l3.txt"
 expect_error "--input and --random together" 2 "exactly one of" --random 3 --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "no latents at all" 2 "exactly one of" --model "$model" --output "$out"
 expect_error "--random 0" 1 "--random must be at least 1" --random 0 --model "$model" --output "$out"
@@ -136,6 +186,9 @@ expect_error "bad --formats" 1 "unknown output format 'gif'" --formats txt,gif -
 expect_error "bad --precision" 1 "unknown --precision 'fp64'" --precision fp64 --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bf16 on the CPU" 1 "CUDA GPU only" --device cpu --precision bf16 --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --batch" 1 "--batch must be" --batch 0 --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "bad --mosaic-tiles" 1 "--mosaic-tiles must be between 1 and 418" --mosaic-tiles 419 --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "bad --chunk" 1 "--chunk must be between" --chunk 0 --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "png folder's directory missing" 1 "cannot create output folder .*nodir/r" --formats png --model "$model" --input "$work/l3.txt" --output "$work/nodir/r" --device cpu
 
 # --- bad models -----------------------------------------------------------------------------------
 expect_error "model missing" 1 "nosuch.bin.*(No such file|cannot)" --model "$work/nosuch.bin" --input "$work/l3.txt" --output "$out" --device cpu

@@ -112,6 +112,25 @@ elif [ -s "$work/stderr" ]; then
   fail "3 ranks, --random 9" "$(head -c 400 "$work/stderr")"
 fi
 
+# --- a mosaic split into numbered files, as one process splits it -----------------------------------
+"$prog" --device cpu --model "$model" --random 11 --mosaic-tiles 2 --output "$work/ref_split" --quiet 2> /dev/null
+if timeout 60 ./run_parallel.sh --program "$prog" --model "$model" --random 11 --output "$work/split" \
+     --ranks-per-node 3 -- --device cpu --all-ranks --mosaic-tiles 2 --images-per-round 2 > "$work/stdout" 2> "$work/stderr" &&
+   same_files "split mosaic" "$work/split-0001" "$work/ref_split-0001" bmp &&
+   same_files "split mosaic" "$work/split-0002" "$work/ref_split-0002" bmp &&
+   same_files "split mosaic" "$work/split-0003" "$work/ref_split-0003" bmp && [ ! -e "$work/split-0004.bmp" ]; then
+  pass "3 ranks, 11 images, --mosaic-tiles 2: the same three mosaic files as one process"
+elif [ -s "$work/stderr" ]; then
+  fail "3 ranks, split mosaic" "$(head -c 400 "$work/stderr")"
+fi
+if ! timeout 60 ./run_parallel.sh --program "$prog" --model "$model" --random 3 --output "$work/png" \
+     --ranks-per-node 2 -- --device cpu --formats png > "$work/stdout" 2> "$work/stderr" &&
+   grep -q "single-process runs only" "$work/stderr" && [ ! -e "$work/png" ]; then
+  pass "2 ranks, --formats png: refused in one sentence, nothing written"
+else
+  fail "2 ranks, --formats png" "$(head -c 400 "$work/stderr")"
+fi
+
 # --- small jobs leave ranks out -----------------------------------------------------------------
 if parallel 5 "$work/s7" "$work/l7.txt" --verbose && same_files "sit out" "$work/s7" "$work/ref7" txt bmp; then
   if grep -q "^ranks     5 on 1 host; 1 generates, 4 sit out" "$work/stdout" &&

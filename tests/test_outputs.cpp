@@ -1,0 +1,329 @@
+// test_outputs.cpp: the writers added for large runs: the text sink on many threads, the mosaic's
+// splitting rule, PNG files (decoded back with stb_image), the output stage's order and errors, and
+// the progress bar's terminal check.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#define STB_IMAGE_IMPLEMENTATION
+#include <stb_image.h>
+#pragma GCC diagnostic pop
+
+#include "generator/errors.hpp"
+#include "generator/image_sink.hpp"
+#include "generator/network.hpp"
+#include "generator/output_stage.hpp"
+#include "generator/progress.hpp"
+
+using namespace facegen;
+
+namespace {
+
+struct Dir {
+  std::string path;
+  Dir() {
+    char pattern[] = "/tmp/facegen-test-outputs-XXXXXX";
+    REQUIRE(::mkdtemp(pattern) != nullptr);
+    path = pattern;
+  }
+  ~Dir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  std::string file(const std::string& name) const { return path + "/" + name; }
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& entry : std::filesystem::directory_iterator(path)) out.push_back(entry.path().filename());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// (n, 64, 64, 3) seeded values in [low, high).
+std::vector<float> some_images(int64_t n, uint64_t seed, float low = -1.05f, float high = 1.05f) {
+  std::vector<float> images(static_cast<size_t>(n) * kImageValues);
+  for (float& v : images) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    v = low + (high - low) * static_cast<float>(seed >> 40) * 0x1.0p-24f;
+  }
+  return images;
+}
+
+void write_in_runs(ImageSink& sink, const std::vector<float>& images, int64_t n, int64_t run) {
+  for (int64_t first = 0; first < n; first += run)
+    sink.append(images.data() + first * kImageValues, first, std::min(run, n - first));
+}
+
+// The single-file BMP of images [first, first + count), the format test_sinks.cpp checks byte for byte.
+std::string single_bmp(const Dir& dir, const std::vector<float>& images, int64_t first, int64_t count) {
+  const std::string path = dir.file("reference.bmp");
+  {
+    auto sink = make_bmp_mosaic_sink(path, count);
+    sink->append(images.data() + first * kImageValues, 0, count);
+    sink->commit();
+  }
+  std::string bytes = slurp(path);
+  std::filesystem::remove(path);
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("text sink: the same bytes on 1, 2 and 5 threads, for runs that are not multiples of a block") {
+  Dir dir;
+  const int64_t n = 37;
+  const std::vector<float> images = some_images(n, 11);
+  std::string expected = "37\n";
+  char text[64];
+  for (int64_t k = 0; k < n; ++k) {
+    for (int i = 0; i < kImageValues; ++i) {
+      std::snprintf(text, sizeof text, "%.4f ", static_cast<double>(images[k * kImageValues + i]));
+      expected += text;
+    }
+    expected += "\n";
+  }
+  for (int threads : {1, 2, 5}) {
+    CAPTURE(threads);
+    SinkOptions options;
+    options.threads = threads;
+    const std::string path = dir.file("t" + std::to_string(threads) + ".txt");
+    auto sink = make_text_sink(path, n, options);
+    write_in_runs(*sink, images, n, 13);
+    sink->commit();
+    CHECK(sink->bytes_written() == static_cast<int64_t>(expected.size()));
+    CHECK(slurp(path) == expected);
+  }
+}
+
+TEST_CASE("mosaic: the splitting rule and its file names") {
+  CHECK(mosaic_paths("out/r", "bmp", 16384, 128) == std::vector<std::string>{"out/r.bmp"});
+  CHECK(mosaic_paths("r", "bmp", 1, 1) == std::vector<std::string>{"r.bmp"});
+  CHECK(mosaic_paths("r", "png", 5, 2) == std::vector<std::string>{"r-0001.png", "r-0002.png"});
+  const auto many = mosaic_paths("r", "bmp", 100000, 128);  // 16,384 per file
+  REQUIRE(many.size() == 7);
+  CHECK(many.back() == "r-0007.bmp");
+  CHECK(mosaic_paths("r", "bmp", 20000, 1).size() == 20000);
+  CHECK(mosaic_paths("r", "bmp", 20000, 1)[9999] == "r-10000.bmp");
+}
+
+TEST_CASE("mosaic: N at the limit is the old single BMP; above it, numbered files of at most the limit") {
+  Dir dir;
+  const std::vector<float> images = some_images(11, 5);
+  SinkOptions options;
+  options.mosaic_tiles = 2;  // 4 images per file
+  std::vector<std::string> notices;
+  options.on_notice = [&](const std::string& text) { notices.push_back(text); };
+
+  {
+    auto sink = make_mosaic_sink(MosaicEncoding::Bmp, dir.file("four"), 4, options);
+    write_in_runs(*sink, images, 4, 3);
+    sink->commit();
+  }
+  CHECK(notices.empty());
+  CHECK(slurp(dir.file("four.bmp")) == single_bmp(dir, images, 0, 4));
+
+  {
+    auto sink = make_mosaic_sink(MosaicEncoding::Bmp, dir.file("eleven"), 11, options);
+    CHECK(sink->path() == dir.file("eleven-0001.bmp") + " ... " + dir.file("eleven-0003.bmp") + " (3 files)");
+    write_in_runs(*sink, images, 11, 3);
+    CHECK(!std::filesystem::exists(dir.file("eleven-0001.bmp")));  // renamed only at commit
+    sink->commit();
+  }
+  REQUIRE(notices.size() == 1);
+  CHECK(notices[0].find("11 images") != std::string::npos);
+  CHECK(notices[0].find("3 files") != std::string::npos);
+  CHECK(slurp(dir.file("eleven-0001.bmp")) == single_bmp(dir, images, 0, 4));
+  CHECK(slurp(dir.file("eleven-0002.bmp")) == single_bmp(dir, images, 4, 4));
+  CHECK(slurp(dir.file("eleven-0003.bmp")) == single_bmp(dir, images, 8, 3));  // 2x2 tiles, one black
+  CHECK(dir.names() == std::vector<std::string>{"eleven-0001.bmp", "eleven-0002.bmp", "eleven-0003.bmp", "four.bmp"});
+
+  {  // not committed: no file, not even the ones already encoded
+    auto sink = make_mosaic_sink(MosaicEncoding::Bmp, dir.file("failed"), 11, options);
+    write_in_runs(*sink, images, 9, 3);
+  }
+  CHECK(dir.names().size() == 4);
+
+  options.mosaic_tiles = kMaxMosaicTiles + 1;
+  CHECK_THROWS_AS(make_mosaic_sink(MosaicEncoding::Bmp, dir.file("x"), 1, options), UserError);
+}
+
+TEST_CASE("png: folder of one PNG per image and the PNG mosaic decode to the mosaic's bytes") {
+  Dir dir;
+  const int64_t n = 5;
+  const std::vector<float> images = some_images(n, 21);
+  for (int threads : {1, 3}) {
+    CAPTURE(threads);
+    SinkOptions options;
+    options.threads = threads;
+    const std::string folder = dir.file("p");
+    {
+      auto sink = make_png_folder_sink(folder, n, options);
+      write_in_runs(*sink, images, n, 2);
+      CHECK(!std::filesystem::exists(folder));
+      sink->commit();
+      CHECK(sink->bytes_written() > 0);
+    }
+    CHECK(dir.names() == std::vector<std::string>{"p"});  // the temporary folder is gone
+    for (int64_t k = 0; k < n; ++k) {
+      CAPTURE(k);
+      int w = 0, h = 0, c = 0;
+      const std::string path = folder + "/" + png_file_name(k, n);
+      unsigned char* pixels = stbi_load(path.c_str(), &w, &h, &c, 3);
+      REQUIRE(pixels != nullptr);
+      CHECK((w == 64 && h == 64 && c == 3));
+      int wrong = 0;
+      for (int i = 0; i < kImageValues; ++i) wrong += pixels[i] != channel_to_byte(images[k * kImageValues + i]);
+      CHECK(wrong == 0);
+      stbi_image_free(pixels);
+    }
+    std::filesystem::remove_all(folder);
+  }
+  CHECK(png_file_name(42, 10) == "000042.png");
+  CHECK(png_file_name(42, 2000000) == "0000042.png");
+
+  SinkOptions options;
+  {
+    auto sink = make_mosaic_sink(MosaicEncoding::Png, dir.file("m"), n, options);
+    write_in_runs(*sink, images, n, 2);
+    sink->commit();
+  }
+  int w = 0, h = 0, c = 0;
+  unsigned char* pixels = stbi_load(dir.file("m.png").c_str(), &w, &h, &c, 3);
+  REQUIRE(pixels != nullptr);
+  CHECK((w == 192 && h == 192));
+  // The BMP of the same mosaic holds the same pixels, bottom-up and BGR.
+  const std::string bmp = single_bmp(dir, images, 0, n);
+  int wrong = 0;
+  for (int y = 0; y < 192; ++y)
+    for (int x = 0; x < 192; ++x)
+      for (int ch = 0; ch < 3; ++ch)
+        wrong += pixels[(y * 192 + x) * 3 + ch] != static_cast<unsigned char>(bmp[54 + ((191 - y) * 192 + x) * 3 + 2 - ch]);
+  CHECK(wrong == 0);
+  stbi_image_free(pixels);
+}
+
+TEST_CASE("png folder: an older folder is replaced only at commit; a file in the way is refused") {
+  Dir dir;
+  const std::string folder = dir.file("p");
+  std::filesystem::create_directory(folder);
+  std::ofstream(folder + "/old.txt") << "old";
+  const std::vector<float> images = some_images(1, 3);
+  {
+    auto sink = make_png_folder_sink(folder, 1);
+    sink->append(images.data(), 0, 1);
+  }
+  CHECK(std::filesystem::exists(folder + "/old.txt"));  // not committed: the old folder is untouched
+  {
+    auto sink = make_png_folder_sink(folder, 1);
+    sink->append(images.data(), 0, 1);
+    sink->commit();
+  }
+  CHECK(!std::filesystem::exists(folder + "/old.txt"));
+  CHECK(std::filesystem::exists(folder + "/000000.png"));
+  CHECK(dir.names() == std::vector<std::string>{"p"});
+  std::ofstream(dir.file("f")) << "x";
+  CHECK_THROWS_AS(make_png_folder_sink(dir.file("f"), 1), UserError);
+  CHECK_THROWS_AS(make_png_folder_sink(dir.file("nodir/p"), 1), UserError);
+}
+
+namespace {
+
+// Records what it is given; fails on request.
+struct RecordingSink : ImageSink {
+  std::vector<float>* seen;
+  int64_t fail_at;
+  bool* committed;
+  RecordingSink(std::vector<float>* s, int64_t f, bool* c) : seen(s), fail_at(f), committed(c) {}
+  void append(const float* images, int64_t first, int64_t count) override {
+    if (first >= fail_at) throw UserError("disk full at " + std::to_string(first));
+    for (int64_t k = 0; k < count; ++k) seen->push_back(images[k * kImageValues]);
+  }
+  void commit() override { *committed = true; }
+  std::string path() const override { return "recording"; }
+};
+
+}  // namespace
+
+TEST_CASE("output stage: chunks reach the sinks in order through two buffers; errors come back") {
+  std::vector<float> seen;
+  bool committed = false;
+  std::vector<std::unique_ptr<ImageSink>> sinks;
+  sinks.push_back(std::make_unique<RecordingSink>(&seen, 1 << 30, &committed));
+  int64_t last_done = 0;
+  OutputStage stage(std::move(sinks), 3, 2, [&](int64_t done) { last_done = done; });
+  for (int64_t first = 0; first < 20; first += 3) {
+    float* buffer = stage.acquire();
+    const int64_t count = std::min<int64_t>(3, 20 - first);
+    for (int64_t k = 0; k < count; ++k) buffer[k * kImageValues] = static_cast<float>(first + k);
+    stage.submit(buffer, first, count);
+  }
+  stage.finish();
+  CHECK(committed);
+  CHECK(last_done == 20);
+  REQUIRE(seen.size() == 20);
+  for (int k = 0; k < 20; ++k) CHECK(seen[k] == static_cast<float>(k));
+
+  std::vector<float> seen2;
+  bool committed2 = false;
+  std::vector<std::unique_ptr<ImageSink>> failing;
+  failing.push_back(std::make_unique<RecordingSink>(&seen2, 6, &committed2));
+  OutputStage broken(std::move(failing), 3, 2, nullptr);
+  bool thrown = false;
+  try {
+    for (int64_t first = 0; first < 30; first += 3) broken.submit(broken.acquire(), first, 3);
+    broken.finish();
+  } catch (const UserError& e) {
+    thrown = std::string(e.what()) == "disk full at 6";
+  }
+  CHECK(thrown);
+  CHECK(!committed2);
+}
+
+TEST_CASE("progress bar: only on a terminal and not quiet; one line with rate and ETA") {
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  CHECK(!progress_wanted(pipe_fds[1], false));
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  if (master >= 0 && ::grantpt(master) == 0 && ::unlockpt(master) == 0) {
+    const int terminal = ::open(::ptsname(master), O_RDWR | O_NOCTTY);
+    REQUIRE(terminal >= 0);
+    CHECK(progress_wanted(terminal, false));
+    CHECK(!progress_wanted(terminal, true));
+    ::close(terminal);
+  } else {
+    MESSAGE("no pseudo-terminal here; the terminal half of this check is skipped");
+  }
+  if (master >= 0) ::close(master);
+
+  CHECK(progress_line(250, 1000, 2.0, 10) == "[##        ] 250/1000 images  125 images/s  ETA 0:00:06");
+  CHECK(progress_line(1000, 1000, 4.0, 10) == "[##########] 1000/1000 images  250 images/s");
+
+  // Disabled, it writes nothing at all.
+  std::FILE* out = std::tmpfile();
+  ProgressBar bar(out, false);
+  bar.update(5, 10);
+  bar.finish();
+  CHECK(std::ftell(out) == 0);
+  std::fclose(out);
+}

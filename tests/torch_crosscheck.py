@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""torch_crosscheck.py: checks build/facegen's CPU images against PyTorch's ConvTranspose2d/BatchNorm2d.
+
+    /usr/bin/python3 tests/torch_crosscheck.py [PROJECT_ROOT] [--seed S]
+
+The reference is train/facegen_torch.py's module run in float64, a second implementation that shares
+no code with the C++ engines. Checks, one line each:
+  random:  a network from build/make-random-network --seed S, max |error| <= 1e-5
+  trained: the shipped models/facegen-*.bin, max |error| <= 1e-4
+Each runs build/facegen --model F --input LAT.txt --output PREFIX --formats npy --device cpu on fresh
+random latents (an odd count; the seed is printed so a failure reproduces) and reads PREFIX.npy,
+(N, 64, 64, 3) float32. Exits non-zero on any failure; exits 0 with "SKIPPED: <why>" only when torch
+cannot be imported.
+"""
+
+import argparse
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import torch
+except ImportError as e:  # the one reason to skip
+    print(f"SKIPPED: torch cannot be imported ({e})")
+    sys.exit(0)
+import numpy as np  # noqa: E402  (torch needs it; its absence is a failure, not a skip)
+
+MAX_SHOWN = 5
+
+
+def write_latents(path, z):
+    """Text latent file: N, then N*100 floats at %.9g, which round-trips float32 exactly."""
+    with open(path, "w") as f:
+        f.write(f"{len(z)}\n")
+        for row in z:
+            f.write(" ".join("%.9g" % v for v in row) + "\n")
+
+
+def run(cmd):
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout.strip()}")
+
+
+def check(name, root, model, label, n, seed, atol, tmp):
+    """Runs facegen on n latents and compares with the float64 module; returns True if within atol."""
+    import facegen_torch as ft
+    z = np.random.default_rng(seed).standard_normal((n, ft.LATENT_DIM)).astype(np.float32)
+    latents, prefix = os.path.join(tmp, f"{name}.txt"), os.path.join(tmp, name)
+    write_latents(latents, z)
+    run([os.path.join(root, "build", "facegen"), "--model", model, "--input", latents,
+         "--output", prefix, "--formats", "npy", "--device", "cpu", "--quiet"])
+    got = np.load(prefix + ".npy", allow_pickle=False)
+    if got.dtype != np.float32 or got.shape != (n, 64, 64, 3):
+        print(f"FAIL {name}: {prefix}.npy is {got.dtype} {got.shape}, expected float32 ({n}, 64, 64, 3)")
+        return False
+    gen = ft.load_network(model).double()
+    with torch.no_grad():
+        want = gen(torch.from_numpy(z.astype(np.float64))).permute(0, 2, 3, 1).numpy()
+    err = np.abs(got.astype(np.float64) - want)
+    bad = np.argwhere(~(err <= atol))  # NaN counts as bad
+    verdict = "ok" if len(bad) == 0 else "FAIL"
+    print(f"{verdict} {name}: {label}, {n} images, latent seed {seed}, max |error| {np.nanmax(err):.3g} "
+          f"(limit {atol:g}), image std {want.std():.3f}")
+    for idx in bad[:MAX_SHOWN]:
+        i = tuple(int(v) for v in idx)
+        print(f"  at (image, y, x, channel) {i}: facegen {got[i]!r}, torch {want[i]!r}")
+    if len(bad) > MAX_SHOWN:
+        print(f"  ... {len(bad) - MAX_SHOWN} more")
+    return len(bad) == 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("root", nargs="?", default=os.getcwd(), help="project root (default: cwd)")
+    p.add_argument("--seed", type=int, default=None, help="latent and network seed (default: fresh)")
+    args = p.parse_args()
+    root = os.path.abspath(args.root)
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    sys.path.insert(0, os.path.join(root, "train"))
+
+    missing = [b for b in ("facegen", "make-random-network")
+               if not os.access(os.path.join(root, "build", b), os.X_OK)]
+    if missing:
+        print(f"FAIL: {', '.join('build/' + b for b in missing)} not found under {root}: run make first")
+        return 1
+    shipped = sorted(glob.glob(os.path.join(root, "models", "facegen-*.bin")))
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="torch-crosscheck-") as tmp:
+        model = os.path.join(tmp, "random.bin")
+        try:
+            run([os.path.join(root, "build", "make-random-network"), "--seed", str(seed), "--output", model])
+            ok &= check("random", root, model, f"make-random-network --seed {seed}", 3, seed + 1, 1e-5, tmp)
+        except RuntimeError as e:
+            print(f"FAIL random: {e}")
+            ok = False
+        if not shipped:
+            print(f"FAIL trained: no models/facegen-*.bin under {root}")
+            ok = False
+        for model in shipped:
+            try:
+                ok &= check("trained", root, model, os.path.relpath(model, root), 5, seed + 2, 1e-4, tmp)
+            except RuntimeError as e:
+                print(f"FAIL trained: {e}")
+                ok = False
+    print(f"torch crosscheck: {'all passed' if ok else 'FAILED'} (seed {seed})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
