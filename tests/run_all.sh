@@ -51,7 +51,7 @@ if [ "$sanitize" = 1 ]; then
     name=$(basename "$extra" .sh)
     case $sanitized_suites in
       *" $name "*) suite "$name (sanitized)" bash "$extra" "$build" ;;
-      *) echo; echo "=== $name: skipped (plain pass only: too slow under the sanitizers)"; skipped=$((skipped + 1)) ;;
+      *) echo; echo "=== $name: skipped (plain pass only: slow under the sanitizers, or a sanitizer or valgrind of its own)"; skipped=$((skipped + 1)) ;;
     esac
   done
   echo
