@@ -20,6 +20,7 @@
 
 #include "generator/errors.hpp"
 #include "generator/network.hpp"
+#include "generator/text_format.hpp"
 
 namespace facegen {
 namespace {
@@ -29,17 +30,6 @@ constexpr int64_t kMinBytesPerValue = 2;  // one character and one separator
 
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
-// "1234567" -> "1,234,567".
-std::string with_commas(int64_t value) {
-  std::string digits = std::to_string(value < 0 ? -value : value);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return value < 0 ? "-" + out : out;
 }
 
 // A token as a NUL-terminated string, on the stack when short.

@@ -24,6 +24,7 @@
 #include "generator/errors.hpp"
 #include "generator/pipeline.hpp"
 #include "generator/progress.hpp"
+#include "generator/text_format.hpp"
 #include "generator/version.hpp"
 #include "mpi/launch.hpp"
 #include "mpi/rank_job.hpp"
@@ -82,18 +83,6 @@ void install_stop_handlers() {
   sigaddset(&action.sa_mask, SIGINT);  // one handler at a time
   sigaddset(&action.sa_mask, SIGTERM);
   for (int signal_number : {SIGINT, SIGTERM}) sigaction(signal_number, &action, nullptr);
-}
-
-std::string human_bytes(double bytes) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  int unit = 0;
-  while (bytes >= 1000 && unit < 4) {
-    bytes /= 1000;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
-  return text;
 }
 
 // "1.234 s (810 images/s, 95.3 MB/s)"; the rates are left out where they mean nothing.
@@ -290,10 +279,10 @@ int main(int argc, char** argv) {
                   timing(report.write_seconds, n, written_bytes).c_str(), report.write_wait_seconds);
       std::printf("total     %s from start to finished files, model load %.3f s, peak memory %s\n",
                   timing(report.total_seconds, n, 0).c_str(), report.load_seconds,
-                  human_bytes(static_cast<double>(facegen::peak_resident_bytes())).c_str());
+                  facegen::human_bytes(static_cast<double>(facegen::peak_resident_bytes())).c_str());
       for (size_t k = 0; k < report.outputs.size(); ++k) {
         std::printf("wrote     %s (%s)\n", report.outputs[k].c_str(),
-                    human_bytes(static_cast<double>(report.output_bytes[k])).c_str());
+                    facegen::human_bytes(static_cast<double>(report.output_bytes[k])).c_str());
       }
     }
     return 0;

@@ -25,11 +25,11 @@
 #include <utility>
 #include <vector>
 
-#include "generator/text_format.hpp"
 #include "generator/atomic_file.hpp"
 #include "generator/errors.hpp"
 #include "generator/image_sink.hpp"
 #include "generator/network.hpp"
+#include "generator/text_format.hpp"
 
 namespace facegen {
 namespace {

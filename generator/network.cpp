@@ -19,6 +19,7 @@
 
 #include "generator/atomic_file.hpp"
 #include "generator/errors.hpp"
+#include "generator/text_format.hpp"
 
 namespace facegen {
 namespace {
@@ -40,17 +41,6 @@ int64_t tconv_weight_floats(int stage) {
 // Floats from the start of stage `stage`'s batch norm to the start of the next stage's.
 int64_t stage_floats(int stage) {
   return 4 * int64_t{kStageChannels[stage]} + tconv_weight_floats(stage) + kStageChannels[stage + 1];
-}
-
-// "1234567" -> "1,234,567", for byte counts in messages.
-std::string with_commas(int64_t value) {
-  std::string digits = std::to_string(value < 0 ? -value : value);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return value < 0 ? "-" + out : out;
 }
 
 // Index of the first NaN or Inf in values[0, n), or n. A model has 5 million floats and every run

@@ -11,10 +11,10 @@
 #include <limits>
 #include <stdexcept>
 
-#include "generator/text_format.hpp"
 #include "generator/errors.hpp"
 #include "generator/image_sink.hpp"
 #include "generator/network.hpp"
+#include "generator/text_format.hpp"
 #include "kernels/parallel_for.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/polite_wait.hpp"

@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
-#include "generator/text_format.hpp"
 #include "generator/atomic_file.hpp"
 #include "generator/backend.hpp"
 #include "generator/errors.hpp"
 #include "generator/latent_source.hpp"
 #include "generator/network.hpp"
+#include "generator/text_format.hpp"
 #include "mpi/agreement.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/ordered_output.hpp"
