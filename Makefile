@@ -119,7 +119,7 @@ FUZZ_CXX     ?= clang++-14
 FUZZ_SECONDS ?= 25
 FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer
-FUZZ_LIB_SRC := generator/latents.cpp generator/network.cpp generator/atomic_file.cpp
+FUZZ_LIB_SRC := generator/latents.cpp generator/network.cpp generator/atomic_file.cpp generator/text_format.cpp
 FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))
 
 MODEL  ?= models/facegen-fashion.bin
