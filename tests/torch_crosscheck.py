@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""torch_crosscheck.py: checks build/facegen's CPU images against PyTorch's ConvTranspose2d/BatchNorm2d.
+"""torch_crosscheck.py: checks build/facegen's images against PyTorch's ConvTranspose2d/BatchNorm2d.
 
-    /usr/bin/python3 tests/torch_crosscheck.py [PROJECT_ROOT] [--seed S]
+    /usr/bin/python3 tests/torch_crosscheck.py [PROJECT_ROOT] [--seed S] [--device cpu|cuda] [--images N]
 
 The reference is train/facegen_torch.py's module run in float64, a second implementation that shares
 no code with the C++ engines. Checks, one line each:
   random:  a network from build/make-random-network --seed S, max |error| <= 1e-5
   trained: the shipped models/facegen-*.bin, max |error| <= 1e-4
-Each runs build/facegen --model F --input LAT.txt --output PREFIX --formats npy --device cpu on fresh
+Each runs build/facegen --model F --input LAT.txt --output PREFIX --formats npy --device DEVICE on fresh
 random latents (an odd count; the seed is printed so a failure reproduces) and reads PREFIX.npy,
 (N, 64, 64, 3) float32. Exits non-zero on any failure; exits 0 with "SKIPPED: <why>" only when torch
 cannot be imported.
@@ -44,14 +44,14 @@ def run(cmd):
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout.strip()}")
 
 
-def check(name, root, model, label, n, seed, atol, tmp):
+def check(name, root, model, label, n, seed, atol, tmp, device="cpu"):
     """Runs facegen on n latents and compares with the float64 module; returns True if within atol."""
     import facegen_torch as ft
     z = np.random.default_rng(seed).standard_normal((n, ft.LATENT_DIM)).astype(np.float32)
     latents, prefix = os.path.join(tmp, f"{name}.txt"), os.path.join(tmp, name)
     write_latents(latents, z)
     run([os.path.join(root, "build", "facegen"), "--model", model, "--input", latents,
-         "--output", prefix, "--formats", "npy", "--device", "cpu", "--quiet"])
+         "--output", prefix, "--formats", "npy", "--device", device, "--quiet"])
     got = np.load(prefix + ".npy", allow_pickle=False)
     if got.dtype != np.float32 or got.shape != (n, 64, 64, 3):
         print(f"FAIL {name}: {prefix}.npy is {got.dtype} {got.shape}, expected float32 ({n}, 64, 64, 3)")
@@ -62,7 +62,7 @@ def check(name, root, model, label, n, seed, atol, tmp):
     err = np.abs(got.astype(np.float64) - want)
     bad = np.argwhere(~(err <= atol))  # NaN counts as bad
     verdict = "ok" if len(bad) == 0 else "FAIL"
-    print(f"{verdict} {name}: {label}, {n} images, latent seed {seed}, max |error| {np.nanmax(err):.3g} "
+    print(f"{verdict} {name}: {label} on the {device} backend, {n} images, latent seed {seed}, max |error| {np.nanmax(err):.3g} "
           f"(limit {atol:g}), image std {want.std():.3f}")
     for idx in bad[:MAX_SHOWN]:
         i = tuple(int(v) for v in idx)
@@ -76,6 +76,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("root", nargs="?", default=os.getcwd(), help="project root (default: cwd)")
     p.add_argument("--seed", type=int, default=None, help="latent and network seed (default: fresh)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="facegen backend to check (default: cpu; cuda on a GPU machine)")
+    p.add_argument("--images", type=int, default=5, help="images of the shipped model to compare (default: 5)")
     args = p.parse_args()
     root = os.path.abspath(args.root)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
@@ -92,7 +95,8 @@ def main():
         model = os.path.join(tmp, "random.bin")
         try:
             run([os.path.join(root, "build", "make-random-network"), "--seed", str(seed), "--output", model])
-            ok &= check("random", root, model, f"make-random-network --seed {seed}", 3, seed + 1, 1e-5, tmp)
+            ok &= check("random", root, model, f"make-random-network --seed {seed}", 3, seed + 1, 1e-5, tmp,
+                        args.device)
         except RuntimeError as e:
             print(f"FAIL random: {e}")
             ok = False
@@ -101,7 +105,8 @@ def main():
             ok = False
         for model in shipped:
             try:
-                ok &= check("trained", root, model, os.path.relpath(model, root), 5, seed + 2, 1e-4, tmp)
+                ok &= check("trained", root, model, os.path.relpath(model, root), args.images, seed + 2, 1e-4,
+                            tmp, args.device)
             except RuntimeError as e:
                 print(f"FAIL trained: {e}")
                 ok = False
