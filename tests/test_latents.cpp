@@ -17,43 +17,12 @@
 #include "generator/errors.hpp"
 #include "generator/latents.hpp"
 #include "generator/network.hpp"
+#include "tests/test_support.hpp"
 
 using namespace facegen;
+using namespace facegen_test;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/facegen-test-latents-XXXXXX";
-    REQUIRE(::mkdtemp(pattern) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-};
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  REQUIRE(out.good());
-}
-
-template <typename Body>
-std::string user_error_of(Body body) {
-  try {
-    body();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  FAIL("expected a UserError");
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // "N\n" and then `values` in the file, tokens given as text. Values separated by " ".
 std::string latent_text(int64_t n, const std::vector<std::string>& values) {
@@ -87,7 +56,7 @@ TEST_CASE("latents: white space of every kind separates values") {
     text += token + separators[i % 6];
   }
   text.pop_back();  // the file may end without white space after the last value
-  write_text(path, text);
+  write_file(path, text);
 
   const std::vector<float> got = read_all_latents(path);
   REQUIRE(got.size() == expected.size());
@@ -130,7 +99,7 @@ TEST_CASE("latents: a big file streams through the buffer, in chunks, with token
   }
   REQUIRE(text[1048575] != ' ');  // the token spans the first buffer boundary
   REQUIRE(text[1048576] != ' ');
-  write_text(path, text);
+  write_file(path, text);
 
   LatentReader reader(path);
   CHECK(reader.count() == n);
@@ -169,7 +138,7 @@ TEST_CASE("latents: underflow to zero and hexadecimal floats are numbers") {
   values[0] = "1e-999";
   values[1] = "0x1p-3";
   values[2] = "+2";
-  write_text(path, latent_text(1, values));
+  write_file(path, latent_text(1, values));
   const std::vector<float> got = read_all_latents(path);
   CHECK(got[0] == 0.0f);
   CHECK(got[1] == 0.125f);
@@ -187,12 +156,12 @@ TEST_CASE("latents: a missing file, a directory, an empty file") {
   CHECK(contains(message, "is a directory"));
 
   const std::string empty = dir.file("empty.txt");
-  write_text(empty, "");
+  write_file(empty, "");
   message = read_error(empty);
   CHECK(contains(message, empty + ":1:1:"));
   CHECK(contains(message, "empty"));
 
-  write_text(empty, " \n\t\r\n ");
+  write_file(empty, " \n\t\r\n ");
   message = read_error(empty);
   CHECK(contains(message, empty + ":3:2:"));
   CHECK(contains(message, "empty"));
@@ -203,18 +172,18 @@ TEST_CASE("latents: N must be a positive integer") {
   const std::string path = dir.file("in.txt");
   for (const char* bad : {"2.5", "abc", "1e3", "0x10", "10abc"}) {
     CAPTURE(bad);
-    write_text(path, std::string(bad) + "\n1 2 3\n");
+    write_file(path, std::string(bad) + "\n1 2 3\n");
     const std::string message = read_error(path);
     CHECK(contains(message, path + ":1:1:"));
     CHECK(contains(message, "\"" + std::string(bad) + "\""));
     CHECK(contains(message, "positive integer"));
   }
-  write_text(path, "2.5\n");
+  write_file(path, "2.5\n");
   CHECK(contains(read_error(path), "non-integer"));
 
   for (const char* bad : {"0", "-3", "-99999999999999999999999"}) {
     CAPTURE(bad);
-    write_text(path, "\n  " + std::string(bad) + "\n1 2 3\n");
+    write_file(path, "\n  " + std::string(bad) + "\n1 2 3\n");
     const std::string message = read_error(path);
     CHECK(contains(message, path + ":2:3:"));
     CHECK(contains(message, "positive"));
@@ -225,7 +194,7 @@ TEST_CASE("latents: N must be a positive integer") {
 TEST_CASE("latents: N larger than the file can hold is caught right after N") {
   TempDir dir;
   const std::string path = dir.file("in.txt");
-  write_text(path, "1000000\n1 2 3\n");  // 14 bytes
+  write_file(path, "1000000\n1 2 3\n");  // 14 bytes
   std::string message = user_error_of([&] { LatentReader reader(path); });
   CHECK(contains(message, path + ":1:1:"));
   CHECK(contains(message, "1,000,000"));
@@ -233,18 +202,18 @@ TEST_CASE("latents: N larger than the file can hold is caught right after N") {
   CHECK(contains(message, "200,000,007 bytes"));  // 7 bytes of N, then 2 per number
   CHECK(contains(message, "only 14 bytes"));
 
-  write_text(path, "99999999999999999999999\n1 2\n");
+  write_file(path, "99999999999999999999999\n1 2\n");
   message = user_error_of([&] { LatentReader reader(path); });
   CHECK(contains(message, "too large"));
 
-  write_text(path, "9223372036854775807\n1 2\n");
+  write_file(path, "9223372036854775807\n1 2\n");
   message = user_error_of([&] { LatentReader reader(path); });
   CHECK(contains(message, "too large"));
 
   // The bound is tight, never wrong: N = 1 with 100 one-character values needs 2 + 200 - 1 bytes.
   std::string text = "1";
   for (int i = 0; i < 100; ++i) text += " 1";
-  write_text(path, text);
+  write_file(path, text);
   CHECK(read_all_latents(path).size() == 100);
 }
 
@@ -255,7 +224,7 @@ TEST_CASE("latents: a token that is not a number is quoted with its image, value
   values[104] = "1.2.3";
   std::string text = "2\n";
   for (int i = 0; i < 200; ++i) text += values[i] + (i == 99 ? "\n" : " ");
-  write_text(path, text);
+  write_file(path, text);
   // Line 3 holds image 2; "1.2.3" is its 5th token.
   size_t column = 1;
   for (int i = 100; i < 104; ++i) column += values[i].size() + 1;
@@ -268,18 +237,18 @@ TEST_CASE("latents: a token that is not a number is quoted with its image, value
 
   values = simple_values(100);
   values[0] = std::string(100, 'x');
-  write_text(path, latent_text(1, values));
+  write_file(path, latent_text(1, values));
   message = read_error(path);
   CHECK(contains(message, "\"" + std::string(32, 'x') + "...\""));
   CHECK(!contains(message, std::string(33, 'x')));
   CHECK(contains(message, "image 1 of 1, value 1 of 100"));
 
   values[0] = "1,5";
-  write_text(path, latent_text(1, values));
+  write_file(path, latent_text(1, values));
   CHECK(contains(read_error(path), "\"1,5\""));
 
   values[0] = std::string("\x01\xff", 2);
-  write_text(path, latent_text(1, values));
+  write_file(path, latent_text(1, values));
   CHECK(contains(read_error(path), "\"\\x01\\xff\""));
 }
 
@@ -297,7 +266,7 @@ TEST_CASE("latents: NaN, Inf and overflow are rejected") {
     CAPTURE(c.token);
     std::vector<std::string> values = simple_values(100);
     values[99] = c.token;
-    write_text(path, latent_text(1, values));
+    write_file(path, latent_text(1, values));
     const std::string message = read_error(path);
     CHECK(contains(message, "\"" + std::string(c.token) + "\""));
     CHECK(contains(message, c.says));
@@ -309,7 +278,7 @@ TEST_CASE("latents: NaN, Inf and overflow are rejected") {
 TEST_CASE("latents: fewer numbers than N * 100") {
   TempDir dir;
   const std::string path = dir.file("in.txt");
-  write_text(path, latent_text(3, simple_values(250)) + "\n");
+  write_file(path, latent_text(3, simple_values(250)) + "\n");
   const std::string message = read_error(path);
   CHECK(contains(message, path + ":3:1:"));
   CHECK(contains(message, "ends after 250 numbers"));
@@ -326,7 +295,7 @@ TEST_CASE("latents: fewer numbers than N * 100") {
 TEST_CASE("latents: more numbers than N * 100 are caught by finish()") {
   TempDir dir;
   const std::string path = dir.file("in.txt");
-  write_text(path, "1\n" + latent_text(1, simple_values(100)).substr(2) + "\n  7 8\n");
+  write_file(path, "1\n" + latent_text(1, simple_values(100)).substr(2) + "\n  7 8\n");
   LatentReader reader(path);
   std::vector<float> dst(100);
   CHECK(reader.read(dst.data(), 5) == 1);
@@ -340,7 +309,7 @@ TEST_CASE("latents: more numbers than N * 100 are caught by finish()") {
 TEST_CASE("latents: finish() before every image was read is a bug of the caller") {
   TempDir dir;
   const std::string path = dir.file("in.txt");
-  write_text(path, latent_text(2, simple_values(200)));
+  write_file(path, latent_text(2, simple_values(200)));
   LatentReader reader(path);
   std::vector<float> dst(100);
   reader.read(dst.data(), 1);

@@ -17,49 +17,12 @@
 
 #include "generator/errors.hpp"
 #include "generator/network.hpp"
+#include "tests/test_support.hpp"
 
 using namespace facegen;
+using namespace facegen_test;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/facegen-test-network-XXXXXX";
-    REQUIRE(::mkdtemp(pattern) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-};
-
-void write_bytes(const std::string& path, const void* data, size_t bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-  REQUIRE(out.good());
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// The message of the UserError that `body` throws; fails the test if it throws nothing.
-template <typename Body>
-std::string user_error_of(Body body) {
-  try {
-    body();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  FAIL("expected a UserError");
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 uint64_t fnv1a(const void* data, size_t bytes) {
   const unsigned char* p = static_cast<const unsigned char*>(data);
@@ -131,7 +94,7 @@ TEST_CASE("network: save then load gives the same bytes, and the file is the raw
   const Network net = make_random_network(7);
   const std::string path = dir.file("net.bin");
   save_network(net, path);
-  const std::string bytes = read_bytes(path);
+  const std::string bytes = read_file(path);
   REQUIRE(bytes.size() == static_cast<size_t>(kNetworkBytes));
   CHECK(std::memcmp(bytes.data(), net.floats().data(), bytes.size()) == 0);
 
@@ -147,19 +110,19 @@ TEST_CASE("network: a file of the wrong size names both byte counts") {
   TempDir dir;
   const std::string path = dir.file("short.bin");
   std::vector<char> bytes(1000, 0);
-  write_bytes(path, bytes.data(), bytes.size());
+  write_file(path, bytes.data(), bytes.size());
   std::string message = user_error_of([&] { load_network(path); });
   CHECK(contains(message, path));
   CHECK(contains(message, "1,000 bytes"));
   CHECK(contains(message, "20,549,132 bytes"));
 
   bytes.assign(static_cast<size_t>(kNetworkBytes) + 1, 0);
-  write_bytes(path, bytes.data(), bytes.size());
+  write_file(path, bytes.data(), bytes.size());
   message = user_error_of([&] { load_network(path); });
   CHECK(contains(message, "20,549,133 bytes"));
   CHECK(contains(message, "expected 20,549,132 bytes"));
 
-  write_bytes(path, "", 0);
+  write_file(path, "", 0);
   message = user_error_of([&] { load_network(path); });
   CHECK(contains(message, "has 0 bytes"));
 }

@@ -28,35 +28,12 @@
 #include "generator/network.hpp"
 #include "generator/output_stage.hpp"
 #include "generator/progress.hpp"
+#include "tests/test_support.hpp"
 
 using namespace facegen;
+using namespace facegen_test;
 
 namespace {
-
-struct Dir {
-  std::string path;
-  Dir() {
-    char pattern[] = "/tmp/facegen-test-outputs-XXXXXX";
-    REQUIRE(::mkdtemp(pattern) != nullptr);
-    path = pattern;
-  }
-  ~Dir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (const auto& entry : std::filesystem::directory_iterator(path)) out.push_back(entry.path().filename());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // (n, 64, 64, 3) seeded values in [low, high).
 std::vector<float> some_images(int64_t n, uint64_t seed, float low = -1.05f, float high = 1.05f) {
@@ -74,14 +51,14 @@ void write_in_runs(ImageSink& sink, const std::vector<float>& images, int64_t n,
 }
 
 // The single-file BMP of images [first, first + count), the format test_sinks.cpp checks byte for byte.
-std::string single_bmp(const Dir& dir, const std::vector<float>& images, int64_t first, int64_t count) {
+std::string single_bmp(const TempDir& dir, const std::vector<float>& images, int64_t first, int64_t count) {
   const std::string path = dir.file("reference.bmp");
   {
     auto sink = make_bmp_mosaic_sink(path, count);
     sink->append(images.data() + first * kImageValues, 0, count);
     sink->commit();
   }
-  std::string bytes = slurp(path);
+  std::string bytes = read_file(path);
   std::filesystem::remove(path);
   return bytes;
 }
@@ -89,7 +66,7 @@ std::string single_bmp(const Dir& dir, const std::vector<float>& images, int64_t
 }  // namespace
 
 TEST_CASE("text sink: the same bytes on 1, 2 and 5 threads, for runs that are not multiples of a block") {
-  Dir dir;
+  TempDir dir;
   const int64_t n = 37;
   const std::vector<float> images = some_images(n, 11);
   std::string expected = "37\n";
@@ -110,7 +87,7 @@ TEST_CASE("text sink: the same bytes on 1, 2 and 5 threads, for runs that are no
     write_in_runs(*sink, images, n, 13);
     sink->commit();
     CHECK(sink->bytes_written() == static_cast<int64_t>(expected.size()));
-    CHECK(slurp(path) == expected);
+    CHECK(read_file(path) == expected);
   }
 }
 
@@ -126,7 +103,7 @@ TEST_CASE("mosaic: the splitting rule and its file names") {
 }
 
 TEST_CASE("mosaic: N at the limit is the old single BMP; above it, numbered files of at most the limit") {
-  Dir dir;
+  TempDir dir;
   const std::vector<float> images = some_images(11, 5);
   SinkOptions options;
   options.mosaic_tiles = 2;  // 4 images per file
@@ -139,7 +116,7 @@ TEST_CASE("mosaic: N at the limit is the old single BMP; above it, numbered file
     sink->commit();
   }
   CHECK(notices.empty());
-  CHECK(slurp(dir.file("four.bmp")) == single_bmp(dir, images, 0, 4));
+  CHECK(read_file(dir.file("four.bmp")) == single_bmp(dir, images, 0, 4));
 
   {
     auto sink = make_mosaic_sink(MosaicEncoding::Bmp, dir.file("eleven"), 11, options);
@@ -151,9 +128,9 @@ TEST_CASE("mosaic: N at the limit is the old single BMP; above it, numbered file
   REQUIRE(notices.size() == 1);
   CHECK(notices[0].find("11 images") != std::string::npos);
   CHECK(notices[0].find("3 files") != std::string::npos);
-  CHECK(slurp(dir.file("eleven-0001.bmp")) == single_bmp(dir, images, 0, 4));
-  CHECK(slurp(dir.file("eleven-0002.bmp")) == single_bmp(dir, images, 4, 4));
-  CHECK(slurp(dir.file("eleven-0003.bmp")) == single_bmp(dir, images, 8, 3));  // 2x2 tiles, one black
+  CHECK(read_file(dir.file("eleven-0001.bmp")) == single_bmp(dir, images, 0, 4));
+  CHECK(read_file(dir.file("eleven-0002.bmp")) == single_bmp(dir, images, 4, 4));
+  CHECK(read_file(dir.file("eleven-0003.bmp")) == single_bmp(dir, images, 8, 3));  // 2x2 tiles, one black
   CHECK(dir.names() == std::vector<std::string>{"eleven-0001.bmp", "eleven-0002.bmp", "eleven-0003.bmp", "four.bmp"});
 
   {  // not committed: no file, not even the ones already encoded
@@ -167,7 +144,7 @@ TEST_CASE("mosaic: N at the limit is the old single BMP; above it, numbered file
 }
 
 TEST_CASE("png: folder of one PNG per image and the PNG mosaic decode to the mosaic's bytes") {
-  Dir dir;
+  TempDir dir;
   const int64_t n = 5;
   const std::vector<float> images = some_images(n, 21);
   for (int threads : {1, 3}) {
@@ -222,7 +199,7 @@ TEST_CASE("png: folder of one PNG per image and the PNG mosaic decode to the mos
 }
 
 TEST_CASE("png folder: an older folder is replaced only at commit; a file in the way is refused") {
-  Dir dir;
+  TempDir dir;
   const std::string folder = dir.file("p");
   std::filesystem::create_directory(folder);
   std::ofstream(folder + "/old.txt") << "old";

@@ -26,53 +26,12 @@
 #include "generator/errors.hpp"
 #include "generator/image_sink.hpp"
 #include "generator/network.hpp"
+#include "tests/test_support.hpp"
 
 using namespace facegen;
+using namespace facegen_test;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/facegen-test-sinks-XXXXXX";
-    REQUIRE(::mkdtemp(pattern) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-  int entries() const {
-    int n = 0;
-    for (const auto& entry : std::filesystem::directory_iterator(path)) n += entry.exists() ? 1 : 0;
-    return n;
-  }
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-  REQUIRE(out.good());
-}
-
-template <typename Body>
-std::string user_error_of(Body body) {
-  try {
-    body();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  FAIL("expected a UserError");
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // Files written past `bytes` fail with EFBIG while this lives (SIGXFSZ ignored so the write returns).
 struct FileSizeLimit {
@@ -214,7 +173,7 @@ TEST_CASE("text sink: exact bytes of one image") {
     CHECK(!std::filesystem::exists(path));  // nothing appears before commit
     sink->commit();
   }
-  const std::string bytes = read_bytes(path);
+  const std::string bytes = read_file(path);
   CHECK(bytes.rfind("1\n0.5000 -0.2500 -0.0000 1.0000 -1.0000 0.0000 ", 0) == 0);
   CHECK(bytes == "1\n" + printf_line(image.data()));
   CHECK(bytes.substr(bytes.size() - 2) == " \n");
@@ -236,8 +195,8 @@ TEST_CASE("text sink: exact bytes of two images, in one run or two") {
     sink->append(images.data() + kImageValues, 1, 1);
     sink->commit();
   }
-  CHECK(read_bytes(dir.file("a.txt")) == expected);
-  CHECK(read_bytes(dir.file("b.txt")) == expected);
+  CHECK(read_file(dir.file("a.txt")) == expected);
+  CHECK(read_file(dir.file("b.txt")) == expected);
 }
 
 TEST_CASE("sinks: runs must be consecutive, and commit needs every image") {
@@ -327,7 +286,7 @@ TEST_CASE("bmp sink: exact bytes for 1, 2 and 5 images (1x1, 2x2 and 3x3 tiles, 
       CHECK(!std::filesystem::exists(path));
       sink->commit();
     }
-    const std::string bytes = read_bytes(path);
+    const std::string bytes = read_file(path);
     const std::string expected = expected_bmp(images, n);
     CHECK(bytes.size() == expected.size());
     CHECK(bytes.substr(0, 54) == expected.substr(0, 54));
@@ -436,21 +395,21 @@ TEST_CASE("AtomicFile: destroyed before commit, it leaves no file") {
 TEST_CASE("AtomicFile: an existing file stays untouched until commit replaces it") {
   TempDir dir;
   const std::string path = dir.file("x.txt");
-  write_bytes(path, "old contents");
+  write_file(path, "old contents");
   {
     AtomicFile file(path);
     file.write("new", 3);
-    CHECK(read_bytes(path) == "old contents");
+    CHECK(read_file(path) == "old contents");
   }
-  CHECK(read_bytes(path) == "old contents");
+  CHECK(read_file(path) == "old contents");
   {
     AtomicFile file(path);
     std::string big(3 << 20, 'z');  // more than the stdio buffer, so it reaches the temporary file
     file.write(big.data(), big.size());
-    CHECK(read_bytes(path) == "old contents");
+    CHECK(read_file(path) == "old contents");
     file.commit();
     CHECK(file.committed());
-    CHECK(read_bytes(path) == big);
+    CHECK(read_file(path) == big);
     CHECK_THROWS_AS(file.write("x", 1), std::logic_error);
     CHECK_THROWS_AS(file.commit(), std::logic_error);
   }
@@ -502,5 +461,5 @@ TEST_CASE("AtomicFile: the signal-time cleanup removes live temporary files only
   remove_all_temp_files_for_signal();
   CHECK(!std::filesystem::exists(temp_a));
   CHECK(!std::filesystem::exists(temp_b));
-  CHECK(read_bytes(dir.file("done.txt")) == "done");
+  CHECK(read_file(dir.file("done.txt")) == "done");
 }
