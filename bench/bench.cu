@@ -17,12 +17,14 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/cublas_baseline.cuh"
 #include "generator/gpu_pipeline.hpp"
 #include "kernels/generator_gpu.hpp"
 #include "kernels/cuda_check.cuh"
+#include "kernels/phase_gemm.cuh"
 #include "tests/gpu/reference.hpp"
 
 using namespace facegen;
@@ -121,6 +123,93 @@ void ceilings(Json& js) {
   js.add("ceiling_d2h_gbs", d2h);
 }
 
+// tconv3 (stage 2) tile variants at batch 8192 on random activations and weights, timed alone, so one
+// round compares the shape the network uses with the ones next to it (128 x 64 with 64 x 32 warp
+// tiles, 3 stages: the previous round's; 256 x 64 with 64 x 64 warp tiles in 2 or 3 stages).
+template <gpu::Math M, int BM, int BN, int STAGES>
+float time_tconv3_variant(const void* in, const void* w, const float* scale, const float* shift, void* out, int n) {
+  using Shape = gpu::TileShape<M, BM, BN, STAGES>;
+  using Act = typename gpu::MathTypes<M>::Act;
+  auto kernel = gpu::tconv_phase_gemm<M, 128, 64, 16, BM, BN, STAGES>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
+  const int m_total = n * 16 * 16;
+  dim3 grid((m_total + BM - 1) / BM, 64 / BN, 4);
+  return time_ms([&] {
+    kernel<<<grid, Shape::kThreads, Shape::kSmemBytes>>>(static_cast<const Act*>(in), static_cast<const Act*>(w), scale,
+                                                        shift, static_cast<Act*>(out), m_total);
+    CUDA_CHECK_LAUNCH();
+  }, 5);
+}
+
+template <gpu::Math M>
+void tconv3_variants(const char* label) {
+  const int n = 8192;
+  const size_t in_elems = size_t(n) * 16 * 16 * 128, out_elems = size_t(n) * 32 * 32 * 64, w_elems = 25 * 64 * 128;
+  float *in_f, *w_f, *scale, *shift;
+  void *in, *w, *out;
+  CUDA_CHECK(cudaMalloc(&in_f, in_elems * 4));
+  CUDA_CHECK(cudaMalloc(&w_f, w_elems * 4));
+  CUDA_CHECK(cudaMalloc(&scale, 64 * 4));
+  CUDA_CHECK(cudaMalloc(&shift, 64 * 4));
+  fill_random<<<4096, 256>>>(in_f, in_elems, 11);
+  fill_random<<<64, 256>>>(w_f, w_elems, 12);
+  fill_random<<<1, 64>>>(scale, 64, 13);
+  fill_random<<<1, 64>>>(shift, 64, 14);
+  if constexpr (M == gpu::Math::Bf16) {
+    CUDA_CHECK(cudaMalloc(&in, in_elems * 2));
+    CUDA_CHECK(cudaMalloc(&w, w_elems * 2));
+    to_bf16<<<4096, 256>>>(in_f, static_cast<__nv_bfloat16*>(in), in_elems);
+    to_bf16<<<64, 256>>>(w_f, static_cast<__nv_bfloat16*>(w), w_elems);
+    CUDA_CHECK(cudaMalloc(&out, out_elems * 2));
+  } else {
+    in = in_f;
+    w = w_f;
+    CUDA_CHECK(cudaMalloc(&out, out_elems * 4));
+  }
+  const double flop = layer_flops_per_image(3) * n;
+  const float a = time_tconv3_variant<M, 128, 64, 3>(in, w, scale, shift, out, n);
+  const float b = time_tconv3_variant<M, 256, 64, 2>(in, w, scale, shift, out, n);
+  const float c = time_tconv3_variant<M, 256, 64, 3>(in, w, scale, shift, out, n);
+  std::printf("  tconv3 variants %s (batch %d, ms / TFLOP/s): 128x64 warps 64x32 3 stages %.3f / %.1f; "
+              "256x64 warps 64x64 2 stages (used) %.3f / %.1f; 256x64 3 stages %.3f / %.1f\n",
+              label, n, a, flop / a / 1e9, b, flop / b / 1e9, c, flop / c / 1e9);
+  if constexpr (M == gpu::Math::Bf16) {
+    cudaFree(in);
+    cudaFree(w);
+  }
+  for (void* q : {static_cast<void*>(in_f), static_cast<void*>(w_f), static_cast<void*>(scale), static_cast<void*>(shift), out}) cudaFree(q);
+}
+
+// Host copy out of pinned memory into pre-touched pageable memory (the pipeline's last step), by
+// 1, 8 and 16 threads: the ceiling the end-to-end rate meets once the GPU no longer waits.
+void host_copy_ceiling(Json& js) {
+  const size_t bytes = size_t(8192) * kImageValues * 4;  // one batch of 8192 images, 400 MB
+  float* pinned;
+  CUDA_CHECK(cudaMallocHost(&pinned, bytes));
+  std::memset(pinned, 1, bytes);
+  std::vector<char> dst(bytes, 0);
+  std::printf("ceilings: host copy pinned -> pageable, 400 MB:");
+  for (int threads : {1, 8, 16}) {
+    double best = 1e30;
+    for (int r = 0; r < 3; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      std::vector<std::thread> th;
+      const size_t step = (bytes + threads - 1) / threads;
+      for (int t = 0; t < threads; ++t)
+        th.emplace_back([&, t] {
+          size_t b0 = std::min(bytes, t * step), b1 = std::min(bytes, b0 + step);
+          std::memcpy(dst.data() + b0, reinterpret_cast<const char*>(pinned) + b0, b1 - b0);
+        });
+      for (auto& x : th) x.join();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::printf(" %d thread%s %.1f GB/s (%.1f ms);", threads, threads > 1 ? "s" : "", bytes / best / 1e9, best * 1e3);
+    js.add("ceiling_host_copy_gbs_t" + std::to_string(threads), bytes / best / 1e9);
+  }
+  std::printf("\n");
+  cudaFreeHost(pinned);
+}
+
 void write_file(const std::string& path, const void* data, size_t bytes) {
   std::ofstream f(path, std::ios::binary);
   f.write(static_cast<const char*>(data), bytes);
@@ -142,6 +231,9 @@ int main(int argc, char** argv) {
     std::printf("device: %s, %d SMs, %.0f MB L2\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);
     Json js;
     ceilings(js);
+    host_copy_ceiling(js);
+    tconv3_variants<gpu::Math::Tf32>("tf32");
+    tconv3_variants<gpu::Math::Bf16>("bf16");
 
     const auto net = reference::random_network(1);
     const int kMaxN = 8192;

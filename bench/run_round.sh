@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run_round.sh: one measuring round on the GPU machine, in one go (about four minutes on an H200).
+# run_round.sh: one measuring round on the GPU machine, in one go (about four minutes on an H200;
+# less with FACEGEN_PREBUILT=1 and FACEGEN_SKIP_TORCH=1, see below).
 #
 # Builds everything, runs the GPU tests, writes a summary of the kernels' SASS (instruction counts
 # per kernel: FFMA, LDS, LDSM, HMMA, LDGSTS), then build/facegen-bench --quick and
@@ -12,9 +13,15 @@ out=${OUT:-/tmp/facegen-round}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 echo "commit ${FACEGEN_COMMIT:-unknown}, $(date -u +%F)"
-make -j"$(nproc)" all CUDA_ARCH=90 > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
+# FACEGEN_PREBUILT=1: use build/ as carried (built elsewhere with CPU_ARCH=x86-64-v3), to save the
+# minute or two of device time the CUDA build takes.
+if [ "${FACEGEN_PREBUILT:-0}" = 1 ] && [ -x build/facegen-gpu-tests ] && [ -x build/facegen-bench ]; then
+  echo "using the carried build/"
+else
+  make -j"$(nproc)" all CUDA_ARCH=90 > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
+fi
 
-timeout 150 ./build/facegen-gpu-tests 2>&1 | tee "$out/gpu-tests.log" | grep -E "worst|seed|test cases|assertions|Status|ERROR|FAIL" | head -n 40
+timeout "${FACEGEN_TEST_TIMEOUT:-150}" ./build/facegen-gpu-tests 2>&1 | tee "$out/gpu-tests.log" | grep -E "worst|seed|test cases|assertions|Status|ERROR|FAIL" | head -n 40
 tests_rc=${PIPESTATUS[0]}
 echo "GPU tests exit status: $tests_rc"
 # Timed anyway when a test fails (the one call may be all there is), but flagged on every table line.
@@ -43,6 +50,8 @@ fi
 
 work=build/round  # the benchmark's inputs and images (tens of MB) stay out of $OUT
 mkdir -p "$work"
-timeout 150 ./build/facegen-bench --out "$work" --quick 2>&1 | tee "$out/bench.log" | grep -E "ceilings|layer|batch " | cut -c1-150
+timeout "${FACEGEN_BENCH_TIMEOUT:-150}" ./build/facegen-bench --out "$work" --quick 2>&1 | tee "$out/bench.log" | grep -E "ceilings|layer|batch |variants" | cut -c1-260
+# FACEGEN_SKIP_TORCH=1: no PyTorch (its eager numbers change only with torch or the device).
+[ "${FACEGEN_SKIP_TORCH:-0}" = 1 ] && { cp "$work/results.json" "$out/" 2> /dev/null; exit "$tests_rc"; }
 PYTHONUNBUFFERED=1 timeout 120 python3 bench/pytorch_reference.py --dir "$work" --compile-budget 0 2>&1 | tee "$out/torch.log" | tail -n 16 | sed "s/\$/$flag/"
 cp "$work/results.json" "$out/" 2> /dev/null

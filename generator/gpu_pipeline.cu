@@ -2,7 +2,9 @@
 #include "generator/gpu_pipeline.hpp"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -10,50 +12,108 @@
 #include "kernels/cuda_check.cuh"
 
 namespace facegen {
-namespace {
 
-// Large copies out of pinned memory run on several threads: one thread moves ~10 GB/s, less than
-// the GPU produces images in the tensor-core modes.
-void parallel_copy(void* dst, const void* src, size_t bytes) {
-  constexpr size_t kPerThread = size_t{16} << 20;
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const size_t parts = std::min<size_t>({(bytes + kPerThread - 1) / kPerThread, hw, 8});
-  if (parts <= 1) {
-    std::memcpy(dst, src, bytes);
-    return;
+// Copies out of pinned memory on several threads that live as long as the pipeline: one thread
+// moves ~4-10 GB/s, less than the GPU produces images in the tensor-core modes, and starting
+// threads per copy costs tens of microseconds, which batches of 64 images (3 MB, ~0.2 ms of GPU
+// work) cannot afford. The calling thread copies one part itself.
+class HostCopyPool {
+ public:
+  explicit HostCopyPool(int threads) : parts_max_(std::max(1, threads)) {
+    for (int i = 1; i < parts_max_; ++i) workers_.emplace_back([this, i] { work(i); });
   }
-  std::vector<std::thread> threads;
-  const size_t step = (bytes / parts + 63) & ~size_t{63};
-  for (size_t p = 0; p < parts; ++p) {
-    size_t begin = std::min(bytes, p * step), end = std::min(bytes, begin + step);
-    threads.emplace_back([=] {
-      std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, end - begin);
-    });
+  ~HostCopyPool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
   }
-  for (auto& t : threads) t.join();
-}
 
-}  // namespace
+  void copy(void* dst, const void* src, size_t bytes) {
+    constexpr size_t kMinPart = size_t{256} << 10;  // smaller parts cost more in wake-ups than they save
+    const int parts = static_cast<int>(std::min<size_t>(parts_max_, (bytes + kMinPart - 1) / kMinPart));
+    if (parts <= 1) {
+      std::memcpy(dst, src, bytes);
+      return;
+    }
+    const size_t step = ((bytes + parts - 1) / parts + 63) & ~size_t{63};  // parts * step >= bytes
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      dst_ = static_cast<char*>(dst);
+      src_ = static_cast<const char*>(src);
+      bytes_ = bytes;
+      step_ = step;
+      parts_ = parts;
+      pending_ = parts - 1;
+      ++generation_;
+    }
+    wake_.notify_all();
+    std::memcpy(dst, src, std::min(bytes, step));  // part 0
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+  }
+
+ private:
+  void work(int index) {
+    uint64_t seen = 0;
+    for (;;) {
+      char* dst;
+      const char* src;
+      size_t bytes, step;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        if (index >= parts_) continue;
+        dst = dst_, src = src_, bytes = bytes_, step = step_;
+      }
+      const size_t begin = std::min(bytes, index * step), end = std::min(bytes, begin + step);
+      std::memcpy(dst + begin, src + begin, end - begin);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  const int parts_max_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  char* dst_ = nullptr;
+  const char* src_ = nullptr;
+  size_t bytes_ = 0, step_ = 0;
+  int parts_ = 0, pending_ = 0;
+};
 
 GpuPipeline::GpuPipeline(const float* network_floats, Precision precision, int max_batch, int device)
     : max_batch_(max_batch), device_(device) {
   if (max_batch < 1) throw std::invalid_argument("max_batch must be at least 1");
+  chunks_ = (max_batch + kChunkImages - 1) / kChunkImages;
   CUDA_CHECK(cudaSetDevice(device));
   net_ = std::make_unique<DeviceNetwork>(network_floats, precision);
+  copier_ = std::make_unique<HostCopyPool>(static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
   CUDA_CHECK(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&download_, cudaStreamNonBlocking));
   for (int s = 0; s < 4; ++s) CUDA_CHECK(cudaMalloc(&act_[s], net_->activation_bytes_per_image(s) * max_batch));
   const size_t z_bytes = sizeof(float) * kLatentDim * max_batch;
   const size_t img_bytes = sizeof(float) * kImageValues * max_batch;
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < kDeviceSlots; ++k) {
     CUDA_CHECK(cudaMalloc(&d_latents_[k], z_bytes));
     CUDA_CHECK(cudaMalloc(&d_images_[k], img_bytes));
     CUDA_CHECK(cudaMallocHost(&h_latents_[k], z_bytes));
-    CUDA_CHECK(cudaMallocHost(&h_images_[k], img_bytes));
     CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_[k], cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&computed_[k], cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&downloaded_[k], cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&images_read_[k], cudaEventDisableTiming));
+  }
+  for (int k = 0; k < kPinnedSlots; ++k) {
+    CUDA_CHECK(cudaMallocHost(&h_images_[k], img_bytes));
+    chunk_landed_[k].resize(chunks_);
+    for (auto& e : chunk_landed_[k]) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }
 }
 
@@ -61,15 +121,18 @@ GpuPipeline::~GpuPipeline() {
   // Teardown errors cannot be reported from a destructor; a broken device shows up on the next call.
   cudaSetDevice(device_);
   cudaDeviceSynchronize();
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < kDeviceSlots; ++k) {
     if (graph_[k]) cudaGraphExecDestroy(graph_[k]);
     cudaFree(d_latents_[k]);
     cudaFree(d_images_[k]);
     cudaFreeHost(h_latents_[k]);
-    cudaFreeHost(h_images_[k]);
     cudaEventDestroy(uploaded_[k]);
     cudaEventDestroy(computed_[k]);
-    cudaEventDestroy(downloaded_[k]);
+    cudaEventDestroy(images_read_[k]);
+  }
+  for (int k = 0; k < kPinnedSlots; ++k) {
+    cudaFreeHost(h_images_[k]);
+    for (auto e : chunk_landed_[k]) cudaEventDestroy(e);
   }
   for (void* a : act_) cudaFree(a);
   cudaStreamDestroy(upload_);
@@ -110,39 +173,59 @@ void GpuPipeline::generate(const float* latents, int64_t n, float* images) {
     if (timeline_on_) CUDA_CHECK(cudaEventRecord(ev[6 * b + which], s));
   };
   auto batch_size = [&](int64_t b) { return static_cast<int>(std::min<int64_t>(max_batch_, n - b * max_batch_)); };
+  auto chunk_count = [&](int nb) { return (nb + kChunkImages - 1) / kChunkImages; };
 
-  for (int64_t b = 0; b <= batches; ++b) {
-    if (b < batches) {
-      const int slot = static_cast<int>(b % 2), nb = batch_size(b);
-      // The slot's pinned latents were read by the upload of batch b-2; its device images by the
-      // download of batch b-2 (waited below on the compute stream).
-      CUDA_CHECK(cudaEventSynchronize(uploaded_[slot]));
-      std::memcpy(h_latents_[slot], latents + b * max_batch_ * kLatentDim, sizeof(float) * kLatentDim * nb);
-      mark(b, 0, upload_);
-      CUDA_CHECK(cudaMemcpyAsync(d_latents_[slot], h_latents_[slot], sizeof(float) * kLatentDim * nb,
-                                cudaMemcpyHostToDevice, upload_));
-      mark(b, 1, upload_);
-      CUDA_CHECK(cudaEventRecord(uploaded_[slot], upload_));
-      CUDA_CHECK(cudaStreamWaitEvent(compute_, uploaded_[slot], 0));
-      CUDA_CHECK(cudaStreamWaitEvent(compute_, downloaded_[slot], 0));
-      mark(b, 2, compute_);
-      run_slot(slot, nb);
-      mark(b, 3, compute_);
-      CUDA_CHECK(cudaEventRecord(computed_[slot], compute_));
-      CUDA_CHECK(cudaStreamWaitEvent(download_, computed_[slot], 0));
-      mark(b, 4, download_);
-      CUDA_CHECK(cudaMemcpyAsync(h_images_[slot], d_images_[slot], sizeof(float) * kImageValues * nb,
+  // Batch b: latents into device slot b % 2, arithmetic, images out to pinned slot b % 3. Only the
+  // host ever waits, and only for work that is two batches old or for the batch it copies out.
+  auto enqueue = [&](int64_t b) {
+    const int slot = static_cast<int>(b % kDeviceSlots), pin = static_cast<int>(b % kPinnedSlots);
+    const int nb = batch_size(b);
+    // Pinned latents: read by batch b-2's upload, which finished before batch b-1's images did.
+    CUDA_CHECK(cudaEventSynchronize(uploaded_[slot]));
+    std::memcpy(h_latents_[slot], latents + b * max_batch_ * kLatentDim, sizeof(float) * kLatentDim * nb);
+    // Device latents: read by batch b-2's projection (compute stream).
+    CUDA_CHECK(cudaStreamWaitEvent(upload_, computed_[slot], 0));
+    mark(b, 0, upload_);
+    CUDA_CHECK(cudaMemcpyAsync(d_latents_[slot], h_latents_[slot], sizeof(float) * kLatentDim * nb,
+                              cudaMemcpyHostToDevice, upload_));
+    mark(b, 1, upload_);
+    CUDA_CHECK(cudaEventRecord(uploaded_[slot], upload_));
+    // Device images: read by batch b-2's download.
+    CUDA_CHECK(cudaStreamWaitEvent(compute_, uploaded_[slot], 0));
+    CUDA_CHECK(cudaStreamWaitEvent(compute_, images_read_[slot], 0));
+    mark(b, 2, compute_);
+    run_slot(slot, nb);
+    mark(b, 3, compute_);
+    CUDA_CHECK(cudaEventRecord(computed_[slot], compute_));
+    // Pinned images: batch b-3's, which the host copied out before it called this.
+    CUDA_CHECK(cudaStreamWaitEvent(download_, computed_[slot], 0));
+    mark(b, 4, download_);
+    for (int c = 0; c < chunk_count(nb); ++c) {
+      const size_t first = size_t{kChunkImages} * c * kImageValues;
+      const size_t count = size_t(std::min(kChunkImages, nb - c * kChunkImages)) * kImageValues;
+      CUDA_CHECK(cudaMemcpyAsync(h_images_[pin] + first, d_images_[slot] + first, sizeof(float) * count,
                                 cudaMemcpyDeviceToHost, download_));
-      mark(b, 5, download_);
-      CUDA_CHECK(cudaEventRecord(downloaded_[slot], download_));
+      CUDA_CHECK(cudaEventRecord(chunk_landed_[pin][c], download_));
     }
-    if (b >= 1) {  // batch b-1's images out of pinned memory while the GPU works on batch b
-      const int64_t p = b - 1;
-      const int slot = static_cast<int>(p % 2);
-      CUDA_CHECK(cudaEventSynchronize(downloaded_[slot]));
-      parallel_copy(images + p * max_batch_ * kImageValues, h_images_[slot],
-                    sizeof(float) * kImageValues * batch_size(p));
+    mark(b, 5, download_);
+    CUDA_CHECK(cudaEventRecord(images_read_[slot], download_));
+  };
+  auto copy_out = [&](int64_t b) {
+    const int pin = static_cast<int>(b % kPinnedSlots), nb = batch_size(b);
+    float* dst = images + b * max_batch_ * kImageValues;
+    for (int c = 0; c < chunk_count(nb); ++c) {
+      const size_t first = size_t{kChunkImages} * c * kImageValues;
+      const size_t count = size_t(std::min(kChunkImages, nb - c * kChunkImages)) * kImageValues;
+      CUDA_CHECK(cudaEventSynchronize(chunk_landed_[pin][c]));
+      copier_->copy(dst + first, h_images_[pin] + first, sizeof(float) * count);
     }
+  };
+
+  constexpr int64_t kAhead = kPinnedSlots - 1;  // batches queued beyond the one being copied out
+  for (int64_t b = 0; b < std::min(kAhead, batches); ++b) enqueue(b);
+  for (int64_t b = 0; b < batches; ++b) {
+    if (b + kAhead < batches) enqueue(b + kAhead);  // its pinned slot held batch b-1, copied out already
+    copy_out(b);
   }
   if (timeline_on_) {
     CUDA_CHECK(cudaStreamSynchronize(download_));

@@ -2,10 +2,15 @@
 // overlapped with the arithmetic.
 //
 // Everything is allocated once, in the constructor: the device network, one set of activations,
-// two slots of (pinned latents, device latents, device images, pinned images). Three streams:
-// uploads, compute, downloads. Batch b's latents upload while batch b-1 computes; batch b's images
-// download while batch b+1 computes, and the host copies batch b-1's images out of pinned memory
-// while the GPU works on batch b. A full batch runs as a captured CUDA graph (one per slot).
+// two device slots of (pinned latents, device latents, device images) and three pinned image slots.
+// Three streams: uploads, compute, downloads. The host keeps two batches queued ahead of the one it
+// is copying out: while it copies batch b's images out of pinned memory, batches b+1 and b+2 are
+// already uploaded, computed and downloaded as fast as the GPU goes. Device and pinned buffers are
+// separate rings, so the GPU never waits on a host copy: a device slot is free again once its
+// download has read it (an event, no host wait); only a download waits on the host, for its pinned
+// slot, which the host emptied three batches earlier. Downloads go in chunks, each with its event,
+// so the host copies a batch's first images while its last ones are still in flight. A full batch
+// runs as a captured CUDA graph (one per device slot).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,6 +23,8 @@
 #include "kernels/generator_gpu.hpp"
 
 namespace facegen {
+
+class HostCopyPool;
 
 class GpuPipeline {
  public:
@@ -48,18 +55,27 @@ class GpuPipeline {
   void record_timeline(bool on) { timeline_on_ = on; }
   const std::vector<BatchTimes>& timeline() const { return timeline_; }
 
+  static constexpr int kDeviceSlots = 2;
+  static constexpr int kPinnedSlots = 3;    // batches queued ahead of the host copy + 1
+  static constexpr int kChunkImages = 1024;  // images per download chunk (one event each)
+
  private:
   int max_batch_;
   int device_;
+  int chunks_;  // download chunks of a full batch
   std::unique_ptr<DeviceNetwork> net_;
+  std::unique_ptr<HostCopyPool> copier_;
   cudaStream_t upload_ = nullptr, compute_ = nullptr, download_ = nullptr;
   void* act_[4] = {};
-  float* d_latents_[2] = {};
-  float* d_images_[2] = {};
-  float* h_latents_[2] = {};  // pinned
-  float* h_images_[2] = {};   // pinned
-  cudaEvent_t uploaded_[2] = {}, computed_[2] = {}, downloaded_[2] = {};
-  cudaGraphExec_t graph_[2] = {};
+  float* d_latents_[kDeviceSlots] = {};
+  float* d_images_[kDeviceSlots] = {};
+  float* h_latents_[kDeviceSlots] = {};  // pinned
+  float* h_images_[kPinnedSlots] = {};   // pinned
+  // uploaded_: the slot's pinned latents were read; computed_: its device latents were read and its
+  // images written; images_read_: its device images were downloaded.
+  cudaEvent_t uploaded_[kDeviceSlots] = {}, computed_[kDeviceSlots] = {}, images_read_[kDeviceSlots] = {};
+  std::vector<cudaEvent_t> chunk_landed_[kPinnedSlots];  // per pinned slot, one per download chunk
+  cudaGraphExec_t graph_[kDeviceSlots] = {};
   bool timeline_on_ = false;
   std::vector<BatchTimes> timeline_;
 };

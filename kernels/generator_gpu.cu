@@ -94,16 +94,22 @@ T* upload(const std::vector<T>& v) {
 
 // Tile shapes per stage; fixed per layer (never per batch size), so the arithmetic of every output
 // is the same for any batch.
+// tconv3 (stage 2, C_OUT = 64) in the tensor-core flavours: blocks of 256 x 64 as 4 warps of 64 x 64
+// (the 128 x 64 blocks' 64 x 32 warp tiles read a third more shared memory per multiply), two stages
+// so that two blocks (8 warps) still fit in an SM's shared memory (2 x 92 KB).
 template <Math M, int S> struct StageConfig;
-template <Math M> struct StageConfig<M, 0> { static constexpr int C_IN = 512, C_OUT = 256, H = 4, BM = 128, BN = 128; };
-template <Math M> struct StageConfig<M, 1> { static constexpr int C_IN = 256, C_OUT = 128, H = 8, BM = 128, BN = 128; };
-template <Math M> struct StageConfig<M, 2> { static constexpr int C_IN = 128, C_OUT = 64, H = 16, BM = 128, BN = 64; };
+template <Math M> struct StageConfig<M, 0> { static constexpr int C_IN = 512, C_OUT = 256, H = 4, BM = 128, BN = 128, STAGES = 3; };
+template <Math M> struct StageConfig<M, 1> { static constexpr int C_IN = 256, C_OUT = 128, H = 8, BM = 128, BN = 128, STAGES = 3; };
+template <Math M> struct StageConfig<M, 2> {
+  static constexpr bool kTensor = M != Math::Fp32;
+  static constexpr int C_IN = 128, C_OUT = 64, H = 16, BM = kTensor ? 256 : 128, BN = 64, STAGES = kTensor ? 2 : 3;
+};
 
 template <Math M, int S>
 void configure_stage() {
   using C = StageConfig<M, S>;
-  using Shape = gpu::TileShape<M, C::BM, C::BN>;
-  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN>,
+  using Shape = gpu::TileShape<M, C::BM, C::BN, C::STAGES>;
+  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN, C::STAGES>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
 }
 
@@ -111,11 +117,11 @@ template <Math M, int S>
 void launch_stage(const void* in, int n, const void* weight, const float* scale, const float* shift,
                   void* out, cudaStream_t stream) {
   using C = StageConfig<M, S>;
-  using Shape = gpu::TileShape<M, C::BM, C::BN>;
+  using Shape = gpu::TileShape<M, C::BM, C::BN, C::STAGES>;
   using Act = typename gpu::MathTypes<M>::Act;
   const int m_total = n * C::H * C::H;
   dim3 grid((m_total + C::BM - 1) / C::BM, C::C_OUT / C::BN, 4);
-  gpu::tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN>
+  gpu::tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN, C::STAGES>
       <<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(
           static_cast<const Act*>(in), static_cast<const Act*>(weight), scale, shift,
           static_cast<Act*>(out), m_total);

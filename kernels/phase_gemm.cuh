@@ -94,16 +94,17 @@ template <> struct Store<Math::Bf16> {
 };
 
 // Tile geometry of one kernel instance.
-template <Math M, int BM_, int BN_> struct TileShape {
+template <Math M, int BM_, int BN_, int STAGES_ = 3> struct TileShape {
   static constexpr int BM = BM_;
   static constexpr int BN = BN_;
-  static constexpr int kStages = 3;
+  static constexpr int kStages = STAGES_;
   using Act = typename MathTypes<M>::Act;
   static constexpr int kElemsPerChunk = 16 / sizeof(Act);    // one cp.async moves 16 bytes
   static constexpr int BK = 128 / sizeof(Act);               // 128-byte rows: 32 floats or 64 bf16
   static constexpr int kChunksPerRow = BK / kElemsPerChunk;  // 8
   static constexpr bool kNK = M != Math::Fp32;  // B stage (BN, BK) k fastest; fp32: (BK, BN) n fastest
-  static constexpr int kWarpsM = 2, kWarpsN = 2;  // tensor-core flavours
+  // Tensor-core flavours: 4 warps, 2 x 2 of 64 x BN/2 (BM = 128), or 4 x 1 of 64 x BN (BM = 256).
+  static constexpr int kWarpsM = BM >= 256 ? 4 : 2, kWarpsN = 4 / kWarpsM;
   static constexpr int kThreads = (M == Math::Fp32) ? BM * BN / 64 : 32 * kWarpsM * kWarpsN;
   // A stage: (BM, BK + 16 bytes) k fastest; rows 144 bytes apart, so the 8 rows of an ldmatrix read
   // fall in 8 different 16-byte bank groups. B stage: (BN, BK + 16 bytes) or fp32 (BK, BN + 8).
@@ -120,14 +121,14 @@ template <Math M, int BM_, int BN_> struct TileShape {
   static_assert((BM * kChunksPerRow) % kThreads == 0, "A tile chunks must divide among threads");
 };
 
-template <Math M, int C_IN, int C_OUT, int H, int BM, int BN>
-__global__ void __launch_bounds__(TileShape<M, BM, BN>::kThreads, TileShape<M, BM, BN>::kThreads == 128 ? 2 : 1)
+template <Math M, int C_IN, int C_OUT, int H, int BM, int BN, int STAGES = 3>
+__global__ void __launch_bounds__(TileShape<M, BM, BN, STAGES>::kThreads, TileShape<M, BM, BN, STAGES>::kThreads == 128 ? 2 : 1)
 tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H, C_IN)
                  const typename MathTypes<M>::Act* __restrict__ weight,  // four phases' B, see above
                  const float* __restrict__ scale, const float* __restrict__ shift,  // (C_OUT)
                  typename MathTypes<M>::Act* __restrict__ out,  // (n, 2H, 2H, C_OUT)
                  int m_total) {                                  // n * H * H
-  using S = TileShape<M, BM, BN>;
+  using S = TileShape<M, BM, BN, STAGES>;
   using Act = typename S::Act;
   constexpr int BK = S::BK;
   constexpr int NT = S::kThreads;
