@@ -12,10 +12,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -252,28 +254,32 @@ int main(int argc, char** argv) {
     std::string table;
     for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
       std::printf("\n== %s ==\n", name(p));
-      // Per layer at batch 8192.
-      {
+      // Per layer at batch 8192, then at 64 (where the grids are small and the tile shapes change).
+      for (int LB : {kMaxN, 64}) {
         GpuPipeline pipe(net.data(), p, kMaxN, 0);
         const DeviceNetwork& dn = pipe.network();
         void* act[4];
         for (int s = 0; s < 4; ++s) CUDA_CHECK(cudaMalloc(&act[s], dn.activation_bytes_per_image(s) * kMaxN));
         CUDA_CHECK(cudaMemcpy(pipe.device_latents(0), z.data(), size_t(kMaxN) * kLatentDim * 4, cudaMemcpyHostToDevice));
-        dn.forward(pipe.device_latents(0), kMaxN, act, pipe.device_images(0), nullptr);
+        dn.forward(pipe.device_latents(0), LB, act, pipe.device_images(0), nullptr);
         float total = 0;
         for (int l = 0; l < 5; ++l) {
           float ms = time_ms([&] {
-            if (l == 0) dn.projection(pipe.device_latents(0), kMaxN, act[0], nullptr);
-            else if (l < 4) dn.tconv(l - 1, act[l - 1], kMaxN, act[l], nullptr);
-            else dn.output_layer(act[3], kMaxN, pipe.device_images(0), nullptr);
-          }, quick ? 3 : 10);
+            if (l == 0) dn.projection(pipe.device_latents(0), LB, act[0], nullptr);
+            else if (l < 4) dn.tconv(l - 1, act[l - 1], LB, act[l], nullptr);
+            else dn.output_layer(act[3], LB, pipe.device_images(0), nullptr);
+          }, LB == kMaxN ? (quick ? 3 : 10) : 50);
           total += ms;
-          double tf = layer_flops_per_image(l) * kMaxN / ms / 1e9;
-          std::printf("  layer %-20s %8.3f ms  %6.1f TFLOP/s\n", layer_names[l], ms, tf);
-          js.add(std::string(name(p)) + "_layer" + std::to_string(l) + "_ms", ms);
+          double tf = layer_flops_per_image(l) * LB / ms / 1e9;
+          std::printf("  layer %-20s %8.3f ms  %6.1f TFLOP/s  (batch %d)\n", layer_names[l], ms, tf, LB);
+          js.add(std::string(name(p)) + "_layer" + std::to_string(l) + (LB == kMaxN ? "" : "_b" + std::to_string(LB)) + "_ms", ms);
         }
-        std::printf("  layers total          %8.3f ms  %6.1f TFLOP/s  (%.0f images/s)\n", total,
-                    kFlopsPerImage * kMaxN / total / 1e9, kMaxN / (total / 1e3));
+        std::printf("  layers total          %8.3f ms  %6.1f TFLOP/s  (%.0f images/s, batch %d)\n", total,
+                    kFlopsPerImage * LB / total / 1e9, LB / (total / 1e3), LB);
+        if (LB != kMaxN) {
+          for (void* a : act) cudaFree(a);
+          continue;
+        }
         // First 256 images of this batch for the error check against float64.
         std::vector<float> img(size_t(256) * kImageValues);
         CUDA_CHECK(cudaMemcpy(img.data(), pipe.device_images(0), img.size() * 4, cudaMemcpyDeviceToHost));
@@ -294,6 +300,19 @@ int main(int argc, char** argv) {
         pipe.generate(z.data(), n, host_images.data());
         double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         double e2e = n / sec;
+        // End to end without the copy out of pinned memory: each chunk of images is handed over where
+        // it landed (the way a writer reading pinned memory would take it); the first and last value
+        // of every image are read, so every chunk is seen by the host.
+        double seen = 0;
+        auto consume = [&](int64_t, const float* images, int count) {
+          for (int i = 0; i < count; ++i) seen += images[size_t(i) * kImageValues] + images[size_t(i + 1) * kImageValues - 1];
+        };
+        pipe.record_timeline(false);  // the timeline printed below is the run with the host copy
+        pipe.generate_each(z.data(), std::min<int64_t>(n, B * 2), consume);  // warm-up
+        t0 = std::chrono::steady_clock::now();
+        pipe.generate_each(z.data(), n, consume);
+        double e2e_pinned = n / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!std::isfinite(seen)) throw std::runtime_error("non-finite images in the pinned end-to-end run");
         // cuBLAS baseline, kernels alone, on the same latents; then both once more for the comparison.
         CublasGenerator cb(net, p, B);
         for (int k = 0; k < 2; ++k)
@@ -307,12 +326,13 @@ int main(int argc, char** argv) {
         CUDA_CHECK(cudaMemcpy(b.data(), pipe.device_images(1), b.size() * 4, cudaMemcpyDeviceToHost));
         double diff = 0;
         for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, double(std::fabs(a[i] - b[i])));
-        std::printf("  batch %5d: kernels %9.0f images/s (%5.1f TFLOP/s), end to end %9.0f images/s (%lld images), "
-                    "cuBLAS baseline %9.0f images/s, max |ours - cuBLAS| %.2e\n",
-                    B, kernels, kernels * kFlopsPerImage / 1e12, e2e, static_cast<long long>(n), cublas, diff);
+        std::printf("  batch %5d: kernels %9.0f images/s (%5.1f TFLOP/s), end to end %9.0f images/s (%lld images; "
+                    "%9.0f images/s to pinned memory, no host copy), cuBLAS baseline %9.0f images/s, max |ours - cuBLAS| %.2e\n",
+                    B, kernels, kernels * kFlopsPerImage / 1e12, e2e, static_cast<long long>(n), e2e_pinned, cublas, diff);
         const std::string key = std::string(name(p)) + "_b" + std::to_string(B);
         js.add(key + "_kernels", kernels);
         js.add(key + "_e2e", e2e);
+        js.add(key + "_e2e_pinned", e2e_pinned);
         js.add(key + "_cublas", cublas);
         if (!pipe.timeline().empty()) {
           std::printf("  timeline, batch %d (ms from start; upload | compute | download):\n", B);

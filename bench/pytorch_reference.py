@@ -148,13 +148,14 @@ def main():
         print(f"  {prec}: PyTorch {pt:.2e}   facegen {fg:.2e}")
     targets = {("fp32", 64): 92e3, ("fp32", 8192): 135e3, ("tf32", 64): 220e3, ("tf32", 8192): 660e3,
                ("bf16", 64): 200e3, ("bf16", 8192): 1.4e6}
-    print("\nimages/s        batch   facegen kernels  facegen e2e   cuBLAS base   torch eager  torch compile  facegen/best torch  target")
+    print("\nimages/s        batch   facegen kernels  facegen e2e  e2e pinned   cuBLAS base   torch eager  torch compile  facegen/best torch  target")
     for prec, n, e, c in rows:
         k = f"{prec}_b{n}"
         fk, fe, cb = ours.get(k + "_kernels", 0), ours.get(k + "_e2e", 0), ours.get(k + "_cublas", 0)
+        fp = ours.get(k + "_e2e_pinned", 0)
         best = max(e, c or 0)
         t = targets.get((prec, n))
-        print(f"  {prec:6s} {n:12d} {fk:16,.0f} {fe:12,.0f} {cb:13,.0f} {e:13,.0f} {c or 0:14,.0f} {fk / best:18.2f}x  "
+        print(f"  {prec:6s} {n:12d} {fk:16,.0f} {fe:12,.0f} {fp:11,.0f} {cb:13,.0f} {e:13,.0f} {c or 0:14,.0f} {fk / best:18.2f}x  "
               + (f"{t:,.0f}" if t else "-"))
 
 

@@ -158,6 +158,12 @@ void GpuPipeline::run_slot(int slot, int n) {
 }
 
 void GpuPipeline::generate(const float* latents, int64_t n, float* images) {
+  generate_each(latents, n, [&](int64_t first, const float* chunk, int count) {
+    copier_->copy(images + first * kImageValues, chunk, sizeof(float) * kImageValues * count);
+  });
+}
+
+void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer& consume) {
   CUDA_CHECK(cudaSetDevice(device_));
   const int64_t batches = (n + max_batch_ - 1) / max_batch_;
   // Timeline events exist only when asked for (benchmarks); the batches themselves allocate nothing.
@@ -212,12 +218,11 @@ void GpuPipeline::generate(const float* latents, int64_t n, float* images) {
   };
   auto copy_out = [&](int64_t b) {
     const int pin = static_cast<int>(b % kPinnedSlots), nb = batch_size(b);
-    float* dst = images + b * max_batch_ * kImageValues;
     for (int c = 0; c < chunk_count(nb); ++c) {
-      const size_t first = size_t{kChunkImages} * c * kImageValues;
-      const size_t count = size_t(std::min(kChunkImages, nb - c * kChunkImages)) * kImageValues;
+      const int first = kChunkImages * c;
       CUDA_CHECK(cudaEventSynchronize(chunk_landed_[pin][c]));
-      copier_->copy(dst + first, h_images_[pin] + first, sizeof(float) * count);
+      consume(b * max_batch_ + first, h_images_[pin] + size_t(first) * kImageValues,
+              std::min(kChunkImages, nb - first));
     }
   };
 

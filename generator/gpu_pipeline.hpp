@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -40,6 +41,13 @@ class GpuPipeline {
 
   // latents (n, 100) -> images (n, 64, 64, 3), both in host memory (pageable or pinned).
   void generate(const float* latents, int64_t n, float* images);
+
+  // The same without the copy out of pinned memory: consume(first, images, count) is called on this
+  // thread, in image order, once per download chunk (at most kChunkImages images), with images
+  // (count, 64, 64, 3) pointing into a pinned slot. The pointer is valid only during the call; the
+  // slot is refilled kPinnedSlots batches later. generate() is this with a consumer that copies.
+  using Consumer = std::function<void(int64_t first, const float* images, int count)>;
+  void generate_each(const float* latents, int64_t n, const Consumer& consume);
 
   // The device buffers of one slot (0 or 1), and one batch from that slot's latents into its images
   // on the compute stream (a graph replay when n == max_batch). For benchmarks and tests.

@@ -92,31 +92,46 @@ T* upload(const std::vector<T>& v) {
   return d;
 }
 
-// Tile shapes per stage; fixed per layer (never per batch size), so the arithmetic of every output
-// is the same for any batch.
-// tconv3 (stage 2, C_OUT = 64) in the tensor-core flavours: blocks of 256 x 64 as 4 warps of 64 x 64
-// (the 128 x 64 blocks' 64 x 32 warp tiles read a third more shared memory per multiply), two stages
-// so that two blocks (8 warps) still fit in an SM's shared memory (2 x 92 KB).
-template <Math M, int S> struct StageConfig;
-template <Math M> struct StageConfig<M, 0> { static constexpr int C_IN = 512, C_OUT = 256, H = 4, BM = 128, BN = 128, STAGES = 3; };
-template <Math M> struct StageConfig<M, 1> { static constexpr int C_IN = 256, C_OUT = 128, H = 8, BM = 128, BN = 128, STAGES = 3; };
-template <Math M> struct StageConfig<M, 2> {
-  static constexpr bool kTensor = M != Math::Fp32;
-  static constexpr int C_IN = 128, C_OUT = 64, H = 16, BM = kTensor ? 256 : 128, BN = 64, STAGES = kTensor ? 2 : 3;
+// Tile shapes per stage. Two per stage: Large for batches that fill the GPU, Small (half the
+// columns per block, so twice the blocks) for batches whose Large grid would leave SMs idle
+// (DeviceNetwork::tconv picks). The tile shape only decides which threads compute which outputs:
+// every output is the same sequence of multiply-adds over K in the same order (one FFMA chain in
+// fp32, the same mma.sync steps in tf32/bf16), so both give the same bits and an image never
+// depends on the batch size (the GPU tests compare batches 1, 3, 127, 1000 and 8192 byte for byte).
+// tconv3 (stage 2, C_OUT = 64) Large in the tensor-core flavours: blocks of 256 x 64 as 4 warps of
+// 64 x 64 (the 128 x 64 blocks' 64 x 32 warp tiles read a third more shared memory per multiply), two
+// stages so that two blocks (8 warps) still fit in an SM's shared memory (2 x 92 KB).
+template <Math M, int S, bool Small> struct StageConfig;
+template <Math M, bool Small> struct StageConfig<M, 0, Small> {
+  static constexpr int C_IN = 512, C_OUT = 256, H = 4, BM = 128, BN = Small ? 64 : 128, STAGES = 3;
+};
+template <Math M, bool Small> struct StageConfig<M, 1, Small> {
+  static constexpr int C_IN = 256, C_OUT = 128, H = 8, BM = 128, BN = Small ? 64 : 128, STAGES = 3;
+};
+template <Math M, bool Small> struct StageConfig<M, 2, Small> {
+  static constexpr bool kWide = M != Math::Fp32 && !Small;
+  static constexpr int C_IN = 128, C_OUT = 64, H = 16, BM = kWide ? 256 : 128, BN = 64, STAGES = kWide ? 2 : 3;
 };
 
-template <Math M, int S>
+template <Math M, int S, bool Small>
 void configure_stage() {
-  using C = StageConfig<M, S>;
+  using C = StageConfig<M, S, Small>;
   using Shape = gpu::TileShape<M, C::BM, C::BN, C::STAGES>;
   CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN, C::STAGES>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
 }
 
-template <Math M, int S>
+// Blocks of the stage's grid for n images.
+template <Math M, int S, bool Small>
+int64_t stage_blocks(int n) {
+  using C = StageConfig<M, S, Small>;
+  return (int64_t{n} * C::H * C::H + C::BM - 1) / C::BM * (C::C_OUT / C::BN) * 4;
+}
+
+template <Math M, int S, bool Small>
 void launch_stage(const void* in, int n, const void* weight, const float* scale, const float* shift,
                   void* out, cudaStream_t stream) {
-  using C = StageConfig<M, S>;
+  using C = StageConfig<M, S, Small>;
   using Shape = gpu::TileShape<M, C::BM, C::BN, C::STAGES>;
   using Act = typename gpu::MathTypes<M>::Act;
   const int m_total = n * C::H * C::H;
@@ -128,22 +143,36 @@ void launch_stage(const void* in, int n, const void* weight, const float* scale,
   CUDA_CHECK_LAUNCH();
 }
 
+// Small tiles when the Large grid would not give every SM two blocks (the Large tensor-core tiles
+// fit two per SM): at 64 images, tconv1's Large grid is 64 blocks for 132 SMs.
+template <Math M, int S>
+void launch_stage_for(int n, int sm_count, const void* in, const void* weight, const float* scale,
+                      const float* shift, void* out, cudaStream_t stream) {
+  if (stage_blocks<M, S, false>(n) < 2 * int64_t{sm_count})
+    launch_stage<M, S, true>(in, n, weight, scale, shift, out, stream);
+  else
+    launch_stage<M, S, false>(in, n, weight, scale, shift, out, stream);
+}
+
 template <Math M>
-void launch_tconv(int stage, const void* in, int n, const void* weight, const float* scale,
+void launch_tconv(int stage, int sm_count, const void* in, int n, const void* weight, const float* scale,
                   const float* shift, void* out, cudaStream_t stream) {
   switch (stage) {
-    case 0: launch_stage<M, 0>(in, n, weight, scale, shift, out, stream); break;
-    case 1: launch_stage<M, 1>(in, n, weight, scale, shift, out, stream); break;
-    case 2: launch_stage<M, 2>(in, n, weight, scale, shift, out, stream); break;
+    case 0: launch_stage_for<M, 0>(n, sm_count, in, weight, scale, shift, out, stream); break;
+    case 1: launch_stage_for<M, 1>(n, sm_count, in, weight, scale, shift, out, stream); break;
+    case 2: launch_stage_for<M, 2>(n, sm_count, in, weight, scale, shift, out, stream); break;
     default: throw std::logic_error("tconv stage must be 0, 1 or 2");
   }
 }
 
 template <Math M>
 void configure_all() {
-  configure_stage<M, 0>();
-  configure_stage<M, 1>();
-  configure_stage<M, 2>();
+  configure_stage<M, 0, false>();
+  configure_stage<M, 1, false>();
+  configure_stage<M, 2, false>();
+  configure_stage<M, 0, true>();
+  configure_stage<M, 1, true>();
+  configure_stage<M, 2, true>();
 }
 
 }  // namespace
@@ -173,6 +202,9 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
                                  gpu::OutShape<Math::Fp32>::kSmemBytes));
   CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  gpu::OutShape<Math::Bf16>::kSmemBytes));
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
   switch (precision) {
     case Precision::Fp32: configure_all<Math::Fp32>(); break;
     case Precision::Tf32: configure_all<Math::Tf32>(); break;
@@ -225,13 +257,13 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
   if (n <= 0) return;
   switch (precision_) {
     case Precision::Fp32:
-      launch_tconv<Math::Fp32>(stage, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      launch_tconv<Math::Fp32>(stage, sm_count_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
     case Precision::Tf32:
-      launch_tconv<Math::Tf32>(stage, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      launch_tconv<Math::Tf32>(stage, sm_count_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
     case Precision::Bf16:
-      launch_tconv<Math::Bf16>(stage, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      launch_tconv<Math::Bf16>(stage, sm_count_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
   }
 }

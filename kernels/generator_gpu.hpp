@@ -33,7 +33,8 @@ class DeviceNetwork {
 
   // z (n, 100) float32 -> act0.
   void projection(const float* z, int n, void* act0, cudaStream_t stream) const;
-  // act_s -> act_{s+1} for s = 0, 1, 2: relu(bn_{s+1}(tconv_s(act_s) + bias_s)).
+  // act_s -> act_{s+1} for s = 0, 1, 2: relu(bn_{s+1}(tconv_s(act_s) + bias_s)). Small batches get
+  // smaller tiles (more blocks); the bits of every output stay the same.
   void tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
   // act3 -> images: tanh(tconv_3(act3) + bias_3).
   void output_layer(const void* act3, int n, float* images, cudaStream_t stream) const;
@@ -42,6 +43,7 @@ class DeviceNetwork {
 
  private:
   Precision precision_;
+  int sm_count_ = 0;              // of the device the network lives on; picks tile shapes (tconv)
   float* proj_weight_ = nullptr;  // (100, 8192)
   float* proj_scale_ = nullptr;   // (8192)
   float* proj_shift_ = nullptr;   // (8192)

@@ -304,4 +304,35 @@ TEST_CASE("pipeline images match the float64 reference and do not depend on the 
   }
 }
 
+TEST_CASE("generate_each hands over every image once, in order, with the bytes generate writes") {
+  const auto net = reference::random_network(test_seed() + 8);
+  const int n_max = batch_sizes().back();
+  // Batches of more than one download chunk, and a last batch that ends inside a chunk.
+  const int batch = std::min(n_max, GpuPipeline::kChunkImages * 2 + 5);
+  const int n = std::min(n_max, 3 * batch + 7);
+  std::mt19937_64 rng(test_seed() + 9);
+  std::normal_distribution<float> nd;
+  std::vector<float> z(size_t(n) * kLatentDim);
+  for (auto& v : z) v = nd(rng);
+  GpuPipeline pipe(net.data(), Precision::Bf16, batch, 0);
+  std::vector<float> want(size_t(n) * kImageValues), got(want.size());
+  std::memset(want.data(), 0xff, want.size() * 4);
+  std::memset(got.data(), 0xff, got.size() * 4);
+  pipe.generate(z.data(), n, want.data());
+  int64_t next = 0;
+  int calls = 0;
+  pipe.generate_each(z.data(), n, [&](int64_t first, const float* images, int count) {
+    REQUIRE(first == next);
+    REQUIRE(count >= 1);
+    REQUIRE(count <= GpuPipeline::kChunkImages);
+    REQUIRE(first + count <= n);
+    std::memcpy(&got[size_t(first) * kImageValues], images, size_t(count) * kImageValues * 4);
+    next = first + count;
+    ++calls;
+  });
+  CHECK(next == n);
+  CHECK(calls >= (n + GpuPipeline::kChunkImages - 1) / GpuPipeline::kChunkImages);
+  CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+}
+
 }  // namespace facegen
