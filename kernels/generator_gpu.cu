@@ -1,4 +1,6 @@
-// generator_gpu.cu: weights rearranged for the phase GEMMs, and the launches of each layer.
+// generator_gpu.cu: weights rearranged for the phase GEMMs, and the launches of each layer. Each
+// layer has a Large and a Small tile shape (StageConfig); fp32 Small runs 4 x 8 outputs per thread
+// (TM = 4) so that small batches get twice the threads and half-length FFMA chains per thread.
 #include "kernels/generator_gpu.hpp"
 
 #include <cmath>
@@ -98,26 +100,33 @@ T* upload(const std::vector<T>& v) {
 // every output is the same sequence of multiply-adds over K in the same order (one FFMA chain in
 // fp32, the same mma.sync steps in tf32/bf16), so both give the same bits and an image never
 // depends on the batch size (the GPU tests compare batches 1, 3, 127, 1000 and 8192 byte for byte).
+// fp32 Small: blocks of 128 x 64 with TM = 4 rows per thread, 256 threads of 4 x 8 outputs (TM = 8
+// everywhere else). At 64 images tconv1 is 128 blocks, about one per SM, and each 8 x 8 thread's
+// FFMAs over K (up to 4608) are the critical path; TM = 4 gives twice the threads and half the FFMAs
+// per thread. Each output keeps the same FFMA sequence over K, so the bits do not change.
 // tconv3 (stage 2, C_OUT = 64) Large in the tensor-core flavours: blocks of 256 x 64 as 4 warps of
 // 64 x 64 (the 128 x 64 blocks' 64 x 32 warp tiles read a third more shared memory per multiply), two
 // stages so that two blocks (8 warps) still fit in an SM's shared memory (2 x 92 KB).
 template <Math M, int S, bool Small> struct StageConfig;
 template <Math M, bool Small> struct StageConfig<M, 0, Small> {
   static constexpr int C_IN = 512, C_OUT = 256, H = 4, BM = 128, BN = Small ? 64 : 128, STAGES = 3;
+  static constexpr int TM = M == Math::Fp32 && Small ? 4 : 8;
 };
 template <Math M, bool Small> struct StageConfig<M, 1, Small> {
   static constexpr int C_IN = 256, C_OUT = 128, H = 8, BM = 128, BN = Small ? 64 : 128, STAGES = 3;
+  static constexpr int TM = M == Math::Fp32 && Small ? 4 : 8;
 };
 template <Math M, bool Small> struct StageConfig<M, 2, Small> {
   static constexpr bool kWide = M != Math::Fp32 && !Small;
   static constexpr int C_IN = 128, C_OUT = 64, H = 16, BM = kWide ? 256 : 128, BN = 64, STAGES = kWide ? 2 : 3;
+  static constexpr int TM = M == Math::Fp32 && Small ? 4 : 8;
 };
 
 template <Math M, int S, bool Small>
 void configure_stage() {
   using C = StageConfig<M, S, Small>;
-  using Shape = gpu::TileShape<M, C::BM, C::BN, C::STAGES>;
-  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN, C::STAGES>,
+  using Shape = gpu::TileShape<M, C::BM, C::BN, C::STAGES, C::TM>;
+  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN, C::STAGES, C::TM>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
 }
 
@@ -132,11 +141,11 @@ template <Math M, int S, bool Small>
 void launch_stage(const void* in, int n, const void* weight, const float* scale, const float* shift,
                   void* out, cudaStream_t stream) {
   using C = StageConfig<M, S, Small>;
-  using Shape = gpu::TileShape<M, C::BM, C::BN, C::STAGES>;
+  using Shape = gpu::TileShape<M, C::BM, C::BN, C::STAGES, C::TM>;
   using Act = typename gpu::MathTypes<M>::Act;
   const int m_total = n * C::H * C::H;
   dim3 grid((m_total + C::BM - 1) / C::BM, C::C_OUT / C::BN, 4);
-  gpu::tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN, C::STAGES>
+  gpu::tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN, C::STAGES, C::TM>
       <<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(
           static_cast<const Act*>(in), static_cast<const Act*>(weight), scale, shift,
           static_cast<Act*>(out), m_total);

@@ -14,7 +14,7 @@
 // independent of the batch size and of the image's position in the batch: no split-K, no atomics.
 //
 // Three arithmetic flavours share the tile loader (cp.async, three stages):
-//   Fp32: float32 FFMA, 8x8 outputs per thread.
+//   Fp32: float32 FFMA, TM x 8 outputs per thread (TM = 8 or 4).
 //   Tf32: mma.sync m16n8k8 tf32, operands already rounded to tf32 in memory.
 //   Bf16: mma.sync m16n8k16 bf16, activations and weights stored as bfloat16.
 // The tensor-core flavours run 4 warps (2 x 2) of 64 x BN/2 outputs each and read their fragments
@@ -93,11 +93,15 @@ template <> struct Store<Math::Bf16> {
   }
 };
 
-// Tile geometry of one kernel instance.
-template <Math M, int BM_, int BN_, int STAGES_ = 3> struct TileShape {
+// Tile geometry of one kernel instance. TM: fp32 rows per thread (threads own TM x 8 outputs); the
+// tensor-core flavours take TM = 8 only.
+template <Math M, int BM_, int BN_, int STAGES_ = 3, int TM_ = 8> struct TileShape {
   static constexpr int BM = BM_;
   static constexpr int BN = BN_;
   static constexpr int kStages = STAGES_;
+  static constexpr int TM = TM_;
+  static_assert(M == Math::Fp32 ? (TM == 8 || TM == 4) && BM % TM == 0 : TM == 8,
+                "fp32 takes TM = 8 or 4 rows per thread, the tensor-core flavours TM = 8");
   using Act = typename MathTypes<M>::Act;
   static constexpr int kElemsPerChunk = 16 / sizeof(Act);    // one cp.async moves 16 bytes
   static constexpr int BK = 128 / sizeof(Act);               // 128-byte rows: 32 floats or 64 bf16
@@ -105,7 +109,7 @@ template <Math M, int BM_, int BN_, int STAGES_ = 3> struct TileShape {
   static constexpr bool kNK = M != Math::Fp32;  // B stage (BN, BK) k fastest; fp32: (BK, BN) n fastest
   // Tensor-core flavours: 4 warps, 2 x 2 of 64 x BN/2 (BM = 128), or 4 x 1 of 64 x BN (BM = 256).
   static constexpr int kWarpsM = BM >= 256 ? 4 : 2, kWarpsN = 4 / kWarpsM;
-  static constexpr int kThreads = (M == Math::Fp32) ? BM * BN / 64 : 32 * kWarpsM * kWarpsN;
+  static constexpr int kThreads = (M == Math::Fp32) ? BM * BN / (TM * 8) : 32 * kWarpsM * kWarpsN;
   // A stage: (BM, BK + 16 bytes) k fastest; rows 144 bytes apart, so the 8 rows of an ldmatrix read
   // fall in 8 different 16-byte bank groups. B stage: (BN, BK + 16 bytes) or fp32 (BK, BN + 8).
   static constexpr int kApitch = BK + kElemsPerChunk;
@@ -121,14 +125,15 @@ template <Math M, int BM_, int BN_, int STAGES_ = 3> struct TileShape {
   static_assert((BM * kChunksPerRow) % kThreads == 0, "A tile chunks must divide among threads");
 };
 
-template <Math M, int C_IN, int C_OUT, int H, int BM, int BN, int STAGES = 3>
-__global__ void __launch_bounds__(TileShape<M, BM, BN, STAGES>::kThreads, TileShape<M, BM, BN, STAGES>::kThreads == 128 ? 2 : 1)
+template <Math M, int C_IN, int C_OUT, int H, int BM, int BN, int STAGES = 3, int TM = 8>
+__global__ void __launch_bounds__(TileShape<M, BM, BN, STAGES, TM>::kThreads,
+                                  TileShape<M, BM, BN, STAGES, TM>::kThreads == 128 ? 2 : 1)
 tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H, C_IN)
                  const typename MathTypes<M>::Act* __restrict__ weight,  // four phases' B, see above
                  const float* __restrict__ scale, const float* __restrict__ shift,  // (C_OUT)
                  typename MathTypes<M>::Act* __restrict__ out,  // (n, 2H, 2H, C_OUT)
                  int m_total) {                                  // n * H * H
-  using S = TileShape<M, BM, BN, STAGES>;
+  using S = TileShape<M, BM, BN, STAGES, TM>;
   using Act = typename S::Act;
   constexpr int BK = S::BK;
   constexpr int NT = S::kThreads;
@@ -196,7 +201,7 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
   constexpr int MI = WM / 16;
   constexpr int NI = WN / 8;
   static_assert(M == Math::Fp32 || (WM % 16 == 0 && NI % 2 == 0), "warp tile must be whole ldmatrix blocks");
-  constexpr int kAccs = (M == Math::Fp32) ? 64 : MI * NI * 4;
+  constexpr int kAccs = (M == Math::Fp32) ? TM * 8 : MI * NI * 4;
   float acc[kAccs];
 #pragma unroll
   for (int i = 0; i < kAccs; ++i) acc[i] = 0.f;
@@ -205,7 +210,7 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
   const int g = lane / 4, t4 = lane % 4;
   const int warp_m = warp % S::kWarpsM, warp_n = warp / S::kWarpsM;
   constexpr int TX = BN / 8;  // fp32: threads along n
-  constexpr int TY = BM / 8;  // fp32: threads along m
+  constexpr int TY = BM / TM;  // fp32: threads along m
   const int tx = tid % TX, ty = tid / TX;
   // ldmatrix row addresses of this lane (in elements, within a stage). A x4: matrices (rows 0-7 | 8-15)
   // x (k half 0 | 1) of a 16-row block. B x4: (n block ni: k half 0 | 1, n block ni + 1: k half 0 | 1).
@@ -217,19 +222,19 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
     const Act* As = smem + stage * (S::kAElems + S::kBElems);
     const Act* Bs = As + S::kAElems;
     if constexpr (M == Math::Fp32) {
-      // rows ty + TY*i, columns tx*4 + j and BN/2 + tx*4 + j
+      // rows ty + TY*i (i < TM), columns tx*4 + j and BN/2 + tx*4 + j
 #pragma unroll
       for (int k = 0; k < BK; k += 4) {
-        float4 a[8];
+        float4 a[TM];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) a[i] = *reinterpret_cast<const float4*>(As + (ty + TY * i) * S::kApitch + k);
+        for (int i = 0; i < TM; ++i) a[i] = *reinterpret_cast<const float4*>(As + (ty + TY * i) * S::kApitch + k);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
           float4 b0 = *reinterpret_cast<const float4*>(Bs + (k + kk) * S::kBpitch + tx * 4);
           float4 b1 = *reinterpret_cast<const float4*>(Bs + (k + kk) * S::kBpitch + BN / 2 + tx * 4);
           float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-          for (int i = 0; i < 8; ++i) {
+          for (int i = 0; i < TM; ++i) {
             float av = kk == 0 ? a[i].x : kk == 1 ? a[i].y : kk == 2 ? a[i].z : a[i].w;
 #pragma unroll
             for (int j = 0; j < 8; ++j) acc[i * 8 + j] = fmaf(av, b[j], acc[i * 8 + j]);
@@ -309,7 +314,7 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
       sh[j] = shift[n];
     }
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < TM; ++i) {
       int m = m0 + ty + TY * i;
       if (m >= m_total) continue;
       float* o = out_ptr(m) + n0 + tx * 4;
