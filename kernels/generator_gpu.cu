@@ -100,17 +100,19 @@ T* upload(const std::vector<T>& v) {
 // every output is the same sequence of multiply-adds over K in the same order (one FFMA chain in
 // fp32, the same mma.sync steps in tf32/bf16), so both give the same bits and an image never
 // depends on the batch size (the GPU tests compare batches 1, 3, 127, 1000 and 8192 byte for byte).
-// fp32 Small: blocks of 128 x 64 with TM = 4 rows per thread, 256 threads of 4 x 8 outputs (TM = 8
-// everywhere else). At 64 images tconv1 is 128 blocks, about one per SM, and each 8 x 8 thread's
-// FFMAs over K (up to 4608) are the critical path; TM = 4 gives twice the threads and half the FFMAs
-// per thread. Each output keeps the same FFMA sequence over K, so the bits do not change.
+// fp32 Small: TM = 4 rows per thread, 4 x 8 outputs (TM = 8 everywhere else), in blocks of 128 x 64
+// (256 threads), and 64 x 64 (128 threads) for tconv1. At 64 images tconv1's K is up to 4608 and its
+// 8 x 8 threads' FFMA chains were the critical path (128 x 64 x TM 8: 0.458 ms; x TM 4: 0.292 ms);
+// 64 x 64 blocks spread the 9-tap phase's rows over twice the SMs. Each output keeps the same FFMA
+// sequence over K, so the bits do not change.
 // tconv3 (stage 2, C_OUT = 64) Large in the tensor-core flavours: blocks of 256 x 64 as 4 warps of
 // 64 x 64 (the 128 x 64 blocks' 64 x 32 warp tiles read a third more shared memory per multiply), two
 // stages so that two blocks (8 warps) still fit in an SM's shared memory (2 x 92 KB).
 template <Math M, int S, bool Small> struct StageConfig;
 template <Math M, bool Small> struct StageConfig<M, 0, Small> {
-  static constexpr int C_IN = 512, C_OUT = 256, H = 4, BM = 128, BN = Small ? 64 : 128, STAGES = 3;
-  static constexpr int TM = M == Math::Fp32 && Small ? 4 : 8;
+  static constexpr bool kFp32Small = M == Math::Fp32 && Small;
+  static constexpr int C_IN = 512, C_OUT = 256, H = 4, BM = kFp32Small ? 64 : 128, BN = Small ? 64 : 128, STAGES = 3;
+  static constexpr int TM = kFp32Small ? 4 : 8;
 };
 template <Math M, bool Small> struct StageConfig<M, 1, Small> {
   static constexpr int C_IN = 256, C_OUT = 128, H = 8, BM = 128, BN = Small ? 64 : 128, STAGES = 3;
