@@ -4,7 +4,10 @@
 #include "kernels/generator_gpu.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "generator/network.hpp"
@@ -156,22 +159,25 @@ void launch_stage(const void* in, int n, const void* weight, const float* scale,
 
 // Small tiles when the Large grid would not give every SM two blocks (the Large tensor-core tiles
 // fit two per SM): at 64 images, tconv1's Large grid is 64 blocks for 132 SMs.
+// tiles: 0 picks by the grid as above; 1 forces Small, 2 Large (FACEGEN_GPU_TILES, for the
+// sanitizer runs that must see both shapes at a few images).
 template <Math M, int S>
-void launch_stage_for(int n, int sm_count, const void* in, const void* weight, const float* scale,
+void launch_stage_for(int n, int sm_count, int tiles, const void* in, const void* weight, const float* scale,
                       const float* shift, void* out, cudaStream_t stream) {
-  if (stage_blocks<M, S, false>(n) < 2 * int64_t{sm_count})
+  const bool small = tiles == 0 ? stage_blocks<M, S, false>(n) < 2 * int64_t{sm_count} : tiles == 1;
+  if (small)
     launch_stage<M, S, true>(in, n, weight, scale, shift, out, stream);
   else
     launch_stage<M, S, false>(in, n, weight, scale, shift, out, stream);
 }
 
 template <Math M>
-void launch_tconv(int stage, int sm_count, const void* in, int n, const void* weight, const float* scale,
+void launch_tconv(int stage, int sm_count, int tiles, const void* in, int n, const void* weight, const float* scale,
                   const float* shift, void* out, cudaStream_t stream) {
   switch (stage) {
-    case 0: launch_stage_for<M, 0>(n, sm_count, in, weight, scale, shift, out, stream); break;
-    case 1: launch_stage_for<M, 1>(n, sm_count, in, weight, scale, shift, out, stream); break;
-    case 2: launch_stage_for<M, 2>(n, sm_count, in, weight, scale, shift, out, stream); break;
+    case 0: launch_stage_for<M, 0>(n, sm_count, tiles, in, weight, scale, shift, out, stream); break;
+    case 1: launch_stage_for<M, 1>(n, sm_count, tiles, in, weight, scale, shift, out, stream); break;
+    case 2: launch_stage_for<M, 2>(n, sm_count, tiles, in, weight, scale, shift, out, stream); break;
     default: throw std::logic_error("tconv stage must be 0, 1 or 2");
   }
 }
@@ -216,6 +222,12 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+  if (const char* tiles = std::getenv("FACEGEN_GPU_TILES")) {
+    const std::string t = tiles;
+    if (t != "small" && t != "large" && t != "auto")
+      throw std::invalid_argument("FACEGEN_GPU_TILES must be small, large or auto, not '" + t + "'");
+    tiles_ = t == "small" ? 1 : t == "large" ? 2 : 0;
+  }
   switch (precision) {
     case Precision::Fp32: configure_all<Math::Fp32>(); break;
     case Precision::Tf32: configure_all<Math::Tf32>(); break;
@@ -268,13 +280,13 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
   if (n <= 0) return;
   switch (precision_) {
     case Precision::Fp32:
-      launch_tconv<Math::Fp32>(stage, sm_count_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      launch_tconv<Math::Fp32>(stage, sm_count_, tiles_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
     case Precision::Tf32:
-      launch_tconv<Math::Tf32>(stage, sm_count_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      launch_tconv<Math::Tf32>(stage, sm_count_, tiles_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
     case Precision::Bf16:
-      launch_tconv<Math::Bf16>(stage, sm_count_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      launch_tconv<Math::Bf16>(stage, sm_count_, tiles_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
   }
 }

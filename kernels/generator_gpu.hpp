@@ -44,6 +44,7 @@ class DeviceNetwork {
  private:
   Precision precision_;
   int sm_count_ = 0;              // of the device the network lives on; picks tile shapes (tconv)
+  int tiles_ = 0;                 // 0: by grid size; 1: always Small; 2: always Large (FACEGEN_GPU_TILES)
   float* proj_weight_ = nullptr;  // (100, 8192)
   float* proj_scale_ = nullptr;   // (8192)
   float* proj_shift_ = nullptr;   // (8192)

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# sanitize_gpu.sh: the GPU tests under compute-sanitizer (GPU machine only; about 3 minutes).
+# sanitize_gpu.sh: the GPU code under compute-sanitizer (GPU machine only; about 3 minutes).
 #
-# memcheck (out-of-bounds and misaligned accesses, leaks of device memory), racecheck (shared-memory
-# hazards), initcheck (reads of device memory nothing wrote) and synccheck over build/facegen-gpu-tests,
-# then memcheck over one small facegen run on the GPU. Each tool's report goes to $OUT (default
-# /tmp/facegen-sanitize-gpu); a tool that reports anything fails the script.
+# memcheck (out-of-bounds and misaligned accesses, leaks of device memory), initcheck (reads of
+# device memory nothing wrote) and synccheck over build/facegen-gpu-tests at batch sizes up to 1000,
+# which run every kernel in both tile shapes; then racecheck (shared-memory hazards) over facegen
+# itself, 3 images in each precision with the tiles forced Small and Large (FACEGEN_GPU_TILES): every
+# kernel instance the program launches, each once (racecheck follows every shared-memory access and
+# took over five minutes on the GPU tests even at 3 images); then memcheck and initcheck over one
+# small facegen run. Each tool's report goes to $OUT (default /tmp/facegen-sanitize-gpu); a tool that
+# reports anything fails the script.
 #
 # The build keeps -lineinfo (PROFILE=1) so reports name source lines. GPU_TEST_ARGS passes doctest
-# options, e.g. GPU_TEST_ARGS='--test-case-exclude=*network*' to leave out the full-size cases when a
-# tool is too slow on them (racecheck is the slowest).
+# options, e.g. GPU_TEST_ARGS='--test-case-exclude=*network*'.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/facegen-sanitize-gpu}
@@ -19,15 +22,12 @@ nvidia-smi -L > /dev/null 2>&1 || { echo "sanitize_gpu: no GPU here"; exit 77; }
 make -j"$(nproc)" PROFILE=1 all build/random-network.bin > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
 
 failures=0
-for tool in memcheck racecheck initcheck synccheck; do
+for tool in memcheck initcheck synccheck; do
   extra=()
   [ $tool = memcheck ] && extra=(--leak-check full)
   start=$SECONDS
-  # Batch sizes up to 1000 take both tile shapes of every layer (small grids and full ones);
-  # racecheck, which follows every shared-memory access, runs at 1 and 3 images (each kernel's whole
-  # shared-memory protocol runs in every block whatever the batch).
+  # Batch sizes up to 1000 take both tile shapes of every layer (small grids and full ones).
   cap=${FACEGEN_GPU_TEST_MAX_BATCH:-1000}
-  [ $tool = racecheck ] && cap=${RACECHECK_MAX_BATCH:-3}
   FACEGEN_GPU_TEST_MAX_BATCH=$cap timeout "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool $tool "${extra[@]}" --error-exitcode 99 \
     build/facegen-gpu-tests ${GPU_TEST_ARGS:-} > "$out/$tool.log" 2>&1
   status=$?
@@ -39,6 +39,26 @@ for tool in memcheck racecheck initcheck synccheck; do
     echo "FAIL  $tool over the GPU tests: exit status $status: ${summary:-see $out/$tool.log}"
     grep -m 10 -E '^========= (Invalid|Race|Uninitialized|Barrier|Leaked|Program hit)' "$out/$tool.log"
   fi
+done
+
+# racecheck: every kernel instance facegen launches, at 3 images (a hazard is within one block, and
+# each block runs the whole shared-memory protocol whatever the batch).
+for precision in fp32 tf32 bf16; do
+  for tiles in small large; do
+    start=$SECONDS
+    FACEGEN_GPU_TILES=$tiles timeout "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool racecheck --error-exitcode 99 \
+      ./build/facegen --device cuda --precision $precision --random 3 --batch 3 --formats npy --quiet \
+      --model build/random-network.bin --output "$out/race-$precision-$tiles" > "$out/racecheck-$precision-$tiles.log" 2>&1
+    status=$?
+    summary=$(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck-$precision-$tiles.log" | tail -n1)
+    if [ $status -eq 0 ]; then
+      echo "ok    racecheck over facegen --precision $precision, $tiles tiles, 3 images ($((SECONDS - start)) s): ${summary:-no report}"
+    else
+      failures=$((failures + 1))
+      echo "FAIL  racecheck over facegen --precision $precision, $tiles tiles: exit status $status: ${summary:-see $out/racecheck-$precision-$tiles.log}"
+      grep -m 10 -E '^========= (Race|Error|Warning)' "$out/racecheck-$precision-$tiles.log"
+    fi
+  done
 done
 
 # One end-to-end run: the pipeline's own allocations, copies and streams.

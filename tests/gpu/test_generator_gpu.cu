@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -333,6 +334,31 @@ TEST_CASE("generate_each hands over every image once, in order, with the bytes g
   CHECK(next == n);
   CHECK(calls >= (n + GpuPipeline::kChunkImages - 1) / GpuPipeline::kChunkImages);
   CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+}
+
+TEST_CASE("Small and Large tiles give the same bytes in every precision") {
+  const auto net = reference::random_network(test_seed() + 10);
+  const int n = std::min(127, batch_sizes().back());
+  std::mt19937_64 rng(test_seed() + 11);
+  std::normal_distribution<float> nd;
+  std::vector<float> z(size_t(n) * kLatentDim);
+  for (auto& v : z) v = nd(rng);
+  const char* before = std::getenv("FACEGEN_GPU_TILES");
+  const std::string saved = before ? before : "";
+  for (Precision p : kPrecisions) {
+    std::vector<float> images[2];
+    const char* shapes[2] = {"small", "large"};
+    for (int k = 0; k < 2; ++k) {
+      setenv("FACEGEN_GPU_TILES", shapes[k], 1);
+      GpuPipeline pipe(net.data(), p, n, 0);  // DeviceNetwork reads FACEGEN_GPU_TILES when it is made
+      images[k].assign(size_t(n) * kImageValues, std::numeric_limits<float>::quiet_NaN());
+      pipe.generate(z.data(), n, images[k].data());
+    }
+    CHECK_MESSAGE(std::memcmp(images[0].data(), images[1].data(), images[0].size() * 4) == 0,
+                  name(p) << ": Small and Large tiles differ on " << n << " images");
+  }
+  if (before) setenv("FACEGEN_GPU_TILES", saved.c_str(), 1);
+  else unsetenv("FACEGEN_GPU_TILES");
 }
 
 }  // namespace facegen
