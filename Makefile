@@ -18,7 +18,8 @@
 # Knobs: CUDA=0 builds without CUDA (CPU backend only); CUDA_ARCH=90 picks the GPU architecture
 # (default: the first GPU nvidia-smi reports, else 90); DEBUG=1 builds with -O0 -g; PROFILE=1 adds
 # -lineinfo; CPU_ARCH=native sets -march for the CPU code. SANITIZE=1 builds into build-san/ with
-# -fsanitize=address,undefined and without CUDA (nvcc cannot build AddressSanitizer code).
+# -fsanitize=address,undefined and without CUDA (nvcc cannot build AddressSanitizer code). A change
+# of knobs rebuilds the objects it affects (build/compile-flags records the last flags).
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
@@ -97,6 +98,15 @@ $(BUILD)/mpi/%.o: CPPFLAGS += $(MPI_CPPFLAGS)
 
 LIB_OBJ := $(LIB_CPP:%.cpp=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
 
+# Every object depends on the compiler flags it was built with: $(FLAGS_STAMP) is rewritten only when
+# they change (CUDA_ARCH, DEBUG, PROFILE, CPU_ARCH, ...), so such a change rebuilds what it affects
+# instead of leaving objects built with the old flags.
+FLAGS_STAMP := $(BUILD)/compile-flags
+FLAGS_NOW   := $(CXX) $(CPPFLAGS) $(CXXFLAGS) | $(NVCC) $(NVCCFLAGS) | $(MPI_CPPFLAGS)
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+$(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || printf '%s' '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
+endif
+
 TEST_CPP := $(wildcard tests/*.cpp)
 TEST_OBJ := $(TEST_CPP:%.cpp=$(BUILD)/%.o)
 GPU_TEST_CU := $(wildcard tests/gpu/*.cu)
@@ -167,11 +177,11 @@ $(BENCH): $(BUILD)/bench/bench.cu.o $(BUILD)/libfacegen.a
 $(BENCH_IO): $(BUILD)/bench/bench_io.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/%.o: %.cpp
+$(BUILD)/%.o: %.cpp $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu
+$(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -I. -I/usr/include/stb -MMD -MP -c $< -o $@
 
