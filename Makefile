@@ -237,7 +237,7 @@ clean:
 	rm -rf build build-san build-vg
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-RUN_PACKAGES := build-essential make libstb-dev libcxxopts-dev doctest-dev openmpi-bin libopenmpi-dev
+RUN_PACKAGES := build-essential make libstb-dev libcxxopts-dev doctest-dev openmpi-bin libopenmpi-dev procps
 # slurm-wlm, munge: the local Slurm suite; clang and its runtimes: libFuzzer targets; valgrind: the
 # leak and memory check of a whole run.
 TEST_PACKAGES := python3 python3-numpy python3-torch slurm-wlm munge clang-14 libclang-rt-14-dev valgrind

@@ -15,7 +15,8 @@
 #     mpirun on those hosts, over ssh, with the same paths on every host;
 #   otherwise this machine alone.
 # It prints the command before running it. When the job fails it removes the temporary files that a
-# killed rank could not (PREFIX.<ext>.tmp-XXXXXX) and exits with the job's status.
+# killed rank could not (PREFIX.<ext>.tmp-XXXXXX) and exits with the job's status; SIGINT or SIGTERM
+# to this script stops the job the same way and exits 130 or 143.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -162,15 +163,41 @@ summarize_mpirun_errors() {
 cmd+=("$program" "${facegen_args[@]}")
 echo "run_parallel: launching $ranks rank(s), $ranks_per_node per node, on $where:"
 echo "  ${cmd[*]}"
+# The launcher runs as a background job in its own process group (set -m), and this script waits for
+# it, so that a signal to this script (Ctrl-C at a terminal, scancel, kill) is caught here, handed on
+# to the launcher once (which stops every rank), and the exit status says what stopped the job: 130
+# for SIGINT, 143 for SIGTERM, as for the single-process program.
 status=0
+interrupted=0
+job=
+on_signal() {  # on_signal STATUS SIGNAL
+  [ "$interrupted" -eq 0 ] || return 0
+  interrupted=$1
+  local pid
+  pid=$(pgrep -P "$job" -x "$(basename "${cmd[0]}")" 2>/dev/null | head -n1)
+  kill -"$2" "${pid:-$job}" 2>/dev/null || true
+}
+set +e
+set -m
 if [ "${cmd[0]}" = mpirun ]; then
   # stderr through the summary, stdout straight through.
-  set +e
-  { "${cmd[@]}" 2>&1 1>&3 3>&- | summarize_mpirun_errors >&2; status=${PIPESTATUS[0]}; } 3>&1
-  set -e
+  { "${cmd[@]}" 2>&1 1>&3 3>&- | summarize_mpirun_errors >&2; exit "${PIPESTATUS[0]}"; } 3>&1 &
 else
-  "${cmd[@]}" || status=$?
+  "${cmd[@]}" &
 fi
+job=$!
+set +m
+trap 'on_signal 130 INT' INT
+trap 'on_signal 143 TERM' TERM
+wait "$job"
+status=$?
+while kill -0 "$job" 2>/dev/null; do  # a wait that a signal cut short
+  wait "$job"
+  status=$?
+done
+trap - INT TERM
+set -e
+[ "$interrupted" -eq 0 ] || status=$interrupted
 if [ $status -ne 0 ]; then
   # A rank killed by a signal or by the launcher cannot remove its temporary files.
   mapfile -t leftovers < <(compgen -G "$output.*.tmp-??????" || true)
@@ -178,6 +205,10 @@ if [ $status -ne 0 ]; then
     rm -f -- "${leftovers[@]}"
     echo "run_parallel: removed temporary files: ${leftovers[*]}" >&2
   fi
-  echo "run_parallel: the job failed (exit status $status); no output was written" >&2
+  case $interrupted in
+    130) echo "run_parallel: interrupted (SIGINT); the job was stopped and no output was written" >&2 ;;
+    143) echo "run_parallel: terminated (SIGTERM); the job was stopped and no output was written" >&2 ;;
+    *) echo "run_parallel: the job failed (exit status $status); no output was written" >&2 ;;
+  esac
 fi
 exit $status

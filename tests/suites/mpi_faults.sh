@@ -3,7 +3,8 @@
 #
 #   a rank killed from outside (SIGKILL) mid-run: the job ends within seconds, non-zero, one line
 #     naming the rank, no output file, the old output intact, no temporary file
-#   the whole job interrupted (SIGINT to run_parallel.sh's mpirun) mid-run: the same
+#   the whole job interrupted mid-run (SIGINT to mpirun; SIGINT or SIGTERM to run_parallel.sh): the
+#     same, with exit status 1 (mpirun's own), 130 or 143
 #   64 ranks oversubscribed on this machine: files byte-identical to one process's
 #
 # mpi_ranks.sh injects faults from inside a rank (FACEGEN_TEST_FAULT); here they come from outside,
@@ -35,13 +36,33 @@ fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 "$build/make-latents" --count 3000 --seed 5 --output "$work/l3000.txt" > /dev/null || exit 1
 "$build/make-latents" --count 200 --seed 6 --output "$work/l200.txt" > /dev/null || exit 1
 
-# start_job RANKS PREFIX INPUT [flags]: run_parallel.sh in the background; $job is its pid.
+# start_job RANKS PREFIX INPUT [flags]: run_parallel.sh in the background; $job is its pid. SIGINT
+# is set back to its default first (perl, then exec): a background job of a script starts with
+# SIGINT ignored, which a terminal's foreground job does not.
 start_job() {
   local ranks=$1 prefix=$2 input=$3
   shift 3
-  ./run_parallel.sh --program "$prog" --model "$model" --input "$input" --output "$prefix" \
+  perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV or die "exec: $!"' \
+    ./run_parallel.sh --program "$prog" --model "$model" --input "$input" --output "$prefix" \
     --ranks-per-node "$ranks" -- --device cpu --all-ranks "$@" > "$work/stdout" 2> "$work/stderr" &
   job=$!
+}
+
+# descendant_pid NAME: the pid of the first process named NAME below the job started last.
+descendant_pid() {
+  local frontier=$job next pid
+  while [ -n "$frontier" ]; do
+    next=
+    for pid in $frontier; do
+      if [ "$pid" != "$job" ] && [ "$(cat /proc/$pid/comm 2>/dev/null)" = "$1" ]; then
+        echo "$pid"
+        return 0
+      fi
+      next="$next $(ps -o pid= --ppid "$pid" 2>/dev/null | tr '\n' ' ')"
+    done
+    frontier=$(echo $next)
+  done
+  return 1
 }
 
 # rank_pid RANK: the pid of that rank of the job started last (from OMPI_COMM_WORLD_RANK in its
@@ -115,22 +136,41 @@ for victim in 1 0; do
   fi
 done
 
-# --- the whole job interrupted: SIGINT to mpirun, which passes it to every rank ------------------------
-rm -rf "$work/out" && mkdir -p "$work/out" && echo "old contents" > "$work/out/keep.txt"
-start_job 3 "$work/out/keep" "$work/l3000.txt" --images-per-round 64
-if wait_ranks_working "$work/out" 60 && sleep 1; then
-  mpirun_pid=$(ps -o pid= --ppid "$job" | head -n1 | tr -d ' ')
-  kill -INT "${mpirun_pid:-$job}"
-  killed_at=$SECONDS
-  timeout 60 tail --pid="$job" -f /dev/null
-  wait "$job"
-  got=$?
-  job=
-  after_fault "SIGINT to mpirun mid-run" $got $killed_at "."
-else
-  fail "SIGINT to mpirun mid-run" "the job did not start within 60 s"
-  kill "$job" 2>/dev/null; wait "$job"; job=
-fi
+# --- the whole job interrupted ----------------------------------------------------------------------
+# SIGINT to mpirun alone (it stops every rank; its own exit status is 1), then SIGINT and SIGTERM to
+# run_parallel.sh (Ctrl-C at a terminal, scancel, kill), which hands the signal on to mpirun and
+# exits 130 or 143.
+for target in mpirun INT TERM; do
+  rm -rf "$work/out" && mkdir -p "$work/out" && echo "old contents" > "$work/out/keep.txt"
+  start_job 3 "$work/out/keep" "$work/l3000.txt" --images-per-round 64
+  case $target in
+    mpirun) name="SIGINT to mpirun mid-run"; pattern="the job failed \(exit status 1\)"; want=1 ;;
+    INT) name="SIGINT to run_parallel.sh mid-run"; pattern="interrupted \(SIGINT\)"; want=130 ;;
+    TERM) name="SIGTERM to run_parallel.sh mid-run"; pattern="terminated \(SIGTERM\)"; want=143 ;;
+  esac
+  if wait_ranks_working "$work/out" 60 && sleep 1; then
+    if [ $target = mpirun ]; then
+      pid=$(descendant_pid mpirun)
+      [ -n "$pid" ] || pid=$(descendant_pid orterun)
+      kill -INT "${pid:?no mpirun below the job}"
+    else
+      kill -$target "$job"
+    fi
+    killed_at=$SECONDS
+    timeout 60 tail --pid="$job" -f /dev/null
+    wait "$job"
+    got=$?
+    job=
+    if [ "$got" -ne "$want" ]; then
+      fail "$name" "exit status $got, expected $want: $(head -c 400 "$work/stderr")"
+    else
+      after_fault "$name" $got $killed_at "$pattern"
+    fi
+  else
+    fail "$name" "the job did not start within 60 s"
+    kill "$job" 2>/dev/null; wait "$job"; job=
+  fi
+done
 
 # --- 64 ranks oversubscribed on this machine -------------------------------------------------------
 "$prog" --device cpu --model "$model" --input "$work/l200.txt" --output "$work/ref200" --quiet ||
