@@ -166,7 +166,8 @@ echo "  ${cmd[*]}"
 # The launcher runs as a background job in its own process group (set -m), and this script waits for
 # it, so that a signal to this script (Ctrl-C at a terminal, scancel, kill) is caught here, handed on
 # to the launcher once (which stops every rank), and the exit status says what stopped the job: 130
-# for SIGINT, 143 for SIGTERM, as for the single-process program.
+# for SIGINT, 143 for SIGTERM, as for the single-process program. Its stdin is /dev/null (the ranks
+# read none): a background process group that reads the terminal would be stopped by SIGTTIN.
 status=0
 interrupted=0
 job=
@@ -181,9 +182,9 @@ set +e
 set -m
 if [ "${cmd[0]}" = mpirun ]; then
   # stderr through the summary, stdout straight through.
-  { "${cmd[@]}" 2>&1 1>&3 3>&- | summarize_mpirun_errors >&2; exit "${PIPESTATUS[0]}"; } 3>&1 &
+  { "${cmd[@]}" 2>&1 1>&3 3>&- | summarize_mpirun_errors >&2; exit "${PIPESTATUS[0]}"; } 3>&1 < /dev/null &
 else
-  "${cmd[@]}" &
+  "${cmd[@]}" < /dev/null &
 fi
 job=$!
 set +m
