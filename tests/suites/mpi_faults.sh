@@ -48,19 +48,24 @@ start_job() {
   job=$!
 }
 
-# descendant_pid NAME: the pid of the first process named NAME below the job started last.
-descendant_pid() {
+# job_descendants: the pids below the job started last, breadth first (parents before children).
+job_descendants() {
   local frontier=$job next pid
   while [ -n "$frontier" ]; do
     next=
     for pid in $frontier; do
-      if [ "$pid" != "$job" ] && [ "$(cat /proc/$pid/comm 2>/dev/null)" = "$1" ]; then
-        echo "$pid"
-        return 0
-      fi
+      [ "$pid" = "$job" ] || echo "$pid"
       next="$next $(ps -o pid= --ppid "$pid" 2>/dev/null | tr '\n' ' ')"
     done
     frontier=$(echo $next)
+  done
+}
+
+# descendant_pid NAME: the pid of the first process named NAME below the job started last.
+descendant_pid() {
+  local pid
+  for pid in $(job_descendants); do
+    [ "$(cat /proc/$pid/comm 2>/dev/null)" = "$1" ] && { echo "$pid"; return 0; }
   done
   return 1
 }
@@ -68,18 +73,13 @@ descendant_pid() {
 # rank_pid RANK: the pid of that rank of the job started last (from OMPI_COMM_WORLD_RANK in its
 # environment), among the job's descendants only.
 rank_pid() {
-  local want=$1 frontier=$job next pid
-  while [ -n "$frontier" ]; do
-    next=
-    for pid in $frontier; do
-      if [ "$(cat /proc/$pid/comm 2>/dev/null)" = facegen ] &&
-         tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$want"; then
-        echo "$pid"
-        return 0
-      fi
-      next="$next $(ps -o pid= --ppid "$pid" 2>/dev/null | tr '\n' ' ')"
-    done
-    frontier=$(echo $next)
+  local pid
+  for pid in $(job_descendants); do
+    if [ "$(cat /proc/$pid/comm 2>/dev/null)" = facegen ] &&
+       tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
+      echo "$pid"
+      return 0
+    fi
   done
   return 1
 }
