@@ -74,10 +74,13 @@ CXXFLAGS := -std=c++17 $(OPT) -march=$(CPU_ARCH) -Wall -Wextra -Wno-maybe-uninit
 LDLIBS   += $(SANITIZER_FLAGS)
 endif
 
-# Library sources: everything in generator/ and kernels/ except the program's main.
-LIB_CPP := $(filter-out generator/main.cpp generator/cuda_unavailable.cpp,$(wildcard generator/*.cpp kernels/*.cpp))
+# Library sources, lowest layer first: common/ (shapes, precision, errors, threads, clock), kernels/,
+# generator/ (the model and its backends), files/ (latent readers, output formats), run/ (the
+# single-process driver), app/ (progress display); the program's main is apart.
+LIB_DIRS := common kernels generator files run app
+LIB_CPP := $(filter-out app/main.cpp generator/cuda_unavailable.cpp,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp)))
 ifeq ($(CUDA),1)
-LIB_CU  := $(wildcard generator/*.cu kernels/*.cu)
+LIB_CU  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu))
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
 else
 LIB_CU  :=
@@ -129,7 +132,7 @@ FUZZ_CXX     ?= clang++-14
 FUZZ_SECONDS ?= 25
 FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer
-FUZZ_LIB_SRC := generator/latents.cpp generator/network.cpp generator/atomic_file.cpp generator/text_format.cpp
+FUZZ_LIB_SRC := files/latents.cpp generator/network.cpp files/atomic_file.cpp common/text_format.cpp
 FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))
 
 MODEL  ?= models/facegen-fashion.bin
@@ -155,7 +158,7 @@ $(BUILD)/libfacegen.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(PROGRAM): $(BUILD)/generator/main.o $(BUILD)/libfacegen.a
+$(PROGRAM): $(BUILD)/app/main.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS) $(MPI_LDLIBS)
 
 $(RANDOM_MODEL_TOOL): $(BUILD)/tools/make_random_network.o $(BUILD)/libfacegen.a
@@ -216,7 +219,7 @@ valgrind-build:
 
 fuzz: $(FUZZ_TARGETS)
 
-build/fuzz/%: fuzz/%.cpp $(FUZZ_LIB_SRC) $(wildcard generator/*.hpp)
+build/fuzz/%: fuzz/%.cpp $(FUZZ_LIB_SRC) $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.hpp))
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_SRC)
 

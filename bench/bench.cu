@@ -25,7 +25,7 @@
 #include "bench/cublas_baseline.cuh"
 #include "generator/gpu_pipeline.hpp"
 #include "kernels/generator_gpu.hpp"
-#include "kernels/cuda_check.cuh"
+#include "common/cuda_check.cuh"
 #include "kernels/phase_gemm.cuh"
 #include "tests/gpu/reference.hpp"
 

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "generator/backend.hpp"
-#include "generator/image_sink.hpp"
+#include "files/image_sink.hpp"
 #include "generator/network.hpp"
-#include "kernels/parallel_for.hpp"
+#include "common/threads.hpp"
 
 using namespace facegen;
 

@@ -17,7 +17,7 @@
 
 #include "generator/backend.hpp"
 #include "generator/network.hpp"
-#include "kernels/cuda_check.cuh"
+#include "common/cuda_check.cuh"
 #include "tests/gpu/reference.hpp"
 
 namespace facegen {

@@ -1,4 +1,4 @@
-// fuzz_latents.cpp: libFuzzer target for the latent-file reader (generator/latents.cpp).
+// fuzz_latents.cpp: libFuzzer target for the latent-file reader (files/latents.cpp).
 //
 // Input: byte 0 picks the read buffer (1..64 bytes, or the default 1 MiB), the rest is the file.
 // The file goes into an in-memory file (memfd), so the reader sees a regular file with a size, as
@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "generator/errors.hpp"
-#include "generator/latents.hpp"
+#include "common/errors.hpp"
+#include "files/latents.hpp"
 #include "generator/network.hpp"
 
 namespace {

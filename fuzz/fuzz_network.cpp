@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "generator/errors.hpp"
+#include "common/errors.hpp"
 #include "generator/network.hpp"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "generator/backend.hpp"
-#include "generator/errors.hpp"
+#include "common/errors.hpp"
 
 namespace facegen {
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "common/precision.hpp"
 #include "generator/network.hpp"
 
 namespace facegen {
@@ -16,12 +17,6 @@ namespace facegen {
 // Synthetic is not the network: images made from the latents by a cheap formula, for testing and
 // measuring the output side at speeds the CPU backend cannot reach (see synthetic_backend.cpp).
 enum class DeviceKind { Auto, Cuda, Cpu, Synthetic };
-
-// Arithmetic of the CUDA backend's matrix products. Fp32: exact float32 multiply-adds (the default).
-// Tf32: tensor cores on operands rounded to tf32 (10-bit mantissa), float32 accumulation.
-// Bf16: tensor cores on bfloat16 operands and activations, float32 accumulation. The CPU backend
-// always computes in float32.
-enum class Precision { Fp32, Tf32, Bf16 };
 
 struct BackendOptions {
   DeviceKind device = DeviceKind::Auto;

@@ -12,7 +12,7 @@
 #include "generator/backend.hpp"
 #include "generator/network.hpp"
 #include "kernels/layers_cpu.hpp"
-#include "kernels/parallel_for.hpp"
+#include "common/threads.hpp"
 
 namespace facegen {
 

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "generator/backend.hpp"
-#include "generator/errors.hpp"
+#include "common/errors.hpp"
 #include "generator/network.hpp"
-#include "kernels/cuda_check.cuh"
+#include "common/cuda_check.cuh"
 #include "generator/gpu_pipeline.hpp"
 
 namespace facegen {

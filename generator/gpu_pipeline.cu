@@ -9,7 +9,8 @@
 #include <thread>
 
 #include "generator/network.hpp"
-#include "kernels/cuda_check.cuh"
+#include "common/cuda_check.cuh"
+#include "common/threads.hpp"
 
 namespace facegen {
 
@@ -95,7 +96,7 @@ GpuPipeline::GpuPipeline(const float* network_floats, Precision precision, int m
   chunks_ = (max_batch + kChunkImages - 1) / kChunkImages;
   CUDA_CHECK(cudaSetDevice(device));
   net_ = std::make_unique<DeviceNetwork>(network_floats, precision);
-  copier_ = std::make_unique<HostCopyPool>(static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
+  copier_ = std::make_unique<HostCopyPool>(std::min(8, available_cpus()));
   CUDA_CHECK(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&download_, cudaStreamNonBlocking));

@@ -17,9 +17,9 @@
 #include <stdexcept>
 #include <utility>
 
-#include "generator/atomic_file.hpp"
-#include "generator/errors.hpp"
-#include "generator/text_format.hpp"
+#include "files/atomic_file.hpp"
+#include "common/errors.hpp"
+#include "common/text_format.hpp"
 
 namespace facegen {
 namespace {

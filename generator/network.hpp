@@ -15,39 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "common/model_shape.hpp"
+
 namespace facegen {
-
-constexpr int kLatentDim = 100;
-constexpr int kNumStages = 4;  // batch norm + ReLU + transposed convolution, four times
-constexpr int kTaps = 5;       // transposed-convolution kernel is 5x5, stride 2
-constexpr float kBatchNormEps = 1e-5f;
-// Feature map before stage i is (kStageSize[i], kStageSize[i], kStageChannels[i]); index 4 is the image.
-constexpr int kStageChannels[kNumStages + 1] = {512, 256, 128, 64, 3};
-constexpr int kStageSize[kNumStages + 1] = {4, 8, 16, 32, 64};
-constexpr int kProjOutputs = 4 * 4 * 512;  // 8192
-constexpr int kImageSize = 64;
-constexpr int kImageChannels = 3;
-constexpr int kImageValues = kImageSize * kImageSize * kImageChannels;  // 12,288
-constexpr int64_t kNetworkFloats = 5137283;
-constexpr int64_t kNetworkBytes = kNetworkFloats * 4;  // 20,549,132
-
-// Inference batch norm parameters of one stage, each (channels).
-struct BatchNormView {
-  const float* beta;
-  const float* gamma;
-  const float* mean;
-  const float* var;
-  int channels;
-};
-
-// One stride-2 5x5 transposed convolution: (n, h, h, c_in) -> (n, 2h, 2h, c_out).
-struct TConvView {
-  const float* weight;  // (5, 5, c_out, c_in), c_in fastest
-  const float* bias;    // (c_out)
-  int c_in;
-  int c_out;
-  int size_in;  // h = w of the input feature map
-};
 
 class Network {
  public:

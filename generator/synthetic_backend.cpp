@@ -11,7 +11,7 @@
 
 #include "generator/backend.hpp"
 #include "generator/network.hpp"
-#include "kernels/parallel_for.hpp"
+#include "common/threads.hpp"
 
 namespace facegen {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "generator/network.hpp"
-#include "kernels/cuda_check.cuh"
+#include "common/model_shape.hpp"
+#include "common/cuda_check.cuh"
 #include "kernels/phase_gemm.cuh"
 
 namespace facegen {

@@ -15,7 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "generator/backend.hpp"
+#include "common/precision.hpp"
 
 namespace facegen {
 

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <vector>
 
-#include "generator/network.hpp"
-#include "kernels/parallel_for.hpp"
+#include "common/model_shape.hpp"
+#include "common/threads.hpp"
 
 namespace facegen {
 

@@ -4,7 +4,7 @@
 #include <exception>
 #include <new>
 
-#include "generator/errors.hpp"
+#include "common/errors.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/polite_wait.hpp"
 

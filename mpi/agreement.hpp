@@ -13,11 +13,10 @@
 
 #include <string>
 
+#include "common/errors.hpp"
+
 namespace facegen {
 namespace mpi {
-
-constexpr int kExitInput = 1;  // the same statuses as the single-process program
-constexpr int kExitFault = 3;
 
 struct RankStatus {
   bool failed = false;

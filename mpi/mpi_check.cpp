@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "generator/atomic_file.hpp"
-#include "generator/errors.hpp"
+#include "files/atomic_file.hpp"
+#include "common/errors.hpp"
 
 namespace facegen {
 namespace mpi {

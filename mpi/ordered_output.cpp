@@ -11,11 +11,11 @@
 #include <limits>
 #include <stdexcept>
 
-#include "generator/errors.hpp"
-#include "generator/image_sink.hpp"
+#include "common/errors.hpp"
+#include "files/image_sink.hpp"
 #include "generator/network.hpp"
-#include "generator/text_format.hpp"
-#include "kernels/parallel_for.hpp"
+#include "common/text_format.hpp"
+#include "common/threads.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/polite_wait.hpp"
 

@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "generator/atomic_file.hpp"
-#include "generator/pipeline.hpp"
+#include "files/atomic_file.hpp"
+#include "run/pipeline.hpp"
 #include "mpi/agreement.hpp"
 #include "mpi/work_split.hpp"
 

@@ -21,12 +21,13 @@
 #include <string>
 #include <vector>
 
-#include "generator/atomic_file.hpp"
+#include "common/clock.hpp"
+#include "files/atomic_file.hpp"
 #include "generator/backend.hpp"
-#include "generator/errors.hpp"
-#include "generator/latent_source.hpp"
+#include "common/errors.hpp"
+#include "files/latent_source.hpp"
 #include "generator/network.hpp"
-#include "generator/text_format.hpp"
+#include "common/text_format.hpp"
 #include "mpi/agreement.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/ordered_output.hpp"
@@ -38,8 +39,6 @@ namespace facegen {
 namespace mpi {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // Below these many images per rank, an extra rank costs more than it saves (BENCHMARKS.md,
 // "MPI scaling"). Measured on two H200s with the phase-GEMM kernels (about 90,000 images/s per
 // GPU): a second GPU rank costs 0.13-0.22 s end to end (its CUDA context, weights and teardown
@@ -48,10 +47,6 @@ using Clock = std::chrono::steady_clock;
 // On the CPU a rank's start-up (reading and checking the 20 MB model) is worth a few images.
 constexpr int64_t kDefaultMinImagesCuda = 4096;
 constexpr int64_t kDefaultMinImagesCpu = 8;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 extern "C" void remove_outputs_and_die(int signal_number) {
   remove_all_temp_files_for_signal();

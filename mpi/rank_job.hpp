@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "generator/pipeline.hpp"
+#include "run/pipeline.hpp"
 
 namespace facegen {
 namespace mpi {

@@ -1,5 +1,5 @@
 // rank_job_unavailable.cpp: run_as_rank for a build without MPI (make MPI=0, or no mpicxx found).
-#include "generator/errors.hpp"
+#include "common/errors.hpp"
 #include "mpi/rank_job.hpp"
 
 namespace facegen {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "common/threads.hpp"
 #include "mpi/mpi_check.hpp"
 
 namespace facegen {
@@ -50,10 +51,8 @@ int choose_cuda_device(int local_rank, int visible_devices) {
 
 int cpu_threads_for_rank(int ranks_sharing) {
   const int machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int allowed = machine;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) allowed = std::max(1, CPU_COUNT(&set));
-  if (allowed < machine) return allowed;  // bound by the launcher: these CPUs are this rank's
+  const int allowed = available_cpus();
+  if (allowed < machine) return allowed;  // bound by the launcher, a quota or a variable: these are this rank's
   return std::max(1, allowed / std::max(1, ranks_sharing));
 }
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "generator/latent_source.hpp"
+#include "files/latent_source.hpp"
 #include "generator/network.hpp"
 
 using namespace facegen;

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "generator/errors.hpp"
-#include "generator/latents.hpp"
+#include "common/errors.hpp"
+#include "files/latents.hpp"
 #include "generator/network.hpp"
 #include "tests/test_support.hpp"
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "generator/backend.hpp"
-#include "generator/errors.hpp"
+#include "common/errors.hpp"
 #include "generator/network.hpp"
 #include "kernels/layers_cpu.hpp"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "generator/errors.hpp"
+#include "common/errors.hpp"
 #include "generator/network.hpp"
 #include "tests/test_support.hpp"
 

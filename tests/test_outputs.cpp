@@ -23,11 +23,11 @@
 #include <stb_image.h>
 #pragma GCC diagnostic pop
 
-#include "generator/errors.hpp"
-#include "generator/image_sink.hpp"
+#include "common/errors.hpp"
+#include "files/image_sink.hpp"
 #include "generator/network.hpp"
-#include "generator/output_stage.hpp"
-#include "generator/progress.hpp"
+#include "run/output_stage.hpp"
+#include "app/progress.hpp"
 #include "tests/test_support.hpp"
 
 using namespace facegen;

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "generator/atomic_file.hpp"
-#include "generator/errors.hpp"
-#include "generator/image_sink.hpp"
+#include "files/atomic_file.hpp"
+#include "common/errors.hpp"
+#include "files/image_sink.hpp"
 #include "generator/network.hpp"
 #include "tests/test_support.hpp"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "generator/errors.hpp"
+#include "common/errors.hpp"
 
 namespace facegen_test {
 

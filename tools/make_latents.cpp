@@ -14,7 +14,7 @@
 
 #include <cxxopts.hpp>
 
-#include "generator/latent_source.hpp"
+#include "files/latent_source.hpp"
 
 namespace {
 

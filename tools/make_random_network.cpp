@@ -12,7 +12,7 @@
 
 #include <cxxopts.hpp>
 
-#include "generator/errors.hpp"
+#include "common/errors.hpp"
 #include "generator/network.hpp"
 
 int main(int argc, char** argv) {

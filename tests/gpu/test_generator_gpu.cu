@@ -26,7 +26,7 @@
 
 #include "generator/gpu_pipeline.hpp"
 #include "kernels/generator_gpu.hpp"
-#include "kernels/cuda_check.cuh"
+#include "common/cuda_check.cuh"
 #include "tests/gpu/reference.hpp"
 
 namespace facegen {

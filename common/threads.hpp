@@ -1,4 +1,4 @@
-// parallel_for.hpp: split a range of independent work items over std::threads.
+// threads.hpp: how many CPUs this process was given, and a range of independent work split over them.
 //
 // parallel_for(count, threads, body) calls body(begin, end) on contiguous, disjoint ranges that cover
 // [0, count) exactly once and returns when all are done. Threads take ranges of about
@@ -12,17 +12,20 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace facegen {
 
-// threads <= 0 means every hardware thread.
-inline int resolve_threads(int threads) {
-  if (threads > 0) return threads;
-  const unsigned hardware = std::thread::hardware_concurrency();
-  return hardware > 0 ? static_cast<int>(hardware) : 1;
-}
+// The CPUs this process may use, from what it was given, smallest first: the CPU affinity mask
+// (taskset, mpirun/srun binding), a cgroup CPU quota (containers, Slurm's cgroup plugin), then
+// SLURM_CPUS_PER_TASK and OMP_NUM_THREADS when set. Never less than 1. `why` (optional) names the
+// limit that decided, e.g. "affinity mask" or "OMP_NUM_THREADS=1".
+int available_cpus(std::string* why = nullptr);
+
+// threads <= 0 means every CPU available_cpus() finds.
+inline int resolve_threads(int threads) { return threads > 0 ? threads : available_cpus(); }
 
 template <class Body>
 void parallel_for(int64_t count, int threads, Body body) {

@@ -1,23 +1,14 @@
 // output_stage.cpp: the writer thread and its bounded pool of image buffers (see output_stage.hpp).
-#include "generator/output_stage.hpp"
+#include "run/output_stage.hpp"
 
 #include <chrono>
 #include <stdexcept>
 #include <utility>
 
-#include "generator/network.hpp"
+#include "common/clock.hpp"
+#include "common/model_shape.hpp"
 
 namespace facegen {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-}  // namespace
-
 OutputStage::OutputStage(std::vector<std::unique_ptr<ImageSink>> sinks, int64_t chunk_images, int buffers,
                          std::function<void(int64_t)> on_written)
     : sinks_(std::move(sinks)), on_written_(std::move(on_written)) {

@@ -1,5 +1,5 @@
 // progress.cpp: the progress bar and the peak memory figure (see progress.hpp).
-#include "generator/progress.hpp"
+#include "app/progress.hpp"
 
 #include <sys/resource.h>
 #include <unistd.h>

@@ -20,10 +20,10 @@
 #include <thread>
 #include <vector>
 
-#include "generator/atomic_file.hpp"
-#include "generator/image_sink.hpp"
-#include "generator/network.hpp"
-#include "kernels/parallel_for.hpp"
+#include "files/atomic_file.hpp"
+#include "files/image_sink.hpp"
+#include "common/model_shape.hpp"
+#include "common/threads.hpp"
 
 namespace facegen {
 namespace {

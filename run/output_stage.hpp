@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "generator/image_sink.hpp"
+#include "files/image_sink.hpp"
 
 namespace facegen {
 

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include "generator/errors.hpp"
-#include "generator/image_sink.hpp"
-#include "generator/network.hpp"
-#include "kernels/parallel_for.hpp"
+#include "common/errors.hpp"
+#include "files/image_sink.hpp"
+#include "common/model_shape.hpp"
+#include "common/threads.hpp"
 
 namespace facegen {
 namespace {

@@ -1,12 +1,12 @@
 // latent_source.cpp: latent files, counter-based random latents, interpolation grids.
-#include "generator/latent_source.hpp"
+#include "files/latent_source.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "generator/latents.hpp"
-#include "generator/network.hpp"
+#include "files/latents.hpp"
+#include "common/model_shape.hpp"
 
 namespace facegen {
 namespace {

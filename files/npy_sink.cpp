@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "generator/atomic_file.hpp"
-#include "generator/image_sink.hpp"
-#include "generator/network.hpp"
+#include "files/atomic_file.hpp"
+#include "files/image_sink.hpp"
+#include "common/model_shape.hpp"
 
 namespace facegen {
 namespace {

@@ -25,11 +25,11 @@
 #include <utility>
 #include <vector>
 
-#include "generator/atomic_file.hpp"
-#include "generator/errors.hpp"
-#include "generator/image_sink.hpp"
-#include "generator/network.hpp"
-#include "generator/text_format.hpp"
+#include "files/atomic_file.hpp"
+#include "common/errors.hpp"
+#include "files/image_sink.hpp"
+#include "common/model_shape.hpp"
+#include "common/text_format.hpp"
 
 namespace facegen {
 namespace {

@@ -4,7 +4,7 @@
 // stdio, then fflush + fsync + fclose + rename on commit(). Each of those calls is checked, so a full
 // disk is reported whichever call first notices it. The temporary path is listed in a fixed table
 // that a signal handler may walk without allocating or locking.
-#include "generator/atomic_file.hpp"
+#include "files/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -18,7 +18,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "generator/errors.hpp"
+#include "common/errors.hpp"
 
 namespace facegen {
 namespace {

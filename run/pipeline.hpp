@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "generator/backend.hpp"
-#include "generator/image_sink.hpp"
-#include "generator/latent_source.hpp"
+#include "files/image_sink.hpp"
+#include "files/latent_source.hpp"
 
 namespace facegen {
 

@@ -1,5 +1,5 @@
 // pipeline.cpp: one generation job in one process (see pipeline.hpp for the order of work).
-#include "generator/pipeline.hpp"
+#include "run/pipeline.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -7,21 +7,12 @@
 #include <sstream>
 #include <vector>
 
-#include "generator/errors.hpp"
-#include "generator/network.hpp"
-#include "generator/output_stage.hpp"
+#include "common/clock.hpp"
+#include "common/errors.hpp"
+#include "common/model_shape.hpp"
+#include "run/output_stage.hpp"
 
 namespace facegen {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-}  // namespace
-
 std::vector<OutputFormat> parse_formats(const std::string& list) {
   static const char kExpected[] = "expected a comma-separated list of txt, bmp, npy, png, mosaic-png";
   std::vector<OutputFormat> formats;

@@ -20,12 +20,12 @@
 #include <string>
 #include <thread>
 
-#include "generator/atomic_file.hpp"
-#include "generator/errors.hpp"
-#include "generator/pipeline.hpp"
-#include "generator/progress.hpp"
-#include "generator/text_format.hpp"
-#include "generator/version.hpp"
+#include "files/atomic_file.hpp"
+#include "common/errors.hpp"
+#include "run/pipeline.hpp"
+#include "app/progress.hpp"
+#include "common/text_format.hpp"
+#include "common/version.hpp"
 #include "mpi/launch.hpp"
 #include "mpi/rank_job.hpp"
 
@@ -33,16 +33,9 @@ namespace {
 
 using facegen::DeviceKind;
 
-constexpr int kExitInput = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitFault = 3;
-
-facegen::Precision parse_precision(const std::string& name) {
-  if (name == "fp32") return facegen::Precision::Fp32;
-  if (name == "tf32") return facegen::Precision::Tf32;
-  if (name == "bf16") return facegen::Precision::Bf16;
-  throw facegen::UserError("unknown --precision '" + name + "' (expected fp32, tf32 or bf16)");
-}
+using facegen::kExitInput;
+using facegen::kExitUsage;
+using facegen::kExitFault;
 
 // The shipped model, found beside the program: <dir of facegen>/../models/facegen-fashion.bin.
 std::string default_model_path() {
@@ -200,7 +193,7 @@ int main(int argc, char** argv) {
     request.formats = facegen::parse_formats(args["formats"].as<std::string>());
     request.backend.device = parse_device(args["device"].as<std::string>());
     request.backend.cuda_device = args["gpu"].as<int>();
-    request.backend.precision = parse_precision(args["precision"].as<std::string>());
+    request.backend.precision = facegen::parse_precision(args["precision"].as<std::string>());
     request.backend.max_batch = args["batch"].as<int>();
     request.backend.threads = args["threads"].as<int>();
     if (request.backend.max_batch < 1 || request.backend.max_batch > (1 << 20)) {

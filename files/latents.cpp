@@ -5,7 +5,7 @@
 // 1-based line:column of a token's first byte, columns counted in bytes. A value is any token that
 // strtof consumes in full (decimal or hexadecimal); one that underflows is kept as 0 or a subnormal,
 // one that overflows is an error like NaN and Inf.
-#include "generator/latents.hpp"
+#include "files/latents.hpp"
 
 #include <sys/stat.h>
 
@@ -18,9 +18,9 @@
 #include <limits>
 #include <stdexcept>
 
-#include "generator/errors.hpp"
-#include "generator/network.hpp"
-#include "generator/text_format.hpp"
+#include "common/errors.hpp"
+#include "common/model_shape.hpp"
+#include "common/text_format.hpp"
 
 namespace facegen {
 namespace {

@@ -10,6 +10,12 @@
 
 namespace facegen {
 
+// Exit statuses, the same for a single process and for every rank of a parallel job.
+constexpr int kExitOk = 0;
+constexpr int kExitInput = 1;  // a problem with the input: a file, a value, a flag
+constexpr int kExitUsage = 2;  // a malformed command line
+constexpr int kExitFault = 3;  // a fault of the program or its environment (CUDA, MPI, memory)
+
 struct UserError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

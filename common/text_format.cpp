@@ -1,5 +1,5 @@
 // text_format.cpp: how numbers appear in messages and summaries (see text_format.hpp).
-#include "generator/text_format.hpp"
+#include "common/text_format.hpp"
 
 #include <cstdio>
 
