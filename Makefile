@@ -5,6 +5,11 @@
 #   make run [COUNT=64 SEED=1 OUTPUT=samples]           random latents -> outputs/samples.{txt,bmp}
 #   make run_parallel INPUT=input1 OUTPUT=output1 NGPUS=4 [MODEL=path] [HOSTS=a,b|hostfile]
 #                        the same over NGPUS MPI ranks per node (run_parallel.sh; Slurm-aware)
+#                        INPUT: a bare name (inputs/NAME.txt) or a path, with or without .txt;
+#                        OUTPUT: a bare name (outputs/NAME) or a path, relative or absolute; without
+#                        OUTPUT, named after the input (input2 -> outputs/output2, data/x.txt -> outputs/x)
+#   make install PREFIX=/opt/facegen [DESTDIR=...]   bin/facegen, bin/facegen-run-parallel,
+#                        share/facegen/models/, share/facegen/slurm/
 #   make test            build and run every test this machine can run; ends with a pass/fail line
 #   make test-sanitize   the unit, command-line and fault tests again, built with AddressSanitizer and
 #                        UndefinedBehaviorSanitizer in build-san/ (same as make test SANITIZE=1)
@@ -110,6 +115,18 @@ ifeq ($(filter clean,$(MAKECMDGOALS)),)
 $(shell mkdir -p $(BUILD) && { [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || printf '%s' '$(FLAGS_NOW)' > $(FLAGS_STAMP); })
 endif
 
+# What --version reports: the git commit (with -dirty for uncommitted changes) and what the build has.
+# Only common/build_info.o sees these; $(BUILD_INFO_STAMP) changes with them, so a new commit
+# recompiles that one file.
+GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+BUILD_INFO_DEFS := -DFACEGEN_GIT_COMMIT='"$(GIT_COMMIT)"' -DFACEGEN_CPU_ARCH='"$(CPU_ARCH)"' \
+                   -DFACEGEN_CUDA_ARCHS='"$(if $(filter 1,$(CUDA)),sm_$(CUDA_ARCH))"' -DFACEGEN_MPI=$(MPI)
+BUILD_INFO_STAMP := $(BUILD)/build-info
+BUILD_INFO_NOW := $(GIT_COMMIT) $(CPU_ARCH) $(CUDA) $(CUDA_ARCH) $(MPI)
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+$(shell { [ "$$(cat $(BUILD_INFO_STAMP) 2>/dev/null)" = '$(BUILD_INFO_NOW)' ] || printf '%s' '$(BUILD_INFO_NOW)' > $(BUILD_INFO_STAMP); })
+endif
+
 TEST_CPP := $(wildcard tests/*.cpp)
 TEST_OBJ := $(TEST_CPP:%.cpp=$(BUILD)/%.o)
 GPU_TEST_CU := $(wildcard tests/gpu/*.cu)
@@ -139,10 +156,20 @@ MODEL  ?= models/facegen-fashion.bin
 INPUT  ?=
 COUNT  ?= 64
 SEED   ?= 1
-OUTPUT ?= $(if $(INPUT),output1,samples)
+OUTPUT ?=
 ARGS   ?=
-# Without INPUT, make run draws COUNT random latents with SEED.
-LATENT_ARGS = $(if $(INPUT),--input inputs/$(INPUT).txt,--random $(COUNT) --seed $(SEED))
+# INPUT: the first file of INPUT, INPUT.txt, inputs/INPUT, inputs/INPUT.txt. Without INPUT, make run
+# draws COUNT random latents with SEED. The output prefix: OUTPUT where it holds a '/' (a path),
+# else outputs/OUTPUT; without OUTPUT, the input's name with "input" made "output" (input2 ->
+# outputs/output2, faces.txt -> outputs/faces), or outputs/samples for random latents.
+INPUT_FILE = $(if $(INPUT),$(shell for f in '$(INPUT)' '$(INPUT).txt' 'inputs/$(INPUT)' 'inputs/$(INPUT).txt'; \
+               do [ -f "$$f" ] && { echo "$$f"; break; }; done))
+INPUT_STEM = $(patsubst %.txt,%,$(notdir $(INPUT_FILE)))
+OUTPUT_NAME = $(if $(OUTPUT),$(patsubst %.txt,%,$(OUTPUT)),$(if $(INPUT),$(patsubst input%,output%,$(INPUT_STEM)),samples))
+OUTPUT_PREFIX = $(if $(findstring /,$(OUTPUT_NAME)),$(OUTPUT_NAME),outputs/$(OUTPUT_NAME))
+LATENT_ARGS = $(if $(INPUT),--input $(INPUT_FILE),--random $(COUNT) --seed $(SEED))
+CHECK_INPUT = $(if $(INPUT),@test -n "$(INPUT_FILE)" || { echo "make: no input file for INPUT=$(INPUT) \
+              (looked for $(INPUT), $(INPUT).txt, inputs/$(INPUT), inputs/$(INPUT).txt)" >&2; exit 1; })
 NGPUS  ?= 1
 HOSTS  ?=
 
@@ -151,7 +178,7 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io clean deps test-deps
+.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io clean deps test-deps
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -184,6 +211,9 @@ $(BUILD)/%.o: %.cpp $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
+$(BUILD)/common/build_info.o: CPPFLAGS += $(BUILD_INFO_DEFS)
+$(BUILD)/common/build_info.o: $(BUILD_INFO_STAMP)
+
 $(BUILD)/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -I. -I/usr/include/stb -MMD -MP -c $< -o $@
@@ -193,14 +223,29 @@ $(TEST_MODEL): $(RANDOM_MODEL_TOOL)
 	$(RANDOM_MODEL_TOOL) --seed 1 --output $@
 
 run: $(PROGRAM)
-	@mkdir -p outputs
-	$(PROGRAM) --model $(MODEL) $(LATENT_ARGS) --output outputs/$(OUTPUT) $(ARGS)
+	$(CHECK_INPUT)
+	@mkdir -p $(dir $(OUTPUT_PREFIX))
+	$(PROGRAM) --model $(MODEL) $(LATENT_ARGS) --output $(OUTPUT_PREFIX) $(ARGS)
 
 # NGPUS ranks per node on every node: the Slurm allocation's, HOSTS (a,b or a hostfile), or this machine.
 run_parallel: $(PROGRAM)
-	@mkdir -p outputs
-	./run_parallel.sh $(LATENT_ARGS) --output outputs/$(OUTPUT) --ranks-per-node $(NGPUS) \
+	$(CHECK_INPUT)
+	@mkdir -p $(dir $(OUTPUT_PREFIX))
+	./run_parallel.sh $(LATENT_ARGS) --output $(OUTPUT_PREFIX) --ranks-per-node $(NGPUS) \
 	  --model $(MODEL) $(if $(HOSTS),--hosts $(HOSTS)) -- $(ARGS)
+
+# The program, its model, the launcher and the sbatch scripts under PREFIX (DESTDIR: a staging root).
+# The installed facegen finds PREFIX/share/facegen/models/ beside its own bin/; the installed
+# facegen-run-parallel finds facegen in its own directory.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+INSTALL_SHARE = $(DESTDIR)$(PREFIX)/share/facegen
+install: $(PROGRAM)
+	install -d $(DESTDIR)$(PREFIX)/bin $(INSTALL_SHARE)/models $(INSTALL_SHARE)/slurm
+	install -m 755 $(PROGRAM) $(DESTDIR)$(PREFIX)/bin/facegen
+	install -m 755 run_parallel.sh $(DESTDIR)$(PREFIX)/bin/facegen-run-parallel
+	install -m 644 models/facegen-fashion.bin $(INSTALL_SHARE)/models/facegen-fashion.bin
+	install -m 644 slurm/*.sbatch $(INSTALL_SHARE)/slurm/
 
 # The plain test pass also builds the fuzz targets where clang is installed (tests/suites/fuzz_smoke.sh
 # runs them) and build-vg/facegen where valgrind is (tests/suites/valgrind.sh).

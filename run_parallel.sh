@@ -3,7 +3,7 @@
 # through OpenMPI. Writes the same PREFIX.txt and PREFIX.bmp as the single-process program.
 #
 #   ./run_parallel.sh --input inputs/input1.txt --output outputs/output1 --ranks-per-node 4 \
-#                     [--model models/facegen-fashion.bin] [--hosts a,b | --hosts FILE] [-- facegen flags]
+#                     [--model PATH] [--hosts a,b | --hosts FILE] [--program PATH] [-- facegen flags]
 #   (--random N [--seed S] or --interpolate K [--seed S] instead of --input: drawn latents)
 #   make run_parallel INPUT=input1 OUTPUT=output1 NGPUS=4 [MODEL=path] [HOSTS=...] [ARGS='--verbose']
 #
@@ -14,6 +14,9 @@
 #   otherwise --hosts a,b,c (host names) or --hosts FILE (a hostfile: one host per line, # comments):
 #     mpirun on those hosts, over ssh, with the same paths on every host;
 #   otherwise this machine alone.
+# The program: facegen beside this script (as make install puts them: PREFIX/bin/facegen and
+# PREFIX/bin/facegen-run-parallel), else build/facegen beside it (the source tree); --program PATH
+# picks another. Without --model the program uses its shipped model.
 # It prints the command before running it. When the job fails it removes the temporary files that a
 # killed rank could not (PREFIX.<ext>.tmp-XXXXXX) and exits with the job's status; SIGINT or SIGTERM
 # to this script stops the job the same way and exits 130 or 143.
@@ -21,7 +24,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 program=$here/build/facegen
-model=$here/models/facegen-fashion.bin
+[ -x "$here/facegen" ] && [ ! -d "$here/facegen" ] && program=$here/facegen
+model=
 latent_args=()
 output=
 ranks_per_node=
@@ -29,8 +33,8 @@ hosts=${HOSTS:-}
 launcher=${LAUNCHER:-}
 
 usage() {
-  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
-  exit 2
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
 }
 die() {
   echo "run_parallel: $*" >&2
@@ -55,7 +59,7 @@ done
 [[ $ranks_per_node =~ ^[1-9][0-9]*$ ]] || die "--ranks-per-node must be a positive integer, got '$ranks_per_node'"
 [ -x "$program" ] || die "$program is missing: run make first"
 facegen_args=(
-  --model "$model"
+  ${model:+--model "$model"}
   "${latent_args[@]}"
   --output "$output"
   "$@"

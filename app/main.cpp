@@ -8,12 +8,14 @@
 // program or its environment (CUDA, memory), 130 or 143 stopped by SIGINT or SIGTERM (temporary
 // files removed, existing outputs untouched).
 #include <cxxopts.hpp>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -25,7 +27,7 @@
 #include "run/pipeline.hpp"
 #include "app/progress.hpp"
 #include "common/text_format.hpp"
-#include "common/version.hpp"
+#include "common/build_info.hpp"
 #include "mpi/launch.hpp"
 #include "mpi/rank_job.hpp"
 
@@ -37,7 +39,9 @@ using facegen::kExitInput;
 using facegen::kExitUsage;
 using facegen::kExitFault;
 
-// The shipped model, found beside the program: <dir of facegen>/../models/facegen-fashion.bin.
+// The shipped model, found from the program's own location: <dir>/../models/ in the source tree
+// (build/facegen), <dir>/../share/facegen/models/ where make install put it (PREFIX/bin/facegen).
+// Returned without "..": the summary names the file, not the way to it.
 std::string default_model_path() {
   const std::string shipped = "models/facegen-fashion.bin";
   char exe[4096];
@@ -45,7 +49,11 @@ std::string default_model_path() {
   if (length <= 0) return shipped;
   std::string dir(exe, static_cast<size_t>(length));
   dir = dir.substr(0, dir.find_last_of('/'));
-  return dir + "/../" + shipped;
+  for (const std::string& candidate : {dir + "/../" + shipped, dir + "/../share/facegen/" + shipped}) {
+    char resolved[PATH_MAX];
+    if (::realpath(candidate.c_str(), resolved) != nullptr) return resolved;
+  }
+  return dir + "/../" + shipped;  // missing: the loader names this path
 }
 
 DeviceKind parse_device(const std::string& name) {
@@ -152,7 +160,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (args.count("version")) {
-      std::cout << "facegen " FACEGEN_VERSION "\n";
+      std::cout << facegen::version_text();
       return 0;
     }
     if (!args.unmatched().empty()) {
