@@ -5,15 +5,16 @@
 //
 // writes outputs/output1.txt and outputs/output1.bmp. Exit status: 0 success, 1 a problem with the
 // input (files, values, flags: one sentence on stderr), 2 a malformed command line, 3 a fault of the
-// program or its environment (CUDA, memory), 130 or 143 stopped by SIGINT or SIGTERM (temporary
-// files removed, existing outputs untouched).
+// program or its environment (CUDA, memory), 128 + S ended by signal S (130 SIGINT, 143 SIGTERM,
+// 129 SIGHUP, ...; temporary files removed, existing outputs untouched: files/stop_signals.hpp).
 #include <cxxopts.hpp>
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,7 +23,7 @@
 #include <string>
 #include <thread>
 
-#include "files/atomic_file.hpp"
+#include "files/stop_signals.hpp"
 #include "common/errors.hpp"
 #include "run/pipeline.hpp"
 #include "app/progress.hpp"
@@ -64,26 +65,16 @@ DeviceKind parse_device(const std::string& name) {
   throw facegen::UserError("unknown --device '" + name + "' (expected auto, cuda or cpu)");
 }
 
-// SIGINT and SIGTERM: remove every temporary output file, say why on stderr, exit 128 + signal.
-// Only async-signal-safe calls (unlink, write, _exit); outputs already renamed into place stay, and
-// none is ever half-written, so an interrupted run leaves each output either old or complete.
-extern "C" void on_stop_signal(int signal_number) {
-  facegen::remove_all_temp_files_for_signal();
-  const char* message = signal_number == SIGINT ? "facegen: interrupted (SIGINT); temporary files removed\n"
-                                                : "facegen: terminated (SIGTERM); temporary files removed\n";
-  ssize_t ignored = ::write(STDERR_FILENO, message, std::strlen(message));
-  (void)ignored;
-  ::_exit(128 + signal_number);
-}
-
-void install_stop_handlers() {
-  struct sigaction action;
-  std::memset(&action, 0, sizeof action);
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  sigaddset(&action.sa_mask, SIGINT);  // one handler at a time
-  sigaddset(&action.sa_mask, SIGTERM);
-  for (int signal_number : {SIGINT, SIGTERM}) sigaction(signal_number, &action, nullptr);
+// Descriptors 0, 1 and 2 closed by whoever started us would be handed out to the first files we
+// open, and a message meant for stderr would land in an output. Each closed one gets /dev/null,
+// opened read-only: reading stdin gives an empty input, and writing to stdout or stderr fails (as it
+// would have on the closed descriptor) instead of vanishing.
+void occupy_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int opened = ::open("/dev/null", O_RDONLY);  // the lowest free descriptor: fd itself
+    if (opened != fd) ::_exit(kExitFault);             // no /dev/null: nothing can be said or trusted
+  }
 }
 
 // "1.234 s (810 images/s, 95.3 MB/s)"; the rates are left out where they mean nothing.
@@ -109,8 +100,7 @@ int64_t int_flag(const cxxopts::ParseResult& args, const char* name, int64_t low
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  install_stop_handlers();
+int run_command_line(int argc, char** argv) {
   cxxopts::Options options("facegen", "Generates 64x64 RGB images from latent vectors with a DCGAN generator.");
   options.add_options()
       ("m,model", "generator weights, SHPC facegen network.bin layout (default: the shipped "
@@ -300,4 +290,22 @@ int main(int argc, char** argv) {
     std::cerr << "facegen: fault: " << e.what() << "\n";
     return kExitFault;
   }
+}
+
+// What the program printed to stdout (the summary, --help) is part of its result: a stdout that
+// could not take it (a full disk, a closed descriptor) fails the run with status 1, like an output
+// file that could not be written; the output files themselves are already in place.
+int main(int argc, char** argv) {
+  occupy_standard_descriptors();
+  facegen::install_stop_handlers(facegen::StopStyle::Message);
+  const int status = run_command_line(argc, argv);
+  std::cout.flush();
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (status == 0 && (!flushed || std::ferror(stdout) || !std::cout.good())) {
+    std::fprintf(stderr, "facegen: error: cannot write to standard output: %s\n",
+                 flushed ? "a write failed" : std::strerror(err));
+    return kExitInput;
+  }
+  return status;
 }

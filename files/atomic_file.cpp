@@ -2,13 +2,11 @@
 //
 // Life of one file: mkstemp("<final>.tmp-XXXXXX") beside the final path, buffered writes through
 // stdio, then fflush + fsync + fclose + rename on commit(). Each of those calls is checked, so a full
-// disk is reported whichever call first notices it. The temporary path is listed in a fixed table
-// that a signal handler may walk without allocating or locking.
+// disk is reported whichever call first notices it. The temporary path is listed in the process's
+// temporary-file registry (temp_registry.hpp) from its creation to its rename or removal.
 #include "files/atomic_file.hpp"
 
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +17,7 @@
 #include <utility>
 
 #include "common/errors.hpp"
+#include "files/temp_registry.hpp"
 
 namespace facegen {
 namespace {
@@ -33,33 +32,6 @@ mode_t read_umask() {
   return mask;
 }
 const mode_t kProcessUmask = read_umask();
-
-// The signal-time table of live temporary paths. A slot is free (0), being filled (1) or live (2);
-// a handler only reads slots that are live, and only calls unlink, which is async-signal-safe.
-constexpr int kRegistrySlots = 64;
-constexpr size_t kRegistryPathBytes = 4096;
-char g_temp_paths[kRegistrySlots][kRegistryPathBytes];
-std::atomic<int> g_slot_state[kRegistrySlots];
-static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs lock-free atomics");
-
-// Returns the slot, or -1 when the table is full or the path too long (then a signal leaves the
-// temporary file behind; normal exits still remove it).
-int register_temp_path(const std::string& path) {
-  if (path.size() >= kRegistryPathBytes) return -1;
-  for (int slot = 0; slot < kRegistrySlots; ++slot) {
-    int expected = 0;
-    if (g_slot_state[slot].compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
-      std::memcpy(g_temp_paths[slot], path.c_str(), path.size() + 1);
-      g_slot_state[slot].store(2, std::memory_order_release);
-      return slot;
-    }
-  }
-  return -1;
-}
-
-void unregister_temp_path(int slot) {
-  if (slot >= 0) g_slot_state[slot].store(0, std::memory_order_release);
-}
 
 // A hint for the usual reasons a file cannot be created in a directory.
 const char* create_hint(int err) {
@@ -82,12 +54,6 @@ std::string directory_of(const std::string& path) {
 
 }  // namespace
 
-void remove_all_temp_files_for_signal() noexcept {
-  for (int slot = 0; slot < kRegistrySlots; ++slot) {
-    if (g_slot_state[slot].load(std::memory_order_acquire) == 2) ::unlink(g_temp_paths[slot]);
-  }
-}
-
 AtomicFile::AtomicFile(std::string final_path) : final_path_(std::move(final_path)) {
   struct stat st;
   if (::stat(final_path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -95,40 +61,31 @@ AtomicFile::AtomicFile(std::string final_path) : final_path_(std::move(final_pat
   }
 
   std::string pattern = final_path_ + ".tmp-XXXXXX";
-  // A SIGINT/SIGTERM between creating the file and listing it would leave the file behind: hold
-  // those two signals in this thread until it is listed. (The pipeline creates its outputs before
-  // the CPU backend starts worker threads; a signal taken by a thread of a GPU runtime in this
-  // window of two calls could still leave one temporary file.)
-  sigset_t stop_signals, previous;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
-  const int fd = ::mkostemp(&pattern[0], O_CLOEXEC);
-  const int create_errno = errno;
-  if (fd >= 0) registry_slot_ = register_temp_path(pattern);
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  const int fd = create_registered_temp_file(pattern, &listed_);  // listed for a signal's cleanup
   if (fd < 0) {
-    throw UserError("cannot create output file " + final_path_ + ": " + std::strerror(create_errno) +
-                    create_hint(create_errno));
+    const int err = errno;
+    throw UserError("cannot create output file " + final_path_ + ": " + std::strerror(err) + create_hint(err));
   }
   temp_path_ = pattern;
 
-  // mkstemp creates the file 0600; an output file should be as readable as one made by open(2).
-  if (::fchmod(fd, 0644 & ~kProcessUmask) != 0) {
-    const int err = errno;
+  // A constructor that throws runs no destructor: remove the file here (also after std::bad_alloc).
+  try {
+    // mkstemp creates the file 0600; an output file should be as readable as one made by open(2).
+    if (::fchmod(fd, 0644 & ~kProcessUmask) != 0) {
+      const int err = errno;
+      throw UserError("cannot create output file " + final_path_ + ": " + std::strerror(err));
+    }
+    buffer_.reset(new char[kStdioBufferBytes]);
+    file_ = ::fdopen(fd, "wb");
+    if (file_ == nullptr) {
+      const int err = errno;
+      throw UserError("cannot create output file " + final_path_ + ": " + std::strerror(err));
+    }
+  } catch (...) {
     ::close(fd);
     abandon();
-    throw UserError("cannot create output file " + final_path_ + ": " + std::strerror(err));
+    throw;
   }
-  file_ = ::fdopen(fd, "wb");
-  if (file_ == nullptr) {
-    const int err = errno;
-    ::close(fd);
-    abandon();
-    throw UserError("cannot create output file " + final_path_ + ": " + std::strerror(err));
-  }
-  buffer_.reset(new char[kStdioBufferBytes]);
   std::setvbuf(file_, buffer_.get(), _IOFBF, kStdioBufferBytes);
 }
 
@@ -137,7 +94,8 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::fail(const char* what, int err) {
-  throw UserError(std::string(what) + " " + final_path_ + " failed: " + std::strerror(err));
+  throw UserError(std::string(what) + " " + final_path_ + " failed: " + std::strerror(err) +
+                  (err == EFBIG ? " (the file size limit, ulimit -f)" : ""));
 }
 
 void AtomicFile::close_quietly() noexcept {
@@ -193,8 +151,7 @@ void AtomicFile::commit() {
     throw UserError("renaming " + temp_path_ + " to " + final_path_ + " failed: " + std::strerror(err));
   }
   committed_ = true;
-  unregister_temp_path(registry_slot_);
-  registry_slot_ = -1;
+  listed_.release();
 
   // Make the rename itself durable; a failure here loses nothing that is not already on disk.
   const int dir = ::open(directory_of(final_path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -214,8 +171,7 @@ void AtomicFile::abandon() {
       std::fprintf(stderr, "facegen: warning: cannot remove temporary file %s: %s\n", temp_path_.c_str(),
                    std::strerror(err));
     }
-    unregister_temp_path(registry_slot_);
-    registry_slot_ = -1;
+    listed_.release();
     temp_path_.clear();
   }
 }

@@ -6,15 +6,17 @@
 // name is left untouched. Every failure (directory missing or not writable, disk full) is a UserError
 // naming the path and the system's reason.
 //
-// The temporary file is <final>.tmp-XXXXXX (mkstemp), mode 0644 less the umask. Live temporary paths
-// are also kept in a fixed-size process-wide table so that a SIGINT/SIGTERM handler can remove them
-// with remove_all_temp_files_for_signal() before the process dies.
+// The temporary file is <final>.tmp-XXXXXX (mkstemp), mode 0644 less the umask. It is listed in the
+// process's temporary-file registry (temp_registry.hpp), so that a signal that ends the process
+// removes it too.
 #pragma once
 
 #include <cstddef>
 #include <cstdio>
 #include <memory>
 #include <string>
+
+#include "files/temp_registry.hpp"
 
 namespace facegen {
 
@@ -41,16 +43,12 @@ class AtomicFile {
   std::string temp_path_;
   std::FILE* file_ = nullptr;
   std::unique_ptr<char[]> buffer_;  // stdio buffer of file_, large so that small writes are cheap
-  int registry_slot_ = -1;          // slot of temp_path_ in the signal-time table, -1 if none
+  TempRegistration listed_;         // temp_path_ in the registry until the rename or removal
   bool committed_ = false;
   bool finished_ = false;  // finish_writing() ran: the data is on disk, the stream closed
 
   [[noreturn]] void fail(const char* what, int err);
   void close_quietly() noexcept;
 };
-
-// Unlinks every temporary file of every live AtomicFile. Async-signal-safe (it only reads a static
-// table and calls unlink), for a SIGINT/SIGTERM handler that then calls _exit.
-void remove_all_temp_files_for_signal() noexcept;
 
 }  // namespace facegen

@@ -24,6 +24,7 @@
 
 #include "common/errors.hpp"
 #include "files/image_sink.hpp"
+#include "files/temp_registry.hpp"
 #include "common/model_shape.hpp"
 #include "common/threads.hpp"
 
@@ -36,7 +37,11 @@ void append_to_string(void* context, void* data, int size) {
 
 // Writes bytes to a new file at path, every call checked. Throws UserError (disk full, ...).
 void write_whole_file(const std::string& path, const std::string& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd;
+  {
+    TempCreation creating;  // a signal's cleanup of the folder waits for the file to exist
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
   if (fd < 0) throw UserError("cannot create output file " + path + ": " + std::strerror(errno));
   size_t done = 0;
   while (done < bytes.size()) {
@@ -61,7 +66,7 @@ class PngFolderSink : public ImageSink {
       throw UserError("cannot create output folder " + folder_ + ": a file of that name exists");
     }
     std::string pattern = folder_ + ".tmp-XXXXXX";
-    if (::mkdtemp(&pattern[0]) == nullptr) {
+    if (!create_registered_temp_folder(pattern, &listed_)) {  // a signal removes it with its files
       const int err = errno;
       throw UserError("cannot create output folder " + folder_ + ": " + std::strerror(err) +
                       (err == ENOENT ? " (does the directory exist?)" : ""));
@@ -75,6 +80,7 @@ class PngFolderSink : public ImageSink {
       std::error_code ignored;
       std::filesystem::remove_all(temp_, ignored);
     }
+    listed_.release();
   }
 
   void append(const float* images, int64_t first, int64_t count) override {
@@ -131,6 +137,7 @@ class PngFolderSink : public ImageSink {
       std::filesystem::remove_all(temp_, ignored);
       temp_.clear();
     }
+    listed_.release();
   }
 
   std::string path() const override { return folder_ + "/"; }
@@ -145,6 +152,7 @@ class PngFolderSink : public ImageSink {
 
   std::string folder_;
   std::string temp_;  // the temporary folder while it exists
+  TempRegistration listed_;  // temp_ in the registry of temporary paths
   int64_t total_;
   int threads_;
   int64_t written_ = 0;

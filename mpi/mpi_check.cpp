@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "files/atomic_file.hpp"
 #include "common/errors.hpp"
+#include "files/temp_registry.hpp"
 
 namespace facegen {
 namespace mpi {
@@ -42,7 +42,7 @@ std::string mpi_error_text(int code) {
 void abort_on_mpi_error(int code, const char* call, const char* file, int line) {
   print_rank_error(std::string("MPI call ") + call + " failed at " + file + ":" + std::to_string(line) + ": " +
                    mpi_error_text(code));
-  remove_all_temp_files_for_signal();
+  remove_registered_temps(nullptr);  // MPI_Abort runs no destructor
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::_Exit(3);  // MPI_Abort does not return; this is for the compiler and for broken MPIs
 }

@@ -22,7 +22,8 @@
 #include <vector>
 
 #include "common/clock.hpp"
-#include "files/atomic_file.hpp"
+#include "files/stop_signals.hpp"
+#include "files/temp_registry.hpp"
 #include "generator/backend.hpp"
 #include "common/errors.hpp"
 #include "files/latent_source.hpp"
@@ -47,23 +48,6 @@ namespace {
 // On the CPU a rank's start-up (reading and checking the 20 MB model) is worth a few images.
 constexpr int64_t kDefaultMinImagesCuda = 4096;
 constexpr int64_t kDefaultMinImagesCpu = 8;
-
-extern "C" void remove_outputs_and_die(int signal_number) {
-  remove_all_temp_files_for_signal();
-  std::signal(signal_number, SIG_DFL);
-  std::raise(signal_number);
-}
-
-void install_termination_handlers() {
-  // mpirun and srun stop the other ranks with SIGTERM (then SIGKILL) when one fails; Ctrl-C is SIGINT.
-  for (int signal_number : {SIGTERM, SIGINT, SIGHUP}) {
-    struct sigaction action;
-    std::memset(&action, 0, sizeof action);
-    action.sa_handler = remove_outputs_and_die;
-    sigemptyset(&action.sa_mask);
-    sigaction(signal_number, &action, nullptr);
-  }
-}
 
 void maybe_inject_fault(int rank) {
   const char* spec = std::getenv("FACEGEN_TEST_FAULT");
@@ -351,7 +335,8 @@ int run_as_rank(const GenerateRequest& request, const RankJobOptions& options) {
   MPI_CHECK(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
   RankTopology topo = discover_topology(world);
   set_identity(topo.world_rank, topo.host);
-  install_termination_handlers();
+  // mpirun and srun stop the other ranks with SIGTERM (then SIGKILL) when one fails; Ctrl-C is SIGINT.
+  install_stop_handlers(StopStyle::DieOfSignal);
 
   int code = kExitFault;
   try {
@@ -360,7 +345,7 @@ int run_as_rank(const GenerateRequest& request, const RankJobOptions& options) {
   } catch (const std::exception& e) {
     // A bug outside any agreement point: the other ranks may be waiting in a collective.
     print_rank_error(std::string("internal error: ") + e.what());
-    remove_all_temp_files_for_signal();
+    remove_registered_temps(nullptr);  // MPI_Abort runs no destructor
     MPI_Abort(MPI_COMM_WORLD, kExitFault);
   }
   MPI_Comm_free(&world);

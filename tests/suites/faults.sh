@@ -163,7 +163,9 @@ check_after "model from a pipe that ends early" "$work/out" $? 1 "has 5,000,000 
 for signal in INT TERM; do
   want=$((128 + $(kill -l $signal)))
   old_output "$work/out"
-  "$prog" --device cpu --model "$model" --input "$work/l3000.txt" --output "$work/out/r" > /dev/null 2> "$work/stderr" &
+  # A script's background job starts with SIGINT ignored, which the program keeps; a terminal's
+  # foreground job has it at its default, as here.
+  env --default-signal=INT "$prog" --device cpu --model "$model" --input "$work/l3000.txt" --output "$work/out/r" > /dev/null 2> "$work/stderr" &
   pid=$!
   # Outputs exist as temporary files before computing starts; signal while it computes.
   if wait_for_temp "$work/out" 60; then

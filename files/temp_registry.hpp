@@ -1,0 +1,90 @@
+// temp_registry.hpp: the one list of a process's temporary files and folders, which every way out of
+// a run goes through.
+//
+// A run writes its outputs under temporary names (PREFIX.txt.tmp-XXXXXX, a PNG folder
+// PREFIX.tmp-XXXXXX/) and renames them into place at the end. Their owners remove them on a normal or
+// an error exit (destructors, also after std::bad_alloc); a signal that ends the process cannot run
+// destructors, so every temporary path is also listed here, and remove_registered_temps() removes
+// what is listed from a signal handler (files unlinked, folders emptied and removed).
+//
+// The list has no fixed size: each entry is a node allocated when it is first needed (before the file
+// is created, so running out of memory never leaves an unlisted file) and reused after its entry is
+// released. The handler only reads nodes, through atomics, and calls open/getdents64/unlinkat/rmdir.
+//
+// A file created and listed by one thread while another thread's handler removes the list would be
+// missed; every creation therefore happens inside a TempCreation (the thread holds the stop signals,
+// and a handler waits for creations under way and stops new ones).
+//
+// Typical use:
+//   std::string pattern = path + ".tmp-XXXXXX";
+//   TempRegistration listed;
+//   const int fd = create_registered_temp_file(pattern, &listed);   // pattern now names the file
+//   ... write, rename into place ...
+//   listed.release();   // after the rename (or after the owner removed the file itself)
+#pragma once
+
+#include <signal.h>
+
+#include <string>
+
+namespace facegen {
+
+enum class TempKind { File, Folder };  // a folder is removed with everything in it
+
+// One listed path. Moving it moves the entry; destroying or release() takes the path off the list
+// (it does not remove the file: the owner has renamed or removed it).
+class TempRegistration {
+ public:
+  TempRegistration() = default;
+  ~TempRegistration() { release(); }
+  TempRegistration(TempRegistration&& other) noexcept : node_(other.node_) { other.node_ = nullptr; }
+  TempRegistration& operator=(TempRegistration&& other) noexcept;
+  TempRegistration(const TempRegistration&) = delete;
+  TempRegistration& operator=(const TempRegistration&) = delete;
+
+  void release() noexcept;
+  bool listed() const { return node_ != nullptr; }
+
+ private:
+  friend TempRegistration register_temp_path(const std::string& path, TempKind kind);
+  friend int create_registered_temp_file(std::string& pattern, TempRegistration* registration);
+  friend bool create_registered_temp_folder(std::string& pattern, TempRegistration* registration);
+  void* node_ = nullptr;
+};
+
+// While one lives, this thread holds the signals that end a run (the handler then runs in another
+// thread, which waits until the creation is over) and a handler that already started parks the
+// thread for good (the process is about to end). Nests; cheap (two sigprocmask calls).
+class TempCreation {
+ public:
+  TempCreation();
+  ~TempCreation();
+  TempCreation(const TempCreation&) = delete;
+  TempCreation& operator=(const TempCreation&) = delete;
+
+ private:
+  sigset_t saved_mask_;
+};
+
+// mkostemp(pattern, O_CLOEXEC) + listing, inside one TempCreation. pattern ends in XXXXXX and names
+// the file on return. Returns the descriptor, or -1 with errno set (nothing created, nothing listed).
+// Throws std::bad_alloc before creating anything when no node can be had.
+int create_registered_temp_file(std::string& pattern, TempRegistration* registration);
+
+// mkdtemp(pattern) + listing as a folder; false with errno set when it cannot be created.
+bool create_registered_temp_folder(std::string& pattern, TempRegistration* registration);
+
+// Lists a path that already exists (or is about to, inside the caller's TempCreation). Throws
+// std::bad_alloc; the caller removes what it created if it does.
+TempRegistration register_temp_path(const std::string& path, TempKind kind);
+
+// For a signal handler (async-signal-safe, no allocation, no lock): stops new creations, waits (up to
+// about 2 s) for creations under way, then removes every listed path. Returns the number of paths
+// that could not be removed (0: nothing listed is left; a path already gone counts as removed) and
+// the first of them in first_failure (a pointer into the list, valid until the process ends).
+int remove_registered_temps(const char** first_failure) noexcept;
+
+// How many paths are listed now (tests).
+int registered_temp_count();
+
+}  // namespace facegen
