@@ -81,7 +81,7 @@ endif
 
 # Library sources, lowest layer first: common/ (shapes, precision, errors, threads, clock), kernels/,
 # generator/ (the model and its backends), files/ (latent readers, output formats), run/ (the
-# single-process driver), app/ (progress display); the program's main is apart.
+# single-process driver, its progress display and run summary); the program's main is apart.
 LIB_DIRS := common kernels generator files run app
 LIB_CPP := $(filter-out app/main.cpp generator/cuda_unavailable.cpp,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp)))
 ifeq ($(CUDA),1)
@@ -285,7 +285,7 @@ clean:
 	rm -rf build build-san build-vg
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-RUN_PACKAGES := build-essential make libstb-dev libcxxopts-dev doctest-dev openmpi-bin libopenmpi-dev procps
+RUN_PACKAGES := build-essential make libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev openmpi-bin libopenmpi-dev procps
 # slurm-wlm, munge: the local Slurm suite; clang and its runtimes: libFuzzer targets; valgrind: the
 # leak and memory check of a whole run.
 TEST_PACKAGES := python3 python3-numpy python3-torch slurm-wlm munge clang-14 libclang-rt-14-dev valgrind

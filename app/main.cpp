@@ -16,17 +16,21 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "files/stop_signals.hpp"
 #include "common/errors.hpp"
 #include "run/pipeline.hpp"
-#include "app/progress.hpp"
+#include "run/progress.hpp"
+#include "run/summary.hpp"
 #include "common/text_format.hpp"
 #include "common/build_info.hpp"
 #include "mpi/launch.hpp"
@@ -62,7 +66,7 @@ DeviceKind parse_device(const std::string& name) {
   if (name == "cuda" || name == "gpu") return DeviceKind::Cuda;
   if (name == "cpu") return DeviceKind::Cpu;
   if (name == "synthetic") return DeviceKind::Synthetic;
-  throw facegen::UserError("unknown --device '" + name + "' (expected auto, cuda or cpu)");
+  throw facegen::UserError("unknown --device '" + name + "' (expected auto, cuda, cpu or synthetic)");
 }
 
 // Descriptors 0, 1 and 2 closed by whoever started us would be handed out to the first files we
@@ -77,20 +81,16 @@ void occupy_standard_descriptors() {
   }
 }
 
-// "1.234 s (810 images/s, 95.3 MB/s)"; the rates are left out where they mean nothing.
-std::string timing(double seconds, int64_t images, double bytes) {
-  char text[128];
-  int n = std::snprintf(text, sizeof text, "%.3f s", seconds);
-  if (seconds > 0) {
-    n += std::snprintf(text + n, sizeof text - n, " (%.0f images/s", static_cast<double>(images) / seconds);
-    if (bytes > 0) n += std::snprintf(text + n, sizeof text - n, ", %.1f MB/s", bytes / 1e6 / seconds);
-    std::snprintf(text + n, sizeof text - n, ")");
-  }
-  return text;
-}
-
+// Numeric flags are read as text and parsed here, so that a bad value names its flag
+// ("--random expects a whole number, got 'abc'") rather than only the value.
 int64_t int_flag(const cxxopts::ParseResult& args, const char* name, int64_t low, int64_t high) {
-  const int64_t value = args[name].as<int64_t>();
+  const std::string text = args[name].as<std::string>();
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE) {
+    throw facegen::UserError("--" + std::string(name) + " expects a whole number, got '" + text + "'");
+  }
   if (value < low || value > high) {
     throw facegen::UserError("--" + std::string(name) + " must be between " + std::to_string(low) + " and " +
                              std::to_string(high) + ", got " + std::to_string(value));
@@ -98,45 +98,86 @@ int64_t int_flag(const cxxopts::ParseResult& args, const char* name, int64_t low
   return value;
 }
 
+uint64_t seed_flag(const cxxopts::ParseResult& args) {
+  const std::string text = args["seed"].as<std::string>();
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || *end != '\0' || errno == ERANGE) {
+    throw facegen::UserError("--seed expects a whole number from 0 to 18446744073709551615, got '" + text + "'");
+  }
+  return value;
+}
+
+double seconds_flag(const cxxopts::ParseResult& args, const char* name) {
+  const std::string text = args[name].as<std::string>();
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(value >= 0.1 && value <= 86400)) {
+    throw facegen::UserError("--" + std::string(name) + " expects seconds from 0.1 to 86400, got '" + text + "'");
+  }
+  return value;
+}
+
+cxxopts::Options command_line() {
+  using cxxopts::value;
+  cxxopts::Options options("facegen", "Generates 64x64 RGB images from latent vectors with a DCGAN generator.");
+  options.custom_help("--output PREFIX (--input PATH | --random N | --interpolate K) [options]");
+  options.add_options("Input")
+      ("i,input", "latent file: N, then N*100 numbers", value<std::string>(), "PATH")
+      ("r,random", "instead of --input: N latents drawn from N(0, 1)", value<std::string>(), "N")
+      ("interpolate", "instead of --input: a K x K grid, each row K steps between two random latents",
+       value<std::string>(), "K")
+      ("s,seed", "seed of --random and --interpolate (same seed, same images)", value<std::string>()->default_value("1"),
+       "S")
+      ("m,model", "generator weights, SHPC facegen network.bin layout (default: the shipped model, "
+       "found from the program's location)", value<std::string>(), "PATH");
+  options.add_options("Output")
+      ("o,output", "output prefix: writes PREFIX.txt, PREFIX.bmp, ...", value<std::string>(), "PREFIX")
+      ("f,formats", "outputs to write: comma-separated txt, bmp, npy, png (PREFIX/000000.png, ...), mosaic-png",
+       value<std::string>()->default_value("txt,bmp"), "LIST")
+      ("mosaic-tiles", "largest mosaic, in tiles per side; more images split into PREFIX-0001.bmp, ...",
+       value<std::string>()->default_value("128"), "T")
+      ("summary-json", "also write the run summary as JSON to FILE (atomically, like every output)",
+       value<std::string>(), "FILE");
+  options.add_options("Device")
+      ("d,device", "auto, cuda or cpu (auto: a usable NVIDIA GPU, else the CPU with a notice); synthetic: test "
+       "images, not the network", value<std::string>()->default_value("auto"), "DEVICE")
+      ("g,gpu", "CUDA device index", value<std::string>()->default_value("0"), "N")
+      ("p,precision", "GPU arithmetic: fp32 (exact float32), tf32 or bf16 (tensor cores)",
+       value<std::string>()->default_value("fp32"), "P")
+      ("b,batch", "images per GPU batch (a batch never spans two chunks)", value<std::string>()->default_value("512"),
+       "N")
+      ("t,threads", "CPU threads (0: all this process may use)", value<std::string>()->default_value("0"), "N");
+  options.add_options("Memory")
+      ("chunk", "images read, generated and written per step (memory grows with it, not with N)",
+       value<std::string>()->default_value("1024"), "N")
+      ("write-threads", "threads that format text and encode PNGs (0: all)", value<std::string>()->default_value("0"),
+       "N");
+  options.add_options("Reporting")
+      ("q,quiet", "print nothing but errors (no notice, no progress, no summary)")
+      ("progress-every", "where stderr is not a terminal: a progress line every SECONDS (runs shorter than that "
+       "print none)", value<std::string>()->default_value("10"), "SECONDS")
+      ("h,help", "print this help")
+      ("V,version", "print the version, the commit and what this build has (CUDA, MPI, CPU)");
+  options.add_options("MPI")
+      ("verbose", "under mpirun or srun (or with --mpi): every rank reports its host, rank, local rank and GPU")
+      ("all-ranks", "every rank generates, however few images there are")
+      ("min-images-per-rank", "ranks sit out unless each gets this many images (0: 4096 on GPUs, 8 on CPUs)",
+       value<std::string>()->default_value("0"), "N")
+      ("images-per-round", "the most images a rank holds at once (0: max(1024, --batch))",
+       value<std::string>()->default_value("0"), "N")
+      ("mpi", "run as one rank of an MPI job even where no launcher is detected");
+  return options;
+}
+
+const std::vector<std::string> kHelpGroups = {"Input", "Output", "Device", "Memory", "Reporting",
+                                              "MPI"};
+
 }  // namespace
 
 int run_command_line(int argc, char** argv) {
-  cxxopts::Options options("facegen", "Generates 64x64 RGB images from latent vectors with a DCGAN generator.");
-  options.add_options()
-      ("m,model", "generator weights, SHPC facegen network.bin layout (default: the shipped "
-       "models/facegen-fashion.bin)", cxxopts::value<std::string>())
-      ("i,input", "latent file: N, then N*100 numbers", cxxopts::value<std::string>())
-      ("r,random", "instead of --input: N latents drawn from N(0, 1)", cxxopts::value<int64_t>())
-      ("interpolate", "instead of --input: a K x K grid, each row K steps between two random latents",
-       cxxopts::value<int64_t>())
-      ("s,seed", "seed of --random and --interpolate (same seed, same images)",
-       cxxopts::value<uint64_t>()->default_value("1"))
-      ("o,output", "output prefix: writes PREFIX.txt, PREFIX.bmp, ...", cxxopts::value<std::string>())
-      ("f,formats", "outputs to write: comma-separated txt, bmp, npy, png (PREFIX/000000.png, ...), mosaic-png",
-       cxxopts::value<std::string>()->default_value("txt,bmp"))
-      ("mosaic-tiles", "largest mosaic, in tiles per side; more images split into PREFIX-0001.bmp, ...",
-       cxxopts::value<int64_t>()->default_value("128"))
-      ("chunk", "images read, generated and written per step (memory grows with it, not with N)",
-       cxxopts::value<int64_t>()->default_value("1024"))
-      ("write-threads", "threads that format text and encode PNGs (0: all)",
-       cxxopts::value<int64_t>()->default_value("0"))
-      ("d,device", "auto, cuda or cpu (auto: a usable GPU, else the CPU); synthetic: test images, not the network",
-       cxxopts::value<std::string>()->default_value("auto"))
-      ("g,gpu", "CUDA device index", cxxopts::value<int>()->default_value("0"))
-      ("p,precision", "GPU arithmetic: fp32 (exact float32), tf32 or bf16 (tensor cores)",
-       cxxopts::value<std::string>()->default_value("fp32"))
-      ("b,batch", "images per GPU batch", cxxopts::value<int>()->default_value("512"))
-      ("t,threads", "CPU threads (0: all)", cxxopts::value<int>()->default_value("0"))
-      ("q,quiet", "print nothing but errors (no progress bar, no summary)")
-      ("verbose", "under mpirun/srun: every rank reports its host, rank, local rank and GPU")
-      ("all-ranks", "under mpirun/srun: every rank generates, however few images there are")
-      ("min-images-per-rank", "under mpirun/srun: ranks sit out unless each gets this many images "
-       "(0: 4096 on GPUs, 8 on CPUs)", cxxopts::value<int64_t>()->default_value("0"))
-      ("images-per-round", "under mpirun/srun: the most images a rank holds at once (0: max(1024, --batch))",
-       cxxopts::value<int64_t>()->default_value("0"))
-      ("mpi", "run as one rank of an MPI job even where no launcher is detected")
-      ("h,help", "print this help")
-      ("V,version", "print the version");
+  cxxopts::Options options = command_line();
 
   // Under mpirun or srun every rank parses the same command line: let one of them complain.
   const facegen::mpi::Launch launch = facegen::mpi::detect_launch();
@@ -146,7 +187,8 @@ int run_command_line(int argc, char** argv) {
   try {
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
-      std::cout << options.help() << "\nExit status: 0 success, 1 bad input, 2 bad command line, 3 internal or device fault.\n";
+      std::cout << options.help(kHelpGroups)
+                << "\nExit status: 0 success, 1 bad input, 2 bad command line, 3 internal or device fault.\n";
       return 0;
     }
     if (args.count("version")) {
@@ -159,12 +201,12 @@ int run_command_line(int argc, char** argv) {
     }
     const int sources = static_cast<int>(args.count("input") + args.count("random") + args.count("interpolate"));
     if (sources != 1) {
-      std::cerr << "facegen: give exactly one of --input FILE, --random N, --interpolate K (see --help)\n";
+      std::cerr << "facegen: give exactly one of --input PATH, --random N, --interpolate K (see --help)\n";
       return kExitUsage;
     }
     const bool synthetic = args["device"].as<std::string>() == "synthetic";
     if (!args.count("output")) {
-      std::cerr << "facegen: missing --output (see --help)\n";
+      std::cerr << "facegen: missing --output PREFIX (see --help)\n";
       return kExitUsage;
     }
 
@@ -175,40 +217,28 @@ int run_command_line(int argc, char** argv) {
       request.model_path = default_model_path();
     }
     if (args.count("input")) request.latents.path = args["input"].as<std::string>();
-    request.latents.seed = args["seed"].as<uint64_t>();
-    if (args.count("random")) {
-      request.latents.random_count = args["random"].as<int64_t>();
-      if (request.latents.random_count < 1)
-        throw facegen::UserError("--random must be at least 1, got " + std::to_string(request.latents.random_count));
-    }
-    if (args.count("interpolate")) {
-      request.latents.interpolate_side = args["interpolate"].as<int64_t>();
-      if (request.latents.interpolate_side < 1 || request.latents.interpolate_side > 1000)
-        throw facegen::UserError("--interpolate must be between 1 and 1000, got " +
-                                 std::to_string(request.latents.interpolate_side));
-    }
+    request.latents.seed = seed_flag(args);
+    if (args.count("random")) request.latents.random_count = int_flag(args, "random", 1, INT64_MAX / 2);
+    if (args.count("interpolate")) request.latents.interpolate_side = int_flag(args, "interpolate", 1, 1000);
     request.output_prefix = args["output"].as<std::string>();
     request.formats = facegen::parse_formats(args["formats"].as<std::string>());
     request.backend.device = parse_device(args["device"].as<std::string>());
-    request.backend.cuda_device = args["gpu"].as<int>();
+    request.backend.cuda_device = static_cast<int>(int_flag(args, "gpu", 0, 1 << 20));
     request.backend.precision = facegen::parse_precision(args["precision"].as<std::string>());
-    request.backend.max_batch = args["batch"].as<int>();
-    request.backend.threads = args["threads"].as<int>();
-    if (request.backend.max_batch < 1 || request.backend.max_batch > (1 << 20)) {
-      throw facegen::UserError("--batch must be between 1 and 1048576, got " + std::to_string(request.backend.max_batch));
-    }
-    if (request.backend.threads < 0 || request.backend.threads > 4096) {
-      throw facegen::UserError("--threads must be between 0 and 4096, got " + std::to_string(request.backend.threads));
-    }
-    if (request.backend.cuda_device < 0) {
-      throw facegen::UserError("--gpu must be 0 or more, got " + std::to_string(request.backend.cuda_device));
-    }
+    request.backend.max_batch = static_cast<int>(int_flag(args, "batch", 1, 1 << 20));
+    request.backend.threads = static_cast<int>(int_flag(args, "threads", 0, 4096));
     request.sinks.mosaic_tiles = static_cast<int>(int_flag(args, "mosaic-tiles", 1, facegen::kMaxMosaicTiles));
     request.sinks.threads = static_cast<int>(int_flag(args, "write-threads", 0, 4096));
-    request.chunk_images = std::max<int64_t>(int_flag(args, "chunk", 1, 1 << 20), request.backend.max_batch);
+    // Taken as given: a chunk smaller than --batch makes GPU batches of the chunk's size.
+    request.chunk_images = int_flag(args, "chunk", 1, 1 << 20);
+    if (args.count("summary-json")) request.summary_json_path = args["summary-json"].as<std::string>();
     const bool quiet = args.count("quiet") > 0;
+    request.progress.style = facegen::progress_style_for(STDERR_FILENO, quiet);
+    request.progress.every_seconds = seconds_flag(args, "progress-every");
 
-    request.on_notice = [](const std::string& notice) { std::cerr << "facegen: " << notice << "\n"; };
+    request.on_notice = [quiet](const std::string& notice) {
+      if (!quiet) std::cerr << "facegen: " << notice << "\n";
+    };
     if (launch.kind == facegen::mpi::LaunchKind::Unusable) {
       std::cerr << "facegen: " << launch.problem << "\n";
       return kExitUsage;
@@ -228,54 +258,16 @@ int run_command_line(int argc, char** argv) {
       rank_options.verbose = args.count("verbose") > 0;
       rank_options.quiet = quiet;
       rank_options.all_ranks = args.count("all-ranks") > 0;
-      rank_options.min_images_per_rank = args["min-images-per-rank"].as<int64_t>();
-      if (rank_options.min_images_per_rank < 0) {
-        throw facegen::UserError("--min-images-per-rank must be 0 or more, got " +
-                                 std::to_string(rank_options.min_images_per_rank));
-      }
-      const int64_t per_round = args["images-per-round"].as<int64_t>();
-      if (per_round < 0 || per_round > (int64_t{1} << 20)) {
-        throw facegen::UserError("--images-per-round must be between 0 and 1048576, got " + std::to_string(per_round));
-      }
-      if (per_round > 0) request.chunk_images = per_round;
+      rank_options.min_images_per_rank = int_flag(args, "min-images-per-rank", 0, INT64_MAX / 2);
+      const int64_t per_round = int_flag(args, "images-per-round", 0, int64_t{1} << 20);
+      request.chunk_images = per_round > 0 ? per_round : std::max<int64_t>(request.chunk_images, request.backend.max_batch);
       std::cerr.clear();  // from here on each rank reports its own errors, naming itself
       return facegen::mpi::run_as_rank(request, rank_options);
     }
 
-    facegen::ProgressBar progress(stderr, facegen::progress_wanted(2, quiet));
-    request.on_progress = [&](int64_t done, int64_t total) { progress.update(done, total); };
-    facegen::GenerateReport report;
-    try {
-      report = facegen::run_generation(request);
-    } catch (...) {
-      progress.finish();
-      throw;
-    }
-    progress.finish();
-    if (!quiet) {
-      struct stat input_stat;
-      const double input_bytes = !request.latents.path.empty() && ::stat(request.latents.path.c_str(), &input_stat) == 0
-                                     ? static_cast<double>(input_stat.st_size)
-                                     : 0;
-      double written_bytes = 0;
-      for (int64_t bytes : report.output_bytes) written_bytes += static_cast<double>(bytes);
-      const int64_t n = report.images;
-      std::printf("model     %s\n", request.model_path.empty() ? "(none)" : request.model_path.c_str());
-      std::printf("input     %s: %lld images\n", report.latents.c_str(), static_cast<long long>(n));
-      std::printf("backend   %s\n", report.backend.c_str());
-      std::printf("parse     %s\n", timing(report.parse_seconds, n, input_bytes).c_str());
-      std::printf("generate  %s, not counting reading and writing files\n",
-                  timing(report.compute_seconds, n, 0).c_str());
-      std::printf("write     %s, on a writer thread beside generation; generation waited %.3f s for it\n",
-                  timing(report.write_seconds, n, written_bytes).c_str(), report.write_wait_seconds);
-      std::printf("total     %s from start to finished files, model load %.3f s, peak memory %s\n",
-                  timing(report.total_seconds, n, 0).c_str(), report.load_seconds,
-                  facegen::human_bytes(static_cast<double>(facegen::peak_resident_bytes())).c_str());
-      for (size_t k = 0; k < report.outputs.size(); ++k) {
-        std::printf("wrote     %s (%s)\n", report.outputs[k].c_str(),
-                    facegen::human_bytes(static_cast<double>(report.output_bytes[k])).c_str());
-      }
-    }
+    const facegen::RunSummary summary = facegen::run_generation(request);
+    if (!request.summary_json_path.empty()) facegen::write_summary_json(request.summary_json_path, summary);
+    if (!quiet) facegen::print_summary(stdout, summary);
     return 0;
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "facegen: " << e.what() << " (see --help)\n";

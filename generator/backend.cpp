@@ -1,15 +1,50 @@
 // backend.cpp: picks the backend for --device auto|cuda|cpu.
 //
-// cpu always works; cuda is the user's explicit request, so no usable GPU is their error
-// (UserError) and names why; auto prefers a GPU and otherwise falls back to the CPU with a
-// one-line notice saying why. The CPU computes in fp32 only.
+// cpu always works; cuda is the user's explicit request, so no usable GPU is a fault of the
+// environment (exit status 3) that names why; auto prefers a GPU and otherwise falls back to the
+// CPU with a one-line notice saying why in plain words. The CPU computes in fp32 only.
+#include <unistd.h>
+
+#include <cstdlib>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "generator/backend.hpp"
 #include "common/errors.hpp"
+#include "common/threads.hpp"
 
 namespace facegen {
+
+int usable_gpu_count(std::string* reason) {
+  std::string runtime_says;
+  const int count = cuda_device_count(&runtime_says);
+  if (count > 0 || reason == nullptr) return count;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const bool driver_loaded = ::access("/proc/driver/nvidia/version", F_OK) == 0;
+  if (runtime_says.find("driver version is insufficient") != std::string::npos) {
+    *reason = driver_loaded ? "the NVIDIA driver is older than the CUDA runtime this build needs; update the driver"
+                            : "no NVIDIA driver is installed";
+  } else if (visible != nullptr && (*visible == '\0' || std::string(visible) == "-1" ||
+                                    std::string(visible) == "none" || std::string(visible) == "NoDevFiles")) {
+    *reason = std::string("CUDA_VISIBLE_DEVICES='") + visible + "' hides every GPU";
+  } else if (runtime_says.find("no CUDA-capable device") != std::string::npos ||
+             runtime_says == "no CUDA device found") {
+    *reason = driver_loaded ? "the NVIDIA driver sees no GPU" : "no NVIDIA GPU or driver was found";
+  } else {
+    *reason = runtime_says;  // already plain (a CUDA=0 build), or the runtime's own words
+  }
+  return 0;
+}
+
+std::string cpu_fallback_notice(const std::string& reason, int threads) {
+  return "no NVIDIA GPU is usable here (" + reason + "); running on the CPU with " + std::to_string(threads) +
+         (threads == 1 ? " thread" : " threads");
+}
+
+void throw_no_gpu(const std::string& reason) {
+  throw std::runtime_error("--device cuda: no NVIDIA GPU is usable here (" + reason + ")");
+}
 
 std::unique_ptr<Backend> make_backend(const Network& net, const BackendOptions& options,
                                       std::string* notice) {
@@ -22,16 +57,14 @@ std::unique_ptr<Backend> make_backend(const Network& net, const BackendOptions& 
     return make_cpu_backend(net, options);
   }
 
-  std::string why_none;
-  const bool have_gpu = cuda_device_count(&why_none) > 0;
+  std::string reason;
+  const bool have_gpu = usable_gpu_count(&reason) > 0;
   if (options.device == DeviceKind::Cuda) {
-    if (!have_gpu)
-      throw UserError("--device cuda was requested but no CUDA GPU is usable: " + why_none);
+    if (!have_gpu) throw_no_gpu(reason);
     return make_cuda_backend(net, options);
   }
   if (have_gpu) return make_cuda_backend(net, options);
-  if (notice)
-    *notice = "no usable CUDA GPU (" + why_none + "); running on the CPU" + (reduced_precision ? " in fp32" : "");
+  if (notice) *notice = cpu_fallback_notice(reason, resolve_threads(options.threads)) + (reduced_precision ? " in fp32" : "");
   return make_cpu_backend(net, options);
 }
 

@@ -5,6 +5,7 @@
 // depends only on its own latent, so results are the same for any batch size or split.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,6 +25,8 @@ struct BackendOptions {
   int max_batch = 512;    // images per GPU batch
   int threads = 0;        // CPU threads; 0: all hardware threads
   Precision precision = Precision::Fp32;
+  // Where the CPU backend adds each pass of images as it finishes it (progress display); optional.
+  std::atomic<int64_t>* images_done = nullptr;
 };
 
 class Backend {
@@ -42,7 +45,17 @@ int cuda_device_count(std::string* why_none);
 // Throws std::runtime_error when CUDA cannot be used (built without CUDA, no device, no driver).
 std::unique_ptr<Backend> make_cuda_backend(const Network& net, const BackendOptions& options);
 
-// Auto: CUDA when a device is usable, else the CPU with a one-line notice on `notice`.
+// Usable CUDA devices, with the reason for none in plain words ("no NVIDIA driver is installed",
+// "CUDA_VISIBLE_DEVICES hides every GPU", ...), for the notice and the error below.
+int usable_gpu_count(std::string* reason);
+// The one notice of both drivers when --device auto runs on the CPU:
+// "no NVIDIA GPU is usable here (REASON); running on the CPU with N threads".
+std::string cpu_fallback_notice(const std::string& reason, int threads);
+// The fault of --device cuda where no GPU is usable (exit status 3), naming the reason.
+[[noreturn]] void throw_no_gpu(const std::string& reason);
+
+// Auto: CUDA when a device is usable, else the CPU with cpu_fallback_notice() on `notice`.
+// Cuda where no GPU is usable: throw_no_gpu().
 std::unique_ptr<Backend> make_backend(const Network& net, const BackendOptions& options,
                                       std::string* notice);
 

@@ -4,6 +4,7 @@
 // of (kChunk, 32, 32, 64) floats each, so memory stays bounded for any n. The last transposed
 // convolution writes straight into the caller's images (n, 64, 64, 3), where tanh runs in place.
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -29,8 +30,9 @@ int64_t largest_activation() {  // floats per image, over the projection and all
 
 class CpuBackend : public Backend {
  public:
-  CpuBackend(const Network& net, int threads)
+  CpuBackend(const Network& net, int threads, std::atomic<int64_t>* images_done)
       : net_(net),
+        images_done_(images_done),
         threads_(resolve_threads(threads)),
         buffer_a_(kChunk * largest_activation()),
         buffer_b_(kChunk * largest_activation()) {}
@@ -43,6 +45,7 @@ class CpuBackend : public Backend {
     for (int64_t first = 0; first < n; first += kChunk) {
       const int64_t batch = std::min(kChunk, n - first);
       run_network(latents + first * kLatentDim, batch, images + first * kImageValues);
+      if (images_done_) images_done_->fetch_add(batch, std::memory_order_relaxed);
     }
   }
 
@@ -67,6 +70,7 @@ class CpuBackend : public Backend {
   }
 
   Network net_;
+  std::atomic<int64_t>* images_done_;  // progress, may be null
   int threads_;
   std::vector<float> buffer_a_;
   std::vector<float> buffer_b_;
@@ -75,7 +79,7 @@ class CpuBackend : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const Network& net, const BackendOptions& options) {
-  return std::make_unique<CpuBackend>(net, options.threads);
+  return std::make_unique<CpuBackend>(net, options.threads, options.images_done);
 }
 
 }  // namespace facegen

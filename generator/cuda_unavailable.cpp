@@ -11,7 +11,7 @@
 namespace facegen {
 
 namespace {
-constexpr const char* kNoCuda = "this build has no CUDA support (built with CUDA=0)";
+constexpr const char* kNoCuda = "this facegen was built without CUDA: make CUDA=0";
 }  // namespace
 
 int cuda_device_count(std::string* why_none) {

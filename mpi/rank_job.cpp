@@ -29,7 +29,10 @@
 #include "files/latent_source.hpp"
 #include "generator/network.hpp"
 #include "common/text_format.hpp"
+#include "run/progress.hpp"
+#include "run/summary.hpp"
 #include "mpi/agreement.hpp"
+#include "mpi/job_progress.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/ordered_output.hpp"
 #include "mpi/polite_wait.hpp"
@@ -48,6 +51,9 @@ namespace {
 // On the CPU a rank's start-up (reading and checking the 20 MB model) is worth a few images.
 constexpr int64_t kDefaultMinImagesCuda = 4096;
 constexpr int64_t kDefaultMinImagesCpu = 8;
+// A CPU rank generates its slice in steps of this many images and tells rank 0 after each, so the
+// job's progress moves during a long slice (a GPU rank's slice takes milliseconds: one step).
+constexpr int64_t kCpuProgressStep = 64;
 
 void maybe_inject_fault(int rank) {
   const char* spec = std::getenv("FACEGEN_TEST_FAULT");
@@ -80,11 +86,13 @@ class RankJob {
   int run();
 
  private:
+  int run_steps();
+  void generate_slice(const float* latents, int64_t count, float* images);
+  RunSummary gather_summary(const WorkSplit& split, const OrderedOutputs& outputs);
   bool agree(const RankStatus& status) { return ranks_agree(world_, status, &exit_code_); }
   int64_t default_min_images() const;
   void start_backend(int active, const std::vector<int>& node_of_rank);
   void report_ranks(const WorkSplit& split);
-  void print_summary(const WorkSplit& split, const OrderedOutputs& outputs);
 
   MPI_Comm world_;
   RankTopology topo_;
@@ -100,6 +108,11 @@ class RankJob {
   int cpu_threads_ = 1;  // this rank's share of its node's CPUs
   std::string latents_text_;  // rank 0: where the latents come from
   Times times_;
+  bool on_cpu_ = false;
+  std::string device_ = "cpu";  // "cuda", "cpu", "synthetic": the device this rank's backend runs on
+  int64_t generated_ = 0;       // images this rank has generated so far
+  std::unique_ptr<JobProgress> progress_;
+  std::unique_ptr<ProgressDisplay> display_;  // rank 0
 };
 
 int64_t RankJob::default_min_images() const {
@@ -117,17 +130,16 @@ void RankJob::start_backend(int active, const std::vector<int>& node_of_rank) {
   const auto start = Clock::now();
   Network net = load_network(request_.model_path);
   BackendOptions backend = request_.backend;
-  if (backend.device != DeviceKind::Cpu) {
-    std::string why_none;
-    const int visible = cuda_device_count(&why_none);
+  std::string reason;
+  if (backend.device == DeviceKind::Cuda || backend.device == DeviceKind::Auto) {
+    const int visible = usable_gpu_count(&reason);
     if (visible > 0) {
       backend.device = DeviceKind::Cuda;
       backend.cuda_device = choose_cuda_device(topo_.local_rank, visible);
     } else if (backend.device == DeviceKind::Cuda) {
-      throw UserError("--device cuda was requested but no CUDA GPU is usable: " + why_none);
+      throw_no_gpu(reason);
     } else {
       backend.device = DeviceKind::Cpu;
-      notice_ = "no usable CUDA GPU (" + why_none + "); running on the CPU";
     }
   }
   // The node's CPUs are shared by the generating ranks on it: they run a CPU backend, or format text.
@@ -135,15 +147,43 @@ void RankJob::start_backend(int active, const std::vector<int>& node_of_rank) {
                                                      [&](int node) { return node == topo_.node_index; }));
   cpu_threads_ = backend.threads > 0 ? backend.threads : cpu_threads_for_rank(sharing);
   if (backend.device == DeviceKind::Cpu) backend.threads = cpu_threads_;
+  if (backend.device == DeviceKind::Cpu && request_.backend.device == DeviceKind::Auto) {
+    notice_ = cpu_fallback_notice(reason, cpu_threads_);
+  }
+  on_cpu_ = backend.device == DeviceKind::Cpu;
+  device_ = backend.device == DeviceKind::Cuda ? "cuda" : backend.device == DeviceKind::Synthetic ? "synthetic" : "cpu";
+  backend.images_done = &progress_->own_count();
   std::string ignored;
   backend_ = make_backend(net, backend, &ignored);
   backend_text_ = backend_->describe();
   times_.startup = seconds_since(start);
 }
 
+// Every rank leaves run_steps() at the same agreement point (or the job is aborted), so the
+// collective close of the progress window here is reached by all.
 int RankJob::run() {
-  const auto job_start = Clock::now();
   is_root_ = topo_.world_rank == 0;
+  progress_ = std::make_unique<JobProgress>(world_, topo_.world_rank, topo_.world_size);
+  const int code = run_steps();
+  if (display_) display_->finish();
+  progress_->close();
+  return code;
+}
+
+// This rank's slice, in steps that tell rank 0 how far it is (see kCpuProgressStep).
+void RankJob::generate_slice(const float* latents, int64_t count, float* images) {
+  const int64_t step = on_cpu_ ? kCpuProgressStep : std::max<int64_t>(count, 1);
+  for (int64_t first = 0; first < count; first += step) {
+    const int64_t n = std::min(step, count - first);
+    backend_->generate(latents + first * kLatentDim, n, images + first * kImageValues);
+    progress_->own_count().store(generated_ + first + n, std::memory_order_relaxed);
+    progress_->publish();
+  }
+  generated_ += count;
+}
+
+int RankJob::run_steps() {
+  const auto job_start = Clock::now();
   RankStatus status;
   RankStatus input_status;  // rank 0's trouble with the latent file, reported after the model's
 
@@ -188,6 +228,11 @@ int RankJob::run() {
   const int64_t per_round = std::max<int64_t>(1, request_.chunk_images);
   WorkSplit split(total, active, per_round);
   if (options_.verbose) report_ranks(split);
+  if (is_root_) {
+    if (!notice_.empty() && !options_.quiet) std::fprintf(stderr, "facegen: %s\n", notice_.c_str());
+    display_ = std::make_unique<ProgressDisplay>(stderr, request_.progress, total,
+                                                 [this] { return progress_->job_images(); });
+  }
 
   // 4. Rounds.
   const int64_t slice_capacity = split.max_slice();
@@ -236,7 +281,7 @@ int RankJob::run() {
       const auto start = Clock::now();
       attempt(status, [&] {
         if (q == 0) maybe_inject_fault(topo_.world_rank);
-        backend_->generate(latents.data(), mine.size(), images.data());
+        generate_slice(latents.data(), mine.size(), images.data());
       });
       times_.compute += seconds_since(start);
     }
@@ -255,7 +300,13 @@ int RankJob::run() {
   times_.format = outputs.format_seconds();
   times_.write = outputs.write_seconds();
   times_.total = seconds_since(job_start);
-  print_summary(split, outputs);
+  if (display_) display_->finish();
+  const RunSummary summary = gather_summary(split, outputs);
+  if (is_root_) {
+    if (!request_.summary_json_path.empty()) attempt(status, [&] { write_summary_json(request_.summary_json_path, summary); });
+    if (!options_.quiet) print_summary(stdout, summary);
+  }
+  if (!agree(status)) return exit_code_;
   return 0;
 }
 
@@ -274,17 +325,32 @@ void RankJob::report_ranks(const WorkSplit& split) {
   std::fflush(stdout);
 }
 
-void RankJob::print_summary(const WorkSplit& split, const OrderedOutputs& outputs) {
+// One rank's figures as they travel to rank 0 (MPI_BYTE: the ranks of a job share one build).
+struct RankRow {
+  Times times;
+  int64_t images;
+  int64_t peak_memory;
+  char host[64];
+  char backend[160];
+};
+
+RunSummary RankJob::gather_summary(const WorkSplit& split, const OrderedOutputs& outputs) {
   Times slowest;
   MPI_CHECK(MPI_Reduce(&times_, &slowest, kTimeFields, MPI_DOUBLE, MPI_MAX, 0, world_));
-  if (!is_root_) return;
-  if (!notice_.empty()) std::fprintf(stderr, "facegen: %s\n", notice_.c_str());
-  if (options_.quiet) return;
+  RankRow mine{};
+  mine.times = times_;
+  mine.images = generated_;
+  mine.peak_memory = peak_resident_bytes();
+  std::snprintf(mine.host, sizeof mine.host, "%s", topo_.host.c_str());
+  std::snprintf(mine.backend, sizeof mine.backend, "%s", backend_text_.c_str());
+  std::vector<RankRow> rows(is_root_ ? static_cast<size_t>(topo_.world_size) : 0);
+  MPI_CHECK(MPI_Gather(&mine, sizeof mine, MPI_BYTE, rows.data(), sizeof mine, MPI_BYTE, 0, world_));
+  RunSummary s;
+  if (!is_root_) return s;
+
   const int64_t total = split.total_images();
   const int active = split.active_ranks();
-  std::printf("model     %s\n", request_.model_path.c_str());
-  std::printf("input     %s: %lld images\n", latents_text_.c_str(), static_cast<long long>(total));
-  std::printf("ranks     %d on %d host%s; ", topo_.world_size, topo_.node_count, topo_.node_count == 1 ? "" : "s");
+  char text[512];
   if (active == topo_.world_size) {
     int64_t fewest = total, most = 0;
     for (int r = 0; r < active; ++r) {
@@ -292,31 +358,62 @@ void RankJob::print_summary(const WorkSplit& split, const OrderedOutputs& output
       most = std::max(most, split.rank_total(r));
     }
     if (fewest == most) {
-      std::printf("all generate, %lld images each\n", static_cast<long long>(most));
+      std::snprintf(text, sizeof text, "all generate, %lld images each", static_cast<long long>(most));
     } else {
-      std::printf("all generate, %lld to %lld images each\n", static_cast<long long>(fewest),
-                  static_cast<long long>(most));
+      std::snprintf(text, sizeof text, "all generate, %lld to %lld images each", static_cast<long long>(fewest),
+                    static_cast<long long>(most));
     }
   } else {
-    std::printf("%d generate%s, %d sit%s out (a rank needs %lld images to pay for its start-up; --all-ranks to use every rank)\n",
-                active, active == 1 ? "s" : "", topo_.world_size - active, topo_.world_size - active == 1 ? "s" : "",
-                static_cast<long long>(min_images_));
+    std::snprintf(text, sizeof text,
+                  "%d generate%s, %d sit%s out (a rank needs %lld images to pay for its start-up; --all-ranks to use "
+                  "every rank)",
+                  active, active == 1 ? "s" : "", topo_.world_size - active, topo_.world_size - active == 1 ? "s" : "",
+                  static_cast<long long>(min_images_));
   }
-  std::printf("rounds    %lld of at most %lld images per rank\n", static_cast<long long>(split.rounds()),
-              static_cast<long long>(request_.chunk_images));
-  std::printf("backend   rank 0: %s%s\n", backend_text_.c_str(), options_.verbose ? "" : " (--verbose: every rank)");
-  const double rate = slowest.compute > 0 ? total / slowest.compute : 0;
-  std::printf("generate  %.3f s (%.0f images/s), slowest rank, not counting reading and writing files\n",
-              slowest.compute, rate);
-  std::printf("files     read %.3f s (rank 0, not hidden behind generation); formatted %.3f s, written %.3f s (slowest rank); start-up %.3f s\n",
-              slowest.parse, slowest.format, slowest.write, slowest.startup);
-  std::printf("total     %.3f s from MPI start to files in place\n", times_.total);
+  s.ranks_note = text;
+  std::snprintf(text, sizeof text, "; %lld round%s of at most %lld images per rank", static_cast<long long>(split.rounds()),
+                split.rounds() == 1 ? "" : "s", static_cast<long long>(request_.chunk_images));
+  s.ranks_note += text;
+  s.model = request_.model_path;
+  s.latents = latents_text_;
+  s.images = total;
+  s.device = device_;
+  s.precision = device_ == "cuda" ? precision_name(request_.backend.precision) : "fp32";
+  s.backend = "rank 0: " + backend_text_ + (options_.verbose ? "" : " (--verbose: every rank)");
+  s.ranks = topo_.world_size;
+  s.hosts = topo_.node_count;
+  s.generating_ranks = active;
+  s.load_seconds = slowest.startup;
+  double written = 0;
   for (const std::string& path : outputs.final_paths()) {
-    struct stat st;
-    const double size = ::stat(path.c_str(), &st) == 0 ? static_cast<double>(st.st_size) : 0;
-    std::printf("wrote     %s (%s)\n", path.c_str(), human_bytes(size).c_str());
+    s.files.push_back({path, file_bytes(path)});
+    written += static_cast<double>(s.files.back().bytes);
   }
-  std::fflush(stdout);
+  s.stages = {
+      {"parse", slowest.parse, 0, "rank 0, the part not hidden behind generation"},
+      {"generate", slowest.compute, 0, "slowest rank, not counting reading and writing files"},
+      {"format", slowest.format, 0, "slowest rank"},
+      {"write", slowest.write, written, "slowest rank, MPI-IO"},
+  };
+  s.total_seconds = times_.total;
+  s.peak_memory_bytes = mine.peak_memory;
+  for (int r = 0; r < topo_.world_size; ++r) {
+    const RankRow& row = rows[static_cast<size_t>(r)];
+    RankFigures f;
+    f.rank = r;
+    f.host = row.host;
+    f.backend = row.backend;
+    f.images = row.images;
+    f.startup_seconds = row.times.startup;
+    f.parse_seconds = row.times.parse;
+    f.compute_seconds = row.times.compute;
+    f.format_seconds = row.times.format;
+    f.write_seconds = row.times.write;
+    f.total_seconds = row.times.total;
+    f.peak_memory_bytes = row.peak_memory;
+    s.per_rank.push_back(f);
+  }
+  return s;
 }
 
 }  // namespace

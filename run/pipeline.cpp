@@ -2,7 +2,9 @@
 #include "run/pipeline.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <sstream>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "common/clock.hpp"
 #include "common/errors.hpp"
 #include "common/model_shape.hpp"
+#include "common/precision.hpp"
 #include "run/output_stage.hpp"
 
 namespace facegen {
@@ -62,9 +65,24 @@ std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& pre
   throw std::logic_error("unhandled output format");
 }
 
-GenerateReport run_generation(const GenerateRequest& request) {
-  GenerateReport report;
+namespace {
+
+const char* device_name(DeviceKind device) {
+  switch (device) {
+    case DeviceKind::Cuda: return "cuda";
+    case DeviceKind::Cpu: return "cpu";
+    case DeviceKind::Synthetic: return "synthetic";
+    case DeviceKind::Auto: return "auto";
+  }
+  return "?";
+}
+
+}  // namespace
+
+RunSummary run_generation(const GenerateRequest& request) {
+  RunSummary summary;
   const auto run_start = Clock::now();
+  std::atomic<int64_t> generated{0};  // images generated so far, for the progress display
 
   auto start = Clock::now();
   std::unique_ptr<Backend> backend;
@@ -72,16 +90,24 @@ GenerateReport run_generation(const GenerateRequest& request) {
     // The backends keep their own copy (host or device); this one goes before the images come.
     Network net = request.backend.device == DeviceKind::Synthetic ? Network() : load_network(request.model_path);
     std::string notice;
-    backend = make_backend(net, request.backend, &notice);
+    BackendOptions options = request.backend;
+    options.images_done = &generated;
+    backend = make_backend(net, options, &notice);
     if (!notice.empty() && request.on_notice) request.on_notice(notice);
+    DeviceKind device = request.backend.device;
+    if (device == DeviceKind::Auto) device = notice.empty() ? DeviceKind::Cuda : DeviceKind::Cpu;  // a notice: fell back
+    summary.device = device_name(device);
   }
-  report.backend = backend->describe();
-  report.load_seconds = seconds_since(start);
+  summary.backend = backend->describe();
+  summary.precision = summary.device == "cuda" ? precision_name(request.backend.precision) : "fp32";
+  summary.model = request.model_path;
+  summary.load_seconds = seconds_since(start);
+  double parse_seconds = 0, compute_seconds = 0;
 
   start = Clock::now();
   std::unique_ptr<LatentSource> reader = open_latents(request.latents);
   const int64_t total = reader->count();
-  report.parse_seconds += seconds_since(start);
+  parse_seconds += seconds_since(start);
 
   // Every output exists as a temporary file before any image is computed.
   SinkOptions sink_options = request.sinks;
@@ -92,37 +118,47 @@ GenerateReport run_generation(const GenerateRequest& request) {
   }
 
   const int64_t chunk = std::max<int64_t>(1, std::min(request.chunk_images, total));
-  std::function<void(int64_t)> on_written;
-  if (request.on_progress) on_written = [&](int64_t done) { request.on_progress(done, total); };
-  OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), on_written);
+  OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), nullptr);
+  ProgressDisplay progress(stderr, request.progress, total, [&generated] { return generated.load(); });
   std::vector<float> latents(static_cast<size_t>(chunk) * kLatentDim);  // (chunk, 100)
   for (int64_t done = 0; done < total;) {
     start = Clock::now();
     const int64_t count = reader->read(latents.data(), chunk);
-    report.parse_seconds += seconds_since(start);
+    parse_seconds += seconds_since(start);
 
     float* images = stage.acquire();  // (chunk, 64, 64, 3); waits while the writer is behind
     start = Clock::now();
     backend->generate(latents.data(), count, images);
-    report.compute_seconds += seconds_since(start);
+    compute_seconds += seconds_since(start);
     stage.submit(images, done, count);
     done += count;
+    generated.store(done);  // exact at each chunk, whether or not the backend counts its passes
   }
   start = Clock::now();
   reader->finish();
-  report.parse_seconds += seconds_since(start);
+  parse_seconds += seconds_since(start);
 
   stage.finish();
-  report.write_seconds = stage.write_seconds();
-  report.write_wait_seconds = stage.wait_seconds();
+  progress.finish();
+  summary.images = total;
+  summary.latents = reader->describe();
+  double written_bytes = 0;
   for (const auto& sink : stage.sinks()) {
-    report.outputs.push_back(sink->path());
-    report.output_bytes.push_back(sink->bytes_written());
+    summary.files.push_back({sink->path(), sink->bytes_written()});
+    written_bytes += static_cast<double>(sink->bytes_written());
   }
-  report.images = total;
-  report.total_seconds = seconds_since(run_start);
-  report.latents = reader->describe();
-  return report;
+  const double input_bytes = request.latents.path.empty() ? 0 : static_cast<double>(file_bytes(request.latents.path));
+  char wait_text[32];
+  std::snprintf(wait_text, sizeof wait_text, "%.3f s", stage.wait_seconds());
+  summary.stages = {
+      {"parse", parse_seconds, input_bytes, ""},
+      {"generate", compute_seconds, 0, "not counting reading and writing files"},
+      {"write", stage.write_seconds(), written_bytes,
+       "on a writer thread beside generation; generation waited " + std::string(wait_text) + " for it"},
+  };
+  summary.total_seconds = seconds_since(run_start);
+  summary.peak_memory_bytes = peak_resident_bytes();
+  return summary;
 }
 
 }  // namespace facegen

@@ -19,6 +19,8 @@
 #include "generator/backend.hpp"
 #include "files/image_sink.hpp"
 #include "files/latent_source.hpp"
+#include "run/progress.hpp"
+#include "run/summary.hpp"
 
 namespace facegen {
 
@@ -43,23 +45,11 @@ struct GenerateRequest {
   int write_buffers = 2;        // image chunks in flight between generation and the writer
   SinkOptions sinks;            // threads of the writers, mosaic limit (its on_notice is on_notice)
   std::function<void(const std::string&)> on_notice;  // told at once, e.g. why the CPU was chosen
-  std::function<void(int64_t done, int64_t total)> on_progress;  // from the writer thread, per chunk written
+  ProgressOptions progress;     // shown on stderr while images are generated (rank 0 in an MPI job)
+  std::string summary_json_path;  // where the JSON summary goes; empty: none (rank 0 writes it)
 };
 
-struct GenerateReport {
-  int64_t images = 0;
-  std::string backend;
-  std::string latents;  // where they came from
-  double load_seconds = 0;     // reading and validating the model, starting the backend
-  double parse_seconds = 0;    // reading latents
-  double compute_seconds = 0;  // generation alone
-  double write_seconds = 0;    // formatting and writing outputs (on the writer thread, overlapped)
-  double write_wait_seconds = 0;  // generation waiting for the writer: the part of writing not hidden
-  double total_seconds = 0;    // wall time from the start to the last rename
-  std::vector<std::string> outputs;
-  std::vector<int64_t> output_bytes;  // bytes of each output (all its files)
-};
-
-GenerateReport run_generation(const GenerateRequest& request);
+// Runs the job and returns its summary (not yet printed nor written: that is the caller's).
+RunSummary run_generation(const GenerateRequest& request);
 
 }  // namespace facegen

@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #pragma GCC diagnostic push
@@ -27,7 +29,7 @@
 #include "files/image_sink.hpp"
 #include "generator/network.hpp"
 #include "run/output_stage.hpp"
-#include "app/progress.hpp"
+#include "run/progress.hpp"
 #include "tests/test_support.hpp"
 
 using namespace facegen;
@@ -296,11 +298,52 @@ TEST_CASE("progress bar: only on a terminal and not quiet; one line with rate an
   CHECK(progress_line(250, 1000, 2.0, 10) == "[##        ] 250/1000 images  125 images/s  ETA 0:00:06");
   CHECK(progress_line(1000, 1000, 4.0, 10) == "[##########] 1000/1000 images  250 images/s");
 
-  // Disabled, it writes nothing at all.
+  CHECK(progress_log_line(250, 1000, 2.0) == "progress 250/1000 images (25%), 125 images/s, 0:00:06 left, 0:00:02 elapsed");
+  CHECK(progress_style_for(pipe_fds[1], true) == ProgressStyle::None);
+
+  // Off (--quiet), it writes nothing at all, however long it lives.
   std::FILE* out = std::tmpfile();
-  ProgressBar bar(out, false);
-  bar.update(5, 10);
+  {
+    ProgressDisplay off(out, ProgressOptions{ProgressStyle::None, 0.1}, 10, [] { return int64_t{5}; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  CHECK(std::ftell(out) == 0);
+  std::fclose(out);
+}
+
+TEST_CASE("progress display: by time, not by update; lines where stderr is a log, a bar on a terminal") {
+  std::atomic<int64_t> done{0};
+  std::FILE* out = std::tmpfile();
+  ProgressDisplay lines(out, ProgressOptions{ProgressStyle::Lines, 0.1}, 1000, [&done] { return done.load(); });
+  done = 400;  // the counter moves between draws; nobody calls the display
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  lines.finish();
+  const int drawn = lines.draws();
+  CHECK(drawn >= 2);
+  CHECK(drawn <= 4);
+  std::rewind(out);
+  char line[256];
+  REQUIRE(std::fgets(line, sizeof line, out) != nullptr);
+  CHECK(std::string(line).rfind("facegen: progress 400/1000 images (40%)", 0) == 0);
+  std::fclose(out);
+
+  // A bar: redrawn in place, cleared at the end; a display finished before its first tick draws nothing.
+  out = std::tmpfile();
+  ProgressDisplay bar(out, ProgressOptions{ProgressStyle::Bar, 10}, 1000, [&done] { return done.load(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));
   bar.finish();
+  CHECK(bar.draws() >= 1);
+  std::rewind(out);
+  std::string text;
+  for (int c; (c = std::fgetc(out)) != EOF;) text += static_cast<char>(c);
+  CHECK(text.find('\n') == std::string::npos);
+  CHECK(text.find("\r[############") != std::string::npos);
+  CHECK(text.substr(text.size() - 4) == "\r\033[K");
+  std::fclose(out);
+  out = std::tmpfile();
+  ProgressDisplay early(out, ProgressOptions{ProgressStyle::Lines, 5}, 1000, [&done] { return done.load(); });
+  early.finish();
+  CHECK(early.draws() == 0);
   CHECK(std::ftell(out) == 0);
   std::fclose(out);
 }

@@ -1,0 +1,69 @@
+// summary.hpp: what a finished run reports, in one structure that both drivers fill (run/pipeline
+// for a single process, mpi/rank_job for an MPI job's rank 0), printed for a person and written as
+// JSON (--summary-json FILE) for a pipeline or a job script.
+//
+// The human summary is a few aligned lines (model, input, ranks, backend, one line per stage with
+// its seconds and rates, total, peak memory, every file written). The JSON holds the same figures
+// and, for an MPI job, each rank's; it is written atomically (files/atomic_file.hpp) like every
+// output. README ("Machine-readable summary") lists its keys.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace facegen {
+
+struct StageTiming {
+  std::string name;      // "parse", "generate", "format", "write"
+  double seconds = 0;
+  double bytes = 0;      // bytes read or written in this stage, 0 where that means nothing
+  std::string note;      // how to read the figure, e.g. "slowest rank, not counting files"
+};
+
+struct FileWritten {
+  std::string path;
+  int64_t bytes = 0;
+};
+
+// One rank's figures in an MPI job.
+struct RankFigures {
+  int rank = 0;
+  std::string host;
+  std::string backend;      // "sits out" for a rank left out of a small job
+  int64_t images = 0;
+  double startup_seconds = 0, parse_seconds = 0, compute_seconds = 0, format_seconds = 0, write_seconds = 0,
+         total_seconds = 0;
+  int64_t peak_memory_bytes = 0;
+};
+
+struct RunSummary {
+  std::string model;          // path, normalised; empty for --device synthetic
+  std::string latents;        // where they came from
+  int64_t images = 0;
+  std::string device;         // "cuda", "cpu", "synthetic"
+  std::string precision;      // "fp32", "tf32", "bf16"
+  std::string backend;        // the backend's own description (rank 0's in an MPI job)
+  int ranks = 1, hosts = 1, generating_ranks = 1;
+  std::string ranks_note;     // MPI: how the work was shared
+  double load_seconds = 0;    // model load and backend start (slowest rank)
+  std::vector<StageTiming> stages;
+  double total_seconds = 0;
+  int64_t peak_memory_bytes = 0;  // this process's (rank 0's); each rank's in `per_rank`
+  std::vector<FileWritten> files;
+  std::vector<RankFigures> per_rank;  // MPI only
+};
+
+// "1.234 s (810 images/s, 95.3 MB/s)"; rates are left out where they mean nothing.
+std::string timing_text(double seconds, int64_t images, double bytes);
+
+void print_summary(std::FILE* out, const RunSummary& summary);
+std::string summary_json(const RunSummary& summary);  // pretty-printed, ends with a newline
+// Writes summary_json() to `path` atomically; UserError naming the path on failure.
+void write_summary_json(const std::string& path, const RunSummary& summary);
+
+// The size of a file, or of a directory's files (a png folder); 0 if it cannot be read.
+int64_t file_bytes(const std::string& path);
+
+}  // namespace facegen
