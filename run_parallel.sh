@@ -76,9 +76,18 @@ if [ -n "$hosts" ]; then
   [ ${#host_list[@]} -gt 0 ] || die "--hosts '$hosts' names no host"
 fi
 
+# The ranks' stderr is a pipe; where ours is a terminal, rank 0 draws its progress bar there
+# (FACEGEN_PROGRESS_TTY=HOST:PATH, used only by a rank on this host).
+if [ -t 2 ] && tty_path=$(readlink /proc/$$/fd/2) && [ -c "$tty_path" ]; then
+  export FACEGEN_PROGRESS_TTY="$(hostname):$tty_path"
+fi
+
 mpirun_common() {  # the mpirun flags every mpirun launch uses
   cmd+=(--bind-to none)        # a CPU rank runs one thread per core it owns; GPU ranks need no pinning
   cmd+=(--oversubscribe)       # GPU ranks mostly wait on their GPU: more ranks than cores is fine
+  if [ -n "${FACEGEN_PROGRESS_TTY:-}" ]; then
+    cmd+=(-x FACEGEN_PROGRESS_TTY) # rank 0's progress bar (above)
+  fi
   if [ "$(id -u)" = 0 ]; then
     cmd+=(--allow-run-as-root) # containers and CI run as root
   fi

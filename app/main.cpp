@@ -261,6 +261,7 @@ int run_command_line(int argc, char** argv) {
       rank_options.min_images_per_rank = int_flag(args, "min-images-per-rank", 0, INT64_MAX / 2);
       const int64_t per_round = int_flag(args, "images-per-round", 0, int64_t{1} << 20);
       request.chunk_images = per_round > 0 ? per_round : std::max<int64_t>(request.chunk_images, request.backend.max_batch);
+      facegen::use_launcher_terminal(request.progress, quiet);
       std::cerr.clear();  // from here on each rank reports its own errors, naming itself
       return facegen::mpi::run_as_rank(request, rank_options);
     }

@@ -1,11 +1,14 @@
 // progress.cpp: the progress display and the peak memory figure (see progress.hpp).
 #include "run/progress.hpp"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 #include "common/clock.hpp"
 
@@ -29,6 +32,24 @@ bool progress_wanted(int fd, bool quiet) { return !quiet && ::isatty(fd) == 1; }
 ProgressStyle progress_style_for(int fd, bool quiet) {
   if (quiet) return ProgressStyle::None;
   return ::isatty(fd) == 1 ? ProgressStyle::Bar : ProgressStyle::Lines;
+}
+
+void use_launcher_terminal(ProgressOptions& options, bool quiet) {
+  const char* spec = std::getenv("FACEGEN_PROGRESS_TTY");
+  if (quiet || spec == nullptr) return;
+  const char* colon = std::strchr(spec, ':');
+  char host[256] = {};
+  if (colon == nullptr || ::gethostname(host, sizeof host - 1) != 0) return;
+  if (std::string(spec, static_cast<size_t>(colon - spec)) != host) return;
+  const int fd = ::open(colon + 1, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return;
+  std::FILE* terminal = ::isatty(fd) == 1 ? ::fdopen(fd, "w") : nullptr;
+  if (terminal == nullptr) {
+    ::close(fd);
+    return;
+  }
+  options.style = ProgressStyle::Bar;
+  options.out = terminal;  // open until the process ends
 }
 
 std::string progress_line(int64_t done, int64_t total, double seconds, int width) {
@@ -58,7 +79,7 @@ std::string progress_log_line(int64_t done, int64_t total, double seconds) {
 
 ProgressDisplay::ProgressDisplay(std::FILE* out, const ProgressOptions& options, int64_t total,
                                  std::function<int64_t()> images_done)
-    : out_(out), options_(options), total_(total), images_done_(std::move(images_done)) {
+    : out_(options.out != nullptr ? options.out : out), options_(options), total_(total), images_done_(std::move(images_done)) {
   if (options_.style == ProgressStyle::None || !images_done_) return;
   if (options_.every_seconds <= 0) options_.every_seconds = 10;
   thread_ = std::thread([this] { loop(); });

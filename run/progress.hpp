@@ -25,11 +25,16 @@ enum class ProgressStyle { None, Bar, Lines };
 
 struct ProgressOptions {
   ProgressStyle style = ProgressStyle::None;
-  double every_seconds = 10;  // Lines: the interval
+  double every_seconds = 10;    // Lines: the interval
+  std::FILE* out = nullptr;     // where to draw; nullptr: stderr
 };
 
 // Bar where `fd` is a terminal, Lines otherwise, None when quiet.
 ProgressStyle progress_style_for(int fd, bool quiet);
+// An MPI rank's stderr is a pipe to its launcher, so run_parallel.sh, when its own stderr is a
+// terminal, names it in FACEGEN_PROGRESS_TTY=HOST:PATH. On that host this opens PATH and sets a Bar
+// drawn there; elsewhere (or unset, or --quiet) it leaves `options` as they are.
+void use_launcher_terminal(ProgressOptions& options, bool quiet);
 bool progress_wanted(int fd, bool quiet);  // fd is a terminal and not quiet
 
 // The bar: "[####    ] 250/1000 images  125 images/s  ETA 0:00:06", `width` characters of bar.

@@ -140,16 +140,7 @@ if run_ok --input "$work/l3.txt" --output "$work/good/q" > "$work/stdout" 2> "$w
 else
   fail "summary" "stderr: $(head -c 200 "$work/stderr" | od -c | head -3) stdout: $(cat "$work/stdout")"
 fi
-if command -v script > /dev/null; then
-  script -qec "$prog --device cpu --model $model --input $work/l3.txt --output $work/good/tty --formats npy" /dev/null > "$work/tty.out" 2>&1
-  if grep -q "3/3 images" "$work/tty.out"; then
-    pass "on a terminal: the progress bar shows images done and images/s"
-  else
-    fail "progress bar" "$(od -c "$work/tty.out" | head -5)"
-  fi
-  script -qec "$prog --quiet --device cpu --model $model --input $work/l3.txt --output $work/good/tty --formats npy" /dev/null > "$work/tty.out" 2>&1
-  [ ! -s "$work/tty.out" ] && pass "--quiet on a terminal: nothing at all" || fail "quiet" "$(head -c 200 "$work/tty.out")"
-fi
+# The progress display on a terminal and in a pipe: tests/suites/progress_summary.sh.
 
 if run_ok --random 3 --seed 5 --output "$work/good/rand" --formats npy --quiet &&
    "$prog" --device cpu --model "$model" --random 3 --seed 5 --batch 1 --output "$work/good/rand1" --formats npy --quiet &&
@@ -171,15 +162,52 @@ if "$prog" --device cpu --random 1 --output "$work/good/default" --formats npy >
 else
   fail "default model" "$(head -c 300 "$work/stdout")"
 fi
-"$prog" --help > "$work/stdout" 2>&1 && grep -q -- '--model' "$work/stdout" && pass "--help" || fail "--help" "$(head -3 "$work/stdout")"
-"$prog" --version | grep -qE '^facegen [0-9]+\.[0-9]+' && pass "--version" || fail "--version" "no version line"
+if "$prog" --help > "$work/stdout" 2>&1 && grep -qE -- '--model PATH' "$work/stdout" &&
+   grep -qE -- '--random N ' "$work/stdout" && grep -qE -- '--formats LIST' "$work/stdout" &&
+   grep -q '^ Input options:' "$work/stdout" && grep -q '^ MPI options:' "$work/stdout" && ! grep -qw 'arg' "$work/stdout"; then
+  pass "--help: metavariables (PATH, N, LIST) and sections"
+else
+  fail "--help" "$(head -12 "$work/stdout")"
+fi
+"$prog" --version > "$work/stdout"
+if grep -qE '^facegen [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]{7,}(-dirty)?\)$' "$work/stdout" &&
+   grep -qE '^  CUDA  (yes, for sm_[0-9]+|no \(built with)' "$work/stdout" && grep -qE '^  MPI   (yes|no)' "$work/stdout" &&
+   grep -qE '^  CPU   -march=.*(AVX|SSE)' "$work/stdout"; then
+  pass "--version: version, commit, CUDA, MPI, CPU"
+else
+  fail "--version" "$(cat "$work/stdout")"
+fi
 
 # --- bad command lines ---------------------------------------------------------------------------
 out=$work/out/result
 expect_error "no --output" 2 "missing --output" --model "$model" --input "$work/l3.txt"
 expect_error "--input and --random together" 2 "exactly one of" --random 3 --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "no latents at all" 2 "exactly one of" --model "$model" --output "$out"
-expect_error "--random 0" 1 "--random must be at least 1" --random 0 --model "$model" --output "$out"
+expect_error "--random 0" 1 "--random must be between 1 and" --random 0 --model "$model" --output "$out"
+# Every numeric flag's bad value names the flag, not only the value.
+for flag in --random --interpolate --seed --batch --threads --chunk --gpu --mosaic-tiles --write-threads --progress-every; do
+  case $flag in --random|--interpolate) source_args=() ;; *) source_args=(--random 1) ;; esac
+  expect_error "$flag abc names the flag" 1 "^facegen: error: $flag expects .*'abc'" "${source_args[@]}" "$flag" abc \
+    --model "$model" --output "$out"
+done
+expect_error "-r abc names --random" 1 "--random expects a whole number, got 'abc'" -r abc --model "$model" --output "$out"
+# No GPU here (CUDA=0 build, or no NVIDIA driver): --device cuda is a fault (3) that says why in plain
+# words; auto falls back to the CPU with one notice, silenced by --quiet.
+if ! "$prog" --version | grep -q "CUDA  yes" || [ ! -e /proc/driver/nvidia/version ]; then
+  expect_error "--device cuda without a GPU: exit 3 and the reason" 3 \
+    "^facegen: fault: --device cuda: no NVIDIA GPU is usable here \((no NVIDIA driver is installed|this facegen was built without CUDA: make CUDA=0|no NVIDIA GPU or driver was found)\)$" \
+    --device cuda --random 1 --model "$model" --output "$out"
+  "$prog" --random 1 --model "$model" --output "$work/good/auto" > /dev/null 2> "$work/stderr"
+  if grep -qE "^facegen: no NVIDIA GPU is usable here \([^()]+\); running on the CPU with [0-9]+ threads?$" "$work/stderr" &&
+     ! grep -q "insufficient" "$work/stderr" && [ "$(wc -l < "$work/stderr")" = 1 ]; then
+    pass "--device auto without a GPU: one plain notice"
+  else
+    fail "fallback notice" "$(cat "$work/stderr")"
+  fi
+  "$prog" --quiet --random 1 --model "$model" --output "$work/good/auto" > "$work/stdout" 2> "$work/stderr"
+  [ ! -s "$work/stderr" ] && [ ! -s "$work/stdout" ] && pass "--quiet silences the fallback notice" ||
+    fail "--quiet notice" "$(cat "$work/stderr")"
+fi
 expect_error "unknown flag" 2 "nosuch" --nosuch --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --device" 1 "unknown --device 'tpu'" --device tpu --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --formats" 1 "unknown output format 'gif'" --formats txt,gif --model "$model" --input "$work/l3.txt" --output "$out"

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# progress_summary.sh: what a person and a script see of a run: the progress display and the summary.
+#
+# On a pseudo-terminal (script from bsdutils) the bar is redrawn in place several times within one
+# chunk (it follows time, not chunks) and cleared before the summary; --quiet prints nothing. In a
+# pipe, --progress-every S gives one line every S seconds and a short run at the default (10 s) none.
+# --summary-json is checked against the run: counts, stages, and every file with its size on disk.
+# The same under MPI (2 ranks through run_parallel.sh): rank 0's lines count the whole job's images,
+# and its JSON has each rank's figures. CPU runs of 64 to 128 images on the tests' random model.
+# Usage: tests/suites/progress_summary.sh [build-dir]; exit 0 pass, 1 fail.
+set -u
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+prog=$build/facegen
+model=$build/random-network.bin
+[ -x "$prog" ] && [ -f "$model" ] || { echo "progress_summary: $prog or $model is missing (run make)"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+work=$(mktemp -d /tmp/facegen-progress.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+pass() { echo "  ok    $1"; passed=$((passed + 1)); }
+fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
+
+# check_json JSON PREFIX IMAGES RANKS: the summary agrees with the run and the files on disk.
+check_json() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, os, sys
+path, prefix, images, ranks = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+s = json.load(open(path))
+def need(ok, what):
+    if not ok:
+        print(f"{what}: {json.dumps(s)[:400]}")
+        sys.exit(1)
+need(s["images"] == images, "images")
+need(s["device"] == "cpu" and s["precision"] == "fp32", "device and precision")
+need(s["ranks"] == ranks, "ranks")
+need(s["program"]["version"] and s["program"]["commit"], "program")
+need({"parse", "generate", "write"} <= set(s["stages"]), "stages")
+for name, stage in s["stages"].items():
+    need(stage["seconds"] >= 0, f"stage {name} seconds")
+    if stage["seconds"] > 0:
+        need(abs(stage["images_per_second"] * stage["seconds"] - images) < 1e-6 * images + 1e-6, f"stage {name} rate")
+need(s["total"]["seconds"] >= s["stages"]["generate"]["seconds"], "total covers generation")
+need(s["peak_memory_bytes"] > 10**6, "peak memory")
+written = {f["path"]: f["bytes"] for f in s["files"]}
+need(set(written) == {prefix + ".txt", prefix + ".bmp"}, "files")
+for f, size in written.items():
+    need(os.path.getsize(f) == size, f"size of {f}")
+need(s["stages"]["write"]["bytes"] == sum(written.values()), "bytes written")
+if ranks > 1:
+    need(len(s["per_rank"]) == ranks and [r["rank"] for r in s["per_rank"]] == list(range(ranks)), "per_rank")
+    need(sum(r["images"] for r in s["per_rank"]) == images, "per-rank images add up")
+    need(all(r["host"] and r["peak_memory_bytes"] > 0 for r in s["per_rank"]), "per-rank host and memory")
+else:
+    need("per_rank" not in s, "no per_rank for one process")
+PY
+}
+
+echo "progress and summary:"
+if command -v script > /dev/null; then
+  script -qec "$prog --device cpu --threads 1 --model $model --random 64 --output $work/tty --formats npy" /dev/null \
+    > "$work/tty.out" 2>&1
+  # Each redraw starts with "\r["; the counts drawn, in order.
+  tr '\r' '\n' < "$work/tty.out" | grep -oE '^\[[# ]+\] [0-9]+/64 images' | grep -oE '[0-9]+/64' > "$work/counts"
+  draws=$(wc -l < "$work/counts")
+  inner=$(grep -cvE '^(0|64)/64$' "$work/counts")
+  if [ "$draws" -ge 3 ] && [ "$inner" -ge 1 ] && grep -q $'\r\033\[K' "$work/tty.out" && grep -q '^total ' "$work/tty.out"; then
+    pass "terminal: the bar moved $draws times within one chunk ($(paste -sd' ' "$work/counts")), cleared before the summary"
+  else
+    fail "terminal bar" "draws $draws, intermediate $inner: $(head -c 300 "$work/tty.out" | od -c | head -4)"
+  fi
+  script -qec "$prog --quiet --device cpu --model $model --random 16 --output $work/tty --formats npy" /dev/null \
+    > "$work/tty.out" 2>&1
+  [ ! -s "$work/tty.out" ] && pass "terminal with --quiet: nothing at all" || fail "quiet" "$(head -c 200 "$work/tty.out")"
+else
+  fail "terminal" "script (bsdutils) is missing"
+fi
+
+"$prog" --device cpu --threads 1 --model "$model" --random 64 --output "$work/pipe" --progress-every 0.3 \
+  --summary-json "$work/pipe.json" > "$work/stdout" 2> "$work/stderr"
+lines=$(grep -c '^facegen: progress [0-9]*/64 images ([0-9]*%), [0-9]* images/s, ' "$work/stderr")
+if [ "$lines" -ge 2 ] && [ "$(grep -cv '^facegen: progress' "$work/stderr")" = 0 ] && ! grep -q $'\r' "$work/stderr"; then
+  pass "pipe, --progress-every 0.3: $lines plain lines, no bar"
+else
+  fail "pipe progress" "$(head -5 "$work/stderr")"
+fi
+if error=$(check_json "$work/pipe.json" "$work/pipe" 64 1); then
+  pass "--summary-json: counts, stages and rates, every file with its size on disk"
+else
+  fail "--summary-json" "$error"
+fi
+if [ -z "$(ls "$work" | grep tmp-)" ] && grep -q "^wrote     $work/pipe.bmp" "$work/stdout"; then
+  pass "--summary-json beside the human summary, no temporary file left"
+else
+  fail "summary files" "$(ls "$work")"
+fi
+"$prog" --device cpu --model "$model" --random 8 --output "$work/short" > /dev/null 2> "$work/stderr"
+[ ! -s "$work/stderr" ] && pass "pipe, short run at the default 10 s: no progress line" || fail "short run" "$(cat "$work/stderr")"
+
+if ! command -v mpirun > /dev/null || ! ldd "$prog" | grep -q libmpi; then
+  echo "  skip  MPI progress and summary (no MPI here)"
+elif timeout 120 ./run_parallel.sh --program "$prog" --model "$model" --random 128 --output "$work/mpi" --ranks-per-node 2 \
+       -- --device cpu --threads 1 --progress-every 0.3 --summary-json "$work/mpi.json" > "$work/stdout" 2> "$work/stderr"; then
+  counts=$(grep -oE '^facegen: progress [0-9]+/128' "$work/stderr" | grep -oE '[0-9]+/' | tr -d / | paste -sd' ')
+  most=$(printf '%s\n' $counts | sort -n | tail -1)
+  # Rank 0 generates 64 of the 128: a count above 64 includes rank 1's, which came through MPI.
+  if [ -n "$most" ] && [ "$most" -gt 64 ]; then
+    pass "MPI, 2 ranks: rank 0's lines count the whole job ($counts)"
+  else
+    fail "MPI progress" "counts: '$counts'; $(head -5 "$work/stderr")"
+  fi
+  if error=$(check_json "$work/mpi.json" "$work/mpi" 128 2); then
+    pass "MPI --summary-json: the job's figures and each rank's"
+  else
+    fail "MPI --summary-json" "$error"
+  fi
+else
+  fail "MPI run" "$(tail -3 "$work/stderr")"
+fi
+if command -v mpirun > /dev/null && ldd "$prog" | grep -q libmpi && command -v script > /dev/null; then
+  # run_parallel.sh on a terminal: the ranks' stderr is a pipe, yet rank 0 draws the bar on the terminal.
+  script -qec "timeout 120 ./run_parallel.sh --program $prog --model $model --random 128 --output $work/mpitty \
+    --ranks-per-node 2 -- --device cpu --threads 1" /dev/null > "$work/tty.out" 2>&1
+  draws=$(tr '\r' '\n' < "$work/tty.out" | grep -cE '^\[[# ]+\] [0-9]+/128 images')
+  if [ "$draws" -ge 3 ] && tr '\r' '\n' < "$work/tty.out" | grep -q '^\[#\+\] 128/128 images'; then
+    pass "MPI on a terminal: rank 0's bar, drawn $draws times, reaches the job's 128 images"
+  else
+    fail "MPI bar" "$draws draws: $(tr '\r' '\n' < "$work/tty.out" | head -5)"
+  fi
+fi
+
+echo "progress_summary: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
