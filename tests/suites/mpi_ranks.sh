@@ -93,10 +93,10 @@ done
 "$prog" --device cpu --model "$model" --input "$work/l64.txt" --output "$work/ref64f" --formats txt,bmp,npy --quiet
 if parallel 3 "$work/f64" "$work/l64.txt" --all-ranks --formats txt,bmp,npy --images-per-round 4 &&
    same_files "npy too, rounds of 4 images per rank" "$work/f64" "$work/ref64f" txt bmp npy; then
-  if grep -q "^rounds    6 of at most 4 images per rank" "$work/stdout"; then
+  if grep -q "^ranks .*; 6 rounds of at most 4 images per rank" "$work/stdout"; then
     pass "3 ranks, N=64, txt+bmp+npy, 6 rounds of at most 4 images per rank: identical"
   else
-    fail "3 ranks, txt+bmp+npy, rounds of 4" "not 6 rounds: $(grep '^rounds' "$work/stdout")"
+    fail "3 ranks, txt+bmp+npy, rounds of 4" "not 6 rounds: $(grep "^ranks" "$work/stdout")"
   fi
 elif [ -s "$work/stderr" ]; then
   fail "3 ranks, txt+bmp+npy" "$(head -c 400 "$work/stderr")"
