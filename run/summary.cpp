@@ -24,8 +24,35 @@ std::string timing_text(double seconds, int64_t images, double bytes) {
   return text;
 }
 
+// A path as a reader wants it: no "//", "/./" or "dir/.." (lexically: outputs are not symlinks we
+// follow, and a path that does not exist yet still reads well).
+std::string normal_path(const std::string& path) {
+  if (path.empty()) return path;
+  const bool absolute = path[0] == '/';
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    const std::string part = path.substr(start, end - start);
+    if (part == "..") {
+      if (!parts.empty() && parts.back() != "..") {
+        parts.pop_back();
+      } else if (!absolute) {
+        parts.push_back(part);
+      }
+    } else if (!part.empty() && part != ".") {
+      parts.push_back(part);
+    }
+    start = end + 1;
+  }
+  std::string out = absolute ? "/" : "";
+  for (size_t k = 0; k < parts.size(); ++k) out += (k ? "/" : "") + parts[k];
+  return out.empty() ? "." : out;
+}
+
 void print_summary(std::FILE* out, const RunSummary& s) {
-  std::fprintf(out, "model     %s\n", s.model.empty() ? "(none)" : s.model.c_str());
+  std::fprintf(out, "model     %s\n", s.model.empty() ? "(none)" : normal_path(s.model).c_str());
   std::fprintf(out, "input     %s: %lld images\n", s.latents.c_str(), static_cast<long long>(s.images));
   if (s.ranks > 1 || !s.per_rank.empty()) {
     std::fprintf(out, "ranks     %d on %d host%s; %s\n", s.ranks, s.hosts, s.hosts == 1 ? "" : "s", s.ranks_note.c_str());
@@ -39,7 +66,7 @@ void print_summary(std::FILE* out, const RunSummary& s) {
                timing_text(s.total_seconds, s.images, 0).c_str(), s.load_seconds,
                human_bytes(static_cast<double>(s.peak_memory_bytes)).c_str());
   for (const FileWritten& file : s.files) {
-    std::fprintf(out, "wrote     %s (%s)\n", file.path.c_str(), human_bytes(static_cast<double>(file.bytes)).c_str());
+    std::fprintf(out, "wrote     %s (%s)\n", normal_path(file.path).c_str(), human_bytes(static_cast<double>(file.bytes)).c_str());
   }
   std::fflush(out);
 }
@@ -65,10 +92,10 @@ std::string summary_json(const RunSummary& s) {
     stages[stage.name] = entry;
   }
   json files = json::array();
-  for (const FileWritten& file : s.files) files.push_back({{"path", file.path}, {"bytes", file.bytes}});
+  for (const FileWritten& file : s.files) files.push_back({{"path", normal_path(file.path)}, {"bytes", file.bytes}});
   json out = {
       {"program", {{"version", FACEGEN_VERSION}, {"commit", git_commit()}}},
-      {"model", s.model.empty() ? json(nullptr) : json(s.model)},
+      {"model", s.model.empty() ? json(nullptr) : json(normal_path(s.model))},
       {"latents", s.latents},
       {"images", s.images},
       {"device", s.device},

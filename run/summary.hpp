@@ -63,6 +63,9 @@ std::string summary_json(const RunSummary& summary);  // pretty-printed, ends wi
 // Writes summary_json() to `path` atomically; UserError naming the path on failure.
 void write_summary_json(const std::string& path, const RunSummary& summary);
 
+// "a//b/./c/../d" -> "a/b/d": how the summary shows every path.
+std::string normal_path(const std::string& path);
+
 // The size of a file, or of a directory's files (a png folder); 0 if it cannot be read.
 int64_t file_bytes(const std::string& path);
 

@@ -30,6 +30,7 @@
 #include "generator/network.hpp"
 #include "run/output_stage.hpp"
 #include "run/progress.hpp"
+#include "run/summary.hpp"
 #include "tests/test_support.hpp"
 
 using namespace facegen;
@@ -346,4 +347,13 @@ TEST_CASE("progress display: by time, not by update; lines where stderr is a log
   CHECK(early.draws() == 0);
   CHECK(std::ftell(out) == 0);
   std::fclose(out);
+}
+
+TEST_CASE("summary paths are shown normalised") {
+  CHECK(normal_path("build/../models/facegen-fashion.bin") == "models/facegen-fashion.bin");
+  CHECK(normal_path("/opt/fg/bin/../share/facegen/./models//x.bin") == "/opt/fg/share/facegen/models/x.bin");
+  CHECK(normal_path("outputs//tmp/abs.txt") == "outputs/tmp/abs.txt");
+  CHECK(normal_path("../a/b/..") == "../a");
+  CHECK(normal_path("/..") == "/");
+  CHECK(normal_path("a/..") == ".");
 }
