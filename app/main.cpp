@@ -165,7 +165,7 @@ cxxopts::Options command_line() {
       ("all-ranks", "every rank generates, however few images there are")
       ("min-images-per-rank", "ranks sit out unless each gets this many images (0: 4096 on GPUs, 8 on CPUs)",
        value<std::string>()->default_value("0"), "N")
-      ("images-per-round", "the most images a rank holds at once (0: max(1024, --batch))",
+      ("images-per-round", "the most images a rank holds at once (0: --chunk)",
        value<std::string>()->default_value("0"), "N")
       ("mpi", "run as one rank of an MPI job even where no launcher is detected");
   return options;
@@ -260,7 +260,7 @@ int run_command_line(int argc, char** argv) {
       rank_options.all_ranks = args.count("all-ranks") > 0;
       rank_options.min_images_per_rank = int_flag(args, "min-images-per-rank", 0, INT64_MAX / 2);
       const int64_t per_round = int_flag(args, "images-per-round", 0, int64_t{1} << 20);
-      request.chunk_images = per_round > 0 ? per_round : std::max<int64_t>(request.chunk_images, request.backend.max_batch);
+      if (per_round > 0) request.chunk_images = per_round;  // else --chunk, as given
       facegen::use_launcher_terminal(request.progress, quiet);
       std::cerr.clear();  // from here on each rank reports its own errors, naming itself
       return facegen::mpi::run_as_rank(request, rank_options);
