@@ -236,7 +236,8 @@ run_parallel: $(PROGRAM)
 
 # The program, its model, the launcher and the sbatch scripts under PREFIX (DESTDIR: a staging root).
 # The installed facegen finds PREFIX/share/facegen/models/ beside its own bin/; the installed
-# facegen-run-parallel finds facegen in its own directory.
+# facegen-run-parallel finds facegen in its own directory; the installed sbatch scripts call
+# PREFIX/bin/facegen-run-parallel (sbatch runs a copy of a script, which cannot find its neighbours).
 PREFIX  ?= /usr/local
 DESTDIR ?=
 INSTALL_SHARE = $(DESTDIR)$(PREFIX)/share/facegen
@@ -245,7 +246,10 @@ install: $(PROGRAM)
 	install -m 755 $(PROGRAM) $(DESTDIR)$(PREFIX)/bin/facegen
 	install -m 755 run_parallel.sh $(DESTDIR)$(PREFIX)/bin/facegen-run-parallel
 	install -m 644 models/facegen-fashion.bin $(INSTALL_SHARE)/models/facegen-fashion.bin
-	install -m 644 slurm/*.sbatch $(INSTALL_SHARE)/slurm/
+	for f in slurm/*.sbatch; do \
+	  sed 's|\./run_parallel\.sh|$(PREFIX)/bin/facegen-run-parallel|g' "$$f" > $(INSTALL_SHARE)/slurm/$$(basename "$$f") && \
+	  chmod 644 $(INSTALL_SHARE)/slurm/$$(basename "$$f") || exit 1; \
+	done
 
 # The plain test pass also builds the fuzz targets where clang is installed (tests/suites/fuzz_smoke.sh
 # runs them) and build-vg/facegen where valgrind is (tests/suites/valgrind.sh).

@@ -72,6 +72,12 @@ else
   done
   [ -z "$missing" ] && pass "make install PREFIX DESTDIR: program, launcher, model, sbatch scripts" ||
     fail "make install" "missing:$missing"
+  if grep -q "$prefix/bin/facegen-run-parallel" "$root/share/facegen/slurm/facegen-one-node.sbatch" &&
+     ! grep -q '\./run_parallel\.sh' "$root"/share/facegen/slurm/*.sbatch; then
+    pass "installed sbatch scripts call PREFIX/bin/facegen-run-parallel"
+  else
+    fail "installed sbatch scripts" "$(grep -n run_parallel "$root"/share/facegen/slurm/*.sbatch | head -3)"
+  fi
   # The installed program is run from elsewhere, with no --model: it must find share/facegen/models/.
   if (cd "$work" && "$root/bin/facegen" --random 3 --seed 5 --device cpu --output "$work/installed") \
        > "$work/out" 2>&1 && grep -q "^model .*$root/share/facegen/models/facegen-fashion.bin" "$work/out"; then
