@@ -20,8 +20,10 @@
 #   make deps            install the Debian packages needed to build and run (apt-get; as root or via sudo)
 #   make test-deps       ... and those the tests need (PyTorch for the cross-check)
 #
-# Knobs: CUDA=0 builds without CUDA (CPU backend only); CUDA_ARCH=90 picks the GPU architecture
-# (default: the first GPU nvidia-smi reports, else 90); DEBUG=1 builds with -O0 -g; PROFILE=1 adds
+# Knobs: CUDA=0 builds without CUDA (CPU backend only); CUDA_ARCH="80 90a" picks the GPU architectures
+# (default: 80 86 89 90a, one binary for Ampere, Ada and Hopper; the wgmma kernels exist only in the
+# 90a code, and the program picks them at run time on a compute capability 9.0 GPU; CUDA_ARCH=90a
+# alone builds faster on a Hopper machine); DEBUG=1 builds with -O0 -g; PROFILE=1 adds
 # -lineinfo; CPU_ARCH=native sets -march for the CPU code. SANITIZE=1 builds into build-san/ with
 # -fsanitize=address,undefined and without CUDA (nvcc cannot build AddressSanitizer code). A change
 # of knobs rebuilds the objects it affects (build/compile-flags records the last flags).
@@ -39,7 +41,7 @@ endif
 ifeq ($(VALGRIND),1)
 override CUDA := 0
 endif
-CUDA_ARCH ?= $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '.' | grep -E '^[0-9]+$$' || echo 90)
+CUDA_ARCH ?= 80 86 89 90a
 CPU_ARCH  ?= native
 BUILD     := build
 ifeq ($(SANITIZE),1)
@@ -60,8 +62,13 @@ endif
 
 CPPFLAGS := -I. -I/usr/include/stb -MMD -MP
 CXXFLAGS := -std=c++17 $(OPT) -march=$(CPU_ARCH) -Wall -Wextra -pthread
-NVCCFLAGS := -std=c++17 $(OPT) -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)] \
-             -Xcompiler -Wall,-pthread
+# Machine code for each listed architecture, and PTX of the first one (from the same front-end pass)
+# for GPUs newer than the list; the wgmma kernels are empty outside the 90a code.
+CUDA_ARCH_FIRST := $(firstword $(CUDA_ARCH))
+GENCODE   := -gencode arch=compute_$(CUDA_ARCH_FIRST),code=[sm_$(CUDA_ARCH_FIRST),compute_$(CUDA_ARCH_FIRST)] \
+             $(foreach a,$(wordlist 2,9,$(CUDA_ARCH)),-gencode arch=compute_$(a),code=sm_$(a))
+# --threads 0: nvcc compiles the architectures of one file in parallel (the longest file sets the build time).
+NVCCFLAGS := -std=c++17 $(OPT) $(GENCODE) --threads 0 -Xcompiler -Wall,-pthread
 ifeq ($(PROFILE),1)
 NVCCFLAGS += -lineinfo
 endif
