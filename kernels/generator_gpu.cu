@@ -13,6 +13,7 @@
 #include "common/model_shape.hpp"
 #include "common/cuda_check.cuh"
 #include "kernels/phase_gemm.cuh"
+#include "kernels/phase_gemm_wgmma.hpp"
 
 namespace facegen {
 namespace {
@@ -192,7 +193,13 @@ void configure_all() {
   configure_stage<M, 2, true>();
 }
 
+gpu::Math math_of(Precision p) {
+  return p == Precision::Fp32 ? Math::Fp32 : p == Precision::Tf32 ? Math::Tf32 : Math::Bf16;
+}
+
 }  // namespace
+
+const char* gemm_kernel_name(GemmKernel k) { return k == GemmKernel::Wgmma ? "wgmma" : "mma.sync"; }
 
 DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(precision) {
   const Layout L;
@@ -233,6 +240,27 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
     case Precision::Tf32: configure_all<Math::Tf32>(); break;
     case Precision::Bf16: configure_all<Math::Bf16>(); break;
   }
+  wgmma_available_ = precision != Precision::Fp32 && gpu::wgmma_available(device);
+  if (wgmma_available_) {
+    gpu::configure_wgmma(math_of(precision));
+    wgmma_weights_.reset(new gpu::PhaseWeightMaps[3]);
+    for (int s = 0; s < 3; ++s) gpu::make_phase_weight_maps(math_of(precision), s, tconv_weight_[s], &wgmma_weights_[s]);
+  }
+  gemm_ = wgmma_available_ ? GemmKernel::Wgmma : GemmKernel::MmaSync;
+  if (const char* gemm = std::getenv("FACEGEN_GPU_GEMM")) {
+    const std::string g = gemm;
+    if (g != "mma" && g != "wgmma" && g != "auto")
+      throw std::invalid_argument("FACEGEN_GPU_GEMM must be mma, wgmma or auto, not '" + g + "'");
+    if (g != "auto") use_gemm_kernel(g == "wgmma" ? GemmKernel::Wgmma : GemmKernel::MmaSync);
+  }
+}
+
+void DeviceNetwork::use_gemm_kernel(GemmKernel k) {
+  if (k == GemmKernel::Wgmma && !wgmma_available_)
+    throw std::invalid_argument(precision_ == Precision::Fp32
+                                    ? "the wgmma kernels run tf32 and bf16, not fp32"
+                                    : "the wgmma kernels need a compute capability 9.0 GPU and a build with 90a in CUDA_ARCH");
+  gemm_ = k;
 }
 
 DeviceNetwork::~DeviceNetwork() {
@@ -278,6 +306,13 @@ void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t s
 
 void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const {
   if (n <= 0) return;
+  if (gemm_ == GemmKernel::Wgmma) {
+    // Same Small/Large rule as below: Small when the Large grid would leave SMs without two blocks.
+    const bool small = tiles_ == 0 ? gpu::wgmma_large_blocks(stage, n) < 2 * int64_t{sm_count_} : tiles_ == 1;
+    gpu::launch_tconv_wgmma(math_of(precision_), stage, small, in, n, wgmma_weights_[stage], tconv_scale_[stage],
+                            tconv_shift_[stage], out, stream);
+    return;
+  }
   switch (precision_) {
     case Precision::Fp32:
       launch_tconv<Math::Fp32>(stage, sm_count_, tiles_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);

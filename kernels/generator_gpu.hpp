@@ -14,10 +14,20 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "common/precision.hpp"
 
 namespace facegen {
+
+namespace gpu {
+struct PhaseWeightMaps;
+}
+
+// Which kernels run the tconv stages' phase GEMMs in tf32 and bf16: mma.sync (kernels/phase_gemm.cuh,
+// any GPU from sm_80) or wgmma with TMA (kernels/phase_gemm_wgmma.cuh, sm_90a). fp32 always runs FFMA.
+enum class GemmKernel { MmaSync, Wgmma };
+const char* gemm_kernel_name(GemmKernel k);
 
 class DeviceNetwork {
  public:
@@ -28,6 +38,12 @@ class DeviceNetwork {
   DeviceNetwork& operator=(const DeviceNetwork&) = delete;
 
   Precision precision() const { return precision_; }
+  // Chosen at construction: Wgmma on a compute capability 9.0 device when this binary carries sm_90a
+  // code and the precision is tf32 or bf16, MmaSync otherwise; FACEGEN_GPU_GEMM=mma|wgmma|auto
+  // overrides (wgmma where it cannot run is an error).
+  GemmKernel gemm_kernel() const { return gemm_; }
+  // The same override for the benchmark and the tests; throws std::invalid_argument where Wgmma cannot run.
+  void use_gemm_kernel(GemmKernel k);
   // Bytes of one image's activation before stage s (0: after the projection .. 3: before the last tconv).
   size_t activation_bytes_per_image(int stage) const;
 
@@ -45,6 +61,9 @@ class DeviceNetwork {
   Precision precision_;
   int sm_count_ = 0;              // of the device the network lives on; picks tile shapes (tconv)
   int tiles_ = 0;                 // 0: by grid size; 1: always Small; 2: always Large (FACEGEN_GPU_TILES)
+  bool wgmma_available_ = false;  // the device is sm_90 and the binary has the sm_90a kernels
+  GemmKernel gemm_ = GemmKernel::MmaSync;
+  std::unique_ptr<gpu::PhaseWeightMaps[]> wgmma_weights_;  // tensor maps over tconv_weight_[0..2]
   float* proj_weight_ = nullptr;  // (100, 8192)
   float* proj_scale_ = nullptr;   // (8192)
   float* proj_shift_ = nullptr;   // (8192)

@@ -1,0 +1,197 @@
+// phase_gemm_wgmma.cu: tensor maps and launches of the Hopper phase GEMMs (kernels/phase_gemm_wgmma.cuh).
+//
+// Tile shapes per stage (BM = 64 x consumer warpgroups, BN, stages of the ring):
+//   tconv1 (512 -> 256, 4x4):   Large 128 x 128, 6 stages (192 KB, one block per SM); Small 64 x 128, 8
+//   tconv2 (256 -> 128, 8x8):   the same
+//   tconv3 (128 -> 64, 16x16):  Large 128 x 64, 4 stages (96 KB, two blocks per SM); Small 64 x 64, 4
+// Small has one consumer warpgroup, Large two, issuing the same m64 x BN wgmma steps: same bits.
+#include "kernels/phase_gemm_wgmma.hpp"
+
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda_check.cuh"
+#include "kernels/phase_gemm_wgmma.cuh"
+
+namespace facegen {
+namespace gpu {
+namespace {
+
+__global__ void wgmma_probe(int* compiled_in) { *compiled_in = FACEGEN_WGMMA_ENABLED; }
+
+template <Math M, int S, bool Small> struct WgmmaStage;
+template <Math M, bool Small> struct WgmmaStage<M, 0, Small> {
+  static constexpr int C_IN = 512, C_OUT = 256, H = 4, BN = 128, CONSUMERS = Small ? 1 : 2, STAGES = Small ? 8 : 6;
+};
+template <Math M, bool Small> struct WgmmaStage<M, 1, Small> {
+  static constexpr int C_IN = 256, C_OUT = 128, H = 8, BN = 128, CONSUMERS = Small ? 1 : 2, STAGES = Small ? 8 : 6;
+};
+template <Math M, bool Small> struct WgmmaStage<M, 2, Small> {
+  static constexpr int C_IN = 128, C_OUT = 64, H = 16, BN = 64, CONSUMERS = Small ? 1 : 2, STAGES = 4;
+};
+template <Math M, int S, bool Small>
+using WgmmaStageShape = WgmmaShape<M, WgmmaStage<M, S, Small>::C_IN, WgmmaStage<M, S, Small>::C_OUT,
+                                   WgmmaStage<M, S, Small>::H, WgmmaStage<M, S, Small>::BN,
+                                   WgmmaStage<M, S, Small>::CONSUMERS, WgmmaStage<M, S, Small>::STAGES>;
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// cuTensorMapEncodeTiled from the driver, found through the runtime (no link against libcuda).
+EncodeTiled encode_tiled() {
+  static EncodeTiled fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || p == nullptr)
+      throw std::runtime_error("the CUDA driver has no cuTensorMapEncodeTiled (driver older than CUDA 12)");
+    return reinterpret_cast<EncodeTiled>(p);
+  }();
+  return fn;
+}
+
+// A 128-byte-swizzled tiled map: dims and box innermost first, strides (bytes) of dims 1.. .
+void encode(CUtensorMap* map, Math m, int rank, const void* base, const cuuint64_t* dims, const cuuint64_t* strides,
+            const cuuint32_t* box) {
+  const cuuint32_t unit[5] = {1, 1, 1, 1, 1};
+  const CUresult r = encode_tiled()(map, m == Math::Bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                                    rank, const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error("cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
+                             ") for a rank-" + std::to_string(rank) + " map");
+}
+
+template <Math M, int S>
+void make_weight_maps(const void* weight, PhaseWeightMaps* maps) {
+  using C = WgmmaStage<M, S, false>;
+  using Shape = WgmmaStageShape<M, S, false>;
+  using Act = typename MathTypes<M>::Act;
+  for (int z = 0; z < 4; ++z) {
+    const int k_total = phase_taps(phase_py(z)) * phase_taps(phase_px(z)) * C::C_IN;
+    const Act* b = static_cast<const Act*>(weight) + static_cast<int64_t>(phase_k_offset(z, C::C_IN)) * C::C_OUT;
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k_total), C::C_OUT};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k_total) * sizeof(Act)};
+    const cuuint32_t box[2] = {Shape::BK, Shape::BN};
+    encode(&maps->b[z], M, 2, b, dims, strides, box);
+  }
+}
+
+template <Math M, int S, bool Small>
+auto kernel_of() {
+  using C = WgmmaStage<M, S, Small>;
+  return tconv_phase_wgmma<M, C::C_IN, C::C_OUT, C::H, C::BN, C::CONSUMERS, C::STAGES>;
+}
+
+template <Math M, int S, bool Small>
+void configure_one() {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel_of<M, S, Small>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  WgmmaStageShape<M, S, Small>::kSmemBytes));
+}
+
+template <Math M, int S, bool Small>
+void launch(const void* in, int n, const PhaseWeightMaps& weights, const float* scale, const float* shift, void* out,
+            cudaStream_t stream) {
+  using C = WgmmaStage<M, S, Small>;
+  using Shape = WgmmaStageShape<M, S, Small>;
+  using Act = typename MathTypes<M>::Act;
+  WgmmaMaps maps;
+  const cuuint64_t dims[4] = {C::C_IN, C::H, C::H, static_cast<cuuint64_t>(n)};
+  const cuuint64_t strides[3] = {C::C_IN * sizeof(Act), uint64_t{C::H} * C::C_IN * sizeof(Act),
+                                 uint64_t{C::H} * C::H * C::C_IN * sizeof(Act)};
+  const cuuint32_t box[4] = {Shape::BK, C::H, Shape::kBoxRows, Shape::kBoxImages};
+  encode(&maps.a, M, 4, in, dims, strides, box);
+  for (int z = 0; z < 4; ++z) maps.b[z] = weights.b[z];
+  const int m_total = n * C::H * C::H;
+  const dim3 grid((m_total + Shape::BM - 1) / Shape::BM, C::C_OUT / C::BN, 4);
+  const auto kernel = kernel_of<M, S, Small>();
+  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(maps, scale, shift, static_cast<Act*>(out), m_total);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <Math M, int S>
+void launch_stage(bool small, const void* in, int n, const PhaseWeightMaps& w, const float* scale, const float* shift,
+                  void* out, cudaStream_t stream) {
+  if (small) launch<M, S, true>(in, n, w, scale, shift, out, stream);
+  else launch<M, S, false>(in, n, w, scale, shift, out, stream);
+}
+
+template <Math M>
+void launch_math(int stage, bool small, const void* in, int n, const PhaseWeightMaps& w, const float* scale,
+                 const float* shift, void* out, cudaStream_t stream) {
+  switch (stage) {
+    case 0: launch_stage<M, 0>(small, in, n, w, scale, shift, out, stream); break;
+    case 1: launch_stage<M, 1>(small, in, n, w, scale, shift, out, stream); break;
+    case 2: launch_stage<M, 2>(small, in, n, w, scale, shift, out, stream); break;
+    default: throw std::logic_error("tconv stage must be 0, 1 or 2");
+  }
+}
+
+template <Math M>
+void configure_math() {
+  configure_one<M, 0, false>();
+  configure_one<M, 1, false>();
+  configure_one<M, 2, false>();
+  configure_one<M, 0, true>();
+  configure_one<M, 1, true>();
+  configure_one<M, 2, true>();
+}
+
+void require_tensor_math(Math m) {
+  if (m == Math::Fp32) throw std::logic_error("the wgmma phase GEMMs run tf32 and bf16 only");
+}
+
+}  // namespace
+
+bool wgmma_available(int device) {
+  int major = 0, minor = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major != 9 || minor != 0) return false;
+  int* flag = nullptr;
+  int compiled_in = 0;
+  CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
+  wgmma_probe<<<1, 1>>>(flag);
+  cudaError_t status = cudaGetLastError();
+  if (status == cudaSuccess) status = cudaMemcpy(&compiled_in, flag, sizeof(int), cudaMemcpyDeviceToHost);
+  cudaFree(flag);
+  CUDA_CHECK(status);
+  return compiled_in == 1;
+}
+
+void make_phase_weight_maps(Math m, int stage, const void* weight, PhaseWeightMaps* maps) {
+  require_tensor_math(m);
+  const bool bf16 = m == Math::Bf16;
+  switch (stage) {
+    case 0: bf16 ? make_weight_maps<Math::Bf16, 0>(weight, maps) : make_weight_maps<Math::Tf32, 0>(weight, maps); break;
+    case 1: bf16 ? make_weight_maps<Math::Bf16, 1>(weight, maps) : make_weight_maps<Math::Tf32, 1>(weight, maps); break;
+    case 2: bf16 ? make_weight_maps<Math::Bf16, 2>(weight, maps) : make_weight_maps<Math::Tf32, 2>(weight, maps); break;
+    default: throw std::logic_error("tconv stage must be 0, 1 or 2");
+  }
+}
+
+void configure_wgmma(Math m) {
+  require_tensor_math(m);
+  if (m == Math::Bf16) configure_math<Math::Bf16>();
+  else configure_math<Math::Tf32>();
+}
+
+int64_t wgmma_large_blocks(int stage, int n) {
+  static constexpr int kH[3] = {4, 8, 16}, kNTiles[3] = {2, 1, 1};
+  if (stage < 0 || stage > 2) throw std::logic_error("tconv stage must be 0, 1 or 2");
+  return (int64_t{n} * kH[stage] * kH[stage] + 127) / 128 * kNTiles[stage] * 4;
+}
+
+void launch_tconv_wgmma(Math m, int stage, bool small, const void* in, int n, const PhaseWeightMaps& weights,
+                        const float* scale, const float* shift, void* out, cudaStream_t stream) {
+  require_tensor_math(m);
+  if (n <= 0) return;
+  if (m == Math::Bf16) launch_math<Math::Bf16>(stage, small, in, n, weights, scale, shift, out, stream);
+  else launch_math<Math::Tf32>(stage, small, in, n, weights, scale, shift, out, stream);
+}
+
+}  // namespace gpu
+}  // namespace facegen

@@ -1,0 +1,39 @@
+// phase_gemm_wgmma.hpp: host side of the Hopper (sm_90a) phase GEMMs of kernels/phase_gemm_wgmma.cuh:
+// whether the device and this binary can run them, the tensor maps over the weights, and the
+// launch of one tconv stage (0..2) in tf32 or bf16. Activations and weights are laid out exactly as
+// for the mma.sync kernels (kernels/phase_gemm.cuh), so either path reads the other's inputs.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/phase_gemm.cuh"
+
+namespace facegen {
+namespace gpu {
+
+// True when `device` has compute capability 9.0 and this binary carries the sm_90a kernels (built
+// with 90a among CUDA_ARCH); asks the device once per call, so call it once.
+bool wgmma_available(int device);
+
+// The four phase B matrices of one stage's weights, (C_OUT, K) K fastest each, as tensor maps.
+struct PhaseWeightMaps {
+  CUtensorMap b[4];
+};
+void make_phase_weight_maps(Math m, int stage, const void* weight, PhaseWeightMaps* maps);
+
+// Raises the kernels' shared-memory limits; once per process and precision before the first launch.
+void configure_wgmma(Math m);
+
+// Blocks of the stage's Large grid for n images (the caller picks Small below two per SM).
+int64_t wgmma_large_blocks(int stage, int n);
+
+// act_stage (n, H, H, C_IN) -> act_{stage+1} (n, 2H, 2H, C_OUT): relu(scale * tconv + shift).
+// small: one consumer warpgroup per block (64 rows) instead of two; the same bits either way.
+void launch_tconv_wgmma(Math m, int stage, bool small, const void* in, int n, const PhaseWeightMaps& weights,
+                        const float* scale, const float* shift, void* out, cudaStream_t stream);
+
+}  // namespace gpu
+}  // namespace facegen
