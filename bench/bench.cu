@@ -182,6 +182,68 @@ void tconv3_variants(const char* label) {
   for (void* q : {static_cast<void*>(in_f), static_cast<void*>(w_f), static_cast<void*>(scale), static_cast<void*>(shift), out}) cudaFree(q);
 }
 
+// The tconv phase GEMMs in each kernel family this GPU runs (1: mma.sync, 2: wgmma on sm_90a; the
+// whole-network cuBLAS baseline, 0, is timed per batch below), at batch 8192 and 64 on the same
+// activations: each family's output is first compared with mma.sync's (the family the GPU tests have
+// checked against float64 longest), then timed. Returns the number of mismatching layers.
+int gemm_variants(const std::vector<float>& net, Precision p, const float* z_device, Json& js) {
+  DeviceNetwork dn(net.data(), p);
+  std::vector<GemmKernel> kernels = {GemmKernel::MmaSync};
+  try {
+    dn.use_gemm_kernel(GemmKernel::Wgmma);
+    kernels.push_back(GemmKernel::Wgmma);
+  } catch (const std::invalid_argument&) {
+  }
+  const int n = 8192;
+  void* act[4];
+  void* out[2];
+  for (int s = 0; s < 4; ++s) CUDA_CHECK(cudaMalloc(&act[s], dn.activation_bytes_per_image(s) * n));
+  for (void*& o : out) CUDA_CHECK(cudaMalloc(&o, dn.activation_bytes_per_image(1) * n * 4));
+  dn.use_gemm_kernel(GemmKernel::MmaSync);
+  dn.projection(z_device, n, act[0], nullptr);
+  for (int s = 0; s < 3; ++s) dn.tconv(s, act[s], n, act[s + 1], nullptr);
+  const double tol = p == Precision::Bf16 ? 3e-2 : 5e-3;  // the GPU tests' per-layer tolerance
+  int mismatches = 0;
+  for (int s = 0; s < 3; ++s) {
+    const size_t count = dn.activation_bytes_per_image(s + 1) / (p == Precision::Bf16 ? 2 : 4) * n;
+    std::vector<float> ref;
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      dn.use_gemm_kernel(kernels[k]);
+      CUDA_CHECK(cudaMemset(out[k % 2], 0xff, dn.activation_bytes_per_image(s + 1) * n));
+      dn.tconv(s, act[s], n, out[k % 2], nullptr);
+      std::vector<float> got(count);
+      if (p == Precision::Bf16) {
+        std::vector<__nv_bfloat16> b(count);
+        CUDA_CHECK(cudaMemcpy(b.data(), out[k % 2], count * 2, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < count; ++i) got[i] = __bfloat162float(b[i]);
+      } else {
+        CUDA_CHECK(cudaMemcpy(got.data(), out[k % 2], count * 4, cudaMemcpyDeviceToHost));
+      }
+      size_t bad = 0;
+      double worst = 0;
+      for (size_t i = 0; i < count; ++i) {
+        const double r = k == 0 ? got[i] : ref[i], d = std::fabs(got[i] - r);
+        if (!std::isfinite(got[i]) || !(d <= tol + tol * std::fabs(r))) {
+          if (bad++ < 3) std::printf("  MISMATCH tconv%d %s variant %zu index %zu: %g vs mma.sync %g\n", s + 1, name(p), k + 1, i, got[i], r);
+        }
+        worst = std::max(worst, d);
+      }
+      if (k == 0) ref = got;
+      mismatches += bad > 0;
+      const float ms8192 = time_ms([&] { dn.tconv(s, act[s], n, out[k % 2], nullptr); }, 10);
+      const float ms64 = time_ms([&] { dn.tconv(s, act[s], 64, out[k % 2], nullptr); }, 50);
+      const double flop = layer_flops_per_image(s + 1);
+      std::printf("  tconv%d %s variant %zu %-8s batch 8192 %7.3f ms %6.1f TFLOP/s | batch 64 %6.3f ms %6.1f TFLOP/s | "
+                  "max |diff| vs mma.sync %.2e%s\n", s + 1, name(p), k + 1, gemm_kernel_name(kernels[k]), ms8192,
+                  flop * n / ms8192 / 1e9, ms64, flop * 64 / ms64 / 1e9, worst, bad ? "  MISMATCH" : "");
+      js.add(std::string(name(p)) + "_tconv" + std::to_string(s + 1) + "_" + gemm_kernel_name(kernels[k]) + "_ms", ms8192);
+    }
+  }
+  for (void* a : act) cudaFree(a);
+  for (void* o : out) cudaFree(o);
+  return mismatches;
+}
+
 // Host copy out of pinned memory into pre-touched pageable memory (the pipeline's last step), by
 // 1, 8 and 16 threads: the ceiling the end-to-end rate meets once the GPU no longer waits.
 void host_copy_ceiling(Json& js) {
@@ -252,8 +314,16 @@ int main(int argc, char** argv) {
     const int batches[] = {64, 1024, 8192};
     const char* layer_names[] = {"projection+bn+relu", "tconv1 phase GEMM", "tconv2 phase GEMM", "tconv3 phase GEMM", "tconv4+tanh direct"};
     std::string table;
+    int mismatches = 0;
     for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
       std::printf("\n== %s ==\n", name(p));
+      if (p != Precision::Fp32) {
+        float* zd;
+        CUDA_CHECK(cudaMalloc(&zd, size_t(kMaxN) * kLatentDim * 4));
+        CUDA_CHECK(cudaMemcpy(zd, z.data(), size_t(kMaxN) * kLatentDim * 4, cudaMemcpyHostToDevice));
+        mismatches += gemm_variants(net, p, zd, js);
+        cudaFree(zd);
+      }
       // Per layer at batch 8192, then at 64 (where the grids are small and the tile shapes change).
       for (int LB : {kMaxN, 64}) {
         GpuPipeline pipe(net.data(), p, kMaxN, 0);
@@ -347,6 +417,8 @@ int main(int argc, char** argv) {
     }
     std::ofstream(out + "/results.json") << js.str();
     std::printf("\nwrote %s/results.json; bench/pytorch_reference.py adds PyTorch and the float64 errors\n", out.c_str());
+    std::printf("GEMM variants: %s\n", mismatches ? "MISMATCH (see above)" : "all agree with mma.sync within tolerance");
+    if (mismatches) return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "facegen-bench: %s\n", e.what());
     return 1;

@@ -42,22 +42,28 @@ for tool in memcheck initcheck synccheck; do
 done
 
 # racecheck: every kernel instance facegen launches, at 3 images (a hazard is within one block, and
-# each block runs the whole shared-memory protocol whatever the batch).
+# each block runs the whole shared-memory protocol whatever the batch); tf32 and bf16 through both GEMM
+# kernel families where the GPU has two (wgmma, chosen by default on sm_90, and mma.sync).
+gemms=auto
+[ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1)" = 9.0 ] && gemms="auto mma"
 for precision in fp32 tf32 bf16; do
   for tiles in small large; do
+  for gemm in $gemms; do
+    [ $precision = fp32 ] && [ $gemm = mma ] && continue
     start=$SECONDS
-    FACEGEN_GPU_TILES=$tiles timeout "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool racecheck --error-exitcode 99 \
+    FACEGEN_GPU_GEMM=$gemm FACEGEN_GPU_TILES=$tiles timeout "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool racecheck --error-exitcode 99 \
       ./build/facegen --device cuda --precision $precision --random 3 --batch 3 --formats npy --quiet \
-      --model build/random-network.bin --output "$out/race-$precision-$tiles" > "$out/racecheck-$precision-$tiles.log" 2>&1
+      --model build/random-network.bin --output "$out/race-$precision-$tiles-$gemm" > "$out/racecheck-$precision-$tiles-$gemm.log" 2>&1
     status=$?
-    summary=$(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck-$precision-$tiles.log" | tail -n1)
+    summary=$(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck-$precision-$tiles-$gemm.log" | tail -n1)
     if [ $status -eq 0 ]; then
-      echo "ok    racecheck over facegen --precision $precision, $tiles tiles, 3 images ($((SECONDS - start)) s): ${summary:-no report}"
+      echo "ok    racecheck over facegen --precision $precision, $tiles tiles, GEMM $gemm, 3 images ($((SECONDS - start)) s): ${summary:-no report}"
     else
       failures=$((failures + 1))
-      echo "FAIL  racecheck over facegen --precision $precision, $tiles tiles: exit status $status: ${summary:-see $out/racecheck-$precision-$tiles.log}"
-      grep -m 10 -E '^========= (Race|Error|Warning)' "$out/racecheck-$precision-$tiles.log"
+      echo "FAIL  racecheck over facegen --precision $precision, $tiles tiles, GEMM $gemm: exit status $status: ${summary:-see $out/racecheck-$precision-$tiles-$gemm.log}"
+      grep -m 10 -E '^========= (Race|Error|Warning)' "$out/racecheck-$precision-$tiles-$gemm.log"
     fi
+  done
   done
 done
 

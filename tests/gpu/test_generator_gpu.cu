@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -167,6 +168,19 @@ std::map<int, std::vector<double>> reference_images(const std::vector<int>& imgs
 
 const Precision kPrecisions[] = {Precision::Fp32, Precision::Tf32, Precision::Bf16};
 
+// The GEMM kernel families this device and build can run for dn's precision.
+std::vector<GemmKernel> gemm_kernels(DeviceNetwork& dn) {
+  std::vector<GemmKernel> k = {GemmKernel::MmaSync};
+  const GemmKernel chosen = dn.gemm_kernel();
+  try {
+    dn.use_gemm_kernel(GemmKernel::Wgmma);
+    k.push_back(GemmKernel::Wgmma);
+  } catch (const std::invalid_argument&) {
+  }
+  dn.use_gemm_kernel(chosen);
+  return k;
+}
+
 }  // namespace
 
 TEST_CASE("projection + batch norm + relu matches the float64 reference") {
@@ -207,6 +221,8 @@ TEST_CASE("phase-GEMM transposed convolutions match the float64 reference") {
   const reference::Offsets o;
   for (Precision p : kPrecisions) {
     DeviceNetwork dn(net.data(), p);
+    for (GemmKernel kernel : gemm_kernels(dn)) {
+    dn.use_gemm_kernel(kernel);
     for (int stage = 0; stage < 3; ++stage) {
       const int h = kStageSize[stage], c_in = kStageChannels[stage], c_out = kStageChannels[stage + 1];
       const size_t in_per = size_t(h) * h * c_in, out_per = size_t(4) * h * h * c_out;
@@ -226,10 +242,51 @@ TEST_CASE("phase-GEMM transposed convolutions match the float64 reference") {
           return y;
         });
         worst = std::max(worst, check(to_floats(bytes, p), n, out_per, ref, layer_tolerance(p),
-                                      std::string("tconv stage ") + std::to_string(stage) + " " + name(p) +
-                                          " n=" + std::to_string(n)));
+                                      std::string("tconv stage ") + std::to_string(stage) + " " + name(p) + " " +
+                                          gemm_kernel_name(kernel) + " n=" + std::to_string(n)));
       }
-      MESSAGE("tconv stage " << stage << " " << name(p) << ": worst abs error " << worst);
+      MESSAGE("tconv stage " << stage << " " << name(p) << " " << gemm_kernel_name(kernel) << ": worst abs error " << worst);
+    }
+    }
+  }
+}
+
+TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in both tile shapes") {
+  // On an sm_90 GPU with the sm_90a kernels: each tconv stage at 127 images through both kernel
+  // families; elsewhere the case only checks that wgmma is refused with a clear error.
+  std::mt19937_64 rng(test_seed() + 12);
+  const auto net = reference::random_network(test_seed() + 13);
+  for (Precision p : {Precision::Tf32, Precision::Bf16}) {
+    DeviceNetwork dn(net.data(), p);
+    if (gemm_kernels(dn).size() == 1) {
+      CHECK_THROWS_AS(dn.use_gemm_kernel(GemmKernel::Wgmma), std::invalid_argument);
+      continue;
+    }
+    const int n = std::min(127, batch_sizes().back());
+    for (int stage = 0; stage < 3; ++stage) {
+      const size_t in_per = size_t(kStageSize[stage]) * kStageSize[stage] * kStageChannels[stage];
+      Activations in = make_activations(in_per * n, p, rng);
+      DeviceBuffer din(in.bytes.size());
+      CUDA_CHECK(cudaMemcpy(din.p, in.bytes.data(), in.bytes.size(), cudaMemcpyHostToDevice));
+      std::vector<float> got[2];
+      const GemmKernel kernels[2] = {GemmKernel::MmaSync, GemmKernel::Wgmma};
+      for (int k = 0; k < 2; ++k) {
+        DeviceBuffer dout(dn.activation_bytes_per_image(stage + 1) * n);
+        dout.poison();
+        dn.use_gemm_kernel(kernels[k]);
+        dn.tconv(stage, din.p, n, dout.p, nullptr);
+        std::vector<unsigned char> bytes(dout.bytes);
+        CUDA_CHECK(cudaMemcpy(bytes.data(), dout.p, bytes.size(), cudaMemcpyDeviceToHost));
+        got[k] = to_floats(bytes, p);
+      }
+      const Tolerance tol = layer_tolerance(p);
+      size_t bad = 0, not_finite = 0;
+      for (size_t i = 0; i < got[0].size(); ++i) {
+        not_finite += !std::isfinite(got[1][i]);
+        if (!(std::fabs(got[1][i] - got[0][i]) <= tol.atol + tol.rtol * std::fabs(got[0][i])) && bad++ < 5)
+          FAIL_CHECK("stage " << stage << " " << name(p) << " index " << i << ": wgmma " << got[1][i] << ", mma.sync " << got[0][i]);
+      }
+      CHECK_MESSAGE(not_finite == 0, "stage " << stage << " " << name(p) << ": " << not_finite << " wgmma outputs not written");
     }
   }
 }
