@@ -245,7 +245,7 @@ TEST_CASE("phase-GEMM transposed convolutions match the float64 reference") {
                                       std::string("tconv stage ") + std::to_string(stage) + " " + name(p) + " " +
                                           gemm_kernel_name(kernel) + " n=" + std::to_string(n)));
       }
-      MESSAGE("tconv stage " << stage << " " << name(p) << " " << gemm_kernel_name(kernel) << ": worst abs error " << worst);
+      MESSAGE("tconv stage " << stage << " " << name(p) << " " << std::string(gemm_kernel_name(kernel)) << ": worst abs error " << worst);
     }
     }
   }
