@@ -14,6 +14,7 @@
 #include "common/cuda_check.cuh"
 #include "kernels/phase_gemm.cuh"
 #include "kernels/phase_gemm_wgmma.hpp"
+#include "kernels/tconv_output_mma.cuh"
 
 namespace facegen {
 namespace {
@@ -88,6 +89,43 @@ std::vector<T> phase_matrices(const float* w, int c_in, int c_out, Precision p) 
       }
   }
   return b;
+}
+
+// The last tconv's weights (5, 5, 3, 64) as the mma B fragments tconv_output_tanh_mma reads
+// (kernels/tconv_output_mma.cuh): W'(c, 3 * tap + k) = w[kh][kw][k][c], columns 75..79 zero, each value
+// split into three bf16 terms hi + mid + lo. Fragment (n-tile, k step, term, lane) holds,
+// in register r, rows c = 16 * step + 2 * (lane % 4) + 8 * r and c + 1 (low half first) of column
+// 8 * n-tile + lane / 4.
+std::vector<uint32_t> output_weight_fragments(const float* w) {
+  auto w_prime = [&](int c, int col) -> float {
+    if (col >= 3 * kTaps * kTaps) return 0.f;
+    const int tap = col / 3, k = col % 3;
+    return w[(static_cast<size_t>(tap) * 3 + k) * 64 + c];
+  };
+  auto bits = [](__nv_bfloat16 b) {
+    uint16_t u;
+    std::memcpy(&u, &b, 2);
+    return static_cast<uint32_t>(u);
+  };
+  std::vector<uint32_t> f(gpu::kOmWeightWords);
+  for (int nt = 0; nt < gpu::kOmNTiles; ++nt)
+    for (int ks = 0; ks < gpu::kOmKSteps; ++ks)
+      for (int term = 0; term < gpu::kOmTerms; ++term)
+        for (int lane = 0; lane < 32; ++lane)
+          for (int r = 0; r < 2; ++r) {
+            uint32_t word = 0;
+            for (int e = 0; e < 2; ++e) {
+              float rest = w_prime(16 * ks + 2 * (lane % 4) + 8 * r + e, 8 * nt + lane / 4);
+              __nv_bfloat16 part = __float2bfloat16_rn(rest);
+              for (int k = 0; k < term; ++k) {  // term k: what the terms before it left over
+                rest -= __bfloat162float(part);
+                part = __float2bfloat16_rn(rest);
+              }
+              word |= bits(part) << (16 * e);
+            }
+            f[(((nt * gpu::kOmKSteps + ks) * gpu::kOmTerms + term) * 32 + lane) * 2 + r] = word;
+          }
+  return f;
 }
 
 template <typename T>
@@ -222,10 +260,15 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
   const int64_t out_w = int64_t{kTaps} * kTaps * kStageChannels[4] * kStageChannels[3];
   out_weight_ = upload(std::vector<float>(f + L.tconv_weight[3], f + L.tconv_weight[3] + out_w));
   out_bias_ = upload(std::vector<float>(f + L.tconv_bias[3], f + L.tconv_bias[3] + kStageChannels[4]));
+  if (precision == Precision::Bf16) {
+    static_assert(kStageChannels[3] == 64 && kStageChannels[4] == 3 && kStageSize[3] == 32,
+                  "tconv_output_tanh_mma is written for 64 -> 3 channels at 32 x 32");
+    out_weight_fragments_ = upload(output_weight_fragments(f + L.tconv_weight[3]));
+    CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh_mma, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    gpu::kOmSmemBytes));
+  }
   CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Fp32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  gpu::OutShape<Math::Fp32>::kSmemBytes));
-  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 gpu::OutShape<Math::Bf16>::kSmemBytes));
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
@@ -275,6 +318,7 @@ DeviceNetwork::~DeviceNetwork() {
   }
   cudaFree(out_weight_);
   cudaFree(out_bias_);
+  cudaFree(out_weight_fragments_);
 }
 
 size_t DeviceNetwork::activation_bytes_per_image(int stage) const {
@@ -284,19 +328,20 @@ size_t DeviceNetwork::activation_bytes_per_image(int stage) const {
 
 void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t stream) const {
   static_assert(kLatentDim % 4 == 0 && kLatentDim <= 128, "projection_bn_relu reads z four at a time, at most 128");
+  static_assert(kProjOutputs % gpu::kProjColumnsPerBlock == 0, "projection blocks must tile the columns");
   if (n <= 0) return;
   dim3 grid(kProjOutputs / gpu::kProjColumnsPerBlock, (n + gpu::kProjImagesPerBlock - 1) / gpu::kProjImagesPerBlock);
   switch (precision_) {
     case Precision::Fp32:
-      gpu::projection_bn_relu<Math::Fp32><<<grid, gpu::kProjColumnsPerBlock, 0, stream>>>(
+      gpu::projection_bn_relu<Math::Fp32><<<grid, gpu::kProjThreads, 0, stream>>>(
           z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_, static_cast<float*>(act0));
       break;
     case Precision::Tf32:
-      gpu::projection_bn_relu<Math::Tf32><<<grid, gpu::kProjColumnsPerBlock, 0, stream>>>(
+      gpu::projection_bn_relu<Math::Tf32><<<grid, gpu::kProjThreads, 0, stream>>>(
           z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_, static_cast<float*>(act0));
       break;
     case Precision::Bf16:
-      gpu::projection_bn_relu<Math::Bf16><<<grid, gpu::kProjColumnsPerBlock, 0, stream>>>(
+      gpu::projection_bn_relu<Math::Bf16><<<grid, gpu::kProjThreads, 0, stream>>>(
           z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_,
           static_cast<__nv_bfloat16*>(act0));
       break;
@@ -329,12 +374,14 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
 void DeviceNetwork::output_layer(const void* act3, int n, float* images, cudaStream_t stream) const {
   if (n <= 0) return;
   static_assert(gpu::kOutHin % gpu::kOutRowsPerBlock == 0, "output-layer blocks must tile the rows");
+  if (precision_ == Precision::Bf16) {
+    gpu::tconv_output_tanh_mma<<<dim3(32 / gpu::kOmInRows, n), gpu::kOmThreads, gpu::kOmSmemBytes, stream>>>(
+        static_cast<const __nv_bfloat16*>(act3), out_weight_fragments_, out_bias_, images);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   dim3 grid(gpu::kOutHin / gpu::kOutRowsPerBlock, n);
-  if (precision_ == Precision::Bf16)
-    gpu::tconv_output_tanh<Math::Bf16><<<grid, gpu::kOutThreads, gpu::OutShape<Math::Bf16>::kSmemBytes, stream>>>(
-        static_cast<const __nv_bfloat16*>(act3), out_weight_, out_bias_, images);
-  else
-    gpu::tconv_output_tanh<Math::Fp32><<<grid, gpu::kOutThreads, gpu::OutShape<Math::Fp32>::kSmemBytes, stream>>>(
+  gpu::tconv_output_tanh<Math::Fp32><<<grid, gpu::kOutThreads, gpu::OutShape<Math::Fp32>::kSmemBytes, stream>>>(
         static_cast<const float*>(act3), out_weight_, out_bias_, images);
   CUDA_CHECK_LAUNCH();
 }

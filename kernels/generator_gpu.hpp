@@ -52,7 +52,7 @@ class DeviceNetwork {
   // act_s -> act_{s+1} for s = 0, 1, 2: relu(bn_{s+1}(tconv_s(act_s) + bias_s)). Small batches get
   // smaller tiles (more blocks); the bits of every output stay the same.
   void tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
-  // act3 -> images: tanh(tconv_3(act3) + bias_3).
+  // act3 -> images: tanh(tconv_3(act3) + bias_3); bf16 on tensor cores (GEMM + col2im), fp32 and tf32 in FFMA.
   void output_layer(const void* act3, int n, float* images, cudaStream_t stream) const;
   // All five layers; act holds the four activations, each sized for n images.
   void forward(const float* z, int n, void* const act[4], float* images, cudaStream_t stream) const;
@@ -72,6 +72,7 @@ class DeviceNetwork {
   float* tconv_shift_[3] = {};
   float* out_weight_ = nullptr;   // (5, 5, 3, 64)
   float* out_bias_ = nullptr;     // (3)
+  uint32_t* out_weight_fragments_ = nullptr;  // bf16: the same weights as mma fragments (tconv_output_mma.cuh)
 };
 
 // Floating-point operations of one image, per layer (0: projection, 1..3: phase GEMMs, 4: the last
