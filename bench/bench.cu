@@ -240,44 +240,35 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
     }
   }
   if (p == Precision::Bf16) {
-    // tconv4 + tanh: variant 1 the direct FFMA kernel, variant 2 the tensor-core GEMM + col2im
-    // (DeviceNetwork's bf16 choice), on the act3 just made; compared with each other first.
-    const reference::Offsets o;
-    float *w, *images[2];
-    CUDA_CHECK(cudaMalloc(&w, size_t(25) * 3 * 64 * 4));
-    CUDA_CHECK(cudaMemcpy(w, &net[o.tconv_weight[3]], size_t(25) * 3 * 64 * 4, cudaMemcpyHostToDevice));
+    // tconv4 + tanh: variant 1 the direct FFMA kernel, variant 2 the tensor-core GEMM + col2im, on
+    // the act3 just made; variant 2 is compared with variant 1 first.
+    float* images[2];
     for (float*& im : images) CUDA_CHECK(cudaMalloc(&im, size_t(n) * kImageValues * 4));
-    float* bias;
-    CUDA_CHECK(cudaMalloc(&bias, 3 * 4));
-    CUDA_CHECK(cudaMemcpy(bias, &net[o.tconv_bias[3]], 3 * 4, cudaMemcpyHostToDevice));
-    using O = gpu::OutShape<gpu::Math::Bf16>;
-    CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<gpu::Math::Bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize, O::kSmemBytes));
-    auto direct = [&](int b) {
-      gpu::tconv_output_tanh<gpu::Math::Bf16><<<dim3(gpu::kOutHin / gpu::kOutRowsPerBlock, b), gpu::kOutThreads, O::kSmemBytes>>>(
-          static_cast<const __nv_bfloat16*>(act[3]), w, bias, images[0]);
-      CUDA_CHECK_LAUNCH();
-    };
-    direct(n);
-    dn.output_layer(act[3], n, images[1], nullptr);
-    std::vector<float> a(size_t(n) * kImageValues), b(a.size());
-    CUDA_CHECK(cudaMemcpy(a.data(), images[0], a.size() * 4, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(b.data(), images[1], b.size() * 4, cudaMemcpyDeviceToHost));
+    std::vector<float> got[2];
+    float ms[2];
+    for (int v = 0; v < 2; ++v) {
+      dn.use_output_mma(v == 1);
+      CUDA_CHECK(cudaMemset(images[v], 0xff, size_t(n) * kImageValues * 4));
+      dn.output_layer(act[3], n, images[v], nullptr);
+      got[v].resize(size_t(n) * kImageValues);
+      CUDA_CHECK(cudaMemcpy(got[v].data(), images[v], got[v].size() * 4, cudaMemcpyDeviceToHost));
+      ms[v] = time_ms([&] { dn.output_layer(act[3], n, images[v], nullptr); }, 10);
+    }
     double worst = 0;
     size_t bad = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      const double d = std::fabs(double(a[i]) - b[i]);
+    for (size_t i = 0; i < got[0].size(); ++i) {
+      const double d = std::fabs(double(got[0][i]) - got[1][i]);
       worst = std::max(worst, d);
-      bad += !std::isfinite(b[i]) || !(d <= 2e-5);
+      bad += !std::isfinite(got[1][i]) || !(d <= 2e-5);
     }
     mismatches += bad > 0;
-    const float ms1 = time_ms([&] { direct(n); }, 10), ms2 = time_ms([&] { dn.output_layer(act[3], n, images[1], nullptr); }, 10);
     const double bytes = double(n) * (32 * 32 * 64 * 2 + kImageValues * 4);  // read act3 once, write the images
-    std::printf("  tconv4 bf16 variant 1 direct FFMA   batch 8192 %7.3f ms %6.0f GB/s\n", ms1, bytes / ms1 / 1e6);
-    std::printf("  tconv4 bf16 variant 2 mma GEMM+col2im batch 8192 %7.3f ms %6.0f GB/s | max |diff| vs variant 1 %.2e%s\n", ms2,
-                bytes / ms2 / 1e6, worst, bad ? "  MISMATCH" : "");
-    js.add("bf16_tconv4_direct_ms", ms1);
-    js.add("bf16_tconv4_mma_ms", ms2);
-    for (float* q : {w, images[0], images[1], bias}) cudaFree(q);
+    std::printf("  tconv4 bf16 variant 1 direct FFMA     batch 8192 %7.3f ms %6.0f GB/s\n", ms[0], bytes / ms[0] / 1e6);
+    std::printf("  tconv4 bf16 variant 2 mma GEMM+col2im batch 8192 %7.3f ms %6.0f GB/s | max |diff| vs variant 1 %.2e%s\n",
+                ms[1], bytes / ms[1] / 1e6, worst, bad ? "  MISMATCH" : "");
+    js.add("bf16_tconv4_direct_ms", ms[0]);
+    js.add("bf16_tconv4_mma_ms", ms[1]);
+    for (float* q : images) cudaFree(q);
   }
   for (void* a : act) cudaFree(a);
   for (void* o : out) cudaFree(o);

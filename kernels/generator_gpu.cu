@@ -3,6 +3,7 @@
 // (TM = 4) so that small batches get twice the threads and half-length FFMA chains per thread.
 #include "kernels/generator_gpu.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -93,7 +94,7 @@ std::vector<T> phase_matrices(const float* w, int c_in, int c_out, Precision p) 
 
 // The last tconv's weights (5, 5, 3, 64) as the mma B fragments tconv_output_tanh_mma reads
 // (kernels/tconv_output_mma.cuh): W'(c, 3 * tap + k) = w[kh][kw][k][c], columns 75..79 zero, each value
-// split into three bf16 terms hi + mid + lo. Fragment (n-tile, k step, term, lane) holds,
+// split into bf16 terms (hi, then what hi left over). Fragment (n-tile, k step, term, lane) holds,
 // in register r, rows c = 16 * step + 2 * (lane % 4) + 8 * r and c + 1 (low half first) of column
 // 8 * n-tile + lane / 4.
 std::vector<uint32_t> output_weight_fragments(const float* w) {
@@ -264,11 +265,14 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
     static_assert(kStageChannels[3] == 64 && kStageChannels[4] == 3 && kStageSize[3] == 32,
                   "tconv_output_tanh_mma is written for 64 -> 3 channels at 32 x 32");
     out_weight_fragments_ = upload(output_weight_fragments(f + L.tconv_weight[3]));
+    output_mma_ = true;
     CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh_mma, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     gpu::kOmSmemBytes));
   }
   CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Fp32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  gpu::OutShape<Math::Fp32>::kSmemBytes));
+  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 gpu::OutShape<Math::Bf16>::kSmemBytes));
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
@@ -374,14 +378,19 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
 void DeviceNetwork::output_layer(const void* act3, int n, float* images, cudaStream_t stream) const {
   if (n <= 0) return;
   static_assert(gpu::kOutHin % gpu::kOutRowsPerBlock == 0, "output-layer blocks must tile the rows");
-  if (precision_ == Precision::Bf16) {
-    gpu::tconv_output_tanh_mma<<<dim3(32 / gpu::kOmInRows, n), gpu::kOmThreads, gpu::kOmSmemBytes, stream>>>(
-        static_cast<const __nv_bfloat16*>(act3), out_weight_fragments_, out_bias_, images);
+  if (output_mma_) {
+    const int tiles = n * gpu::kOmTilesPerImage;  // persistent: one block per SM at most
+    gpu::tconv_output_tanh_mma<<<std::min(tiles, sm_count_), gpu::kOmThreads, gpu::kOmSmemBytes, stream>>>(
+        static_cast<const __nv_bfloat16*>(act3), out_weight_fragments_, out_bias_, images, tiles);
     CUDA_CHECK_LAUNCH();
     return;
   }
   dim3 grid(gpu::kOutHin / gpu::kOutRowsPerBlock, n);
-  gpu::tconv_output_tanh<Math::Fp32><<<grid, gpu::kOutThreads, gpu::OutShape<Math::Fp32>::kSmemBytes, stream>>>(
+  if (precision_ == Precision::Bf16)
+    gpu::tconv_output_tanh<Math::Bf16><<<grid, gpu::kOutThreads, gpu::OutShape<Math::Bf16>::kSmemBytes, stream>>>(
+        static_cast<const __nv_bfloat16*>(act3), out_weight_, out_bias_, images);
+  else
+    gpu::tconv_output_tanh<Math::Fp32><<<grid, gpu::kOutThreads, gpu::OutShape<Math::Fp32>::kSmemBytes, stream>>>(
         static_cast<const float*>(act3), out_weight_, out_bias_, images);
   CUDA_CHECK_LAUNCH();
 }

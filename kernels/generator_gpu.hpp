@@ -52,7 +52,11 @@ class DeviceNetwork {
   // act_s -> act_{s+1} for s = 0, 1, 2: relu(bn_{s+1}(tconv_s(act_s) + bias_s)). Small batches get
   // smaller tiles (more blocks); the bits of every output stay the same.
   void tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
-  // act3 -> images: tanh(tconv_3(act3) + bias_3); bf16 on tensor cores (GEMM + col2im), fp32 and tf32 in FFMA.
+  // bf16 only: tconv4 on tensor cores (kernels/tconv_output_mma.cuh, the default) or the direct FFMA
+  // kernel (kernels/phase_gemm.cuh), for the benchmark and the tests; fp32 and tf32 always run FFMA.
+  void use_output_mma(bool on) { output_mma_ = on && precision_ == Precision::Bf16; }
+  bool output_mma() const { return output_mma_; }
+  // act3 -> images: tanh(tconv_3(act3) + bias_3).
   void output_layer(const void* act3, int n, float* images, cudaStream_t stream) const;
   // All five layers; act holds the four activations, each sized for n images.
   void forward(const float* z, int n, void* const act[4], float* images, cudaStream_t stream) const;
@@ -63,6 +67,7 @@ class DeviceNetwork {
   int tiles_ = 0;                 // 0: by grid size; 1: always Small; 2: always Large (FACEGEN_GPU_TILES)
   bool wgmma_available_ = false;  // the device is sm_90 and the binary has the sm_90a kernels
   GemmKernel gemm_ = GemmKernel::MmaSync;
+  bool output_mma_ = false;       // bf16 tconv4 on tensor cores
   std::unique_ptr<gpu::PhaseWeightMaps[]> wgmma_weights_;  // tensor maps over tconv_weight_[0..2]
   float* proj_weight_ = nullptr;  // (100, 8192)
   float* proj_scale_ = nullptr;   // (8192)

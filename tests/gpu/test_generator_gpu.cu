@@ -298,6 +298,9 @@ TEST_CASE("last transposed convolution + tanh matches the float64 reference") {
   for (Precision p : {Precision::Fp32, Precision::Bf16}) {  // tf32 runs the fp32 kernel
     DeviceNetwork dn(net.data(), p);
     const size_t in_per = size_t(32) * 32 * 64;
+    for (bool mma : {false, true}) {  // bf16: the direct FFMA kernel, then tensor cores (GEMM + col2im)
+    if (mma && p != Precision::Bf16) continue;
+    dn.use_output_mma(mma);
     for (int n : batch_sizes()) {
       Activations in = make_activations(in_per * n, p, rng);
       DeviceBuffer din(in.bytes.size()), dout(size_t(4) * kImageValues * n);
@@ -313,7 +316,8 @@ TEST_CASE("last transposed convolution + tanh matches the float64 reference") {
         return y;
       });
       check(got, n, kImageValues, ref, Tolerance{1e-5, 0},
-            "output layer " + name(p) + " n=" + std::to_string(n));
+            "output layer " + name(p) + (mma ? " mma" : " direct") + " n=" + std::to_string(n));
+    }
     }
   }
 }
