@@ -127,7 +127,7 @@ endif
 # recompiles that one file.
 GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
 BUILD_INFO_DEFS := -DFACEGEN_GIT_COMMIT='"$(GIT_COMMIT)"' -DFACEGEN_CPU_ARCH='"$(CPU_ARCH)"' \
-                   -DFACEGEN_CUDA_ARCHS='"$(if $(filter 1,$(CUDA)),sm_$(CUDA_ARCH))"' -DFACEGEN_MPI=$(MPI)
+                   -DFACEGEN_CUDA_ARCHS='"$(if $(filter 1,$(CUDA)),$(addprefix sm_,$(CUDA_ARCH)))"' -DFACEGEN_MPI=$(MPI)
 BUILD_INFO_STAMP := $(BUILD)/build-info
 BUILD_INFO_NOW := $(GIT_COMMIT) $(CPU_ARCH) $(CUDA) $(CUDA_ARCH) $(MPI)
 ifeq ($(filter clean,$(MAKECMDGOALS)),)

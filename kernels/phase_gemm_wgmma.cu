@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda_check.cuh"
+#include "common/cuda_check.cuh"
 #include "kernels/phase_gemm_wgmma.cuh"
 
 namespace facegen {
