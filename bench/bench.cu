@@ -239,7 +239,8 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
       js.add(std::string(name(p)) + "_tconv" + std::to_string(s + 1) + "_" + gemm_kernel_name(kernels[k]) + "_ms", ms8192);
     }
   }
-  if (p == Precision::Bf16) {
+  dn.use_output_mma(true);
+  if (p == Precision::Bf16 && dn.output_mma()) {
     // tconv4 + tanh: variant 1 the direct FFMA kernel, variant 2 the tensor-core GEMM + col2im, on
     // the act3 just made; variant 2 is compared with variant 1 first.
     float* images[2];

@@ -264,10 +264,16 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
   if (precision == Precision::Bf16) {
     static_assert(kStageChannels[3] == 64 && kStageChannels[4] == 3 && kStageSize[3] == 32,
                   "tconv_output_tanh_mma is written for 64 -> 3 channels at 32 x 32");
-    out_weight_fragments_ = upload(output_weight_fragments(f + L.tconv_weight[3]));
-    output_mma_ = true;
-    CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh_mma, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    gpu::kOmSmemBytes));
+    int device = 0, smem_optin = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    output_mma_possible_ = smem_optin >= gpu::kOmSmemBytes;  // sm_90: 227 KB; sm_80: 163 KB, sm_86/89: 99 KB
+    if (output_mma_possible_) {
+      out_weight_fragments_ = upload(output_weight_fragments(f + L.tconv_weight[3]));
+      CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh_mma, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      gpu::kOmSmemBytes));
+      output_mma_ = true;
+    }
   }
   CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Fp32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  gpu::OutShape<Math::Fp32>::kSmemBytes));

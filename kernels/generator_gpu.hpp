@@ -52,9 +52,10 @@ class DeviceNetwork {
   // act_s -> act_{s+1} for s = 0, 1, 2: relu(bn_{s+1}(tconv_s(act_s) + bias_s)). Small batches get
   // smaller tiles (more blocks); the bits of every output stay the same.
   void tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
-  // bf16 only: tconv4 on tensor cores (kernels/tconv_output_mma.cuh, the default) or the direct FFMA
-  // kernel (kernels/phase_gemm.cuh), for the benchmark and the tests; fp32 and tf32 always run FFMA.
-  void use_output_mma(bool on) { output_mma_ = on && precision_ == Precision::Bf16; }
+  // bf16 only: tconv4 on tensor cores (kernels/tconv_output_mma.cuh, the default where the device
+  // gives a block its 220 KB of shared memory, i.e. sm_90) or the direct FFMA kernel
+  // (kernels/phase_gemm.cuh), for the benchmark and the tests; fp32 and tf32 always run FFMA.
+  void use_output_mma(bool on) { output_mma_ = on && output_mma_possible_; }
   bool output_mma() const { return output_mma_; }
   // act3 -> images: tanh(tconv_3(act3) + bias_3).
   void output_layer(const void* act3, int n, float* images, cudaStream_t stream) const;
@@ -67,6 +68,7 @@ class DeviceNetwork {
   int tiles_ = 0;                 // 0: by grid size; 1: always Small; 2: always Large (FACEGEN_GPU_TILES)
   bool wgmma_available_ = false;  // the device is sm_90 and the binary has the sm_90a kernels
   GemmKernel gemm_ = GemmKernel::MmaSync;
+  bool output_mma_possible_ = false;  // bf16 and enough shared memory per block for it
   bool output_mma_ = false;       // bf16 tconv4 on tensor cores
   std::unique_ptr<gpu::PhaseWeightMaps[]> wgmma_weights_;  // tensor maps over tconv_weight_[0..2]
   float* proj_weight_ = nullptr;  // (100, 8192)

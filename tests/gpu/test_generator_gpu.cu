@@ -301,6 +301,10 @@ TEST_CASE("last transposed convolution + tanh matches the float64 reference") {
     for (bool mma : {false, true}) {  // bf16: the direct FFMA kernel, then tensor cores (GEMM + col2im)
     if (mma && p != Precision::Bf16) continue;
     dn.use_output_mma(mma);
+    if (dn.output_mma() != mma) {  // a device with less than 220 KB of shared memory per block
+      MESSAGE("bf16 tconv4 on tensor cores: not on this device (too little shared memory per block)");
+      continue;
+    }
     for (int n : batch_sizes()) {
       Activations in = make_activations(in_per * n, p, rng);
       DeviceBuffer din(in.bytes.size()), dout(size_t(4) * kImageValues * n);
