@@ -2,6 +2,7 @@
 // (see ordered_output.hpp for the layout of each file).
 #include "mpi/ordered_output.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -162,13 +163,33 @@ void OrderedOutputs::open(RankStatus& status) {
 
   const std::vector<std::string> paths = final_paths();
   files_.assign(outputs_.size(), MPI_FILE_NULL);
+  open_ = true;
+  // MPI_File_open is collective: a rank whose open fails returns while the others go on into the
+  // open's own collectives, and the job hangs. On one host the ranks see the same directories, but
+  // a node that lacks the output directory (or may not write there) is the one rank that fails.
+  // So every rank first tries the files itself, and the ranks open them together only if all can.
+  int usable = 1;
+  for (size_t i = 0; i < outputs_.size() && usable; ++i) {
+    const int fd = ::open(temp_paths_[i].c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int err = errno;
+      usable = 0;
+      attempt(status, [&] {
+        throw UserError("cannot open for writing " + paths[i] + " (as " + temp_paths_[i] + "): " + std::strerror(err));
+      });
+    } else {
+      ::close(fd);
+    }
+  }
+  int all_usable = 0;
+  MPI_CHECK(MPI_Allreduce(&usable, &all_usable, 1, MPI_INT, MPI_MIN, comm_));
+  if (!all_usable) return;  // the failed ranks say why at the next agreement
   for (size_t i = 0; i < outputs_.size(); ++i) {
     const int code = MPI_File_open(comm_, temp_paths_[i].c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &files_[i]);
     attempt(status, [&] { check_file(code, "cannot open for writing", paths[i] + " (as " + temp_paths_[i] + ")"); });
   }
   text_base_ = static_cast<int64_t>(std::to_string(total_).size()) + 1;
   npy_data_offset_ = static_cast<int64_t>(npy_header(total_).size());
-  open_ = true;
 }
 
 void OrderedOutputs::write_at(size_t file, int64_t offset, const void* data, int64_t bytes) {
