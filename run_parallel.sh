@@ -92,6 +92,12 @@ mpirun_common() {  # the mpirun flags every mpirun launch uses
     cmd+=(--allow-run-as-root) # containers and CI run as root
   fi
 }
+# The flags of an mpirun whose daemons run on other nodes: its control connections to them probe
+# an idle peer after 2 s, every second, 3 times, so that a node whose link or host went down ends
+# the job within seconds, on both sides, instead of after TCP's retransmission timeout (minutes).
+mpirun_remote() {
+  cmd+=(--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3)
+}
 
 cmd=()
 if [ -n "${SLURM_JOB_ID:-}" ] && [ -z "$hosts" ]; then
@@ -113,12 +119,14 @@ if [ -n "${SLURM_JOB_ID:-}" ] && [ -z "$hosts" ]; then
       cmd+=(--gpus-per-task=1)                # each rank sees its own GPU as device 0
     fi
   else
-    node_hosts=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/\$/:$ranks_per_node/" | paste -sd,)
+    mapfile -t host_list < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
+    node_hosts=$(printf "%s:$ranks_per_node\n" "${host_list[@]}" | paste -sd,)
     cmd+=(mpirun)
     cmd+=(-np "$ranks")
     cmd+=(--host "$node_hosts")
     cmd+=(--map-by "ppr:$ranks_per_node:node")
     mpirun_common
+    mpirun_remote
   fi
 elif [ ${#host_list[@]} -gt 0 ]; then
   nodes=${#host_list[@]}
@@ -129,8 +137,11 @@ elif [ ${#host_list[@]} -gt 0 ]; then
   cmd+=(-np "$ranks")
   cmd+=(--host "$host_slots")
   cmd+=(--map-by "ppr:$ranks_per_node:node")
-  cmd+=(-x LD_LIBRARY_PATH)                   # ranks on other hosts see this environment
+  if [ -n "${LD_LIBRARY_PATH:-}" ]; then
+    cmd+=(-x LD_LIBRARY_PATH)                 # ranks on other hosts see this environment
+  fi
   mpirun_common
+  mpirun_remote
 else
   nodes=1
   ranks=$ranks_per_node
@@ -143,10 +154,21 @@ command -v "${cmd[0]}" > /dev/null || die "${cmd[0]} not found: install OpenMPI 
 
 # mpirun's reports of a failed job, boiled down to one line each: a rank that failed has already
 # said why in its own line ("facegen: error on rank R (host H): ..."), so the "job aborted" banners
-# go; a rank that died without a word (a signal, a crash) gets a line naming rank and host.
-# Anything else passes through unchanged.
+# go; a rank that died without a word (a signal, a crash) gets a line naming rank and host, and so
+# does a node that mpirun lost contact with (its first rank: mpirun places ranks_per_node ranks on
+# each host in the order of the host list). Anything else passes through unchanged.
 summarize_mpirun_errors() {
-  awk -v this_host="$(hostname -s)" -v nodes="$nodes" '
+  local hosts_in_order="${host_list[*]:-$(hostname -s)}"
+  awk -v hosts_in_order="$hosts_in_order" -v per_node="$ranks_per_node" '
+    BEGIN { host_count = split(hosts_in_order, host_of_index, " ") }
+    function first_rank_on(host,   i) {
+      for (i = 1; i <= host_count; i++) if (host_of_index[i] == host) return (i - 1) * per_node
+      return "?"
+    }
+    function host_of_rank(rank,   i) {
+      i = int(rank / per_node) + 1
+      return (i <= host_count ? host_of_index[i] : "unknown")
+    }
     function flush_block(   text, m) {
       text = block; block = ""; in_block = 0
       if (text ~ /Primary job +terminated normally/) return
@@ -160,7 +182,12 @@ summarize_mpirun_errors() {
         if (said) return
         m = substr(text, RSTART, RLENGTH); gsub(/.*,|\]/, "", m)
         code = text; sub(/.*Exit code: */, "", code); sub(/[^0-9].*/, "", code)
-        printf "facegen: error on rank %s (host %s): the process ended with status %s without a message\n", m, (nodes == 1 ? this_host : "unknown"), code
+        printf "facegen: error on rank %s (host %s): the process ended with status %s without a message\n", m, host_of_rank(m), code
+        said = 1; fflush(); return
+      }
+      if (text ~ /lost communication with a remote daemon/ && match(text, /Remote daemon: *\[\[[0-9]+,[0-9]+\],[0-9]+\] on node [^ \n]+/)) {
+        m = substr(text, RSTART, RLENGTH); sub(/.* on node /, "", m)
+        printf "facegen: error on rank %s (host %s): mpirun lost contact with the node (its network link, host or daemon went down); the job was stopped\n", first_rank_on(m), m
         said = 1; fflush(); return
       }
       printf "%s", text; fflush()
@@ -214,7 +241,8 @@ set -e
 [ "$interrupted" -eq 0 ] || status=$interrupted
 if [ $status -ne 0 ]; then
   # A rank killed by a signal or by the launcher cannot remove its temporary files.
-  mapfile -t leftovers < <(compgen -G "$output.*.tmp-??????" || true)
+  # MPI-IO across nodes adds a lock file beside each (PREFIX.<ext>.tmp-XXXXXX-JOB-PID.lock).
+  mapfile -t leftovers < <(compgen -G "$output.*.tmp-??????" || true; compgen -G "$output.*.tmp-??????-*.lock" || true)
   if [ ${#leftovers[@]} -gt 0 ]; then
     rm -f -- "${leftovers[@]}"
     echo "run_parallel: removed temporary files: ${leftovers[*]}" >&2
