@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# virtual_cluster.sh: facegen across nodes, on a cluster of three virtual nodes made on this machine.
+#
+# tests/lib/virtual_cluster.sh makes node1..node3: each its own network and UTS namespace (its own host
+# name and address on a private subnet whose bridge lives in a namespace of its own), all sharing
+# this machine's file system as cluster nodes share a parallel one; each runs an sshd with keys made
+# here, which mpirun's ssh launcher uses (OMPI_MCA_plm_rsh_agent names the test's ssh config). Jobs
+# start on node1, as from a login node:
+#
+#   make run_parallel ... NGPUS=2 HOSTS=node1,node2 (2 nodes x 2 ranks) and run_parallel.sh --hosts
+#     with a hostfile (3 nodes x 1 rank): every file of every format the ranks write (txt, bmp split
+#     into numbered mosaics, npy) byte-identical to one process's; --verbose names each rank's own
+#     host and counts local ranks per node
+#   a node without the model file, a node without the output directory (each an empty directory
+#     mounted on node2 alone), all ranks of node2 killed mid-run, node2's link taken down mid-run:
+#     the job ends within seconds, one line names rank and host, no output file, and nothing is left
+#     behind on any node (no temporary or lock file, no OpenMPI session directory, no process)
+#
+# Then tests/lib/slurm_cluster.sh (when Slurm and munge are installed) runs the README's sbatch
+# commands on the same nodes. The script removes everything it made on every exit path.
+# Usage: tests/suites/virtual_cluster.sh [build-dir]; exit 0 pass, 77 skipped (says why), 1 fail.
+set -u
+cd "$(dirname "$0")/../.."
+repo=$(pwd)
+build=${1:-build}
+case $build in /*) ;; *) build=$repo/$build ;; esac
+skip() { echo "virtual_cluster: skipped: $*"; exit 77; }
+[ -x "$build/facegen" ] && [ -x "$build/make-latents" ] || { echo "virtual_cluster: $build/facegen is missing (run make)"; exit 1; }
+[ -f models/facegen-fashion.bin ] || { echo "virtual_cluster: models/facegen-fashion.bin is missing"; exit 1; }
+[ "$(id -u)" = 0 ] || skip "making network namespaces and starting sshd needs root (this runs as $(id -un))"
+for tool in unshare nsenter ip mpirun ssh ssh-keygen /usr/sbin/sshd make; do
+  command -v "$tool" > /dev/null || skip "$tool is not installed (make test-deps installs openssh-server, openssh-client, iproute2, util-linux)"
+done
+ldd "$build/facegen" | grep -q libmpi || skip "$build/facegen was built without MPI"
+unshare --net --uts --mount true 2> /dev/null || skip "this machine does not allow new network, UTS and mount namespaces"
+
+source tests/lib/virtual_cluster.sh
+work=$(mktemp -d /tmp/facegen-cluster.XXXXXX)
+chmod 755 "$work"
+job=
+cleanup() {
+  [ -n "$job" ] && kill -9 "$job" 2> /dev/null
+  declare -F slurm_cluster_down > /dev/null && slurm_cluster_down
+  vc_down
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+passed=0
+failed=0
+pass() { echo "  ok    $1"; passed=$((passed + 1)); }
+fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
+
+vc_up 3 "$work/cluster" || skip "the virtual nodes could not be made (see above)"
+for node in "${VC_NODES[@]}"; do
+  vc_start_sshd "$node" || skip "sshd would not start on $node: $(cat "$work/cluster/$node-sshd.log" 2> /dev/null)"
+done
+declare -A sshd_pid=()
+for node in "${VC_NODES[@]}"; do sshd_pid[$node]=$(cat "$work/cluster/$node-sshd.pid"); done
+export OMPI_MCA_plm_rsh_agent="ssh -F $(vc_ssh_config)"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset FACEGEN_TEST_FAULT
+vc_exec node1 ssh -F "$(vc_ssh_config)" node3 true 2> "$work/ssh.err" ||
+  { echo "virtual_cluster: ssh from node1 to node3 failed: $(cat "$work/ssh.err")"; exit 1; }
+echo "facegen on a virtual cluster (${VC_NODES[*]} on $VC_SUBNET.0/24, sshd on each; jobs start on node1):"
+
+# --- the repository as the nodes see it: every entry a link to this one, but inputs/ and outputs/ ---
+mkdir -p "$work/repo/inputs" "$work/repo/outputs"
+for entry in "$repo"/*; do
+  case $(basename "$entry") in inputs|outputs|build) ;; *) ln -s "$entry" "$work/repo/$(basename "$entry")" ;; esac
+done
+ln -s "$build" "$work/repo/build"
+"$build/make-latents" --count 40 --seed 13 --output "$work/repo/inputs/cluster40.txt" > /dev/null || exit 1
+"$build/make-latents" --count 3000 --seed 14 --output "$work/repo/inputs/cluster3000.txt" > /dev/null || exit 1
+
+# The formats ranks write; each run writes all of them, the mosaic split into numbered files.
+rank_formats=(txt bmp npy)
+format_args=(--formats "$(IFS=,; echo "${rank_formats[*]}")" --mosaic-tiles 4)
+mkdir -p "$work/reference"
+"$build/facegen" --device cpu --input "$work/repo/inputs/cluster40.txt" --output "$work/reference/faces" \
+  "${format_args[@]}" --quiet || { echo "virtual_cluster: the single-process reference failed"; exit 1; }
+
+# same_files DIR PREFIX: every file of the reference, by name, identical; nothing more, nothing less.
+same_files() {
+  local dir=$1 prefix=$2 file
+  [ "$(cd "$dir" && ls "$prefix"* | sed "s/^$prefix/faces/")" = "$(ls "$work/reference")" ] ||
+    { echo "files $(cd "$dir" && ls "$prefix"* | tr '\n' ' ') against $(ls "$work/reference" | tr '\n' ' ')"; return 1; }
+  for file in $(ls "$work/reference"); do
+    cmp -s "$work/reference/$file" "$dir/${file/#faces/$prefix}" || { echo "$file differs"; return 1; }
+  done
+}
+
+# verbose_layout FILE: "rank/host/local rank/local size" of each rank line of --verbose, space-separated.
+verbose_layout() {
+  sed -n 's/^rank \([0-9]*\) of [0-9]*  host \([^ ]*\)  local rank \([0-9]*\) of \([0-9]*\).*/\1\/\2\/\3\/\4/p' "$1" | paste -sd' '
+}
+
+# left_behind DIR: what a failed job left: files in DIR, OpenMPI session directories of the nodes,
+# processes on any node but its sshd. Waits up to 5 s for processes that are on their way out.
+left_behind() {
+  local dir=$1 node tries stray=
+  for tries in $(seq 25); do
+    stray=
+    for node in "${VC_NODES[@]}"; do
+      stray+=$(vc_stray "$node" "${sshd_pid[$node]}" | sed "s/^/$node: /" | paste -sd' ')
+    done
+    [ -z "$stray" ] && break
+    sleep 0.2
+  done
+  echo "$(ls -A "$dir") $(ls -d /tmp/ompi.node* 2> /dev/null) $stray" | sed 's/^ *//; s/ *$//'
+}
+
+# --- 2 nodes x 2 ranks, the README's command ------------------------------------------------------
+start=$SECONDS
+if vc_exec node1 make -s -C "$work/repo" -o build/facegen run_parallel INPUT=cluster40 OUTPUT=two-by-two NGPUS=2 \
+     HOSTS=node1,node2 ARGS="--device cpu --all-ranks --verbose ${format_args[*]}" > "$work/stdout" 2> "$work/stderr"; then
+  layout=$(verbose_layout "$work/stdout")
+  want="0/node1/0/2 1/node1/1/2 2/node2/0/2 3/node2/1/2"
+  if ! why=$(same_files "$work/repo/outputs" two-by-two); then
+    fail "2 nodes x 2 ranks" "$why"
+  elif [ "$layout" != "$want" ] || ! grep -q '^ranks     4 on 2 hosts' "$work/stdout"; then
+    fail "2 nodes x 2 ranks, --verbose" "rank/host/local rank/local ranks '$layout', expected '$want'"
+  else
+    pass "make run_parallel NGPUS=2 HOSTS=node1,node2: ${rank_formats[*]} (mosaic in $(ls "$work/reference" | grep -c bmp) files) identical to one process; ranks $want ($((SECONDS - start)) s)"
+  fi
+else
+  fail "2 nodes x 2 ranks" "exit status $?: $(tail -c 800 "$work/stderr")"
+fi
+
+# --- 3 nodes x 1 rank, from a hostfile -------------------------------------------------------------
+printf '# the virtual nodes\nnode1\nnode2 slots=1\nnode3\n' > "$work/hostfile"
+start=$SECONDS
+if vc_exec node1 "$work/repo/run_parallel.sh" --hosts "$work/hostfile" --ranks-per-node 1 \
+     --input "$work/repo/inputs/cluster40.txt" --output "$work/repo/outputs/three-by-one" \
+     -- --device cpu --all-ranks --verbose "${format_args[@]}" > "$work/stdout" 2> "$work/stderr"; then
+  layout=$(verbose_layout "$work/stdout")
+  want="0/node1/0/1 1/node2/0/1 2/node3/0/1"
+  if ! why=$(same_files "$work/repo/outputs" three-by-one); then
+    fail "3 nodes x 1 rank" "$why"
+  elif [ "$layout" != "$want" ]; then
+    fail "3 nodes x 1 rank, --verbose" "rank/host/local rank/local ranks '$layout', expected '$want'"
+  else
+    pass "run_parallel.sh --hosts HOSTFILE (3 nodes x 1 rank): identical to one process; ranks $want ($((SECONDS - start)) s)"
+  fi
+else
+  fail "3 nodes x 1 rank" "exit status $?: $(tail -c 800 "$work/stderr")"
+fi
+
+# --- failures on node2 -----------------------------------------------------------------------------
+# Each job: 2 nodes x 2 ranks from node1, outputs in $work/share/out. The lines must name a rank of
+# node2 (2 or 3) and node2.
+mkdir -p "$work/share/out"
+node2_line='^facegen: error on rank [23] \(host node2\)'
+
+# start_job INPUT PREFIX [facegen flags]: the job in the background; $job is its pid.
+start_job() {
+  local input=$1 prefix=$2
+  shift 2
+  rm -rf "$work/share/out" && mkdir -p "$work/share/out"
+  vc_exec node1 timeout 120 "$work/repo/run_parallel.sh" --hosts node1,node2 --ranks-per-node 2 \
+    --input "$work/repo/inputs/$input.txt" --output "$work/share/out/$prefix" \
+    -- --device cpu --all-ranks "$@" > "$work/stdout" 2> "$work/stderr" &
+  job=$!
+}
+
+# finish_job NAME FAULT-TIME: waits for the job and judges how it ended.
+finish_job() {
+  local name=$1 fault_at=$2 status left took
+  wait "$job"
+  status=$?
+  job=
+  took=$((SECONDS - fault_at))
+  left=$(left_behind "$work/share/out")
+  if [ $status -eq 0 ]; then
+    fail "$name" "the job succeeded"
+  elif [ $status -eq 124 ] || [ $took -gt 20 ]; then
+    fail "$name" "the job took $took s to end (status $status): $(tail -c 400 "$work/stderr")"
+  elif [ "$(grep -cE "$node2_line" "$work/stderr")" != 1 ]; then
+    fail "$name" "not one line naming a rank of node2: $(tail -c 800 "$work/stderr")"
+  elif [ -n "$left" ]; then
+    fail "$name" "left behind: $left"
+  else
+    pass "$name: status $status, $took s, nothing left; $(grep -E "$node2_line" "$work/stderr")"
+  fi
+}
+
+# wait_working SECONDS: until the job's temporary outputs exist, and a second more (ranks compute).
+wait_working() {
+  local tries
+  for tries in $(seq $(($1 * 10))); do
+    ls "$work/share/out" 2> /dev/null | grep -q '\.tmp-' && { sleep 1; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+
+vc_hide node2 "$repo/models" || exit 1
+start_job cluster40 nomodel
+finish_job "node2 without the model file" $SECONDS
+vc_unhide node2 "$repo/models"
+
+vc_hide node2 "$work/share" || exit 1
+start_job cluster40 nodir
+finish_job "node2 without the output directory" $SECONDS
+vc_unhide node2 "$work/share"
+
+start_job cluster3000 killed --images-per-round 64
+if wait_working 60; then
+  victims=$(for pid in $(vc_pids node2); do [ "$(cat /proc/$pid/comm 2> /dev/null)" = facegen ] && echo "$pid"; done)
+  if [ "$(echo $victims | wc -w)" = 2 ]; then
+    kill -9 $victims
+    finish_job "both ranks of node2 killed mid-run (SIGKILL)" $SECONDS
+  else
+    fail "ranks of node2 killed" "node2 runs $(echo $victims | wc -w) facegen processes, expected 2"
+  fi
+else
+  fail "ranks of node2 killed" "the job did not start within 60 s: $(tail -c 400 "$work/stderr")"
+fi
+[ -n "$job" ] && { kill "$job"; wait "$job"; job=; }
+
+start_job cluster3000 unlinked --images-per-round 64
+if wait_working 60; then
+  vc_link node2 down
+  finish_job "node2's link taken down mid-run" $SECONDS
+  vc_link node2 up
+else
+  fail "node2's link down" "the job did not start within 60 s: $(tail -c 400 "$work/stderr")"
+fi
+[ -n "$job" ] && { kill "$job"; wait "$job"; job=; }
+
+echo "virtual_cluster: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
