@@ -3,10 +3,11 @@
 #
 # Starts munged (unless one answers already) and a one-node Slurm cluster on this machine (slurmctld
 # and slurmd, configuration, state and logs in a temporary directory, ports of their own), submits
-# slurm/facegen-one-node.sbatch (ranks started by srun --mpi=pmix when Slurm has PMIx, else mpirun)
-# and slurm/facegen-multi-node.sbatch on one node (ranks started by mpirun on Slurm's node list),
-# both with 2 ranks and the CPU backend, waits for them, and compares their files with the
-# single-process program's; the job logs must be named by job id. Stops everything it started, by
+# slurm/facegen-cpu.sbatch twice (ranks started by srun --mpi=pmix when Slurm has PMIx, else mpirun;
+# then by mpirun on Slurm's node list), both with 2 ranks and the shipped model, waits for them, and
+# compares their files with the single-process program's; the job logs must be named by job id.
+# The GPU scripts ask for GPUs, which this one-node Slurm has none of; tests/suites/virtual_cluster.sh
+# runs them on nodes with GPUs declared to Slurm but none usable. Stops everything it started, by
 # pid. Exit 0 pass, 77 skipped (says why: not root, Slurm or munge not installed, daemons would not
 # start), 1 fail. Usage: tests/suites/slurm_local.sh [build-dir]
 set -u
@@ -15,7 +16,7 @@ repo=$(pwd)
 build=${1:-build}
 case $build in /*) ;; *) build=$repo/$build ;; esac
 skip() { echo "slurm_local: skipped: $*"; exit 77; }
-[ -x "$build/facegen" ] && [ -f "$build/random-network.bin" ] || { echo "slurm_local: $build/facegen or the model is missing (run make)"; exit 1; }
+[ -x "$build/facegen" ] && [ -f models/facegen-fashion.bin ] || { echo "slurm_local: $build/facegen or models/facegen-fashion.bin is missing (run make)"; exit 1; }
 [ "$(id -u)" = 0 ] || skip "starting slurmd and munged needs root (this runs as $(id -un))"
 for tool in slurmctld slurmd sbatch sinfo scontrol munged munge unmunge mpirun; do
   command -v "$tool" > /dev/null || skip "$tool is not installed (make test-deps installs slurm-wlm, munge and openmpi-bin)"
@@ -95,10 +96,11 @@ done
 [ "$state" = idle ] || skip "the Slurm node did not become idle within 30 s (state '$state'): $(tail -n 3 "$work/slurmd.log")"
 echo "facegen under Slurm ($(sinfo --version), one node '$node' with $cpus CPUs, started by this test):"
 
-# --- the repository as sbatch sees it: inputs/, outputs/, slurm/, build/, run_parallel.sh --------
+# --- the repository as sbatch sees it: inputs/, outputs/, slurm/, models/, build/, run_parallel.sh ---
 mkdir -p "$work/repo/inputs" "$work/repo/outputs"
 ln -s "$repo/run_parallel.sh" "$work/repo/run_parallel.sh"
 ln -s "$repo/slurm" "$work/repo/slurm"
+ln -s "$repo/models" "$work/repo/models"
 ln -s "$build" "$work/repo/build"
 /usr/bin/python3 - "$work/repo/inputs/slurm7.txt" <<'PY'
 import random, sys
@@ -106,7 +108,7 @@ rng = random.Random(77)
 with open(sys.argv[1], "w") as f:
     f.write("7\n" + "\n".join(" ".join(f"{rng.gauss(0, 1):.6f}" for _ in range(100)) for _ in range(7)) + "\n")
 PY
-"$build/facegen" --device cpu --model "$build/random-network.bin" --input "$work/repo/inputs/slurm7.txt" \
+"$build/facegen" --device cpu --input "$work/repo/inputs/slurm7.txt" \
   --output "$work/reference" --quiet || { echo "slurm_local: the single-process reference failed"; exit 1; }
 
 # submit NAME SCRIPT [sbatch flags] -- [script arguments]: sbatch --wait from the repository copy.
@@ -135,22 +137,22 @@ submit() {
   return 0
 }
 
-if submit "one-node script, 2 ranks" facegen-one-node.sbatch --ntasks-per-node=2 -- slurm7 one7 --device cpu --all-ranks; then
+if submit "CPU script, 2 ranks" facegen-cpu.sbatch --ntasks-per-node=2 -- slurm7 one7 --all-ranks; then
   if cmp -s "$work/repo/outputs/one7.txt" "$work/reference.txt" && cmp -s "$work/repo/outputs/one7.bmp" "$work/reference.bmp" &&
      grep -q '^ranks     2 on 1 host; all generate' "$work/repo/outputs/facegen-"*.log; then
-    pass "slurm/facegen-one-node.sbatch, 2 ranks: txt and bmp identical to one process"
+    pass "slurm/facegen-cpu.sbatch, 2 ranks: txt and bmp identical to one process"
   else
-    fail "slurm/facegen-one-node.sbatch" "outputs differ from the single-process run, or not 2 generating ranks"
+    fail "slurm/facegen-cpu.sbatch" "outputs differ from the single-process run, or not 2 generating ranks"
   fi
 fi
 rm -f "$work/repo/outputs/facegen-"*.log
-if LAUNCHER=mpirun submit "multi-node script on 1 node, mpirun" facegen-multi-node.sbatch --nodes=1 --ntasks-per-node=2 -- \
-     slurm7 multi7 --device cpu --all-ranks; then
+if LAUNCHER=mpirun submit "CPU script on 1 node, mpirun" facegen-cpu.sbatch --nodes=1 --ntasks-per-node=2 -- \
+     slurm7 multi7 --all-ranks; then
   if cmp -s "$work/repo/outputs/multi7.txt" "$work/reference.txt" && cmp -s "$work/repo/outputs/multi7.bmp" "$work/reference.bmp" &&
      grep -q 'mpirun -np 2 --host' "$work/repo/outputs/facegen-"*.log; then
-    pass "slurm/facegen-multi-node.sbatch (one node, LAUNCHER=mpirun on Slurm's host list): identical"
+    pass "slurm/facegen-cpu.sbatch (one node, LAUNCHER=mpirun on Slurm's host list): identical"
   else
-    fail "slurm/facegen-multi-node.sbatch" "outputs differ from the single-process run, or mpirun was not used"
+    fail "slurm/facegen-cpu.sbatch, LAUNCHER=mpirun" "outputs differ from the single-process run, or mpirun was not used"
   fi
 fi
 
@@ -158,7 +160,7 @@ fi
 rm -f "$work/repo/outputs/facegen-"*.log
 start=$SECONDS
 (cd "$work/repo" && FACEGEN_TEST_FAULT=1:kill timeout 120 sbatch --parsable --wait --ntasks-per-node=2 \
-   slurm/facegen-one-node.sbatch slurm7 killed7 --device cpu --all-ranks) > "$work/sbatch.out" 2>&1
+   slurm/facegen-cpu.sbatch slurm7 killed7 --all-ranks) > "$work/sbatch.out" 2>&1
 status=$?
 log=$(ls "$work/repo/outputs/facegen-"*.log 2>/dev/null | head -n1)
 if [ $status -ne 0 ] && [ $status -ne 124 ] && [ -z "$(ls "$work/repo/outputs" | grep killed7)" ] &&
