@@ -3,8 +3,10 @@
 # Sourced, not run. A node is a process ("keeper") that holds a network, UTS and mount namespace of
 # its own: its own host name (node1, node2, ...), its own address on a private test subnet, and an
 # /etc/hosts that names every node. The mount namespace is a slave of this machine's, so every node
-# sees the same files at the same paths (the way cluster nodes share a parallel file system); a test
-# may still mount something on one node alone (vc_hide). The nodes' veth links meet on a bridge
+# sees the same files at the same paths (the way cluster nodes share a parallel file system), except
+# /tmp: each node has its own, DIR/NODE-tmp, as cluster nodes do (Slurm's PMIx plugin names its
+# per-step directory there by job and step alone, so two nodes cannot share one). A test may mount
+# something on one node alone (vc_hide). The nodes' veth links meet on a bridge
 # inside a further namespace ("switch"), so no address, route or packet of the test subnet ever
 # reaches this machine's own network namespace. Each node can run an sshd (vc_start_sshd) that lets
 # root in with a key made here, for mpirun's ssh launcher.
@@ -12,7 +14,8 @@
 # Everything lives in $VC_DIR and in processes below the keepers: vc_down kills every process in
 # each node's namespaces, after which the kernel removes the namespaces and their links.
 #
-#   vc_up N DIR          make nodes node1..nodeN; DIR (empty, absolute) receives keys, configs, logs
+#   vc_up N DIR          make nodes node1..nodeN; DIR (empty, absolute, not under /tmp) receives keys,
+#                        configs, logs and the nodes' /tmp
 #   vc_exec NODE CMD...  run CMD on NODE (in its namespaces), in the current directory
 #   vc_pids NODE         the pids of the processes on NODE, keeper excluded
 #   vc_start_sshd NODE   an sshd on NODE's address; vc_ssh_config is the client config for it
@@ -44,6 +47,7 @@ vc_keeper() {
 vc_up() {
   local count=$1 i node addr
   VC_DIR=$2
+  case $VC_DIR in /tmp/*) echo "virtual cluster: $VC_DIR is under /tmp, which each node has its own of" >&2; return 1 ;; esac
   mkdir -p "$VC_DIR"
   for i in $(seq "$count"); do VC_NODES+=("node$i"); done
   {
@@ -60,6 +64,8 @@ vc_up() {
     nsenter -t "$VC_SWITCH" --net ip link add "vc-$node" type veth peer name eth0 netns "${VC_KEEPER[$node]}" || return 1
     nsenter -t "$VC_SWITCH" --net ip link set "vc-$node" master vc-br up || return 1
     vc_exec "$node" mount --bind "$VC_DIR/hosts" /etc/hosts || return 1
+    mkdir -p "$VC_DIR/$node-tmp" && chmod 1777 "$VC_DIR/$node-tmp"
+    vc_exec "$node" mount --bind "$VC_DIR/$node-tmp" /tmp || return 1
     vc_exec "$node" ip link set lo up || return 1
     vc_exec "$node" ip addr add "$addr/24" dev eth0 || return 1
     vc_exec "$node" ip link set eth0 up || return 1

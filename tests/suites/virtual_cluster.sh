@@ -35,7 +35,7 @@ ldd "$build/facegen" | grep -q libmpi || skip "$build/facegen was built without 
 unshare --net --uts --mount true 2> /dev/null || skip "this machine does not allow new network, UTS and mount namespaces"
 
 source tests/lib/virtual_cluster.sh
-work=$(mktemp -d /tmp/facegen-cluster.XXXXXX)
+work=$(mktemp -d /var/tmp/facegen-cluster.XXXXXX)  # not /tmp: each node has its own
 chmod 755 "$work"
 job=
 cleanup() {
@@ -96,8 +96,8 @@ verbose_layout() {
   sed -n 's/^rank \([0-9]*\) of [0-9]*  host \([^ ]*\)  local rank \([0-9]*\) of \([0-9]*\).*/\1\/\2\/\3\/\4/p' "$1" | paste -sd' '
 }
 
-# left_behind DIR: what a failed job left: files in DIR, OpenMPI session directories of the nodes,
-# processes on any node but its sshd. Waits up to 5 s for processes that are on their way out.
+# left_behind DIR: what a failed job left: files in DIR, anything in a node's /tmp (OpenMPI's session
+# directories), processes on any node but its sshd. Waits up to 5 s for what is on its way out.
 left_behind() {
   local dir=$1 node tries stray=
   for tries in $(seq 25); do
@@ -108,7 +108,7 @@ left_behind() {
     [ -z "$stray" ] && break
     sleep 0.2
   done
-  echo "$(ls -A "$dir") $(ls -d /tmp/ompi.node* 2> /dev/null) $stray" | sed 's/^ *//; s/ *$//'
+  echo "$(ls -A "$dir") $(cd "$work/cluster" && ls -d node*-tmp/* 2> /dev/null) $stray" | sed 's/^ *//; s/ *$//'
 }
 
 # --- 2 nodes x 2 ranks, the README's command ------------------------------------------------------
@@ -228,6 +228,76 @@ else
   fail "node2's link down" "the job did not start within 60 s: $(tail -c 400 "$work/stderr")"
 fi
 [ -n "$job" ] && { kill "$job"; wait "$job"; job=; }
+
+# --- Slurm on the same nodes: the README's sbatch commands ----------------------------------------
+slurm_part() {
+  local tool why
+  for tool in slurmctld slurmd sbatch sinfo scontrol munged munge unmunge; do
+    command -v "$tool" > /dev/null || { echo "  Slurm part skipped: $tool is not installed (make test-deps installs slurm-wlm and munge)"; return 0; }
+  done
+  source tests/lib/slurm_cluster.sh
+  if ! slurm_cluster_up "$work/slurm"; then
+    echo "  Slurm part skipped: one slurmd per node would not start: $SLURM_CLUSTER_WHY"
+    return 0
+  fi
+  echo "  Slurm $(sinfo --version | cut -d' ' -f2): slurmctld on node1, a slurmd on each of ${VC_NODES[*]}, each node declaring one GPU (gres) it does not have"
+  rm -rf "$work/repo/outputs" && mkdir -p "$work/repo/outputs"
+  submit "sbatch --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch (srun --mpi=pmix)" "srun --mpi=pmix" \
+    slurm-srun --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch
+  LAUNCHER=mpirun submit "LAUNCHER=mpirun sbatch --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch" "mpirun -np 4" \
+    slurm-mpirun --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch
+  no_gpu
+}
+
+# submit NAME LAUNCH-TEXT OUTPUT [sbatch flags] SCRIPT: the job on cluster40 with every format, from
+# node1 in the repository; its files must match one process's and its ranks sit 2 per node.
+submit() {
+  local name=$1 launch=$2 output=$3 log job layout want="0/node1/0/2 1/node1/1/2 2/node2/0/2 3/node2/1/2"
+  shift 3
+  local start=$SECONDS
+  (cd "$work/repo" && vc_exec node1 timeout 120 sbatch --parsable --wait "$@" cluster40 "$output" \
+     --all-ranks --verbose "${format_args[@]}") > "$work/sbatch.out" 2>&1
+  local status=$?
+  job=$(head -n1 "$work/sbatch.out" | tr -dc 0-9)
+  log=$work/repo/outputs/facegen-$job.log
+  layout=$(verbose_layout "$log" 2> /dev/null)
+  job=
+  if [ $status -ne 0 ]; then
+    fail "$name" "sbatch --wait: status $status; $(cat "$work/sbatch.out"); log: $(tail -n 8 "$log" 2> /dev/null)"
+  elif ! grep -q "$launch" "$log"; then
+    fail "$name" "the log does not show '$launch': $(head -n 4 "$log")"
+  elif ! why=$(same_files "$work/repo/outputs" "$output"); then
+    fail "$name" "$why"
+  elif [ "$layout" != "$want" ]; then
+    fail "$name, --verbose" "rank/host/local rank/local ranks '$layout', expected '$want'"
+  else
+    pass "$name: identical to one process; ranks $layout ($((SECONDS - start)) s)"
+  fi
+}
+
+# no_gpu: the GPU script on nodes whose GPU is not usable fails at once with one line naming rank
+# and host, and writes nothing.
+no_gpu() {
+  local name="sbatch --nodes=2 --gpus-per-node=1 slurm/facegen-multi-node.sbatch on nodes without a usable GPU"
+  local start=$SECONDS log job status line
+  (cd "$work/repo" && vc_exec node1 timeout 120 sbatch --parsable --wait --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 \
+     slurm/facegen-multi-node.sbatch cluster40 gpu) > "$work/sbatch.out" 2>&1
+  status=$?
+  job=$(head -n1 "$work/sbatch.out" | tr -dc 0-9)
+  log=$work/repo/outputs/facegen-$job.log
+  line=$(grep -E '^facegen: error on rank [0-9]+ \(host node[12]\)' "$log" 2> /dev/null | head -n1)
+  if [ $status -eq 0 ] || [ $status -eq 124 ]; then
+    fail "$name" "sbatch --wait: status $status; log: $(tail -n 6 "$log" 2> /dev/null)"
+  elif [ -z "$line" ]; then
+    fail "$name" "no line naming rank and host: $(tail -n 6 "$log" 2> /dev/null)"
+  elif ls "$work/repo/outputs" | grep -q '^gpu'; then
+    fail "$name" "left files: $(ls "$work/repo/outputs" | grep '^gpu' | paste -sd' ')"
+  else
+    pass "$name: failed in $((SECONDS - start)) s, nothing written; $line"
+  fi
+}
+
+slurm_part
 
 echo "virtual_cluster: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
