@@ -249,21 +249,41 @@ slurm_part() {
   no_gpu
 }
 
+# sbatch_wait [sbatch arguments]: sbatch on node1 from the repository; prints the job id, waits for
+# the job (polling every 0.2 s: sbatch --wait polls every few seconds) and returns its exit code.
+sbatch_wait() {
+  local id state tries
+  id=$(cd "$work/repo" && vc_exec node1 sbatch --parsable "$@") || return 1
+  echo "$id"
+  for tries in $(seq 600); do
+    state=$(vc_exec node1 scontrol show job -o "$id" 2> /dev/null)
+    case $state in
+      *JobState=PENDING*|*JobState=CONFIGURING*|*JobState=RUNNING*|*JobState=COMPLETING*) sleep 0.2 ;;
+      *JobState=*) break ;;
+      *) sleep 0.2 ;;
+    esac
+  done
+  case $state in
+    *JobState=COMPLETED*) return 0 ;;
+    *" ExitCode="*) state=${state##* ExitCode=}; return $((${state%%:*} ? ${state%%:*} : 1)) ;;
+    *) return 124 ;;
+  esac
+}
+
 # submit NAME LAUNCH-TEXT OUTPUT [sbatch flags] SCRIPT: the job on cluster40 with every format, from
 # node1 in the repository; its files must match one process's and its ranks sit 2 per node.
 submit() {
   local name=$1 launch=$2 output=$3 log job layout want="0/node1/0/2 1/node1/1/2 2/node2/0/2 3/node2/1/2"
   shift 3
   local start=$SECONDS
-  (cd "$work/repo" && vc_exec node1 timeout 120 sbatch --parsable --wait "$@" cluster40 "$output" \
-     --all-ranks --verbose "${format_args[@]}") > "$work/sbatch.out" 2>&1
+  sbatch_wait "$@" cluster40 "$output" --all-ranks --verbose "${format_args[@]}" > "$work/sbatch.out" 2>&1
   local status=$?
   job=$(head -n1 "$work/sbatch.out" | tr -dc 0-9)
   log=$work/repo/outputs/facegen-$job.log
   layout=$(verbose_layout "$log" 2> /dev/null)
   job=
   if [ $status -ne 0 ]; then
-    fail "$name" "sbatch --wait: status $status; $(cat "$work/sbatch.out"); log: $(tail -n 8 "$log" 2> /dev/null)"
+    fail "$name" "the job's status $status; $(cat "$work/sbatch.out"); log: $(tail -n 8 "$log" 2> /dev/null)"
   elif ! grep -q "$launch" "$log"; then
     fail "$name" "the log does not show '$launch': $(head -n 4 "$log")"
   elif ! why=$(same_files "$work/repo/outputs" "$output"); then
@@ -280,14 +300,14 @@ submit() {
 no_gpu() {
   local name="sbatch --nodes=2 --gpus-per-node=1 slurm/facegen-multi-node.sbatch on nodes without a usable GPU"
   local start=$SECONDS log job status line
-  (cd "$work/repo" && vc_exec node1 timeout 120 sbatch --parsable --wait --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 \
-     slurm/facegen-multi-node.sbatch cluster40 gpu) > "$work/sbatch.out" 2>&1
+  sbatch_wait --nodes=2 --ntasks-per-node=1 --gpus-per-node=1 slurm/facegen-multi-node.sbatch cluster40 gpu \
+    > "$work/sbatch.out" 2>&1
   status=$?
   job=$(head -n1 "$work/sbatch.out" | tr -dc 0-9)
   log=$work/repo/outputs/facegen-$job.log
   line=$(grep -E '^facegen: error on rank [0-9]+ \(host node[12]\)' "$log" 2> /dev/null | head -n1)
   if [ $status -eq 0 ] || [ $status -eq 124 ]; then
-    fail "$name" "sbatch --wait: status $status; log: $(tail -n 6 "$log" 2> /dev/null)"
+    fail "$name" "the job's status $status; log: $(tail -n 6 "$log" 2> /dev/null)"
   elif [ -z "$line" ]; then
     fail "$name" "no line naming rank and host: $(tail -n 6 "$log" 2> /dev/null)"
   elif ls "$work/repo/outputs" | grep -q '^gpu'; then
