@@ -5,7 +5,8 @@
 // count / (8 * threads) items from a shared counter, so a thread slowed down by a busy machine
 // does not hold up the rest. The split only decides which thread computes an item, never how:
 // callers keep every item's arithmetic the same whatever the thread count. An exception thrown by
-// a body is rethrown on the calling thread.
+// a body is rethrown on the calling thread. Threads that cannot be started leave their share to
+// those that could (the calling thread at least).
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -48,7 +50,11 @@ void parallel_for(int64_t count, int threads, Body body) {
       errors[t] = std::current_exception();
     }
   };
-  for (int64_t t = 1; t < workers; ++t) pool.emplace_back(run, t);
+  // A thread that cannot be started (no memory for its stack) leaves its share to the others.
+  try {
+    for (int64_t t = 1; t < workers; ++t) pool.emplace_back(run, t);
+  } catch (const std::system_error&) {
+  }
   run(0);
   for (auto& thread : pool) thread.join();
   for (auto& error : errors)

@@ -10,7 +10,9 @@
 #include <atomic>
 #include <csignal>
 #include <cstring>
+#include <exception>
 #include <mutex>
+#include <new>
 
 #include "files/temp_registry.hpp"
 
@@ -154,7 +156,34 @@ void install_once() {
   }
 }
 
+[[noreturn]] void on_terminate() noexcept {
+  const char* first_failure = nullptr;
+  const int failures = remove_registered_temps(&first_failure);
+  Line line;
+  line.add("facegen: fault: ");
+  if (std::exception_ptr error = std::current_exception()) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::bad_alloc&) {
+      line.add("out of host memory");
+    } catch (const std::exception& e) {
+      line.add(e.what());
+    } catch (...) {
+      line.add("an exception of unknown type");
+    }
+  } else {
+    // What the C++ runtime does when it cannot even allocate an exception (the static objects of
+    // the command-line parser, under ulimit -v), or a bug such as a thread left running.
+    line.add("out of host memory, or an internal error (std::terminate)");
+  }
+  add_cleanup_result(line, failures, first_failure);
+  line.write_to_stderr();
+  ::_exit(3);  // kExitFault
+}
+
 }  // namespace
+
+void end_faults_in_one_line() { std::set_terminate(on_terminate); }
 
 void install_stop_handlers(StopStyle style) {
   g_style.store(static_cast<int>(style));

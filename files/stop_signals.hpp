@@ -28,6 +28,10 @@ enum class StopStyle {
 // Takes over the signals above (first call) and sets how the process ends (every call).
 void install_stop_handlers(StopStyle style);
 
+// std::terminate (an exception that nothing caught, a failed allocation of an exception object
+// before main) removes the listed paths too and ends with one line and exit status 3.
+void end_faults_in_one_line();
+
 // The signals that end a run from outside (the ones TempCreation holds while a file is created).
 const sigset_t& stop_signal_set();
 
