@@ -18,7 +18,8 @@
 # PREFIX/bin/facegen-run-parallel), else build/facegen beside it (the source tree); --program PATH
 # picks another. Without --model the program uses its shipped model.
 # It prints the command before running it. When the job fails it removes the temporary files that a
-# killed rank could not (PREFIX.<ext>.tmp-XXXXXX) and exits with the job's status; SIGINT or SIGTERM
+# killed rank could not (PREFIX.<ext>.tmp-TOKEN-XXXXXX, TOKEN this job's own: another run's
+# temporaries of the same prefix stay) and exits with the job's status; SIGINT or SIGTERM
 # to this script stops the job the same way and exits 130 or 143.
 set -euo pipefail
 
@@ -82,7 +83,12 @@ if [ -t 2 ] && tty_path=$(readlink /proc/$$/fd/2) && [ -c "$tty_path" ]; then
   export FACEGEN_PROGRESS_TTY="$(hostname):$tty_path"
 fi
 
+# Every temporary name of this job's ranks carries this token (PREFIX.txt.tmp-TOKEN-XXXXXX): after a
+# failure the script removes those, never another run's temporaries of the same prefix.
+export FACEGEN_TEMP_TAG="rp$$h$(hostname | cksum | cut -c1-6)r$RANDOM"
+
 mpirun_common() {  # the mpirun flags every mpirun launch uses
+  cmd+=(-x FACEGEN_TEMP_TAG)
   cmd+=(--bind-to none)        # a CPU rank runs one thread per core it owns; GPU ranks need no pinning
   cmd+=(--oversubscribe)       # GPU ranks mostly wait on their GPU: more ranks than cores is fine
   if [ -n "${FACEGEN_PROGRESS_TTY:-}" ]; then
@@ -175,7 +181,8 @@ summarize_mpirun_errors() {
       if (match(text, /process rank [0-9]+ with PID [0-9]+ on node [^ ]+ exited on signal [0-9]+ \([^)]*\)/)) {
         m = substr(text, RSTART, RLENGTH)
         split(m, w, " ")
-        printf "facegen: error on rank %s (host %s): the process died of signal %s %s\n", w[3], w[9], w[13], w[14]
+        name = m; sub(/.*exited on signal [0-9]+ /, "", name)  # "(Segmentation fault)", spaces and all
+        printf "facegen: error on rank %s (host %s): the process died of signal %s %s\n", w[3], w[9], w[13], name
         said = 1; fflush(); return
       }
       if (text ~ /exited with non-zero status/ && match(text, /Process name: \[\[[0-9]+,[0-9]+\],[0-9]+\]/)) {
@@ -240,12 +247,16 @@ trap - INT TERM
 set -e
 [ "$interrupted" -eq 0 ] || status=$interrupted
 if [ $status -ne 0 ]; then
-  # A rank killed by a signal or by the launcher cannot remove its temporary files.
-  # MPI-IO across nodes adds a lock file beside each (PREFIX.<ext>.tmp-XXXXXX-JOB-PID.lock).
-  mapfile -t leftovers < <(compgen -G "$output.*.tmp-??????" || true; compgen -G "$output.*.tmp-??????-*.lock" || true)
+  # A rank killed by a signal or by the launcher cannot remove its temporary files and folders.
+  # MPI-IO across nodes adds a lock file beside each (PREFIX.<ext>.tmp-TOKEN-XXXXXX-JOB-PID.lock).
+  mapfile -t leftovers < <(compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????" || true
+                           compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????-*.lock" || true)
   if [ ${#leftovers[@]} -gt 0 ]; then
-    rm -f -- "${leftovers[@]}"
-    echo "run_parallel: removed temporary files: ${leftovers[*]}" >&2
+    if rm -rf -- "${leftovers[@]}"; then
+      echo "run_parallel: removed temporary files: ${leftovers[*]}" >&2
+    else
+      echo "run_parallel: could not remove all of the temporary files ${leftovers[*]}" >&2
+    fi
   fi
   case $interrupted in
     130) echo "run_parallel: interrupted (SIGINT); the job was stopped and no output was written" >&2 ;;

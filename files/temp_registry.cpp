@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <string>
 
 #include "files/stop_signals.hpp"
 
@@ -146,6 +147,28 @@ bool remove_path(const char* path, TempKind kind) {
   return emptied && (::rmdir(path) == 0 || errno == ENOENT);
 }
 
+// FACEGEN_TEMP_TAG (letters and digits, at most 32; run_parallel.sh sets it to a token of its own):
+// put into every temporary name, "r.txt.tmp-TAG-XXXXXX", so that a job that failed can remove the
+// temporaries its killed ranks left without touching another run's of the same prefix.
+const std::string& temp_tag() {
+  static const std::string tag = [] {
+    const char* text = std::getenv("FACEGEN_TEMP_TAG");
+    if (text == nullptr) return std::string();
+    const std::string value = text;
+    const bool plain = !value.empty() && value.size() <= 32 &&
+                       value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") ==
+                           std::string::npos;
+    return plain ? value : std::string();
+  }();
+  return tag;
+}
+
+void add_temp_tag(std::string& pattern) {
+  const std::string& tag = temp_tag();
+  if (tag.empty() || pattern.size() < 6 || pattern.compare(pattern.size() - 6, 6, "XXXXXX") != 0) return;
+  pattern.insert(pattern.size() - 6, tag + "-");
+}
+
 }  // namespace
 
 TempRegistration& TempRegistration::operator=(TempRegistration&& other) noexcept {
@@ -193,6 +216,7 @@ TempRegistration register_temp_path(const std::string& path, TempKind kind) {
 }
 
 int create_registered_temp_file(std::string& pattern, TempRegistration* registration) {
+  add_temp_tag(pattern);
   TempCreation creating;
   Node* node = claim_node(pattern.size() + 1);
   const int fd = ::mkostemp(&pattern[0], O_CLOEXEC);
@@ -209,6 +233,7 @@ int create_registered_temp_file(std::string& pattern, TempRegistration* registra
 }
 
 bool create_registered_temp_folder(std::string& pattern, TempRegistration* registration) {
+  add_temp_tag(pattern);
   TempCreation creating;
   Node* node = claim_node(pattern.size() + 1);
   if (::mkdtemp(&pattern[0]) == nullptr) {

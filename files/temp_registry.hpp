@@ -67,7 +67,8 @@ class TempCreation {
 };
 
 // mkostemp(pattern, O_CLOEXEC) + listing, inside one TempCreation. pattern ends in XXXXXX and names
-// the file on return. Returns the descriptor, or -1 with errno set (nothing created, nothing listed).
+// the file on return (with FACEGEN_TEMP_TAG set, "-TAG" goes before the XXXXXX: a parallel job's
+// launcher knows its ranks' temporaries by it). Returns the descriptor, or -1 with errno set (nothing created, nothing listed).
 // Throws std::bad_alloc before creating anything when no node can be had.
 int create_registered_temp_file(std::string& pattern, TempRegistration* registration);
 

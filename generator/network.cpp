@@ -205,8 +205,9 @@ Network load_network(const std::string& path) {
     if (got > kNetworkBytes) break;
   }
   if (got != kNetworkBytes) {
+    // Reading stops one byte past the expected size: a longer file has "more than" that size.
     throw UserError("model file " + path + " has " + (got > kNetworkBytes ? "more than " : "") +
-                    with_commas(got) + " bytes, expected " + with_commas(kNetworkBytes) + " bytes (" +
+                    with_commas(std::min(got, kNetworkBytes)) + " bytes, expected " + with_commas(kNetworkBytes) + " bytes (" +
                     with_commas(kNetworkFloats) + " little-endian float32 values)");
   }
 
