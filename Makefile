@@ -16,6 +16,7 @@
 #   make fuzz            libFuzzer targets (clang) in build/fuzz/; make fuzz-smoke runs each briefly
 #   make bench           (GPU machine) build/facegen-bench, then bench/pytorch_reference.py beside it
 #   make bench-io        the output writers in MB/s and images/s, on the CPU (BENCH_IO_ARGS=--images N)
+#   make bench-cpu       the CPU backend beside PyTorch on the CPU and the FMA ceiling (BENCH_CPU_ROUNDS=3)
 #   make clean
 #   make deps            install the Debian packages needed to build and run (apt-get; as root or via sudo)
 #   make test-deps       ... and those the tests need (PyTorch for the cross-check)
@@ -24,8 +25,10 @@
 # (default: 80 86 89 90a, one binary for Ampere, Ada and Hopper; the wgmma kernels exist only in the
 # 90a code, and the program picks them at run time on a compute capability 9.0 GPU; CUDA_ARCH=90a
 # alone builds faster on a Hopper machine); DEBUG=1 builds with -O0 -g; PROFILE=1 adds
-# -lineinfo; CPU_ARCH=native sets -march for the CPU code. SANITIZE=1 builds into build-san/ with
-# -fsanitize=address,undefined and without CUDA (nvcc cannot build AddressSanitizer code). A change
+# -lineinfo; CPU_ARCH sets -march for the CPU code (default x86-64: the program runs on any x86-64
+# CPU, and the CPU backend's kernels pick AVX-512, AVX2 or SSE2 at run time). SANITIZE=1 builds
+# into build-san/ with -fsanitize=address,undefined and without CUDA (nvcc cannot build
+# AddressSanitizer code). A change
 # of knobs rebuilds the objects it affects (build/compile-flags records the last flags).
 
 CUDA_HOME ?= /usr/local/cuda
@@ -42,16 +45,16 @@ ifeq ($(VALGRIND),1)
 override CUDA := 0
 endif
 CUDA_ARCH ?= 80 86 89 90a
-CPU_ARCH  ?= native
+CPU_ARCH  ?= x86-64
 BUILD     := build
 ifeq ($(SANITIZE),1)
 BUILD     := build-san
 endif
-# VALGRIND=1: build-vg/, for tests/suites/valgrind.sh: no CUDA, and no AVX-512 (valgrind cannot
-# decode it, and -march=native emits it on CPUs that have it).
+# VALGRIND=1: build-vg/, for tests/suites/valgrind.sh: no CUDA, and no -march beyond x86-64 (valgrind
+# cannot decode AVX-512; it hides AVX-512 from the CPU backend, which then runs its AVX2 kernels).
 ifeq ($(VALGRIND),1)
 BUILD     := build-vg
-CPU_ARCH  := x86-64-v3
+CPU_ARCH  := x86-64
 endif
 MAKEFLAGS += -j$(shell nproc)
 
@@ -146,6 +149,7 @@ UNIT_TESTS := $(BUILD)/facegen-tests
 GPU_TESTS := $(BUILD)/facegen-gpu-tests
 BENCH := $(BUILD)/facegen-bench
 BENCH_IO := $(BUILD)/facegen-bench-io
+BENCH_CPU := $(BUILD)/facegen-bench-cpu
 BENCH_OUT := $(BUILD)/bench-run
 TEST_MODEL := $(BUILD)/random-network.bin
 
@@ -185,7 +189,7 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io clean deps test-deps
+.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-cpu clean deps test-deps
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -212,6 +216,9 @@ $(BENCH): $(BUILD)/bench/bench.cu.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS) -lcublas
 
 $(BENCH_IO): $(BUILD)/bench/bench_io.o $(BUILD)/libfacegen.a
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BENCH_CPU): $(BUILD)/bench/bench_cpu.o $(BUILD)/bench/fma_peak.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.cpp $(FLAGS_STAMP)
@@ -291,6 +298,11 @@ bench: $(BENCH)
 
 bench-io: $(BENCH_IO)
 	$(BENCH_IO) $(BENCH_IO_ARGS)
+
+# BENCH_CPU_ROUNDS interleaved rounds of facegen's CPU backend and PyTorch's CPU forms.
+BENCH_CPU_ROUNDS ?= 3
+bench-cpu: $(BENCH_CPU)
+	bash bench/bench_cpu.sh $(BENCH_CPU) $(BENCH_CPU_ROUNDS)
 
 clean:
 	rm -rf build build-san build-vg

@@ -2,6 +2,8 @@
 // from the Makefile; a compiler run without them (a fuzz target, an IDE) gets "unknown".
 #include "common/build_info.hpp"
 
+#include "common/cpu_isa.hpp"
+#include "common/errors.hpp"
 #include "common/version.hpp"
 
 #ifndef FACEGEN_GIT_COMMIT
@@ -22,19 +24,14 @@ namespace facegen {
 const char* git_commit() { return FACEGEN_GIT_COMMIT; }
 
 std::string cpu_vector_text() {
-  // The widest instruction set the compiler was allowed for the CPU layers' 8-float vectors.
-#if defined(__AVX512F__)
-  const char* isa = "AVX-512";
-#elif defined(__AVX2__)
-  const char* isa = "AVX2";
-#elif defined(__AVX__)
-  const char* isa = "AVX";
-#elif defined(__SSE2__)
-  const char* isa = "SSE2";
-#else
-  const char* isa = "no x86 vector";
-#endif
-  return std::string("-march=") + FACEGEN_CPU_ARCH + ", " + isa + " instructions (8-float vectors in the layers)";
+  std::string kernels;
+  try {
+    kernels = cpu_isa_name(best_cpu_isa());
+  } catch (const UserError& e) {  // --version still answers, naming the bad setting
+    kernels = e.what();
+  }
+  return std::string("-march=") + FACEGEN_CPU_ARCH + "; the CPU backend's kernels: " + kernels +
+         " on this CPU (picked at run time from AVX-512, AVX2, SSE2)";
 }
 
 std::string version_text() {

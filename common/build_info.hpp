@@ -11,6 +11,6 @@ namespace facegen {
 
 const char* git_commit();         // "d49ef2f1a2b3", "...-dirty", or "unknown" outside a git checkout
 std::string version_text();       // several lines: version and commit, then one line per capability
-std::string cpu_vector_text();    // e.g. "-march=native, AVX-512 (8-float vectors in the layers)"
+std::string cpu_vector_text();    // e.g. "-march=x86-64; the CPU backend's kernels: AVX-512 on this CPU ..."
 
 }  // namespace facegen

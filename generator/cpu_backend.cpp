@@ -1,44 +1,45 @@
-// cpu_backend.cpp: the CPU backend, the generator's forward pass through the CPU layers.
+// cpu_backend.cpp: the CPU backend, the generator's forward pass through the fast CPU layers
+// (kernels/phase_gemm_cpu.hpp): batch norms folded into the layer before them, ReLU and tanh
+// applied as results are stored, the vector width picked for this CPU when the backend is made.
 //
-// Latents (n, 100) are processed kChunk images at a time through two ping-pong activation buffers
-// of (kChunk, 32, 32, 64) floats each, so memory stays bounded for any n. The last transposed
-// convolution writes straight into the caller's images (n, 64, 64, 3), where tanh runs in place.
+// Latents (n, 100) are processed kChunk images at a time through one padded activation buffer per
+// stage input, (kChunk, size + 2, size + 2, channels), whose zero borders are never written; the
+// last layer writes straight into the caller's images (n, 64, 64, 3).
 #include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "common/threads.hpp"
 #include "generator/backend.hpp"
 #include "generator/network.hpp"
-#include "kernels/layers_cpu.hpp"
-#include "common/threads.hpp"
+#include "kernels/phase_gemm_cpu.hpp"
 
 namespace facegen {
 
 namespace {
 
-constexpr int64_t kChunk = 32;  // images per pass: enough work items for every thread
-
-int64_t largest_activation() {  // floats per image, over the projection and all stage inputs
-  int64_t most = kProjOutputs;
-  for (int s = 0; s < kNumStages; ++s)
-    most = std::max<int64_t>(most, int64_t(kStageSize[s]) * kStageSize[s] * kStageChannels[s]);
-  return most;
-}
+constexpr int64_t kChunk =
+    16;  // images per pass: enough tiles for every thread, activations in cache
 
 class CpuBackend : public Backend {
  public:
-  CpuBackend(const Network& net, int threads, std::atomic<int64_t>* images_done)
-      : net_(net),
-        images_done_(images_done),
-        threads_(resolve_threads(threads)),
-        buffer_a_(kChunk * largest_activation()),
-        buffer_b_(kChunk * largest_activation()) {}
+  CpuBackend(const Network& net, int threads, CpuIsa isa, std::atomic<int64_t>* images_done)
+      : images_done_(images_done), threads_(resolve_threads(threads)) {
+    projection_ =
+        pack_projection(net.proj_weight(), net.proj_bias(), kLatentDim, net.batchnorm(0), isa);
+    for (int s = 0; s < kNumStages; ++s) {
+      const bool last = s + 1 == kNumStages;
+      const BatchNormView next_bn = last ? BatchNormView{} : net.batchnorm(s + 1);
+      tconv_[s] = pack_tconv(net.tconv(s), last ? nullptr : &next_bn, isa);
+      stage_in_[s].assign(kChunk * padded_floats(kStageSize[s], kStageChannels[s]), 0.0f);
+    }
+  }
 
   std::string describe() const override {
-    return "CPU, " + std::to_string(threads_) + (threads_ == 1 ? " thread" : " threads");
+    return "CPU (" + cpu_isa_name(projection_.isa) + "), " + std::to_string(threads_) +
+           (threads_ == 1 ? " thread" : " threads");
   }
 
   void generate(const float* latents, int64_t n, float* images) override {
@@ -52,34 +53,29 @@ class CpuBackend : public Backend {
  private:
   // latents (batch, 100) -> images (batch, 64, 64, 3)
   void run_network(const float* latents, int64_t batch, float* images) {
-    float* x = buffer_a_.data();     // stage input (batch, size, size, channels)
-    float* next = buffer_b_.data();  // stage output
-    projection_cpu(latents, batch, kLatentDim, kProjOutputs, net_.proj_weight(), net_.proj_bias(),
-                   x, threads_);
-    for (int s = 0; s < kNumStages; ++s) {
-      const int size = kStageSize[s];
-      const BatchNormView bn = net_.batchnorm(s);
-      batchnorm_relu_cpu(x, batch * size * size, bn.channels, bn.beta, bn.gamma, bn.mean, bn.var,
-                         x, threads_);
-      const TConvView tc = net_.tconv(s);
-      float* out = s + 1 == kNumStages ? images : next;
-      tconv_cpu(x, batch, size, size, tc.c_in, tc.weight, tc.bias, tc.c_out, out, threads_);
-      std::swap(x, next);
+    projection_relu_fast(projection_, latents, batch, stage_in_[0].data(), threads_);
+    for (int s = 0; s + 1 < kNumStages; ++s) {
+      const bool planar_out = s + 2 == kNumStages;  // the last layer reads channel-planar maps
+      tconv_relu_fast(tconv_[s], stage_in_[s].data(), batch, stage_in_[s + 1].data(), planar_out,
+                      threads_);
     }
-    tanh_cpu(images, batch * kImageValues, images, threads_);
+    tconv_tanh_fast(tconv_[kNumStages - 1], stage_in_[kNumStages - 1].data(), batch, images,
+                    threads_);
   }
 
-  Network net_;
   std::atomic<int64_t>* images_done_;  // progress, may be null
   int threads_;
-  std::vector<float> buffer_a_;
-  std::vector<float> buffer_b_;
+  PackedLayer projection_;
+  PackedLayer tconv_[kNumStages];
+  std::vector<float> stage_in_[kNumStages];  // (kChunk, size + 2, size + 2, channels), zero border;
+                                             // the last (kChunk, 34, 64, 34), channel-planar
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const Network& net, const BackendOptions& options) {
-  return std::make_unique<CpuBackend>(net, options.threads, options.images_done);
+  return std::make_unique<CpuBackend>(net, options.threads, best_cpu_isa(),
+                                      options.images_done);
 }
 
 }  // namespace facegen

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -21,6 +22,7 @@
 #include "common/errors.hpp"
 #include "generator/network.hpp"
 #include "kernels/layers_cpu.hpp"
+#include "kernels/phase_gemm_cpu.hpp"
 
 namespace facegen {
 namespace {
@@ -324,7 +326,7 @@ TEST_CASE("CPU backend matches a float64 forward pass on a small random network"
   options.device = DeviceKind::Cpu;
   options.threads = 2;
   auto backend = make_cpu_backend(net, options);
-  CHECK(backend->describe() == "CPU, 2 threads");
+  CHECK(backend->describe() == "CPU (" + cpu_isa_name(best_cpu_isa()) + "), 2 threads");
   std::vector<float> images(int64_t(n) * kImageValues, kPoison);
   backend->generate(latents.data(), n, images.data());
   for (int img : {0, 2}) {
@@ -372,13 +374,156 @@ TEST_CASE("CPU backend gives identical bits for any thread count and batch split
                   generate(2, 1, few), "one image per call");
 }
 
+// ---- the fast layers (kernels/phase_gemm_cpu.hpp) ---------------------------------------------
+
+std::vector<CpuIsa> supported_isas() {
+  std::vector<CpuIsa> isas;
+  for (CpuIsa isa : {CpuIsa::Avx512, CpuIsa::Avx2, CpuIsa::Sse2})
+    if (cpu_supports(isa)) isas.push_back(isa);
+  return isas;
+}
+
+// Batch norm then ReLU in double, in place; x (pixels, channels).
+void batchnorm_relu_in_place(std::vector<double>& x, const BatchNormView& bn) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    const int c = static_cast<int>(i % bn.channels);
+    const double v =
+        (x[i] - bn.mean[c]) / std::sqrt(double(bn.var[c]) + 1e-5) * bn.gamma[c] + bn.beta[c];
+    x[i] = v > 0 ? v : 0;
+  }
+}
+
+// Index of pixel (y, x), channel c of image `img` in a padded map (n, h + 2, h + 2, c), or a
+// channel-planar one (n, h + 2, c, h + 2).
+int64_t padded_index(int img, int h, int channels, int y, int x, int c, bool planar) {
+  const int64_t base = img * padded_floats(h, channels) + int64_t(y + 1) * (h + 2) * channels;
+  return base + (planar ? int64_t(c) * (h + 2) + x + 1 : int64_t(x + 1) * channels + c);
+}
+
+// x (n, h, h, c) -> a padded map with a zero border.
+std::vector<float> to_padded(const std::vector<float>& x, int n, int h, int channels, bool planar) {
+  std::vector<float> out(n * padded_floats(h, channels), 0.0f);
+  for (int img = 0; img < n; ++img)
+    for (int y = 0; y < h; ++y)
+      for (int xx = 0; xx < h; ++xx)
+        for (int c = 0; c < channels; ++c)
+          out[padded_index(img, h, channels, y, xx, c, planar)] =
+              x[((int64_t(img) * h + y) * h + xx) * channels + c];
+  return out;
+}
+
+// A padded map for a layer to write: NaN inside, zeros on the border.
+std::vector<float> poisoned_padded(int n, int h, int channels, bool planar) {
+  return to_padded(std::vector<float>(int64_t(n) * h * h * channels, kPoison), n, h, channels,
+                   planar);
+}
+
+// The inside of a padded map as (n, h, h, c); fails the test if the border is not all zeros.
+std::vector<float> from_padded(const std::vector<float>& map, int n, int h, int channels,
+                               bool planar) {
+  std::vector<float> x(int64_t(n) * h * h * channels);
+  std::vector<char> inside(map.size(), 0);
+  for (int img = 0; img < n; ++img)
+    for (int y = 0; y < h; ++y)
+      for (int xx = 0; xx < h; ++xx)
+        for (int c = 0; c < channels; ++c) {
+          const int64_t at = padded_index(img, h, channels, y, xx, c, planar);
+          x[((int64_t(img) * h + y) * h + xx) * channels + c] = map[at];
+          inside[at] = 1;
+        }
+  int64_t border_written = 0;
+  for (size_t i = 0; i < map.size(); ++i) border_written += !inside[i] && map[i] != 0.0f;
+  CHECK(border_written == 0);
+  return x;
+}
+
+TEST_CASE("fast projection matches a float64 loop with every instruction set, odd batches") {
+  const Network net = small_random_network(21);
+  std::mt19937_64 rng(121);
+  const int h = kStageSize[0], channels = kStageChannels[0];
+  for (int n : {1, 13}) {  // 13: a full tile of 12 rows and one more
+    const auto z = random_floats(rng, int64_t(n) * kLatentDim, -2, 2);
+    std::vector<double> ref =
+        projection_ref(z, n, kLatentDim, kProjOutputs, net.proj_weight(), net.proj_bias());
+    batchnorm_relu_in_place(ref, net.batchnorm(0));
+    for (CpuIsa isa : supported_isas()) {
+      const PackedLayer layer =
+          pack_projection(net.proj_weight(), net.proj_bias(), kLatentDim, net.batchnorm(0), isa);
+      std::vector<float> out = poisoned_padded(n, h, channels, false);
+      projection_relu_fast(layer, z.data(), n, out.data(), 2);
+      check_close(from_padded(out, n, h, channels, false), ref, 1e-5, 1e-5,
+                  "projection, " + cpu_isa_name(isa) + ", n = " + std::to_string(n));
+    }
+  }
+}
+
+// Stage s of the fast path on n random images: against float64, and the first image computed
+// alone with one thread must give the same bits as within the batch on three threads.
+void check_fast_stage(const Network& net, int s, int n, bool planar_out, std::mt19937_64& rng) {
+  const TConvView tc = net.tconv(s);
+  const int h = tc.size_in, oh = 2 * h;
+  const bool last = s + 1 == kNumStages;
+  const auto x = random_floats(rng, int64_t(n) * h * h * tc.c_in, -1, 1);
+  std::vector<double> ref = tconv_ref(x, n, h, h, tc.c_in, tc.weight, tc.bias, tc.c_out);
+  if (last) {
+    for (double& v : ref) v = std::tanh(v);
+  } else {
+    batchnorm_relu_in_place(ref, net.batchnorm(s + 1));
+  }
+  const BatchNormView next_bn = last ? BatchNormView{} : net.batchnorm(s + 1);
+  for (CpuIsa isa : supported_isas()) {
+    const std::string what = "tconv" + std::to_string(s + 1) + ", " + cpu_isa_name(isa) +
+                             (planar_out ? ", channel-planar output" : "");
+    const PackedLayer layer = pack_tconv(tc, last ? nullptr : &next_bn, isa);
+    const std::vector<float> in = to_padded(x, n, h, tc.c_in, last);
+    auto run = [&](int images, int threads) {
+      std::vector<float> out = last ? std::vector<float>(int64_t(images) * kImageValues, kPoison)
+                                    : poisoned_padded(images, oh, tc.c_out, planar_out);
+      if (last)
+        tconv_tanh_fast(layer, in.data(), images, out.data(), threads);
+      else
+        tconv_relu_fast(layer, in.data(), images, out.data(), planar_out, threads);
+      return last ? out : from_padded(out, images, oh, tc.c_out, planar_out);
+    };
+    const std::vector<float> got = run(n, 3);
+    check_close(got, ref, 1e-5, 1e-5, what);
+    const std::vector<float> alone = run(1, 1);
+    check_identical(alone, std::vector<float>(got.begin(), got.begin() + alone.size()),
+                    what + ": image 0 alone on 1 thread vs in a batch on 3");
+  }
+}
+
+TEST_CASE("fast transposed convolutions match a float64 scatter loop with every instruction set") {
+  const Network net = small_random_network(22);
+  std::mt19937_64 rng(122);
+  for (int s = 0; s < kNumStages; ++s) check_fast_stage(net, s, 3, false, rng);
+  check_fast_stage(net, 2, 1, true, rng);  // the layout the last layer reads
+}
+
+TEST_CASE("FACEGEN_CPU_ISA caps the instruction set and refuses unknown names") {
+  const char* saved = std::getenv("FACEGEN_CPU_ISA");
+  const std::string before = saved ? saved : "";
+  ::setenv("FACEGEN_CPU_ISA", "sse2", 1);
+  CHECK(best_cpu_isa() == CpuIsa::Sse2);
+  ::setenv("FACEGEN_CPU_ISA", "avx2", 1);
+  CHECK(best_cpu_isa() == (cpu_supports(CpuIsa::Avx2) ? CpuIsa::Avx2 : CpuIsa::Sse2));
+  ::setenv("FACEGEN_CPU_ISA", "avx1024", 1);
+  CHECK_THROWS_WITH_AS(best_cpu_isa(), "FACEGEN_CPU_ISA=avx1024 names none of avx512, avx2, sse2",
+                       UserError);
+  if (saved)
+    ::setenv("FACEGEN_CPU_ISA", before.c_str(), 1);
+  else
+    ::unsetenv("FACEGEN_CPU_ISA");
+}
+
 TEST_CASE("make_backend: cpu on request, and without a GPU auto falls back while cuda is refused") {
   const Network net;  // zeros are enough to build backends
   BackendOptions options;
   options.device = DeviceKind::Cpu;
   options.threads = 3;
+  const std::string cpu3 = "CPU (" + cpu_isa_name(best_cpu_isa()) + "), 3 threads";
   std::string notice = "unchanged";
-  CHECK(make_backend(net, options, &notice)->describe() == "CPU, 3 threads");
+  CHECK(make_backend(net, options, &notice)->describe() == cpu3);
   CHECK(notice.empty());
 
   std::string reason;
@@ -387,7 +532,7 @@ TEST_CASE("make_backend: cpu on request, and without a GPU auto falls back while
   // The runtime's jargon is translated: no "CUDA driver version is insufficient ..." reaches a user.
   CHECK(reason.find("insufficient") == std::string::npos);
   options.device = DeviceKind::Auto;
-  CHECK(make_backend(net, options, &notice)->describe() == "CPU, 3 threads");
+  CHECK(make_backend(net, options, &notice)->describe() == cpu3);
   CHECK(notice == "no NVIDIA GPU is usable here (" + reason + "); running on the CPU with 3 threads");
   options.device = DeviceKind::Cuda;
   const std::string expected = "--device cuda: no NVIDIA GPU is usable here (" + reason + ")";
