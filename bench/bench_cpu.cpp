@@ -1,0 +1,182 @@
+// bench_cpu.cpp: `make bench-cpu`, the CPU backend in images/s and GFLOP/s beside this CPU's
+// multiply-add ceiling (bench/cpu_pytorch.py then puts PyTorch beside it).
+//
+// First the check: the backend's images against the simple reference layers (kernels/layers_cpu)
+// on a random network, "check: OK" or a non-zero exit. Then, best of --rounds: each fast layer on
+// one chunk of images, the whole backend on --images images with 1 and all threads (wall time and
+// CPU time: on a busy machine images per CPU-second shows the code's speed better than wall time),
+// and the FMA ceiling per thread.
+//
+//   build/facegen-bench-cpu [--images N] [--rounds R] [--threads T]
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/fma_peak.hpp"
+#include "common/clock.hpp"
+#include "common/threads.hpp"
+#include "generator/backend.hpp"
+#include "generator/network.hpp"
+#include "kernels/layers_cpu.hpp"
+#include "kernels/phase_gemm_cpu.hpp"
+
+using namespace facegen;
+
+namespace {
+
+constexpr double kImageFlops = 326.0e6;  // multiply-adds x 2 of one image, every tap counted
+
+double cpu_seconds() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 + usage.ru_stime.tv_sec +
+         usage.ru_stime.tv_usec * 1e-6;
+}
+
+struct Timing {
+  double wall = 1e30, cpu = 1e30;  // best of the rounds
+};
+
+Timing best_of(int rounds, const std::function<void()>& body) {
+  Timing best;
+  for (int r = 0; r < rounds; ++r) {
+    const double cpu0 = cpu_seconds();
+    const auto start = Clock::now();
+    body();
+    best.wall = std::min(best.wall, seconds_since(start));
+    best.cpu = std::min(best.cpu, cpu_seconds() - cpu0);
+  }
+  return best;
+}
+
+// The reference forward pass: the simple layers, float32, as the old CPU backend ran them.
+std::vector<float> reference_images(const Network& net, const std::vector<float>& z, int64_t n) {
+  std::vector<float> x(n * kProjOutputs), y;
+  projection_cpu(z.data(), n, kLatentDim, kProjOutputs, net.proj_weight(), net.proj_bias(),
+                 x.data(), 0);
+  for (int s = 0; s < kNumStages; ++s) {
+    const int size = kStageSize[s];
+    const BatchNormView bn = net.batchnorm(s);
+    batchnorm_relu_cpu(x.data(), n * size * size, bn.channels, bn.beta, bn.gamma, bn.mean, bn.var,
+                       x.data(), 0);
+    const TConvView tc = net.tconv(s);
+    y.assign(n * 4 * size * size * tc.c_out, 0.0f);
+    tconv_cpu(x.data(), n, size, size, tc.c_in, tc.weight, tc.bias, tc.c_out, y.data(), 0);
+    x.swap(y);
+  }
+  tanh_cpu(x.data(), int64_t(x.size()), x.data(), 0);
+  return x;
+}
+
+// Each fast layer alone on `batch` images: seconds and GFLOP/s, best of `rounds`.
+void time_layers(const Network& net, CpuIsa isa, int64_t batch, int rounds, int threads) {
+  std::vector<std::vector<float>> act(kNumStages);
+  for (int s = 0; s < kNumStages; ++s)
+    act[s].assign(batch * padded_floats(kStageSize[s], kStageChannels[s]), 0.5f);
+  std::vector<float> z(batch * kLatentDim, 0.25f), images(batch * kImageValues);
+  const PackedLayer proj =
+      pack_projection(net.proj_weight(), net.proj_bias(), kLatentDim, net.batchnorm(0), isa);
+  auto report = [&](const char* name, double flops_per_image, const Timing& t) {
+    std::printf("layer %-10s %8.3f ms for %lld images  %7.1f GFLOP/s  %7.1f GFLOP per CPU-second\n",
+                name, t.wall * 1e3, static_cast<long long>(batch),
+                flops_per_image * batch / t.wall / 1e9, flops_per_image * batch / t.cpu / 1e9);
+  };
+  report("projection", 2.0 * kLatentDim * kProjOutputs, best_of(rounds, [&] {
+           projection_relu_fast(proj, z.data(), batch, act[0].data(), threads);
+         }));
+  for (int s = 0; s < kNumStages; ++s) {
+    const bool last = s + 1 == kNumStages;
+    const BatchNormView next_bn = last ? BatchNormView{} : net.batchnorm(s + 1);
+    const PackedLayer layer = pack_tconv(net.tconv(s), last ? nullptr : &next_bn, isa);
+    const int size = kStageSize[s];
+    const double flops = 2.0 * size * size * 25 * kStageChannels[s] * kStageChannels[s + 1];
+    const std::string name = "tconv" + std::to_string(s + 1);
+    report(name.c_str(), flops, best_of(rounds, [&] {
+             if (last)
+               tconv_tanh_fast(layer, act[s].data(), batch, images.data(), threads);
+             else
+               tconv_relu_fast(layer, act[s].data(), batch, act[s + 1].data(), s == 2, threads);
+           }));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t n = 512;
+  int rounds = 3, threads = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--images") == 0)
+      n = std::atoll(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--rounds") == 0)
+      rounds = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--threads") == 0)
+      threads = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: facegen-bench-cpu [--images N] [--rounds R] [--threads T]\n");
+      return 2;
+    }
+  }
+  threads = resolve_threads(threads);
+  const CpuIsa isa = best_cpu_isa();
+  const Network net = make_random_network(1);
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal;
+  std::vector<float> z(n * kLatentDim);
+  for (float& v : z) v = normal(rng);
+
+  BackendOptions options;
+  options.device = DeviceKind::Cpu;
+  options.threads = threads;
+  auto backend = make_cpu_backend(net, options);
+  std::printf("backend %s\n", backend->describe().c_str());
+
+  const int64_t checked = std::min<int64_t>(n, 8);
+  std::vector<float> images(n * kImageValues, std::nanf(""));
+  backend->generate(z.data(), checked, images.data());
+  const std::vector<float> ref = reference_images(net, z, checked);
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i)
+    worst = std::max(worst, double(std::fabs(images[i] - ref[i])));
+  const bool ok = worst <= 1e-4;  // NaN fails: max() keeps the first, so test each instead
+  bool all_finite = true;
+  for (size_t i = 0; i < ref.size(); ++i) all_finite = all_finite && std::isfinite(images[i]);
+  std::printf("check: %s (%lld images against the reference layers, largest difference %.2g)\n",
+              ok && all_finite ? "OK" : "FAILED", static_cast<long long>(checked), worst);
+  if (!ok || !all_finite) return 1;
+
+  time_layers(net, isa, 16, rounds, threads);
+  for (int t : {1, threads}) {
+    options.threads = t;
+    auto timed = make_cpu_backend(net, options);
+    const Timing tm = best_of(rounds, [&] { timed->generate(z.data(), n, images.data()); });
+    std::printf("facegen %d thread%s %7.1f images/s  %6.1f GFLOP/s   %7.1f images per CPU-second\n",
+                t, t == 1 ? ": " : "s:", n / tm.wall, n * kImageFlops / tm.wall / 1e9, n / tm.cpu);
+    if (t == threads) break;
+  }
+  for (int lanes : {16, 8}) {
+    if (!cpu_supports(lanes == 16 ? CpuIsa::Avx512 : CpuIsa::Avx2)) continue;
+    std::vector<FmaRate> rates(threads);
+    parallel_for(threads, threads, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) rates[i] = fma_rate(lanes, 200000000 / lanes);
+    });
+    double total = 0, per_cpu = 0;
+    for (const FmaRate& r : rates) {
+      total += r.per_second;
+      per_cpu += r.per_cpu_second / threads;
+    }
+    std::printf(
+        "FMA ceiling %d-bit, %d threads: %6.1f GFLOP/s (%.1f images/s at 326 MFLOP)  "
+        "%6.1f GFLOP per CPU-second\n",
+        lanes * 32, threads, total / 1e9, total / kImageFlops, per_cpu / 1e9);
+  }
+  return 0;
+}
