@@ -7,6 +7,10 @@
 #   input truncated mid-number the latent file cut inside a number, and cut between numbers
 #   model truncated            network.bin cut short by one byte and to half
 #   SIGINT, SIGTERM mid-run    exit 130 / 143, one line, temporary files removed, old output intact
+#   signals before outputs exist and while a PNG folder fills (HUP INT QUIT PIPE TERM USR1 ALRM XCPU)
+#   stderr's reader gone       SIGPIPE after the cleanup: 141
+#   ulimit -v at 4 sizes        exit 3 and one line, or success; ulimit -f at 3 sizes: exit 1
+#   descriptors 0, 2, all closed; stdout closed or full (exit 1); two runs on one prefix, one failing
 #
 # Mounting needs root; where it is missing the case is skipped with the reason. Usage: faults.sh [build]
 set -u
@@ -178,6 +182,125 @@ for signal in INT TERM; do
     fail "SIG$signal mid-run" "no temporary output appeared within 60 s"
   fi
 done
+
+# --- the signals that end a run, at several moments --------------------------------------------------
+# check_clean NAME DIR STATUS WANT PATTERN: status, exactly one line on stderr matching PATTERN, the old
+# r.txt byte-identical, no temporary file or folder, no new output.
+check_clean() {
+  local lines
+  lines=$(wc -l < "$work/stderr")
+  if [ "$lines" -ne 1 ]; then
+    fail "$1" "$lines lines on stderr, expected one: $(head -c 400 "$work/stderr")"
+  else
+    check_after "$@"
+  fi
+}
+# Synthetic images (no network): fast enough for many cases, sanitizers included.
+synth=(--device synthetic)
+# Before any output exists: the latents come from a pipe that never delivers.
+for signal in HUP INT QUIT PIPE TERM USR1 ALRM; do
+  old_output "$work/out"
+  sleep 30 | env --default-signal=INT,QUIT "$prog" "${synth[@]}" --input /dev/stdin --output "$work/out/r" -q > /dev/null 2> "$work/stderr" &
+  pid=$!
+  sleep 0.5
+  kill -$signal $pid
+  wait $pid
+  check_clean "SIG$signal before any output exists" "$work/out" $? $((128 + $(kill -l $signal))) "^facegen: (interrupted|terminated) \(SIG$signal\); temporary files removed$"
+done
+# Mid-write: text, mosaic and a PNG folder being filled.
+for signal in HUP TERM XCPU; do
+  old_output "$work/out"
+  env --default-signal=INT "$prog" "${synth[@]}" --random 200000 --formats txt,bmp,png --output "$work/out/r" -q > /dev/null 2> "$work/stderr" &
+  pid=$!
+  tries=0
+  until [ -n "$(ls "$work"/out/r.tmp-*/ 2>/dev/null | head -n1)" ] || [ $tries -ge 300 ]; do sleep 0.1; tries=$((tries + 1)); done
+  kill -$signal $pid
+  wait $pid
+  check_clean "SIG$signal while the PNG folder fills" "$work/out" $? $((128 + $(kill -l $signal))) "^facegen: (interrupted|terminated) \(SIG$signal\); temporary files removed$"
+done
+# stderr a pipe whose reader is gone: the error cannot be said; SIGPIPE ends the run (141), cleaned up.
+old_output "$work/out"
+{ "$prog" "${synth[@]}" --input "$work/cut-between.txt" --output "$work/out/r" -q 2>&1 > /dev/null; echo $? > "$work/status"; } | true
+echo "(stderr's reader had gone)" > "$work/stderr"
+check_after "an error with stderr's reader gone" "$work/out" "$(cat "$work/status")" 141 "reader had gone"
+
+# --- memory and file size limits -------------------------------------------------------------------
+# ulimit -v from too small to start to enough: each run succeeds with every output or ends with
+# status 3 and one line, nothing left behind; some sizes must fail, the largest must succeed.
+if [ "${SANITIZE:-0}" = 1 ]; then
+  skip "ulimit -v: AddressSanitizer reserves terabytes of address space"
+else
+  failed_sizes=0
+  for kib in 11000 30000 80000 1000000; do
+    old_output "$work/out"
+    (ulimit -v $kib; exec timeout 120 "$prog" "${synth[@]}" --random 3000 --formats txt,bmp,png,mosaic-png,npy --output "$work/out/r" -q > /dev/null 2> "$work/stderr")
+    got=$?
+    if [ $got = 3 ]; then
+      failed_sizes=$((failed_sizes + 1))
+      check_clean "ulimit -v $kib" "$work/out" $got 3 "^facegen: fault: out of host memory"
+    elif [ $got = 0 ] && [ -s "$work/out/r.bmp" ] && [ -d "$work/out/r" ] && [ ! -s "$work/stderr" ] &&
+         [ -z "$(ls -A "$work/out" | grep -E '\.tmp-')" ]; then
+      pass "ulimit -v $kib: enough"
+    else
+      fail "ulimit -v $kib" "status $got: $(head -c 300 "$work/stderr")"
+    fi
+    rm -rf "$work/out/r" "$work/out/r".*
+  done
+  [ $failed_sizes -ge 2 ] || fail "ulimit -v" "only $failed_sizes sizes failed: the sizes no longer span start to success"
+fi
+# ulimit -f: a write over the limit fails (SIGXFSZ ignored) and is reported like a full disk.
+for kib in 1 100 2000; do
+  old_output "$work/out"
+  (ulimit -f $kib; exec "$prog" "${synth[@]}" --random 300 --formats txt,bmp,png --output "$work/out/r" -q > /dev/null 2> "$work/stderr")
+  check_clean "ulimit -f $kib" "$work/out" $? 1 "^facegen: error: writing .*failed: File too large \(the file size limit, ulimit -f\)$"
+done
+
+# --- standard descriptors closed, stdout full --------------------------------------------------------
+for closed in 0 2 012; do
+  rm -rf "$work/fd"; mkdir -p "$work/fd"
+  case $closed in
+    0) "$prog" "${synth[@]}" --random 3 --output "$work/fd/r" -q <&- 2> "$work/stderr" ;;
+    2) "$prog" "${synth[@]}" --random 3 --output "$work/fd/r" -q 2>&- ;;
+    012) "$prog" "${synth[@]}" --random 3 --output "$work/fd/r" -q <&- >&- 2>&- ;;
+  esac
+  got=$?
+  if [ $got = 0 ] && [ "$(head -n1 "$work/fd/r.txt")" = 3 ] && [ -s "$work/fd/r.bmp" ] && [ "$(ls "$work/fd" | wc -l)" = 2 ]; then
+    pass "descriptor(s) $closed closed: outputs whole, nothing written into them"
+  else
+    fail "descriptor(s) $closed closed" "status $got, first line '$(head -n1 "$work/fd/r.txt" 2>/dev/null)', files: $(ls "$work/fd")"
+  fi
+done
+"$prog" "${synth[@]}" --random 3 --output "$work/fd/r" >&- 2> "$work/stderr"
+check_status=$?
+if [ $check_status = 1 ] && grep -qx "facegen: error: cannot write to standard output: .*" "$work/stderr"; then
+  pass "stdout closed, summary wanted: status 1, $(cat "$work/stderr")"
+else
+  fail "stdout closed, summary wanted" "status $check_status: $(head -c 300 "$work/stderr")"
+fi
+"$prog" "${synth[@]}" --random 3 --output "$work/fd/r" > /dev/full 2> "$work/stderr"
+check_status=$?
+if [ $check_status = 1 ] && grep -qx "facegen: error: cannot write to standard output: .*" "$work/stderr"; then
+  pass "stdout full: status 1, $(cat "$work/stderr")"
+else
+  fail "stdout full" "status $check_status: $(head -c 300 "$work/stderr")"
+fi
+
+# --- two runs on one prefix, one failing --------------------------------------------------------------
+rm -rf "$work/two"; mkdir -p "$work/two"
+"$prog" "${synth[@]}" --random 5000 --formats txt,bmp,png --output "$work/two/r" -q > /dev/null 2> "$work/stderr-a" &
+pid=$!
+tries=0
+until [ -n "$(ls "$work"/two/ | grep tmp- | head -n1)" ] || [ $tries -ge 300 ]; do sleep 0.1; tries=$((tries + 1)); done
+"$prog" "${synth[@]}" --input "$work/cut-between.txt" --formats txt,bmp,png --output "$work/two/r" -q > /dev/null 2> "$work/stderr"
+got_b=$?
+wait $pid
+got_a=$?
+if [ $got_a = 0 ] && [ $got_b = 1 ] && [ "$(head -n1 "$work/two/r.txt")" = 5000 ] && [ "$(ls "$work/two/r" | wc -l)" = 5000 ] &&
+   [ -z "$(ls -A "$work/two" | grep -E '\.tmp-')" ]; then
+  pass "two runs on one prefix, one failing: the other's files whole, nothing left"
+else
+  fail "two runs on one prefix" "statuses $got_a / $got_b: $(head -c 200 "$work/stderr-a") $(head -c 200 "$work/stderr"); $(ls -A "$work/two")"
+fi
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
