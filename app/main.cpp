@@ -191,6 +191,25 @@ void share_malloc_arena_under_address_limit() {
 // them, and fail to allocate under a small ulimit -v).
 [[gnu::constructor(101)]] void end_faults_in_one_line_from_the_start() { facegen::end_faults_in_one_line(); }
 
+// An empty prefix or one naming a folder would write hidden files (".txt", "dir/.bmp"); a prefix
+// whose outputs include the input file would replace it. Both are refused in one sentence.
+void check_output_prefix(const std::string& prefix, const std::string& input_path) {
+  if (prefix.empty() || prefix.back() == '/') {
+    throw facegen::UserError("--output takes a path prefix such as outputs/run1 (it writes outputs/run1.txt, ...), got '" +
+                             prefix + "'");
+  }
+  struct stat input;
+  if (input_path.empty() || ::stat(input_path.c_str(), &input) != 0) return;
+  for (const char* extension : {"txt", "bmp", "npy", "png", "json"}) {
+    const std::string output = prefix + "." + extension;
+    struct stat existing;
+    if (::stat(output.c_str(), &existing) == 0 && existing.st_dev == input.st_dev && existing.st_ino == input.st_ino) {
+      throw facegen::UserError("--output " + prefix + " would overwrite the input file " + input_path + " (as " +
+                               output + "); choose another prefix");
+    }
+  }
+}
+
 int run_command_line(int argc, char** argv) {
   cxxopts::Options options = command_line();
 
@@ -236,6 +255,7 @@ int run_command_line(int argc, char** argv) {
     if (args.count("random")) request.latents.random_count = int_flag(args, "random", 1, INT64_MAX / 2);
     if (args.count("interpolate")) request.latents.interpolate_side = int_flag(args, "interpolate", 1, 1000);
     request.output_prefix = args["output"].as<std::string>();
+    check_output_prefix(request.output_prefix, request.latents.path);
     request.formats = facegen::parse_formats(args["formats"].as<std::string>());
     request.backend.device = parse_device(args["device"].as<std::string>());
     request.backend.cuda_device = static_cast<int>(int_flag(args, "gpu", 0, 1 << 20));

@@ -255,6 +255,9 @@ bad_input "NaN in a latent" "bad.txt:2:[0-9]+.*[\"']nan[\"'].*value 51" "1\n$(pr
 bad_input "Inf in a latent" "bad.txt:2:[0-9]+.*[\"']1e999[\"'].*value 100" "1\n$(printf '0.1 %.0s' {1..99}) 1e999\n"
 
 # --- bad outputs ----------------------------------------------------------------------------------
+expect_error "--output ''" 1 "--output takes a path prefix such as outputs/run1 .*, got ''" --model "$model" --input "$work/l3.txt" --output '' --device cpu
+expect_error "--output dir/" 1 "--output takes a path prefix .*, got '$work/'" --model "$model" --input "$work/l3.txt" --output "$work/" --device cpu
+expect_error "--output over the input file" 1 "--output $work/l3 would overwrite the input file $work/l3.txt" --model "$model" --input "$work/l3.txt" --output "$work/l3" --device cpu
 expect_error "output directory missing" 1 "nodir" --model "$model" --input "$work/l3.txt" --output "$work/nodir/r" --device cpu
 if mkdir -p "$work/ro" && mount -t tmpfs -o size=1m,ro tmpfs "$work/ro" 2>/dev/null; then
   mounts+=("$work/ro")
