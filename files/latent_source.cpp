@@ -1,12 +1,19 @@
-// latent_source.cpp: latent files, counter-based random latents, interpolation grids.
+// latent_source.cpp: choosing a latent file's reader, counter-based random latents, interpolation grids.
 #include "files/latent_source.hpp"
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <stdexcept>
 #include <vector>
 
-#include "files/latents.hpp"
+#include "common/errors.hpp"
 #include "common/model_shape.hpp"
+#include "common/threads.hpp"
+#include "files/npy_latents.hpp"
+#include "files/text_latents.hpp"
 
 namespace facegen {
 namespace {
@@ -21,29 +28,20 @@ uint64_t mix64(uint64_t x) {
 
 double unit_interval(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }  // [0, 1)
 
-class FileLatents : public LatentSource {
- public:
-  explicit FileLatents(const std::string& path) : reader_(path), path_(path) {}
-  int64_t count() const override { return reader_.count(); }
-  int64_t read(float* dst, int64_t max_images) override { return reader_.read(dst, max_images); }
-  void finish() override { reader_.finish(); }
-  std::string describe() const override { return path_; }
-
- private:
-  LatentReader reader_;
-  std::string path_;
-};
-
 class RandomLatents : public LatentSource {
  public:
   RandomLatents(int64_t count, uint64_t seed, int64_t first) : count_(count), seed_(seed), next_(first), first_(first) {}
   int64_t count() const override { return count_; }
   int64_t read(float* dst, int64_t max_images) override {
     const int64_t n = std::min(max_images, first_ + count_ - next_);
-    for (int64_t i = 0; i < n; ++i, ++next_)
-      for (int v = 0; v < kLatentDim; ++v)
-        dst[i * kLatentDim + v] = static_cast<float>(random_latent_value(seed_, next_, v));
+    draw(next_, n, dst);
+    next_ += n;
     return n;
+  }
+  bool random_access() const override { return true; }
+  void read_range(int64_t first, int64_t count, float* dst) override {
+    if (first < 0 || count < 0 || first + count > count_) throw std::invalid_argument("read_range: images out of range");
+    draw(first_ + first, count, dst);
   }
   void finish() override {}
   std::string describe() const override {
@@ -51,6 +49,15 @@ class RandomLatents : public LatentSource {
   }
 
  private:
+  // Images [image, image + n) of the seed's sequence into dst, (n, 100).
+  void draw(int64_t image, int64_t n, float* dst) const {
+    parallel_for(n, std::min(threads(), static_cast<int>(std::max<int64_t>(1, n / 64))), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        for (int v = 0; v < kLatentDim; ++v)
+          dst[i * kLatentDim + v] = static_cast<float>(random_latent_value(seed_, image + i, v));
+    });
+  }
+
   int64_t count_;
   uint64_t seed_;
   int64_t next_;
@@ -63,12 +70,20 @@ class InterpolationLatents : public LatentSource {
   int64_t count() const override { return side_ * side_; }
   int64_t read(float* dst, int64_t max_images) override {
     const int64_t n = std::min(max_images, count() - next_);
-    for (int64_t i = 0; i < n; ++i, ++next_) {
-      const int64_t row = next_ / side_, step = next_ % side_;
+    read_range(next_, n, dst);
+    next_ += n;
+    return n;
+  }
+  bool random_access() const override { return true; }
+  void read_range(int64_t first, int64_t count, float* dst) override {
+    if (first < 0 || count < 0 || first + count > this->count()) {
+      throw std::invalid_argument("read_range: images out of range");
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t row = (first + i) / side_, step = (first + i) % side_;
       const double t = side_ > 1 ? static_cast<double>(step) / static_cast<double>(side_ - 1) : 0.0;
       slerp(2 * row, 2 * row + 1, t, dst + i * kLatentDim);
     }
-    return n;
   }
   void finish() override {}
   std::string describe() const override {
@@ -111,8 +126,25 @@ double random_latent_value(uint64_t seed, uint64_t image, uint64_t value) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
+void LatentSource::read_range(int64_t, int64_t, float*) {
+  throw std::logic_error("read_range on " + describe() + ", which is read in order only");
+}
+
+int LatentSource::threads() const { return resolve_threads(threads_); }
+
 std::unique_ptr<LatentSource> open_latent_file(const std::string& path) {
-  return std::make_unique<FileLatents>(path);
+  // Only a regular file is looked into: the bytes of a pipe would be gone for the reader.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    std::string start(6, '\0');
+    if (std::FILE* file = std::fopen(path.c_str(), "rb")) {
+      start.resize(std::fread(start.data(), 1, start.size(), file));
+      std::fclose(file);
+    }
+    const bool npy_name = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
+    if (has_npy_magic(start) || npy_name) return open_npy_latents(path);
+  }
+  return open_text_latents(path);
 }
 
 std::unique_ptr<LatentSource> make_random_latents(int64_t count, uint64_t seed, int64_t first) {

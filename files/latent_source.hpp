@@ -1,6 +1,8 @@
 // latent_source.hpp: where latent vectors come from: a file, seeded random draws, or interpolations.
 //
-// Every source hands out its N latents in order, (count, 100) floats per read. Random latents are
+// Every source hands out its N latents in order, (count, 100) floats per read. Most can also read any
+// range of images on their own (random_access): a regular text or .npy file, and the drawn latents;
+// several threads, and every MPI rank, then read their own share. A pipe is read in order only. Random latents are
 // counter-based: value v of image n is a pure function of (seed, n, v), so the same seed gives the
 // same images whatever the batch size, the chunking or the number of ranks, and a rank can start at
 // any image without drawing the ones before it.
@@ -9,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace facegen {
 
@@ -19,9 +22,33 @@ class LatentSource {
   virtual int64_t read(float* dst, int64_t max_images) = 0;     // next min(max, left) latents
   virtual void finish() = 0;                                    // after all N: checks nothing follows
   virtual std::string describe() const = 0;                     // for messages and the summary
+
+  // Whether read_range works: any images, in any order, by any process that opened the same source.
+  virtual bool random_access() const { return false; }
+  // Images [first, first + count) into dst, (count, 100), using up to threads() threads. It does not
+  // move read()'s position. Throws UserError, and std::logic_error where !random_access().
+  virtual void read_range(int64_t first, int64_t count, float* dst);
+  // The size of the file behind the source (-1: none), so that processes can check they see one file.
+  virtual int64_t file_bytes() const { return -1; }
+
+  // A text file first maps where its tokens start (latent_index.hpp). One process maps it on its
+  // first read; processes that share the work each count part `part` of `parts` (map_part: integers,
+  // zero outside the part; empty when the source needs no map) and all install the element-wise sum
+  // (set_map).
+  virtual std::vector<int64_t> map_part(int /*part*/, int /*parts*/) { return {}; }
+  virtual void set_map(std::vector<int64_t> /*sum*/) {}
+
+  // Threads used to read and map (default: every CPU available_cpus() finds).
+  void set_threads(int threads) { threads_ = threads; }
+  int threads() const;
+
+ private:
+  int threads_ = 0;
 };
 
-// A latent file: N, then N*100 numbers (see latents.hpp for its errors).
+// A latent file, told apart by its content: a NumPy .npy file (it starts with "\x93NUMPY", see
+// npy_latents.hpp), else text: N, then N*100 numbers (latents.hpp). A regular file is read with random
+// access; a pipe or other stream only in order, as text. A file named *.npy must be a .npy file.
 std::unique_ptr<LatentSource> open_latent_file(const std::string& path);
 
 // N images of N(0, 1) latents, images [first, first + count) of the sequence keyed by seed.

@@ -5,6 +5,10 @@
 // runs in bounded memory. Every problem is a UserError naming the file, the line and column, the
 // token and what was expected: a missing or non-integer N, N <= 0, N larger than the file can hold,
 // a token that is not a number, NaN or Inf, fewer or more than N*100 numbers.
+//
+// A reader can also start in the middle of a regular file, at the first token of any image, when the
+// caller knows that token's byte offset, line and column (latent_index.hpp finds them): several
+// threads or ranks then read their own images of one file with the same messages as one reader.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +18,25 @@
 #include <vector>
 
 namespace facegen {
+
+// The bytes that separate tokens (the C locale's isspace).
+inline bool is_latent_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+// Where a reader starts in the middle of a file: the first token of image `image` of `count`,
+// which lies at 1-based `line`:`column` (the stream is already positioned at its byte).
+struct LatentResume {
+  int64_t count = 0;
+  int64_t image = 0;
+  int64_t line = 1;
+  int64_t column = 1;
+};
+
+// How a token converts to a latent value, exactly as strtof reads it: kValue (any token strtof
+// consumes in full, decimal or hexadecimal, underflow kept as 0 or a subnormal), or why it is refused.
+enum class LatentToken { kValue, kNotNumber, kNaN, kInfinite, kOverflow };
+LatentToken parse_latent_value(const char* text, size_t length, float* value);
 
 class LatentReader {
  public:
@@ -25,6 +48,13 @@ class LatentReader {
   // make it small to cut tokens at every position.
   LatentReader(std::FILE* file, const std::string& name, size_t buffer_bytes = kDefaultBufferBytes);
   static constexpr size_t kDefaultBufferBytes = size_t{1} << 20;
+  // Resumes at `at` in a stream positioned there (no header is read); finish() works too once
+  // images_read() reaches count().
+  LatentReader(std::FILE* file, const std::string& name, const LatentResume& at);
+  // Opens `path` and resumes at byte `offset`, which is `at`. It reads kResumeReadBytes at a time, so
+  // that a reader of a few images does not read a whole buffer.
+  LatentReader(const std::string& path, int64_t offset, const LatentResume& at);
+  static constexpr size_t kResumeReadBytes = size_t{64} << 10;
   ~LatentReader();
   LatentReader(const LatentReader&) = delete;
   LatentReader& operator=(const LatentReader&) = delete;
@@ -56,6 +86,7 @@ class LatentReader {
   std::string path_;
   std::FILE* file_ = nullptr;
   std::vector<char> buffer_;
+  size_t read_bytes_ = 0;  // bytes one fread asks for at most (the buffer's size, or kResumeReadBytes)
   size_t begin_ = 0;  // next unread byte in buffer_
   size_t end_ = 0;    // one past the last valid byte
   bool eof_ = false;

@@ -37,6 +37,7 @@
 #include "mpi/ordered_output.hpp"
 #include "mpi/polite_wait.hpp"
 #include "mpi/rank_topology.hpp"
+#include "mpi/shared_latents.hpp"
 #include "mpi/work_split.hpp"
 
 namespace facegen {
@@ -70,7 +71,7 @@ void maybe_inject_fault(int rank) {
 // Seconds one rank spent in each part of the job; the summary shows the slowest rank's.
 struct Times {
   double startup = 0;  // model load and backend start (the fixed cost of a rank)
-  double parse = 0;    // reading latents (rank 0)
+  double parse = 0;    // reading latents (each rank its own, or rank 0 for all)
   double compute = 0;  // generation
   double format = 0;   // text and pixels
   double write = 0;    // MPI-IO writes
@@ -202,6 +203,11 @@ int RankJob::run_steps() {
   MPI_Request request;
   MPI_CHECK(MPI_Ibcast(&total, 1, MPI_INT64_T, 0, world_, &request));
   wait_politely(&request);
+  // Where every rank can read any images of the source, each reads its own; else rank 0 reads for all.
+  const auto share_start = Clock::now();
+  const bool shared = share_latents(world_, request_.latents, cpu_threads_for_rank(topo_.local_size), &reader,
+                                    &input_status);
+  times_.parse += seconds_since(share_start);
 
   // 2. How many ranks generate; those start their backends.
   int active = 1;
@@ -236,28 +242,36 @@ int RankJob::run_steps() {
 
   // 4. Rounds.
   const int64_t slice_capacity = split.max_slice();
-  // Rank 0 reads round q+1 on a thread of its own while round q is generated and written, so that
-  // parsing text latents (about 15 us per image) hides behind the work instead of adding to it.
-  std::vector<float> round_latents[2];  // rank 0: (round images, 100), one being read, one being sent
+  // Round q+1 is read on a thread of its own while round q is generated and written, so that parsing
+  // text latents hides behind the work instead of adding to it: by every rank its own slice, or by
+  // rank 0 the whole round, which it then scatters.
+  const bool reads = shared || is_root_;
+  if (shared && reader) reader->set_threads(cpu_threads_);
+  std::vector<float> round_latents[2];  // (slice or round images, 100), one being read, one in use
   std::future<void> next_round;
   auto start_reading = [&](int64_t q) {
-    next_round = std::async(std::launch::async, [&reader, &round_latents, &split, q] {
-      reader->read(round_latents[q % 2].data(), split.round(q).size());
+    const ImageRange part = shared ? split.slice(q, topo_.world_rank) : split.round(q);
+    next_round = std::async(std::launch::async, [&reader, &round_latents, part, shared, q] {
+      if (shared) {
+        reader->read_range(part.begin, part.size(), round_latents[q % 2].data());
+      } else {
+        reader->read(round_latents[q % 2].data(), part.size());
+      }
     });
   };
-  if (is_root_) {
+  if (reads) {
     for (auto& buffer : round_latents) {
-      buffer.resize(static_cast<size_t>(std::min(total, per_round * active)) * kLatentDim);
+      buffer.resize(static_cast<size_t>(shared ? slice_capacity : std::min(total, per_round * active)) * kLatentDim);
     }
     if (split.rounds() > 0) start_reading(0);
   }
-  std::vector<float> latents(static_cast<size_t>(slice_capacity) * kLatentDim);  // (slice, 100)
+  std::vector<float> latents(shared ? 0 : static_cast<size_t>(slice_capacity) * kLatentDim);  // (slice, 100)
   std::vector<float> images(static_cast<size_t>(slice_capacity) * kImageValues);  // (slice, 64, 64, 3)
   std::vector<int> counts(static_cast<size_t>(topo_.world_size));
   std::vector<int> displacements(static_cast<size_t>(topo_.world_size));
   for (int64_t q = 0; q < split.rounds(); ++q) {
     const ImageRange round = split.round(q);
-    if (is_root_) {
+    if (reads) {
       const auto start = Clock::now();
       attempt(status, [&] { next_round.get(); });  // rethrows what the reading thread threw
       times_.parse += seconds_since(start);  // only the wait: what reading did not hide
@@ -268,20 +282,24 @@ int RankJob::run_steps() {
       outputs.close();
       return exit_code_;
     }
-    for (int r = 0; r < topo_.world_size; ++r) {
-      const ImageRange slice = split.slice(q, r);
-      counts[static_cast<size_t>(r)] = static_cast<int>(slice.size() * kLatentDim);
-      displacements[static_cast<size_t>(r)] = static_cast<int>((slice.begin - round.begin) * kLatentDim);
-    }
     const ImageRange mine = split.slice(q, topo_.world_rank);
-    MPI_CHECK(MPI_Iscatterv(round_latents[q % 2].data(), counts.data(), displacements.data(), MPI_FLOAT, latents.data(),
-                            counts[static_cast<size_t>(topo_.world_rank)], MPI_FLOAT, 0, world_, &request));
-    wait_politely(&request);
+    const float* my_latents = shared ? round_latents[q % 2].data() : latents.data();  // (slice, 100)
+    if (!shared) {
+      for (int r = 0; r < topo_.world_size; ++r) {
+        const ImageRange slice = split.slice(q, r);
+        counts[static_cast<size_t>(r)] = static_cast<int>(slice.size() * kLatentDim);
+        displacements[static_cast<size_t>(r)] = static_cast<int>((slice.begin - round.begin) * kLatentDim);
+      }
+      MPI_CHECK(MPI_Iscatterv(round_latents[q % 2].data(), counts.data(), displacements.data(), MPI_FLOAT,
+                              latents.data(), counts[static_cast<size_t>(topo_.world_rank)], MPI_FLOAT, 0, world_,
+                              &request));
+      wait_politely(&request);
+    }
     if (!mine.empty()) {
       const auto start = Clock::now();
       attempt(status, [&] {
         if (q == 0) maybe_inject_fault(topo_.world_rank);
-        generate_slice(latents.data(), mine.size(), images.data());
+        generate_slice(my_latents, mine.size(), images.data());
       });
       times_.compute += seconds_since(start);
     }
@@ -390,7 +408,7 @@ RunSummary RankJob::gather_summary(const WorkSplit& split, const OrderedOutputs&
     written += static_cast<double>(s.files.back().bytes);
   }
   s.stages = {
-      {"parse", slowest.parse, 0, "rank 0, the part not hidden behind generation"},
+      {"parse", slowest.parse, 0, "slowest rank, the part not hidden behind generation"},
       {"generate", slowest.compute, 0, "slowest rank, not counting reading and writing files"},
       {"format", slowest.format, 0, "slowest rank"},
       {"write", slowest.write, written, "slowest rank, MPI-IO"},

@@ -1,0 +1,169 @@
+// latent_index.cpp: the coarse token map of a latent text file (see latent_index.hpp).
+//
+// Blocks are read with pread through a buffer of at most 1 MiB, so any thread can count or scan any
+// block of one shared descriptor. A token starts at a byte that is not white space and follows white
+// space or the start of the file, the same rule as the reader's (is_latent_space).
+#include "files/latent_index.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "common/errors.hpp"
+#include "common/threads.hpp"
+#include "files/latents.hpp"
+
+namespace facegen {
+namespace {
+
+constexpr int64_t kScanBytes = int64_t{1} << 20;
+
+// An open descriptor, closed on every way out.
+class ReadOnlyFile {
+ public:
+  explicit ReadOnlyFile(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) {
+      const int err = errno;
+      throw UserError("cannot open input file " + path + ": " + std::strerror(err));
+    }
+  }
+  ~ReadOnlyFile() { ::close(fd_); }
+  ReadOnlyFile(const ReadOnlyFile&) = delete;
+  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+
+  // Exactly `bytes` bytes at `offset` (the file must not have shrunk since its size was taken).
+  void read(int64_t offset, int64_t bytes, char* dst) const {
+    while (bytes > 0) {
+      const ssize_t got = ::pread(fd_, dst, static_cast<size_t>(bytes), static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        const int err = errno;
+        throw UserError("reading input file " + path_ + " failed: " +
+                        (got == 0 ? std::string("it became shorter while it was read") : std::strerror(err)));
+      }
+      dst += got;
+      offset += got;
+      bytes -= got;
+    }
+  }
+  // Whether the byte before `offset` separates tokens (true at the start of the file).
+  bool space_before(int64_t offset) const {
+    if (offset == 0) return true;
+    char c;
+    read(offset - 1, 1, &c);
+    return is_latent_space(c);
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+int64_t block_begin_of(int64_t block, int64_t file_size) {
+  return block * file_size / LatentIndex::kBlocks;  // file_size < 2^63 / kBlocks for any real file
+}
+
+// counts[0..2] of bytes [begin, end): token starts, newlines, last newline offset + 1 (0: none).
+void count_block(const ReadOnlyFile& file, int64_t begin, int64_t end, std::vector<char>& buffer, int64_t* counts) {
+  bool prev_space = file.space_before(begin);
+  int64_t tokens = 0, newlines = 0, last_newline = -1;
+  for (int64_t at = begin; at < end;) {
+    const int64_t bytes = std::min(end - at, static_cast<int64_t>(buffer.size()));
+    file.read(at, bytes, buffer.data());
+    for (int64_t i = 0; i < bytes; ++i) {
+      const char c = buffer[static_cast<size_t>(i)];
+      const bool space = is_latent_space(c);
+      tokens += !space && prev_space;
+      if (c == '\n') {
+        ++newlines;
+        last_newline = at + i;
+      }
+      prev_space = space;
+    }
+    at += bytes;
+  }
+  counts[0] = tokens;
+  counts[1] = newlines;
+  counts[2] = last_newline + 1;
+}
+
+}  // namespace
+
+std::vector<int64_t> LatentIndex::count_part(const std::string& path, int64_t file_size, int part, int parts,
+                                             int threads) {
+  if (parts < 1 || part < 0 || part >= parts || file_size < 0) {
+    throw std::invalid_argument("LatentIndex::count_part: part " + std::to_string(part) + " of " +
+                                std::to_string(parts));
+  }
+  std::vector<int64_t> counts(static_cast<size_t>(kBlocks) * kFields, 0);
+  const int64_t first = int64_t{kBlocks} * part / parts, last = int64_t{kBlocks} * (part + 1) / parts;
+  const ReadOnlyFile file(path);
+  parallel_for(last - first, threads, [&](int64_t begin, int64_t end) {
+    std::vector<char> buffer(static_cast<size_t>(std::min(kScanBytes, std::max<int64_t>(1, file_size))));
+    for (int64_t b = first + begin; b < first + end; ++b) {
+      count_block(file, block_begin_of(b, file_size), block_begin_of(b + 1, file_size), buffer,
+                  &counts[static_cast<size_t>(b) * kFields]);
+    }
+  });
+  return counts;
+}
+
+LatentIndex::LatentIndex(const std::string& path, int64_t file_size, std::vector<int64_t> counts)
+    : path_(path),
+      file_size_(file_size),
+      tokens_before_(kBlocks + 1, 0),
+      lines_before_(kBlocks + 1, 0),
+      newline_before_(kBlocks + 1, -1) {
+  if (counts.size() != static_cast<size_t>(kBlocks) * kFields) {
+    throw std::invalid_argument("LatentIndex: " + std::to_string(counts.size()) + " counts");
+  }
+  for (size_t b = 0; b < static_cast<size_t>(kBlocks); ++b) {
+    const int64_t* block = &counts[b * kFields];
+    tokens_before_[b + 1] = tokens_before_[b] + block[0];
+    lines_before_[b + 1] = lines_before_[b] + block[1];
+    newline_before_[b + 1] = block[2] > 0 ? block[2] - 1 : newline_before_[b];
+  }
+}
+
+int64_t LatentIndex::block_begin(int64_t block) const { return block_begin_of(block, file_size_); }
+
+TextPosition LatentIndex::locate(int64_t token) const {
+  if (token < 0) throw std::invalid_argument("LatentIndex::locate: token " + std::to_string(token));
+  if (token >= tokens()) {
+    return TextPosition{file_size_, 1 + lines_before_.back(), file_size_ - newline_before_.back()};
+  }
+  // The block holding the token's start: the last one with tokens_before <= token.
+  const int64_t block =
+      std::upper_bound(tokens_before_.begin(), tokens_before_.end(), token) - tokens_before_.begin() - 1;
+  const ReadOnlyFile file(path_);
+  const int64_t begin = block_begin(block), end = block_begin(block + 1);
+  std::vector<char> buffer(static_cast<size_t>(std::min(kScanBytes, end - begin)));
+  bool prev_space = file.space_before(begin);
+  int64_t seen = tokens_before_[block], line = 1 + lines_before_[block], last_newline = newline_before_[block];
+  for (int64_t at = begin; at < end;) {
+    const int64_t bytes = std::min(end - at, static_cast<int64_t>(buffer.size()));
+    file.read(at, bytes, buffer.data());
+    for (int64_t i = 0; i < bytes; ++i) {
+      const char c = buffer[static_cast<size_t>(i)];
+      const bool space = is_latent_space(c);
+      if (!space && prev_space) {
+        if (seen == token) return TextPosition{at + i, line, at + i - last_newline};
+        ++seen;
+      }
+      if (c == '\n') {
+        ++line;
+        last_newline = at + i;
+      }
+      prev_space = space;
+    }
+    at += bytes;
+  }
+  throw std::logic_error("LatentIndex::locate: token " + std::to_string(token) + " is not in block " +
+                         std::to_string(block) + " of " + path_ + " (did the file change?)");
+}
+
+}  // namespace facegen

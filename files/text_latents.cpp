@@ -1,0 +1,114 @@
+// text_latents.cpp: latent text files read in order (streams) or by image ranges (regular files).
+#include "files/text_latents.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <exception>
+#include <stdexcept>
+#include <vector>
+
+#include "common/model_shape.hpp"
+#include "common/threads.hpp"
+#include "files/latent_index.hpp"
+#include "files/latents.hpp"
+
+namespace facegen {
+namespace {
+
+// A stream: one reader, in order.
+class StreamedTextLatents : public LatentSource {
+ public:
+  explicit StreamedTextLatents(const std::string& path) : reader_(path), path_(path) {}
+  int64_t count() const override { return reader_.count(); }
+  int64_t read(float* dst, int64_t max_images) override { return reader_.read(dst, max_images); }
+  void finish() override { reader_.finish(); }
+  std::string describe() const override { return path_; }
+
+ private:
+  LatentReader reader_;
+  std::string path_;
+};
+
+// A regular file: N from the header, then any range of images through the token map.
+class IndexedTextLatents : public LatentSource {
+ public:
+  IndexedTextLatents(const std::string& path, int64_t file_size)
+      : path_(path), file_size_(file_size), count_(LatentReader(path).count()) {}
+  int64_t count() const override { return count_; }
+  std::string describe() const override { return path_; }
+  bool random_access() const override { return true; }
+  int64_t file_bytes() const override { return file_size_; }
+
+  std::vector<int64_t> map_part(int part, int parts) override {
+    return LatentIndex::count_part(path_, file_size_, part, parts, threads());
+  }
+  void set_map(std::vector<int64_t> sum) override {
+    index_ = std::make_unique<LatentIndex>(path_, file_size_, std::move(sum));
+  }
+
+  int64_t read(float* dst, int64_t max_images) override {
+    const int64_t images = std::min(max_images, count_ - next_);
+    read_range(next_, images, dst);
+    next_ += images;
+    return images;
+  }
+
+  void read_range(int64_t first, int64_t images, float* dst) override {
+    if (first < 0 || images < 0 || first + images > count_) {
+      throw std::invalid_argument("read_range: images [" + std::to_string(first) + ", " +
+                                  std::to_string(first + images) + ") of " + std::to_string(count_));
+    }
+    if (images == 0) return;
+    map_if_needed();
+    // Pieces in file order; each stops at its own first error, and the first piece's error wins.
+    const int64_t pieces = std::min<int64_t>(threads(), images);
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(pieces));
+    parallel_for(pieces, static_cast<int>(pieces), [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        const int64_t from = images * p / pieces, to = images * (p + 1) / pieces;
+        try {
+          LatentReader reader = resume_at(first + from);
+          reader.read(dst + from * kLatentDim, to - from);
+        } catch (...) {
+          errors[static_cast<size_t>(p)] = std::current_exception();
+        }
+      }
+    });
+    for (const std::exception_ptr& error : errors)
+      if (error) std::rethrow_exception(error);
+  }
+
+  void finish() override {
+    map_if_needed();
+    resume_at(count_).finish();
+  }
+
+ private:
+  void map_if_needed() {
+    if (!index_) set_map(map_part(0, 1));
+  }
+  // A reader at the first number of `image` (image == N: where the numbers should end).
+  LatentReader resume_at(int64_t image) const {
+    const TextPosition at = index_->locate(1 + image * kLatentDim);
+    return LatentReader(path_, at.offset, LatentResume{count_, image, at.line, at.column});
+  }
+
+  std::string path_;
+  int64_t file_size_;
+  int64_t count_;
+  int64_t next_ = 0;
+  std::unique_ptr<LatentIndex> index_;
+};
+
+}  // namespace
+
+std::unique_ptr<LatentSource> open_text_latents(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    return std::make_unique<IndexedTextLatents>(path, static_cast<int64_t>(st.st_size));
+  }
+  return std::make_unique<StreamedTextLatents>(path);
+}
+
+}  // namespace facegen

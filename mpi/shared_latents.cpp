@@ -1,0 +1,47 @@
+// shared_latents.cpp: every rank opens the latents and counts its part of their map (see the header).
+#include "mpi/shared_latents.hpp"
+
+#include <cstdint>
+#include <vector>
+
+#include "mpi/mpi_check.hpp"
+
+namespace facegen {
+namespace mpi {
+
+bool share_latents(MPI_Comm world, const LatentSpec& spec, int threads, std::unique_ptr<LatentSource>* source,
+                   RankStatus* status) {
+  int rank = 0, ranks = 1;
+  MPI_CHECK(MPI_Comm_rank(world, &rank));
+  MPI_CHECK(MPI_Comm_size(world, &ranks));
+  // Rank 0's file size, or -2 when it reads in order only (or could not open the latents at all).
+  int64_t root_bytes = -2;
+  if (rank == 0 && *source && (*source)->random_access()) root_bytes = (*source)->file_bytes();
+  MPI_CHECK(MPI_Bcast(&root_bytes, 1, MPI_INT64_T, 0, world));
+  if (root_bytes == -2) return false;
+  if (rank != 0) {
+    RankStatus opening;  // a rank that cannot open the file leaves the reading to rank 0
+    attempt(opening, [&] { *source = open_latents(spec); });
+    if (opening.failed || !(*source)->random_access() || (*source)->file_bytes() != root_bytes) source->reset();
+  }
+  int everyone = *source ? 1 : 0;
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &everyone, 1, MPI_INT, MPI_MIN, world));
+  if (!everyone) {
+    if (rank != 0) source->reset();
+    return false;
+  }
+  (*source)->set_threads(threads);
+  std::vector<int64_t> map;
+  attempt(*status, [&] { map = (*source)->map_part(rank, ranks); });
+  int64_t map_size = static_cast<int64_t>(map.size());  // the same on every rank (0: no map needed)
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &map_size, 1, MPI_INT64_T, MPI_MAX, world));
+  if (map_size > 0) {
+    map.resize(static_cast<size_t>(map_size), 0);  // a rank that failed adds zeros; its status stops the job
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, map.data(), static_cast<int>(map_size), MPI_INT64_T, MPI_SUM, world));
+    attempt(*status, [&] { (*source)->set_map(std::move(map)); });
+  }
+  return true;
+}
+
+}  // namespace mpi
+}  // namespace facegen
