@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # mpi_ranks.sh: build/facegen as an MPI job on this machine (CPU backend, mpirun --oversubscribe).
 #
-# 1, 2, 3 and 5 ranks on N = 1, 7 and 64 must write files byte-identical to the single-process
-# program's; small jobs leave ranks out; a failing rank (an error, a crash, a kill) ends the job within
+# 1, 2, 3 and 5 ranks on N = 1, 7 and 64 (a text file, and .npy float32 and float64) must write files
+# byte-identical to the single-process program's, every rank reading its own slice of the input; small jobs leave ranks out; a failing rank (an error, a crash, a kill) ends the job within
 # seconds with one line naming rank and host, a non-zero status and no output file; bad input and an
 # unwritable output are reported as the single-process program reports them. Launches go through
 # run_parallel.sh, as users run it. Usage: tests/suites/mpi_ranks.sh [build-dir]; exit 0 pass,
@@ -102,7 +102,32 @@ elif [ -s "$work/stderr" ]; then
   fail "3 ranks, txt+bmp+npy" "$(head -c 400 "$work/stderr")"
 fi
 
-# --- drawn latents: rank 0 draws them, as one process would ---------------------------------------
+# --- .npy latents, float32 and float64: every rank reads its own slice ---------------------------------
+if /usr/bin/python3 -c "import numpy" 2> /dev/null; then
+  /usr/bin/python3 - "$work/l64.txt" "$work/l64_f4.npy" "$work/l64_f8.npy" <<'PY'
+import sys, numpy as np
+values = np.loadtxt(sys.argv[1], skiprows=1, dtype=np.float64)
+np.save(sys.argv[2], values.astype(np.float32))
+np.save(sys.argv[3], values * 1.0000001)
+PY
+  for kind in f4 f8; do
+    "$prog" --device cpu --model "$model" --input "$work/l64_$kind.npy" --output "$work/ref_$kind" --quiet ||
+      { fail ".npy $kind single-process reference" "exit status $?"; continue; }
+    for ranks in 1 2 3 5; do
+      name="$ranks rank(s), .npy $kind input, rounds of 5: identical to one process"
+      if parallel "$ranks" "$work/n${ranks}_$kind" "$work/l64_$kind.npy" --all-ranks --images-per-round 5 &&
+         same_files "$name" "$work/n${ranks}_$kind" "$work/ref_$kind" txt bmp; then
+        pass "$name"
+      else
+        fail "$name" "$(head -c 400 "$work/stderr")"
+      fi
+    done
+  done
+else
+  echo "  skip  .npy input: python3-numpy is not installed (make test-deps)"
+fi
+
+# --- drawn latents: every rank draws its own, as one process would ---------------------------------
 "$prog" --device cpu --model "$model" --random 9 --seed 3 --output "$work/ref_random" --quiet
 if timeout 60 ./run_parallel.sh --program "$prog" --model "$model" --random 9 --seed 3 --output "$work/random" \
      --ranks-per-node 3 -- --device cpu --all-ranks > "$work/stdout" 2> "$work/stderr" &&
@@ -187,11 +212,17 @@ FACEGEN_TEST_FAULT=0:exit expect_failure "rank 0 of 2 (which holds the files) di
 FACEGEN_TEST_FAULT=0:kill expect_failure "rank 0 of 3 is killed" "1[0-9][0-9]|[1-9]" \
   "^facegen: error on rank 0 \(host [^)]+\): the process died of signal 9" 3 "$work/l64.txt" --all-ranks
 
-# Bad input in the middle of the file: the same message as one process gives, from rank 0.
+# Bad input in the middle of the file: the same message as one process gives, from the rank that
+# reads it (each rank reads its own slice; image 64 is the last of rank 2's).
 sed '$ s/^\([^ ]* [^ ]* \)[^ ]*/\1oops/' "$work/l64.txt" > "$work/bad.txt"
 expected=$("$prog" --device cpu --model "$model" --input "$work/bad.txt" --output "$work/never" 2>&1 | sed 's/^facegen: error: //')
-expect_failure "a bad number in the last of 6 rounds, after 5 were written" 1 "^facegen: error on rank 0 \(host [^)]+\): $(printf '%s' "$expected" | sed 's/[][\.*^$(){}?+|/]/\\&/g')$" \
+expect_failure "a bad number in the last of 6 rounds, after 5 were written" 1 "^facegen: error on rank 2 \(host [^)]+\): $(printf '%s' "$expected" | sed 's/[][\.*^$(){}?+|/]/\\&/g')$" \
   3 "$work/bad.txt" --all-ranks --images-per-round 4
+# Two bad numbers in the last round, in two ranks' slices: the first in the file is the one reported.
+sed '61 s/^\([^ ]* \)[^ ]*/\1nan/; $ s/^[^ ]*/oops/' "$work/l64.txt" > "$work/bad2.txt"
+expected=$("$prog" --device cpu --model "$model" --input "$work/bad2.txt" --output "$work/never" 2>&1 | sed 's/^facegen: error: //')
+expect_failure "two bad numbers in one round: the first in the file" 1 "^facegen: error on rank [01] \(host [^)]+\): $(printf '%s' "$expected" | sed 's/[][\.*^$(){}?+|/]/\\&/g')$" \
+  3 "$work/bad2.txt" --all-ranks --images-per-round 4
 # An output directory that does not exist.
 rm -rf "$work/out" && mkdir -p "$work/out"
 if parallel 2 "$work/out/missing/x" "$work/l7.txt" --all-ranks; then
