@@ -17,6 +17,7 @@
 #   make bench           (GPU machine) build/facegen-bench, then bench/pytorch_reference.py beside it
 #   make bench-io        the output writers in MB/s and images/s, on the CPU (BENCH_IO_ARGS=--images N)
 #   make bench-cpu       the CPU backend beside PyTorch on the CPU and the FMA ceiling (BENCH_CPU_ROUNDS=3)
+#   make bench-latents   the latent text parser in MB/s and images/s per thread count (BENCH_LATENTS_ARGS=--images N)
 #   make clean
 #   make deps            install the Debian packages needed to build and run (apt-get; as root or via sudo)
 #   make test-deps       ... and those the tests need (PyTorch for the cross-check)
@@ -150,6 +151,7 @@ GPU_TESTS := $(BUILD)/facegen-gpu-tests
 BENCH := $(BUILD)/facegen-bench
 BENCH_IO := $(BUILD)/facegen-bench-io
 BENCH_CPU := $(BUILD)/facegen-bench-cpu
+BENCH_LATENTS := $(BUILD)/facegen-bench-latents
 BENCH_OUT := $(BUILD)/bench-run
 TEST_MODEL := $(BUILD)/random-network.bin
 
@@ -189,7 +191,7 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-cpu clean deps test-deps
+.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-cpu bench-latents clean deps test-deps
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -219,6 +221,9 @@ $(BENCH_IO): $(BUILD)/bench/bench_io.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BENCH_CPU): $(BUILD)/bench/bench_cpu.o $(BUILD)/bench/fma_peak.o $(BUILD)/libfacegen.a
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BENCH_LATENTS): $(BUILD)/bench/bench_latents.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.cpp $(FLAGS_STAMP)
@@ -303,6 +308,9 @@ bench-io: $(BENCH_IO)
 BENCH_CPU_ROUNDS ?= 3
 bench-cpu: $(BENCH_CPU)
 	bash bench/bench_cpu.sh $(BENCH_CPU) $(BENCH_CPU_ROUNDS)
+
+bench-latents: $(BENCH_LATENTS)
+	$(BENCH_LATENTS) $(BENCH_LATENTS_ARGS)
 
 clean:
 	rm -rf build build-san build-vg

@@ -67,23 +67,31 @@ int64_t block_begin_of(int64_t block, int64_t file_size) {
   return block * file_size / LatentIndex::kBlocks;  // file_size < 2^63 / kBlocks for any real file
 }
 
+// Whether byte c separates tokens: is_latent_space written so that a loop of it vectorises
+// (' ', and '\t' '\n' '\v' '\f' '\r', which are 9 to 13).
+inline uint32_t space_bit(unsigned char c) { return (c == ' ') | (static_cast<unsigned char>(c - 9) < 5); }
+
 // counts[0..2] of bytes [begin, end): token starts, newlines, last newline offset + 1 (0: none).
+// Each byte is compared with the one before it, without a dependency from one byte to the next, so
+// that the compiler vectorises the count and it runs several times faster than parsing.
 void count_block(const ReadOnlyFile& file, int64_t begin, int64_t end, std::vector<char>& buffer, int64_t* counts) {
-  bool prev_space = file.space_before(begin);
+  unsigned char before = file.space_before(begin) ? ' ' : 'x';
   int64_t tokens = 0, newlines = 0, last_newline = -1;
   for (int64_t at = begin; at < end;) {
     const int64_t bytes = std::min(end - at, static_cast<int64_t>(buffer.size()));
     file.read(at, bytes, buffer.data());
-    for (int64_t i = 0; i < bytes; ++i) {
-      const char c = buffer[static_cast<size_t>(i)];
-      const bool space = is_latent_space(c);
-      tokens += !space && prev_space;
-      if (c == '\n') {
-        ++newlines;
-        last_newline = at + i;
-      }
-      prev_space = space;
+    const unsigned char* data = reinterpret_cast<const unsigned char*>(buffer.data());
+    uint32_t starts = space_bit(before) & (space_bit(data[0]) ^ 1), lines = data[0] == '\n';
+    for (int64_t i = 1; i < bytes; ++i) {
+      starts += space_bit(data[i - 1]) & (space_bit(data[i]) ^ 1);
+      lines += data[i] == '\n';
     }
+    tokens += starts;
+    newlines += lines;
+    if (const void* last = ::memrchr(data, '\n', static_cast<size_t>(bytes))) {
+      last_newline = at + (static_cast<const unsigned char*>(last) - data);
+    }
+    before = data[bytes - 1];
     at += bytes;
   }
   counts[0] = tokens;
