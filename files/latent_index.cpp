@@ -71,32 +71,46 @@ int64_t block_begin_of(int64_t block, int64_t file_size) {
 // (' ', and '\t' '\n' '\v' '\f' '\r', which are 9 to 13).
 inline uint32_t space_bit(unsigned char c) { return (c == ' ') | (static_cast<unsigned char>(c - 9) < 5); }
 
-// counts[0..2] of bytes [begin, end): token starts, newlines, last newline offset + 1 (0: none).
-// Each byte is compared with the one before it, without a dependency from one byte to the next, so
-// that the compiler vectorises the count and it runs several times faster than parsing.
-void count_block(const ReadOnlyFile& file, int64_t begin, int64_t end, std::vector<char>& buffer, int64_t* counts) {
+// Counts blocks [first, last) in one pass over their bytes: per block kFields integers into
+// counts[block * kFields ...]: token starts, newlines, last newline offset + 1 (0: none). Each byte is
+// compared with the one before it, without a dependency from one byte to the next, so that the
+// compiler vectorises the count and it runs several times faster than parsing.
+void count_blocks(const ReadOnlyFile& file, int64_t first, int64_t last, int64_t file_size, int64_t* counts) {
+  const int64_t begin = block_begin_of(first, file_size), end = block_begin_of(last, file_size);
+  std::vector<unsigned char> buffer(static_cast<size_t>(std::min(kScanBytes, std::max<int64_t>(1, end - begin))));
   unsigned char before = file.space_before(begin) ? ' ' : 'x';
-  int64_t tokens = 0, newlines = 0, last_newline = -1;
-  for (int64_t at = begin; at < end;) {
-    const int64_t bytes = std::min(end - at, static_cast<int64_t>(buffer.size()));
-    file.read(at, bytes, buffer.data());
-    const unsigned char* data = reinterpret_cast<const unsigned char*>(buffer.data());
-    uint32_t starts = space_bit(before) & (space_bit(data[0]) ^ 1), lines = data[0] == '\n';
-    for (int64_t i = 1; i < bytes; ++i) {
-      starts += space_bit(data[i - 1]) & (space_bit(data[i]) ^ 1);
-      lines += data[i] == '\n';
+  int64_t filled_begin = begin, filled_end = begin;  // buffer holds bytes [filled_begin, filled_end)
+  for (int64_t block = first; block < last; ++block) {
+    const int64_t block_end = block_begin_of(block + 1, file_size);
+    int64_t tokens = 0, newlines = 0, last_newline = -1;
+    for (int64_t at = block_begin_of(block, file_size); at < block_end;) {
+      if (at == filled_end) {
+        const int64_t bytes = std::min(end - at, static_cast<int64_t>(buffer.size()));
+        file.read(at, bytes, reinterpret_cast<char*>(buffer.data()));
+        filled_begin = at;
+        filled_end = at + bytes;
+      }
+      const int64_t stop = std::min(block_end, filled_end);
+      const unsigned char* data = buffer.data() + (at - filled_begin);
+      const int64_t bytes = stop - at;
+      uint32_t starts = space_bit(before) & (space_bit(data[0]) ^ 1), lines = data[0] == '\n';
+      for (int64_t i = 1; i < bytes; ++i) {
+        starts += space_bit(data[i - 1]) & (space_bit(data[i]) ^ 1);
+        lines += data[i] == '\n';
+      }
+      tokens += starts;
+      newlines += lines;
+      if (const void* found = ::memrchr(data, '\n', static_cast<size_t>(bytes))) {
+        last_newline = at + (static_cast<const unsigned char*>(found) - data);
+      }
+      before = data[bytes - 1];
+      at = stop;
     }
-    tokens += starts;
-    newlines += lines;
-    if (const void* last = ::memrchr(data, '\n', static_cast<size_t>(bytes))) {
-      last_newline = at + (static_cast<const unsigned char*>(last) - data);
-    }
-    before = data[bytes - 1];
-    at += bytes;
+    int64_t* block_counts = counts + block * LatentIndex::kFields;
+    block_counts[0] = tokens;
+    block_counts[1] = newlines;
+    block_counts[2] = last_newline + 1;
   }
-  counts[0] = tokens;
-  counts[1] = newlines;
-  counts[2] = last_newline + 1;
 }
 
 }  // namespace
@@ -111,11 +125,7 @@ std::vector<int64_t> LatentIndex::count_part(const std::string& path, int64_t fi
   const int64_t first = int64_t{kBlocks} * part / parts, last = int64_t{kBlocks} * (part + 1) / parts;
   const ReadOnlyFile file(path);
   parallel_for(last - first, threads, [&](int64_t begin, int64_t end) {
-    std::vector<char> buffer(static_cast<size_t>(std::min(kScanBytes, std::max<int64_t>(1, file_size))));
-    for (int64_t b = first + begin; b < first + end; ++b) {
-      count_block(file, block_begin_of(b, file_size), block_begin_of(b + 1, file_size), buffer,
-                  &counts[static_cast<size_t>(b) * kFields]);
-    }
+    count_blocks(file, first + begin, first + end, file_size, counts.data());
   });
   return counts;
 }

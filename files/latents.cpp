@@ -1,7 +1,8 @@
 // latents.cpp: streaming reader of latent files: "N" then N*100 floats, any white space between.
 //
-// The file is read through one fixed buffer (1 MiB by default); a token cut by the end of the buffer is moved
-// to its front before the next read, so memory stays bounded for any N. Positions in messages are
+// The file is read through one buffer of 64 KiB that grows (to 1 MiB by default) only while one token
+// fills it; a token cut by the end of the buffer is moved to its front before the next read, so
+// memory stays bounded for any N. Positions in messages are
 // 1-based line:column of a token's first byte, columns counted in bytes. A value is any token that
 // strtof consumes in full (decimal or hexadecimal); one that underflows is kept as 0 or a subnormal,
 // one that overflows is an error like NaN and Inf. fast_float converts the common tokens (plain
@@ -100,8 +101,8 @@ LatentReader::LatentReader(std::FILE* file, const std::string& name, const Laten
     throw std::invalid_argument("LatentReader: resuming at image " + std::to_string(at.image) + " of " +
                                 std::to_string(at.count));
   }
-  buffer_.resize(kDefaultBufferBytes);
-  read_bytes_ = kDefaultBufferBytes;
+  capacity_ = kDefaultBufferBytes;
+  buffer_.resize(std::min(capacity_, kFirstBufferBytes));
 }
 
 LatentReader::LatentReader(const std::string& path, int64_t offset, const LatentResume& at)
@@ -110,7 +111,6 @@ LatentReader::LatentReader(const std::string& path, int64_t offset, const Latent
     const int err = errno;
     throw UserError("reading input file " + path_ + " failed: " + std::strerror(err));
   }
-  read_bytes_ = kResumeReadBytes;
 }
 
 LatentReader::LatentReader(const std::string& path) : LatentReader(open_input(path), path) {}
@@ -121,8 +121,8 @@ LatentReader::LatentReader(std::FILE* file, const std::string& name, size_t buff
   // The destructor does not run if a constructor throws, so close the stream on the way out.
   try {
     if (buffer_bytes == 0) throw std::invalid_argument("LatentReader: a read buffer of 0 bytes");
-    buffer_.resize(buffer_bytes);
-    read_bytes_ = buffer_bytes;
+    capacity_ = buffer_bytes;
+    buffer_.resize(std::min(capacity_, kFirstBufferBytes));
     struct stat st;
     if (::fstat(::fileno(file_), &st) == 0) {
       if (S_ISDIR(st.st_mode)) throw UserError("input file " + path_ + " is a directory, not a latent file");
@@ -184,7 +184,8 @@ void LatentReader::refill() {
     end_ -= begin_;
     begin_ = 0;
   }
-  const size_t got = std::fread(buffer_.data() + end_, 1, std::min(read_bytes_, buffer_.size() - end_), file_);
+  if (end_ == buffer_.size() && buffer_.size() < capacity_) buffer_.resize(std::min(capacity_, 2 * buffer_.size()));
+  const size_t got = std::fread(buffer_.data() + end_, 1, buffer_.size() - end_, file_);
   if (got == 0) {
     if (std::ferror(file_)) {
       const int err = errno;
@@ -221,7 +222,7 @@ bool LatentReader::next_token(Token* token) {
     if (stop < end_ || eof_) break;
     // The token runs into the end of the buffer: keep it and read on.
     const size_t length = stop - begin_;
-    if (length == buffer_.size()) {
+    if (length == capacity_) {
       Token head{buffer_.data() + begin_, length, line_, column_};
       fail_at(head, "token " + quote(head) + " is longer than " + with_commas(length) +
                         " bytes; numbers must be separated by white space");

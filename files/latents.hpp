@@ -1,7 +1,7 @@
 // latents.hpp: reader of latent-vector files.
 //
 // Format: text; the first token is N (a positive integer), then N*100 floats, separated by any white
-// space. The reader streams: it holds a fixed-size buffer of the file, never the whole file, so any N
+// space. The reader streams: it holds a buffer of bounded size (1 MiB at most), never the whole file, so any N
 // runs in bounded memory. Every problem is a UserError naming the file, the line and column, the
 // token and what was expected: a missing or non-integer N, N <= 0, N larger than the file can hold,
 // a token that is not a number, NaN or Inf, fewer or more than N*100 numbers.
@@ -51,10 +51,11 @@ class LatentReader {
   // Resumes at `at` in a stream positioned there (no header is read); finish() works too once
   // images_read() reaches count().
   LatentReader(std::FILE* file, const std::string& name, const LatentResume& at);
-  // Opens `path` and resumes at byte `offset`, which is `at`. It reads kResumeReadBytes at a time, so
-  // that a reader of a few images does not read a whole buffer.
+  // Opens `path` and resumes at byte `offset`, which is `at`.
   LatentReader(const std::string& path, int64_t offset, const LatentResume& at);
-  static constexpr size_t kResumeReadBytes = size_t{64} << 10;
+  // The buffer starts at this size and grows (doubling) to buffer_bytes only while one token fills
+  // it, so that a reader of a few images neither holds nor reads a whole buffer.
+  static constexpr size_t kFirstBufferBytes = size_t{64} << 10;
   ~LatentReader();
   LatentReader(const LatentReader&) = delete;
   LatentReader& operator=(const LatentReader&) = delete;
@@ -86,7 +87,7 @@ class LatentReader {
   std::string path_;
   std::FILE* file_ = nullptr;
   std::vector<char> buffer_;
-  size_t read_bytes_ = 0;  // bytes one fread asks for at most (the buffer's size, or kResumeReadBytes)
+  size_t capacity_ = 0;  // the most buffer_ grows to: a token this long is refused
   size_t begin_ = 0;  // next unread byte in buffer_
   size_t end_ = 0;    // one past the last valid byte
   bool eof_ = false;
