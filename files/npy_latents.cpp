@@ -132,7 +132,7 @@ class NpyLatents : public LatentSource {
     }
     file_size_ = st.st_size;
     const std::string expected = "a .npy file starts with the magic \"\\x93NUMPY\", a version and a header";
-    if (file_size_ < 10) refuse("it has " + std::to_string(file_size_) + " bytes; " + expected);
+    if (file_size_ < 10) refuse("it has " + std::to_string(file_size_) + (file_size_ == 1 ? " byte; " : " bytes; ") + expected);
     char start[12];
     read_bytes(0, std::min<int64_t>(12, file_size_), start);
     if (!has_npy_magic(std::string(start, kMagicBytes))) refuse("it is not a NumPy .npy file: " + expected);

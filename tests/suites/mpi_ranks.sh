@@ -2,7 +2,8 @@
 # mpi_ranks.sh: build/facegen as an MPI job on this machine (CPU backend, mpirun --oversubscribe).
 #
 # 1, 2, 3 and 5 ranks on N = 1, 7 and 64 (a text file, and .npy float32 and float64) must write files
-# byte-identical to the single-process program's, every rank reading its own slice of the input; small jobs leave ranks out; a failing rank (an error, a crash, a kill) ends the job within
+# byte-identical to the single-process program's, every rank reading its own slice of the input (and
+# drawing its own --random and --interpolate latents; rank 0 reads a named pipe for all); small jobs leave ranks out; a failing rank (an error, a crash, a kill) ends the job within
 # seconds with one line naming rank and host, a non-zero status and no output file; bad input and an
 # unwritable output are reported as the single-process program reports them. Launches go through
 # run_parallel.sh, as users run it. Usage: tests/suites/mpi_ranks.sh [build-dir]; exit 0 pass,
@@ -136,6 +137,28 @@ if timeout 60 ./run_parallel.sh --program "$prog" --model "$model" --random 9 --
 elif [ -s "$work/stderr" ]; then
   fail "3 ranks, --random 9" "$(head -c 400 "$work/stderr")"
 fi
+
+"$prog" --device cpu --model "$model" --interpolate 4 --seed 9 --output "$work/ref_interp" --quiet
+if timeout 60 ./run_parallel.sh --program "$prog" --model "$model" --interpolate 4 --seed 9 --output "$work/interp" \
+     --ranks-per-node 3 -- --device cpu --all-ranks --images-per-round 2 > "$work/stdout" 2> "$work/stderr" &&
+   same_files "--interpolate" "$work/interp" "$work/ref_interp" txt bmp; then
+  pass "3 ranks, --interpolate 4 --seed 9, rounds of 2: identical to one process"
+else
+  fail "3 ranks, --interpolate 4" "$(head -c 400 "$work/stderr")"
+fi
+
+# --- a pipe is read by rank 0 alone, which scatters the rounds ----------------------------------------
+mkfifo "$work/fifo"
+cat "$work/l64.txt" > "$work/fifo" &
+writer=$!
+if parallel 3 "$work/fifo_out" "$work/fifo" --all-ranks --images-per-round 5 &&
+   same_files "a pipe" "$work/fifo_out" "$work/ref64" txt bmp; then
+  pass "3 ranks, latents from a named pipe (rank 0 reads and scatters): identical to one process"
+else
+  fail "3 ranks, latents from a named pipe" "$(head -c 400 "$work/stderr")"
+fi
+kill "$writer" 2> /dev/null  # still blocked in open() if the job never read the pipe
+wait "$writer" 2> /dev/null
 
 # --- a mosaic split into numbered files, as one process splits it -----------------------------------
 "$prog" --device cpu --model "$model" --random 11 --mosaic-tiles 2 --output "$work/ref_split" --quiet 2> /dev/null
