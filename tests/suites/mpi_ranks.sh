@@ -3,7 +3,8 @@
 #
 # 1, 2, 3 and 5 ranks on N = 1, 7 and 64 (a text file, and .npy float32 and float64) must write files
 # byte-identical to the single-process program's, every rank reading its own slice of the input (and
-# drawing its own --random and --interpolate latents; rank 0 reads a named pipe for all); small jobs leave ranks out; a failing rank (an error, a crash, a kill) ends the job within
+# drawing its own --random and --interpolate latents; rank 0 reads a named pipe for all); small jobs
+# leave ranks out; a failing rank (an error, a crash, a kill) ends the job within
 # seconds with one line naming rank and host, a non-zero status and no output file; bad input and an
 # unwritable output are reported as the single-process program reports them. Launches go through
 # run_parallel.sh, as users run it. Usage: tests/suites/mpi_ranks.sh [build-dir]; exit 0 pass,
