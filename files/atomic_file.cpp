@@ -89,6 +89,17 @@ AtomicFile::AtomicFile(std::string final_path) : final_path_(std::move(final_pat
   std::setvbuf(file_, buffer_.get(), _IOFBF, kStdioBufferBytes);
 }
 
+AtomicFile::AtomicFile(std::string final_path, Unbuffered) : AtomicFile(std::move(final_path)) {
+  close_quietly();
+  buffer_.reset();
+  finished_ = true;
+}
+
+void AtomicFile::mark_committed() {
+  committed_ = true;
+  listed_.release();
+}
+
 AtomicFile::~AtomicFile() {
   if (!committed_) abandon();
 }

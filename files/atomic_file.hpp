@@ -23,6 +23,10 @@ namespace facegen {
 class AtomicFile {
  public:
   explicit AtomicFile(std::string final_path);
+  // Unbuffered: the file is created (and listed) but not kept open; its owner writes it through
+  // descriptors of its own (pwrite, MPI-IO) and syncs it. write() is then refused; commit() renames.
+  struct Unbuffered {};
+  AtomicFile(std::string final_path, Unbuffered);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -33,6 +37,8 @@ class AtomicFile {
   // renames): a finished file of many holds no buffer nor descriptor while the others are written.
   void finish_writing();
   void abandon();  // remove the temporary file now; the object can no longer be written
+  // The owner renamed temp_path() into place itself (one commit of several files): forget the file.
+  void mark_committed();
 
   const std::string& final_path() const { return final_path_; }
   const std::string& temp_path() const { return temp_path_; }

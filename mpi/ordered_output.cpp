@@ -1,345 +1,375 @@
-// ordered_output.cpp: MPI-IO writes of text, BMP and NumPy outputs at computed offsets
-// (see ordered_output.hpp for the layout of each file).
+// ordered_output.cpp: MPI-IO writes of every output format at the offsets of its one definition
+// (see ordered_output.hpp).
 #include "mpi/ordered_output.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <limits>
 #include <stdexcept>
 
+#include "common/clock.hpp"
 #include "common/errors.hpp"
-#include "files/image_sink.hpp"
-#include "generator/network.hpp"
-#include "common/text_format.hpp"
+#include "common/model_shape.hpp"
 #include "common/threads.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/polite_wait.hpp"
 
 namespace facegen {
 namespace mpi {
+
+constexpr int64_t kMaxWriteBytes = int64_t{1} << 30;  // MPI counts are ints
+
+// Every output file of the job, opened on this rank with MPI_File_open (folders: their path only).
+class MpiFiles : public FileWriter {
+ public:
+  MpiFiles(std::vector<OutputFile> files, std::vector<std::string> temps, bool serialize)
+      : files_(std::move(files)), temps_(std::move(temps)), handles_(files_.size(), MPI_FILE_NULL),
+        bytes_(new std::atomic<int64_t>[files_.size()]), serialize_(serialize) {
+    for (size_t i = 0; i < files_.size(); ++i) bytes_[i] = 0;
+  }
+
+  // Collective. Opens every file; errors go into `status`.
+  void open(MPI_Comm comm, RankStatus& status) {
+    // MPI_File_open is collective: a rank whose open fails returns while the others go on into the
+    // open's own collectives, and the job hangs. On one host the ranks see the same directories, but
+    // a node that lacks the output directory (or may not write there) is the one rank that fails.
+    // So every rank first tries the files itself, and the ranks open them together only if all can.
+    int usable = 1;
+    for (size_t i = 0; i < files_.size() && usable; ++i) {
+      const bool folder = files_[i].kind == OutputFile::Kind::Folder;
+      const int fd = ::open(temps_[i].c_str(), (folder ? O_RDONLY | O_DIRECTORY : O_WRONLY) | O_CLOEXEC);
+      if (fd < 0) {
+        const int err = errno;
+        usable = 0;
+        attempt(status, [&] {
+          throw UserError("cannot open for writing " + files_[i].path + " (as " + temps_[i] + "): " + std::strerror(err));
+        });
+      } else {
+        ::close(fd);
+      }
+    }
+    int all_usable = 0;
+    MPI_CHECK(MPI_Allreduce(&usable, &all_usable, 1, MPI_INT, MPI_MIN, comm));
+    if (!all_usable) return;  // the failed ranks say why at the next agreement
+    for (size_t i = 0; i < files_.size(); ++i) {
+      if (files_[i].kind == OutputFile::Kind::Folder) continue;
+      const int code = MPI_File_open(comm, temps_[i].c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &handles_[i]);
+      attempt(status, [&] {
+        check_file(code, "cannot open for writing", files_[i].path + " (as " + temps_[i] + ")");
+      });
+    }
+  }
+
+  void write_at(size_t file, int64_t offset, const void* data, int64_t bytes) override {
+    std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+    if (serialize_) lock.lock();
+    const char* from = static_cast<const char*>(data);
+    while (bytes > 0) {
+      const int64_t piece = std::min(bytes, kMaxWriteBytes);
+      MPI_Status mpi_status;
+      check_file(MPI_File_write_at(handles_[file], offset, from, static_cast<int>(piece), MPI_BYTE, &mpi_status),
+                 "cannot write", files_[file].path);
+      bytes_[file] += piece;
+      offset += piece;
+      from += piece;
+      bytes -= piece;
+    }
+  }
+  const std::string& temp_path(size_t file) const override { return temps_[file]; }
+  void add_bytes(size_t file, int64_t bytes) override { bytes_[file] += bytes; }
+
+  int64_t bytes(size_t file) const {
+    return files_[file].kind == OutputFile::Kind::Pixels ? 0 : bytes_[file].load();
+  }
+
+  // Collective: every byte reaches the storage, so that any rank may read it back.
+  void sync(MPI_Comm comm, RankStatus& status) {
+    for (size_t i = 0; i < files_.size(); ++i) {
+      if (handles_[i] == MPI_FILE_NULL) continue;
+      const int code = MPI_File_sync(handles_[i]);
+      attempt(status, [&] { check_file(code, "cannot write", files_[i].path); });
+    }
+    MPI_CHECK(MPI_Barrier(comm));
+  }
+
+  // Collective.
+  void close() {
+    for (MPI_File& handle : handles_)
+      if (handle != MPI_FILE_NULL) MPI_CHECK(MPI_File_close(&handle));
+  }
+
+ private:
+  std::vector<OutputFile> files_;
+  std::vector<std::string> temps_;
+  std::vector<MPI_File> handles_;
+  std::unique_ptr<std::atomic<int64_t>[]> bytes_;
+  bool serialize_;  // MPI without MPI_THREAD_MULTIPLE: one MPI call at a time
+  std::mutex mutex_;
+};
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr int64_t kBmpHeaderBytes = 54;
-constexpr int64_t kTileRowBytes = kImageSize * kImageChannels;  // one pixel row of one tile: 192
-constexpr int64_t kMaxWriteBytes = int64_t{1} << 30;             // MPI counts are ints
+// One layout's files within the job's list: the layout numbers its files from 0.
+class LayoutFiles : public FileWriter {
+ public:
+  LayoutFiles(FileWriter& all, size_t first) : all_(all), first_(first) {}
+  void write_at(size_t file, int64_t offset, const void* data, int64_t bytes) override {
+    all_.write_at(first_ + file, offset, data, bytes);
+  }
+  const std::string& temp_path(size_t file) const override { return all_.temp_path(first_ + file); }
+  void add_bytes(size_t file, int64_t bytes) override { all_.add_bytes(first_ + file, bytes); }
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-void put_u16(std::string& out, uint32_t v) {
-  out.push_back(static_cast<char>(v & 0xff));
-  out.push_back(static_cast<char>((v >> 8) & 0xff));
-}
-
-void put_u32(std::string& out, uint32_t v) {
-  put_u16(out, v & 0xffff);
-  put_u16(out, v >> 16);
-}
-
+ private:
+  FileWriter& all_;
+  size_t first_;
+};
 
 }  // namespace
 
-std::string bmp_mosaic_header(int64_t total_images) {
-  const int64_t width = mosaic_side(total_images) * kImageSize;
-  const int64_t pixel_bytes = width * width * 3;
-  // BITMAPFILEHEADER + BITMAPINFOHEADER as stb_image_write fills them for 24-bit pictures: a
-  // positive height (rows bottom-up), no compression, image size and resolution left 0.
-  std::string header = "BM";
-  put_u32(header, static_cast<uint32_t>(kBmpHeaderBytes + pixel_bytes));
-  put_u16(header, 0);
-  put_u16(header, 0);
-  put_u32(header, kBmpHeaderBytes);
-  put_u32(header, 40);
-  put_u32(header, static_cast<uint32_t>(width));
-  put_u32(header, static_cast<uint32_t>(width));
-  put_u16(header, 1);   // planes
-  put_u16(header, 24);  // bits per pixel
-  for (int i = 0; i < 6; ++i) put_u32(header, 0);
-  return header;
-}
-
-void check_bmp_size(const std::string& path, int64_t total_images) {
-  const int64_t pixels = mosaic_side(total_images) * kImageSize;
-  const int64_t bytes = pixels * pixels * 3 + kBmpHeaderBytes;
-  if (bytes > std::numeric_limits<int>::max()) {
-    throw UserError("cannot write " + path + ": a mosaic of " + with_commas(total_images) + " images is " +
-                    with_commas(pixels) + " x " + with_commas(pixels) + " pixels, " + with_commas(bytes) +
-                    " bytes, more than the BMP writer can hold (2 GiB)");
-  }
-}
-
 OrderedOutputs::OrderedOutputs(MPI_Comm comm, std::string prefix, std::vector<OutputFormat> formats,
-                               int64_t total_images, int mosaic_tiles)
-    : comm_(comm), total_(total_images) {
+                               int64_t total_images, SinkOptions options, int64_t round_images)
+    : comm_(comm), prefix_(std::move(prefix)), formats_(std::move(formats)), total_(total_images),
+      options_(std::move(options)), round_images_(std::max<int64_t>(1, round_images)) {
   MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-  for (OutputFormat format : formats) {
-    if (format == OutputFormat::Png || format == OutputFormat::MosaicPng) {
-      throw UserError(std::string("--formats ") + format_name(format) +
-                      " is written by single-process runs only; a parallel run writes txt, bmp and npy");
-    }
-    if (format != OutputFormat::Bmp) {
-      outputs_.push_back({format, prefix + "." + format_name(format), 0, total_, 0});
-      continue;
-    }
-    // The same split as the single-process mosaic sink, so the files are the same.
-    const int64_t per_file = int64_t{mosaic_tiles} * mosaic_tiles;
-    const std::vector<std::string> paths = mosaic_paths(prefix, "bmp", total_, mosaic_tiles);
-    for (size_t k = 0; k < paths.size(); ++k) {
-      const int64_t first = static_cast<int64_t>(k) * per_file;
-      const int64_t count = paths.size() == 1 ? total_ : std::min(per_file, total_ - first);
-      outputs_.push_back({format, paths[k], first, count, mosaic_side(count)});
-    }
-  }
+  MPI_CHECK(MPI_Comm_size(comm_, &ranks_));
+  MPI_CHECK(MPI_Comm_dup(comm_, &write_comm_));
+  int level = 0;
+  MPI_CHECK(MPI_Query_thread(&level));
+  threaded_ = level == MPI_THREAD_MULTIPLE;
+  options_.threads = resolve_threads(options_.threads);
 }
 
-OrderedOutputs::~OrderedOutputs() = default;  // rank 0's AtomicFiles remove what was not committed
+OrderedOutputs::~OrderedOutputs() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (writer_.joinable()) writer_.join();
+  MPI_Comm_free(&write_comm_);
+  // rank 0's OutputFiles removes what was not committed
+}
 
 std::vector<std::string> OrderedOutputs::final_paths() const {
   std::vector<std::string> paths;
-  for (const Output& output : outputs_) paths.push_back(output.path);
+  for (const OutputLayout& layout : layouts_) paths.push_back(layout.describe());
   return paths;
 }
 
+void OrderedOutputs::prepare(RankStatus& status) {
+  attempt(status, [&] {
+    OutputOptions layout_options;
+    layout_options.mosaic_tiles = options_.mosaic_tiles;
+    if (rank_ == 0) layout_options.on_notice = options_.on_notice;
+    for (OutputFormat format : formats_) {
+      layouts_.emplace_back(format, prefix_, total_, layout_options);
+      first_file_.push_back(all_files_.size());
+      all_files_.insert(all_files_.end(), layouts_.back().files().begin(), layouts_.back().files().end());
+    }
+  });
+}
+
 void OrderedOutputs::create() {
-  if (rank_ != 0) return;
-  const std::vector<std::string> paths = final_paths();
-  for (const Output& output : outputs_) {
-    if (output.format == OutputFormat::Bmp) check_bmp_size(output.path, output.count);
-  }
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    temps_.push_back(std::make_unique<AtomicFile>(paths[i]));
-    std::string header;
-    int64_t size = 0;  // bytes known in advance; text grows as it is written
-    switch (outputs_[i].format) {
-      case OutputFormat::Text:
-        header = std::to_string(total_) + "\n";
-        break;
-      case OutputFormat::Bmp: {
-        const int64_t side = outputs_[i].side;
-        header = bmp_mosaic_header(outputs_[i].count);
-        size = kBmpHeaderBytes + side * kImageSize * side * kImageSize * 3;
-        break;
-      }
-      case OutputFormat::Npy:
-        header = npy_header(total_);
-        size = static_cast<int64_t>(header.size()) + total_ * kImageValues * int64_t{4};
-        break;
-      case OutputFormat::Png:
-      case OutputFormat::MosaicPng:
-        throw std::logic_error("png outputs are refused by the constructor");
-    }
-    // The header goes through the AtomicFile, which flushes it before its fsync and rename; the
-    // ranks' writes never touch these bytes. Sizing the file makes black tiles read as zeros.
-    temps_.back()->write(header.data(), header.size());
-    if (size > 0 && ::truncate(temps_.back()->temp_path().c_str(), size) != 0) {
-      const int err = errno;
-      throw UserError("cannot write " + paths[i] + ": " + std::strerror(err));
-    }
-  }
+  if (rank_ == 0) created_ = std::make_unique<OutputFiles>(all_files_);
 }
 
 void OrderedOutputs::open(RankStatus& status) {
   // Every rank learns the temporary names from rank 0.
   std::string joined;
   if (rank_ == 0) {
-    for (const auto& temp : temps_) joined += temp->temp_path() + '\n';
+    for (size_t i = 0; i < all_files_.size(); ++i) joined += created_->temp_path(i) + '\n';
   }
   int64_t length = static_cast<int64_t>(joined.size());
   MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, 0, comm_));
   joined.resize(static_cast<size_t>(length));
   MPI_CHECK(MPI_Bcast(joined.data(), static_cast<int>(length), MPI_CHAR, 0, comm_));
+  std::vector<std::string> temps;
   for (size_t start = 0; start < joined.size();) {
     const size_t end = joined.find('\n', start);
-    temp_paths_.push_back(joined.substr(start, end - start));
+    temps.push_back(joined.substr(start, end - start));
     start = end + 1;
   }
-
-  const std::vector<std::string> paths = final_paths();
-  files_.assign(outputs_.size(), MPI_FILE_NULL);
-  open_ = true;
-  // MPI_File_open is collective: a rank whose open fails returns while the others go on into the
-  // open's own collectives, and the job hangs. On one host the ranks see the same directories, but
-  // a node that lacks the output directory (or may not write there) is the one rank that fails.
-  // So every rank first tries the files itself, and the ranks open them together only if all can.
-  int usable = 1;
-  for (size_t i = 0; i < outputs_.size() && usable; ++i) {
-    const int fd = ::open(temp_paths_[i].c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) {
-      const int err = errno;
-      usable = 0;
-      attempt(status, [&] {
-        throw UserError("cannot open for writing " + paths[i] + " (as " + temp_paths_[i] + "): " + std::strerror(err));
-      });
-    } else {
-      ::close(fd);
-    }
+  files_ = std::make_unique<MpiFiles>(all_files_, std::move(temps), !threaded_);
+  files_->open(comm_, status);
+  for (const OutputLayout& layout : layouts_)
+    if (layout.format() == OutputFormat::Text) text_base_ = layout.text_data_offset();
+  for (int b = 0; b < 2; ++b) {
+    storage_.emplace_back(new float[static_cast<size_t>(round_images_) * kImageValues]);
+    free_.push_back(storage_.back().get());
   }
-  int all_usable = 0;
-  MPI_CHECK(MPI_Allreduce(&usable, &all_usable, 1, MPI_INT, MPI_MIN, comm_));
-  if (!all_usable) return;  // the failed ranks say why at the next agreement
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    const int code = MPI_File_open(comm_, temp_paths_[i].c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &files_[i]);
-    attempt(status, [&] { check_file(code, "cannot open for writing", paths[i] + " (as " + temp_paths_[i] + ")"); });
-  }
-  text_base_ = static_cast<int64_t>(std::to_string(total_).size()) + 1;
-  npy_data_offset_ = static_cast<int64_t>(npy_header(total_).size());
+  if (threaded_) writer_ = std::thread(&OrderedOutputs::writer_loop, this);
 }
 
-void OrderedOutputs::write_at(size_t file, int64_t offset, const void* data, int64_t bytes) {
-  const auto start = Clock::now();
-  const char* from = static_cast<const char*>(data);
-  while (bytes > 0) {
-    const int64_t piece = std::min(bytes, kMaxWriteBytes);
-    MPI_Status mpi_status;
-    check_file(MPI_File_write_at(files_[file], offset, from, static_cast<int>(piece), MPI_BYTE, &mpi_status),
-               "cannot write", final_paths()[file]);
-    offset += piece;
-    from += piece;
-    bytes -= piece;
+float* OrderedOutputs::next_buffer() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return !free_.empty(); });
+  float* buffer = free_.back();
+  free_.pop_back();
+  return buffer;
+}
+
+void OrderedOutputs::submit_round(float* buffer, ImageRange slice, const RankStatus& status) {
+  const Round round{buffer, slice, status.failed};
+  if (!threaded_) {
+    write_round(round);
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(buffer);
+    return;
   }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(round);
+  }
+  changed_.notify_all();
+}
+
+void OrderedOutputs::writer_loop() {
+  for (;;) {
+    Round round;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      if (stopping_) return;  // finish() has drained the queue on every path that goes on with MPI
+      round = queue_.front();
+    }
+    write_round(round);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.pop_front();
+      free_.push_back(round.buffer);
+    }
+    changed_.notify_all();
+  }
+}
+
+void OrderedOutputs::write_round(const Round& round) {
+  const auto start = Clock::now();
+  RankStatus status;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    status = writer_status_;
+  }
+  const bool skip = round.skip || status.failed;
+  const int64_t count = skip ? 0 : round.slice.size();
+  for (size_t l = 0; l < layouts_.size(); ++l) {
+    const OutputLayout& layout = layouts_[l];
+    LayoutFiles out(*files_, first_file_[l]);
+    if (layout.format() != OutputFormat::Text) {
+      attempt(status, [&] {
+        parallel_for(count, options_.threads, [&](int64_t begin, int64_t end) {
+          layout.write_run(round.buffer + begin * kImageValues, round.slice.begin + begin, end - begin, out);
+        });
+      });
+      continue;
+    }
+    // Text: every rank takes part in the exchange of byte counts exactly once, whatever happens.
+    bool placed = false;
+    auto place = [&](int64_t bytes) {
+      placed = true;
+      int64_t before = 0;
+      int64_t round_total = 0;
+      MPI_Request requests[2];
+      MPI_CHECK(MPI_Iexscan(&bytes, &before, 1, MPI_INT64_T, MPI_SUM, write_comm_, &requests[0]));
+      MPI_CHECK(MPI_Iallreduce(&bytes, &round_total, 1, MPI_INT64_T, MPI_SUM, write_comm_, &requests[1]));
+      wait_politely(&requests[0]);  // the ranks that finished their slice first wait here
+      wait_politely(&requests[1]);
+      if (rank_ == 0) before = 0;  // MPI_Exscan leaves rank 0's result undefined
+      const int64_t at = text_base_ + before;
+      text_base_ += round_total;
+      return at;
+    };
+    const int64_t text_count = status.failed ? 0 : count;
+    attempt(status, [&] { write_text_run(round.buffer, text_count, options_.threads, text_blocks_, place, out); });
+    if (!placed) place(0);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (status.failed) writer_status_.fail(status.exit_code, status.message);
   write_seconds_ += seconds_since(start);
 }
 
-void OrderedOutputs::write_round(const float* images, ImageRange slice, RankStatus& status) {
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    switch (outputs_[i].format) {
-      case OutputFormat::Text:
-        write_text(images, slice, i, status);  // collective
-        break;
-      case OutputFormat::Bmp:
-        attempt(status, [&] { write_bmp(images, slice, i); });
-        break;
-      case OutputFormat::Npy:
-        attempt(status, [&] { write_npy(images, slice, i); });
-        break;
-      case OutputFormat::Png:
-      case OutputFormat::MosaicPng:
-        break;  // refused by the constructor
-    }
-  }
+void OrderedOutputs::collect_errors(RankStatus& status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (writer_status_.failed) status.fail(writer_status_.exit_code, writer_status_.message);
 }
 
-void OrderedOutputs::write_text(const float* images, ImageRange slice, size_t file, RankStatus& status) {
-  // Formatting is the slow part of a text output (~86 KB per image), so the rank's CPU threads each
-  // format one contiguous block of the slice into a buffer of their own; the blocks are then written
-  // one after another. A line is at most 98,305 bytes for values in [-1, 1] (tanh), but up to
-  // kMaxImageTextBytes for any float: a buffer grows when less than that is left.
-  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(format_threads_, slice.size()));
-  if (static_cast<int64_t>(text_blocks_.size()) < blocks) text_blocks_.resize(static_cast<size_t>(blocks));
-  std::vector<int64_t> block_bytes(static_cast<size_t>(blocks), 0);
-  int64_t bytes = 0;
-  attempt(status, [&] {
+void OrderedOutputs::finish(RankStatus& status) {
+  if (!files_) return;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return queue_.empty(); });
+  }
+  collect_errors(status);
+  // Whether every rank may go on to encode; the caller's agreement then says who failed and why.
+  int failed_here = status.failed ? 1 : 0;
+  int failed_anywhere = 0;
+  MPI_CHECK(MPI_Allreduce(&failed_here, &failed_anywhere, 1, MPI_INT, MPI_LOR, comm_));
+  if (!failed_anywhere) {
     const auto start = Clock::now();
-    parallel_for(blocks, format_threads_, [&](int64_t first_block, int64_t end_block) {
-      for (int64_t b = first_block; b < end_block; ++b) {
-        std::vector<char>& text = text_blocks_[static_cast<size_t>(b)];
-        const int64_t first = slice.size() * b / blocks;
-        const int64_t end = slice.size() * (b + 1) / blocks;
-        size_t used = 0;
-        for (int64_t i = first; i < end; ++i) {
-          if (text.size() - used < kMaxImageTextBytes) {
-            text.resize(std::max(used + kMaxImageTextBytes, used + static_cast<size_t>(end - i) * 98305));
-          }
-          used += format_image_text(images + i * kImageValues, text.data() + used);
-        }
-        block_bytes[static_cast<size_t>(b)] = static_cast<int64_t>(used);
-      }
-    });
-    for (int64_t b : block_bytes) bytes += b;
-    format_seconds_ += seconds_since(start);
-  });
-  if (status.failed) bytes = 0;
-  // Where this rank's text starts in the round, and where the next round starts.
-  int64_t before = 0;
-  int64_t round_total = 0;
-  MPI_Request requests[2];
-  MPI_CHECK(MPI_Iexscan(&bytes, &before, 1, MPI_INT64_T, MPI_SUM, comm_, &requests[0]));
-  MPI_CHECK(MPI_Iallreduce(&bytes, &round_total, 1, MPI_INT64_T, MPI_SUM, comm_, &requests[1]));
-  wait_politely(&requests[0]);  // the ranks that finished their slice first wait here
-  wait_politely(&requests[1]);
-  if (rank_ == 0) before = 0;  // MPI_Exscan leaves rank 0's result undefined
-  if (bytes > 0) {
-    attempt(status, [&] {
-      int64_t offset = text_base_ + before;
-      for (int64_t b = 0; b < blocks; ++b) {
-        write_at(file, offset, text_blocks_[static_cast<size_t>(b)].data(), block_bytes[static_cast<size_t>(b)]);
-        offset += block_bytes[static_cast<size_t>(b)];
-      }
-    });
-  }
-  text_base_ += round_total;
-}
-
-void OrderedOutputs::write_bmp(const float* images, ImageRange slice, size_t file) {
-  // This file's images are [mosaic.first, mosaic.first + mosaic.count) of the job; positions below
-  // are the file's own (image 0 is its top-left tile).
-  const Output& mosaic = outputs_[file];
-  const int64_t side = mosaic.side;
-  const int64_t width_bytes = side * kImageSize * 3;  // one pixel row of the whole mosaic
-  const int64_t height = side * kImageSize;
-  const int64_t begin = std::max(slice.begin, mosaic.first) - mosaic.first;
-  const int64_t end = std::min(slice.end, mosaic.first + mosaic.count) - mosaic.first;
-  const int64_t slice_offset = mosaic.first - slice.begin;  // file position -> index in `images`
-  for (int64_t first = begin; first < end;) {
-    // The run of this slice's images that lies in one tile row: tiles [col, col + count).
-    const int64_t tile_row = first / side;
-    const int64_t col = first % side;
-    const int64_t count = std::min(end - first, side - col);
-    const int64_t span = count * kTileRowBytes;
-    const auto start = Clock::now();
-    tile_rows_.resize(static_cast<size_t>(span * kImageSize));
-    // File order is bottom-up, so the tile's last pixel row comes first.
-    for (int y = 0; y < kImageSize; ++y) {
-      unsigned char* row = tile_rows_.data() + (kImageSize - 1 - y) * span;
-      for (int64_t t = 0; t < count; ++t) {
-        const float* src = images + (first + slice_offset + t) * kImageValues + y * kImageSize * kImageChannels;
-        unsigned char* dst = row + t * kTileRowBytes;
-        for (int x = 0; x < kImageSize; ++x) {  // RGB in, BGR out
-          dst[3 * x + 0] = channel_to_byte(src[3 * x + 2]);
-          dst[3 * x + 1] = channel_to_byte(src[3 * x + 1]);
-          dst[3 * x + 2] = channel_to_byte(src[3 * x + 0]);
-        }
+    files_->sync(comm_, status);
+    // Mosaic PNGs: rank r encodes the mosaic files r, r + ranks, ... of the job.
+    int64_t mosaic = 0;
+    for (size_t l = 0; l < layouts_.size(); ++l) {
+      if (layouts_[l].format() != OutputFormat::MosaicPng) continue;
+      LayoutFiles out(*files_, first_file_[l]);
+      for (size_t f = 0; f < layouts_[l].files().size(); f += 2, ++mosaic) {
+        if (mosaic % ranks_ == rank_) attempt(status, [&] { layouts_[l].encode_png(f, out); });
       }
     }
-    format_seconds_ += seconds_since(start);
-    // Mosaic pixel row Y (top-down) is file row height-1-Y.
-    const int64_t bottom_row = tile_row * kImageSize + kImageSize - 1;
-    const int64_t first_offset = kBmpHeaderBytes + (height - 1 - bottom_row) * width_bytes + col * kTileRowBytes;
-    if (span == width_bytes) {
-      write_at(file, first_offset, tile_rows_.data(), span * kImageSize);  // whole rows: contiguous
-    } else {
-      for (int r = 0; r < kImageSize; ++r) {
-        write_at(file, first_offset + r * width_bytes, tile_rows_.data() + r * span, span);
-      }
+    files_->sync(comm_, status);
+    // Per-image PNGs were written by plain writes: each rank syncs its host's view of them.
+    for (size_t i = 0; i < all_files_.size(); ++i) {
+      if (all_files_[i].kind != OutputFile::Kind::Folder || rank_ == 0) continue;
+      attempt(status, [&] {
+        const int dir = ::open(files_->temp_path(i).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0 || ::syncfs(dir) != 0) {
+          const int err = errno;
+          if (dir >= 0) ::close(dir);
+          throw UserError("writing " + all_files_[i].path + " failed: " + std::strerror(err));
+        }
+        ::close(dir);
+      });
     }
-    first += count;
+    std::lock_guard<std::mutex> lock(mutex_);
+    write_seconds_ += seconds_since(start);
   }
-}
-
-void OrderedOutputs::write_npy(const float* images, ImageRange slice, size_t file) {
-  // (count, 64, 64, 3) float32, little-endian like the machines this runs on.
-  const int64_t image_bytes = int64_t{kImageValues} * 4;
-  write_at(file, npy_data_offset_ + slice.begin * image_bytes, images, slice.size() * image_bytes);
-}
-
-void OrderedOutputs::close() {
-  if (!open_) return;
-  for (MPI_File& file : files_) {
-    if (file != MPI_FILE_NULL) MPI_CHECK(MPI_File_close(&file));
-  }
-  open_ = false;
+  files_->close();
 }
 
 void OrderedOutputs::commit() {
   if (rank_ != 0) return;
-  for (auto& temp : temps_) temp->commit();
+  created_->finish();
+  commit_all_or_nothing(created_->renames());
+  created_->mark_committed();
+}
+
+double OrderedOutputs::write_seconds() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return write_seconds_;
+}
+
+std::vector<int64_t> OrderedOutputs::bytes_per_format() const {
+  std::vector<int64_t> bytes;
+  for (size_t l = 0; l < layouts_.size(); ++l) {
+    int64_t sum = 0;
+    if (files_) {
+      for (size_t f = 0; f < layouts_[l].files().size(); ++f) sum += files_->bytes(first_file_[l] + f);
+    }
+    if (rank_ == 0) {
+      for (const OutputFile& file : layouts_[l].files()) sum += static_cast<int64_t>(file.header.size());
+    }
+    bytes.push_back(sum);
+  }
+  return bytes;
+}
+
+int64_t OrderedOutputs::bytes_written() const {
+  int64_t sum = 0;
+  for (int64_t b : bytes_per_format()) sum += b;
+  return sum;
 }
 
 }  // namespace mpi

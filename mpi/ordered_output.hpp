@@ -1,109 +1,115 @@
-// ordered_output.hpp: the job's output files, written by all ranks at once through MPI-IO.
+// ordered_output.hpp: the MPI-IO driver of the output formats: every rank writes its own images
+// into the job's output files at the offsets files/output_format.hpp defines, so the files are byte
+// for byte those of one process, for every format (txt, bmp and its split, npy, png, mosaic-png).
 //
-// Rank 0 creates each output as a temporary file beside its final path (AtomicFile: same
-// directory, removed if the job fails or is killed by SIGTERM) and writes the headers; every rank
-// then writes its own images straight into the file at the offset they belong, and rank 0
-// renames the files into place once every rank has agreed that all went well. The files are
-// byte for byte those of the single-process program:
-//   PREFIX.txt  "N\n", then one line per image. Line lengths vary with the values, so every round
-//               the ranks exchange their byte counts: MPI_Exscan gives each rank the bytes of the
-//               ranks before it in the round, MPI_Allreduce the round's total (the next round's base).
-//   PREFIX.bmp  (or PREFIX-0001.bmp, ... above --mosaic-tiles squared images, split by the same rule as
-//               the single-process mosaic sink: file k holds images [(k-1) L, min(k L, N)) as a mosaic
-//               of its own.) Each file: a 54-byte header (as stb_image_write writes it), then the (s*64)^2 mosaic, BGR, rows
-//               bottom-up, each s*64*3 bytes (a multiple of 4: no padding). A rank's images fill
-//               parts of tile rows; each part is 64 pixel rows of (tiles * 64 * 3) bytes at computed
-//               offsets, one write when the part spans the whole mosaic width. Tiles no image lands
-//               on stay black: the file is sized up front, and the gap reads as zeros.
-//   PREFIX.npy  NumPy 1.0 header padded to 64 bytes, then float32 (N, 64, 64, 3): fixed offsets.
-// png and mosaic-png are written by single-process runs only: the constructor refuses them.
-// Memory per rank: one round's text (about 86 KB per image, formatted by the rank's CPU threads in
-// blocks) and one tile-row part (12 KB per tile).
+// Rank 0 creates the files as temporaries beside their final paths (OutputFiles: headers written,
+// sizes set, removed if the job fails or is stopped); every rank opens them with MPI_File_open. Each
+// round a rank hands its slice of images to a writer thread of its own (when MPI gives
+// MPI_THREAD_MULTIPLE; otherwise the round is written at once), which writes it while the rank
+// generates the next round, on the rank's CPU threads. Text lines vary in length: after formatting
+// its slice, each rank learns from an exclusive scan over the ranks (on a communicator of the
+// writer's own) where its text starts, and from a sum where the next round's starts. A mosaic PNG's
+// pixels go to scratch pixel files; at finish() rank r encodes mosaic files r, r + ranks, ... Then
+// rank 0 syncs every file and commits the whole set all or nothing (output_commit.hpp).
+// Memory per rank: two rounds of images, one round's text (about 86 KB per image), a tile-row part
+// per writer thread.
 #pragma once
 
 #include <mpi.h>
 
-#include <algorithm>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "files/atomic_file.hpp"
-#include "run/pipeline.hpp"
+#include "files/image_sink.hpp"
+#include "files/output_files.hpp"
+#include "files/output_format.hpp"
 #include "mpi/agreement.hpp"
 #include "mpi/work_split.hpp"
 
 namespace facegen {
 namespace mpi {
 
-// The 54 header bytes of the single-process BMP mosaic of `total_images` images.
-std::string bmp_mosaic_header(int64_t total_images);
-// Throws UserError if the mosaic of `total_images` images is larger than the BMP writer of the
-// single-process program accepts (2 GiB), so that both refuse the same jobs.
-void check_bmp_size(const std::string& path, int64_t total_images);
+class MpiFiles;
 
 class OrderedOutputs {
  public:
-  // Throws UserError for a format the ranks cannot write (png, mosaic-png) or a bad mosaic limit.
+  // Nothing is checked yet (see prepare()); `options.threads` is this rank's writer threads.
   OrderedOutputs(MPI_Comm comm, std::string prefix, std::vector<OutputFormat> formats, int64_t total_images,
-                 int mosaic_tiles);
+                 SinkOptions options, int64_t round_images);
   ~OrderedOutputs();
   OrderedOutputs(const OrderedOutputs&) = delete;
   OrderedOutputs& operator=(const OrderedOutputs&) = delete;
 
-  // Rank 0 only (others: nothing): create the temporary files, sized, with their headers.
-  // Throws UserError naming the path (missing or read-only directory, disk full).
+  // Every rank: the formats' files for N images (a mosaic beyond 2 GiB, a bad tile limit fail here,
+  // the same on every rank). Errors go into `status`.
+  void prepare(RankStatus& status);
+  // Rank 0 only (others: nothing): create the temporary files with their headers and sizes.
   void create();
-  // Collective: every rank opens every temporary file for writing. Errors go into `status`.
+  // Collective: every rank opens every temporary file; starts the writer thread. Errors go into `status`.
   void open(RankStatus& status);
-  // Collective, every round, on every rank (a rank with no images passes an empty slice):
-  // writes images (slice.size(), 64, 64, 3) to every output. A rank that has already failed
-  // still takes part in the exchange of byte counts, writing nothing.
-  void write_round(const float* images, ImageRange slice, RankStatus& status);
-  // Collective: closes the MPI files (after open() succeeded on every rank).
-  void close();
-  // Rank 0 only: flush to disk and rename every file into place. Throws UserError.
+
+  // A free buffer for one round's images (round_images, 64, 64, 3); waits while the writer holds both.
+  float* next_buffer();
+  // Every rank, every round, in order (a rank with no images passes an empty slice): the writer
+  // writes images (slice.size(), 64, 64, 3) from `buffer` to every output. A rank that has failed
+  // still takes part in the exchange of text offsets, writing nothing.
+  void submit_round(float* buffer, ImageRange slice, const RankStatus& status);
+  // Adds the writer's failure, if any, to `status` (without waiting).
+  void collect_errors(RankStatus& status);
+  // Collective: waits until every submitted round is written (then collect_errors), encodes the
+  // mosaic PNGs, syncs and closes the files. Call once, also when the job stops early.
+  void finish(RankStatus& status);
+  // Rank 0 only: every byte on disk, then every output into place at once. Throws UserError.
   void commit();
 
-  // CPU threads that format this rank's text (default 1).
-  void set_format_threads(int threads) { format_threads_ = std::max(1, threads); }
-
   std::vector<std::string> final_paths() const;
-  double format_seconds() const { return format_seconds_; }
-  double write_seconds() const { return write_seconds_; }
+  double write_seconds() const;        // the writer's busy time: formatting, converting, writing
+  int64_t bytes_written() const;       // this rank's bytes into the outputs
+  std::vector<int64_t> bytes_per_format() const;  // the same, per format, in the order given
 
  private:
-  void write_at(size_t file, int64_t offset, const void* data, int64_t bytes);
-  void write_text(const float* images, ImageRange slice, size_t file, RankStatus& status);
-  void write_bmp(const float* images, ImageRange slice, size_t file);
-  void write_npy(const float* images, ImageRange slice, size_t file);
-
-  // One output file: the text, the npy, or one of the BMP mosaic files with its images
-  // [first, first + count), laid out on a side x side grid of tiles.
-  struct Output {
-    OutputFormat format;
-    std::string path;
-    int64_t first = 0;
-    int64_t count = 0;
-    int64_t side = 0;
+  struct Round {
+    float* buffer;
+    ImageRange slice;
+    bool skip;  // the rank has failed: only the text exchange
   };
+  void writer_loop();
+  void write_round(const Round& round);
 
-  MPI_Comm comm_;
+  MPI_Comm comm_;        // the job's, for open/finish
+  MPI_Comm write_comm_;  // the writer thread's, for the text offsets
   int rank_ = 0;
-  std::vector<Output> outputs_;
+  int ranks_ = 1;
+  std::string prefix_;
+  std::vector<OutputFormat> formats_;
   int64_t total_;
-  std::vector<std::unique_ptr<AtomicFile>> temps_;   // rank 0: the temporary files
-  std::vector<std::string> temp_paths_;              // every rank, after open()
-  std::vector<MPI_File> files_;
-  bool open_ = false;
-  int64_t text_base_ = 0;       // where the current round's text starts
-  int64_t npy_data_offset_ = 0;
-  std::vector<std::vector<char>> text_blocks_;  // this rank's text of one round, one block per thread
-  int format_threads_ = 1;
-  std::vector<unsigned char> tile_rows_;  // one part of a tile row, file order
-  double format_seconds_ = 0;
+  SinkOptions options_;
+  int64_t round_images_;
+  bool threaded_ = false;  // MPI_THREAD_MULTIPLE: a writer thread; else rounds are written in submit_round
+
+  std::vector<OutputLayout> layouts_;
+  std::vector<size_t> first_file_;         // index of each layout's first file in the flat list
+  std::vector<OutputFile> all_files_;
+  std::unique_ptr<OutputFiles> created_;   // rank 0
+  std::unique_ptr<MpiFiles> files_;        // every rank, after open()
+  std::vector<std::vector<char>> text_blocks_;
+  int64_t text_base_ = 0;  // where the next round's text starts
+
+  std::vector<std::unique_ptr<float[]>> storage_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<float*> free_;
+  std::deque<Round> queue_;
+  bool stopping_ = false;
+  RankStatus writer_status_;
   double write_seconds_ = 0;
+  std::thread writer_;
 };
 
 }  // namespace mpi

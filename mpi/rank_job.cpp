@@ -73,8 +73,7 @@ struct Times {
   double startup = 0;  // model load and backend start (the fixed cost of a rank)
   double parse = 0;    // reading latents (each rank its own, or rank 0 for all)
   double compute = 0;  // generation
-  double format = 0;   // text and pixels
-  double write = 0;    // MPI-IO writes
+  double write = 0;    // the writer thread's busy time: text, pixels, MPI-IO writes
   double total = 0;    // from MPI_Init's return to the files being in place
 };
 constexpr int kTimeFields = sizeof(Times) / sizeof(double);
@@ -223,16 +222,20 @@ int RankJob::run_steps() {
   if (!agree(status)) return exit_code_;
   if (!agree(input_status)) return exit_code_;
 
-  // 3. Outputs: created by rank 0, opened by all.
-  OrderedOutputs outputs(world_, request_.output_prefix, request_.formats, total, request_.sinks.mosaic_tiles);
-  outputs.set_format_threads(cpu_threads_);
+  // 3. Outputs: checked by all, created by rank 0, opened by all.
+  const int64_t per_round = std::max<int64_t>(1, request_.chunk_images);
+  WorkSplit split(total, active, per_round);
+  SinkOptions sink_options = request_.sinks;
+  if (sink_options.threads <= 0) sink_options.threads = cpu_threads_;
+  if (!sink_options.on_notice) sink_options.on_notice = request_.on_notice;
+  OrderedOutputs outputs(world_, request_.output_prefix, request_.formats, total, sink_options, split.max_slice());
+  outputs.prepare(status);
+  if (!agree(status)) return exit_code_;
   attempt(status, [&] { outputs.create(); });
   if (!agree(status)) return exit_code_;
   outputs.open(status);
   if (!agree(status)) return exit_code_;  // files half-open: leave them to MPI_Finalize
 
-  const int64_t per_round = std::max<int64_t>(1, request_.chunk_images);
-  WorkSplit split(total, active, per_round);
   if (options_.verbose) report_ranks(split);
   if (is_root_) {
     if (!notice_.empty() && !options_.quiet) std::fprintf(stderr, "facegen: %s\n", notice_.c_str());
@@ -266,7 +269,6 @@ int RankJob::run_steps() {
     if (split.rounds() > 0) start_reading(0);
   }
   std::vector<float> latents(shared ? 0 : static_cast<size_t>(slice_capacity) * kLatentDim);  // (slice, 100)
-  std::vector<float> images(static_cast<size_t>(slice_capacity) * kImageValues);  // (slice, 64, 64, 3)
   std::vector<int> counts(static_cast<size_t>(topo_.world_size));
   std::vector<int> displacements(static_cast<size_t>(topo_.world_size));
   for (int64_t q = 0; q < split.rounds(); ++q) {
@@ -277,9 +279,10 @@ int RankJob::run_steps() {
       times_.parse += seconds_since(start);  // only the wait: what reading did not hide
       if (!status.failed && q + 1 < split.rounds()) start_reading(q + 1);
     }
-    // Agreeing here also stops the job after a failed generate or write of the last round.
+    // Agreeing here also stops the job after a failed generate or write of an earlier round.
+    outputs.collect_errors(status);
     if (!agree(status)) {
-      outputs.close();
+      outputs.finish(status);
       return exit_code_;
     }
     const ImageRange mine = split.slice(q, topo_.world_rank);
@@ -295,27 +298,25 @@ int RankJob::run_steps() {
                               &request));
       wait_politely(&request);
     }
+    // (slice, 64, 64, 3); written by the outputs' writer thread while the next round is generated.
+    float* images = outputs.next_buffer();
     if (!mine.empty()) {
       const auto start = Clock::now();
       attempt(status, [&] {
         if (q == 0) maybe_inject_fault(topo_.world_rank);
-        generate_slice(my_latents, mine.size(), images.data());
+        generate_slice(my_latents, mine.size(), images);
       });
       times_.compute += seconds_since(start);
     }
-    outputs.write_round(images.data(), mine, status);
+    outputs.submit_round(images, mine, status);
   }
 
   // 5. Nothing may follow the last number; then the files go into place.
   if (is_root_) attempt(status, [&] { reader->finish(); });
-  if (!agree(status)) {
-    outputs.close();
-    return exit_code_;
-  }
-  outputs.close();
+  outputs.finish(status);
+  if (!agree(status)) return exit_code_;
   attempt(status, [&] { outputs.commit(); });
   if (!agree(status)) return exit_code_;
-  times_.format = outputs.format_seconds();
   times_.write = outputs.write_seconds();
   times_.total = seconds_since(job_start);
   if (display_) display_->finish();
@@ -410,8 +411,7 @@ RunSummary RankJob::gather_summary(const WorkSplit& split, const OrderedOutputs&
   s.stages = {
       {"parse", slowest.parse, 0, "slowest rank, the part not hidden behind generation"},
       {"generate", slowest.compute, 0, "slowest rank, not counting reading and writing files"},
-      {"format", slowest.format, 0, "slowest rank"},
-      {"write", slowest.write, written, "slowest rank, MPI-IO"},
+      {"write", slowest.write, written, "slowest rank: formatting, converting and MPI-IO on its writer thread, beside generation"},
   };
   s.total_seconds = times_.total;
   s.peak_memory_bytes = mine.peak_memory;
@@ -425,7 +425,6 @@ RunSummary RankJob::gather_summary(const WorkSplit& split, const OrderedOutputs&
     f.startup_seconds = row.times.startup;
     f.parse_seconds = row.times.parse;
     f.compute_seconds = row.times.compute;
-    f.format_seconds = row.times.format;
     f.write_seconds = row.times.write;
     f.total_seconds = row.times.total;
     f.peak_memory_bytes = row.peak_memory;
@@ -440,7 +439,7 @@ bool mpi_available() { return true; }
 
 int run_as_rank(const GenerateRequest& request, const RankJobOptions& options) {
   int provided = 0;
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "facegen: error: MPI_Init failed\n");
     return kExitFault;
   }

@@ -62,7 +62,9 @@ void OutputStage::finish() {
     rethrow_if_failed();
   }
   const auto start = Clock::now();
-  for (auto& sink : sinks_) sink->commit();
+  std::vector<ImageSink*> all;
+  for (auto& sink : sinks_) all.push_back(sink.get());
+  commit_sinks(all);  // every byte of every output on disk, then all renamed or none
   std::lock_guard<std::mutex> lock(mutex_);
   write_seconds_ += seconds_since(start);
 }

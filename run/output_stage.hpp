@@ -33,7 +33,7 @@ class OutputStage {
 
   float* acquire();  // a free buffer of chunk_images images; waits while every buffer is queued
   void submit(float* buffer, int64_t first, int64_t count);  // images [first, first + count) in buffer
-  void finish();     // waits until everything is written, then commits every sink
+  void finish();     // waits until everything is written, then commits every sink at once (commit_sinks)
 
   const std::vector<std::unique_ptr<ImageSink>>& sinks() const { return sinks_; }
   double write_seconds() const;  // time the writer spent in sinks, appends and commits

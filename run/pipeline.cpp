@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <sstream>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -16,55 +15,6 @@
 #include "run/output_stage.hpp"
 
 namespace facegen {
-std::vector<OutputFormat> parse_formats(const std::string& list) {
-  static const char kExpected[] = "expected a comma-separated list of txt, bmp, npy, png, mosaic-png";
-  std::vector<OutputFormat> formats;
-  std::stringstream stream(list);
-  std::string name;
-  while (std::getline(stream, name, ',')) {
-    OutputFormat format;
-    if (name == "txt" || name == "text") {
-      format = OutputFormat::Text;
-    } else if (name == "bmp") {
-      format = OutputFormat::Bmp;
-    } else if (name == "npy") {
-      format = OutputFormat::Npy;
-    } else if (name == "png") {
-      format = OutputFormat::Png;
-    } else if (name == "mosaic-png") {
-      format = OutputFormat::MosaicPng;
-    } else {
-      throw UserError("unknown output format '" + name + "' in --formats '" + list + "' (" + kExpected + ")");
-    }
-    if (std::find(formats.begin(), formats.end(), format) == formats.end()) formats.push_back(format);
-  }
-  if (formats.empty()) throw UserError(std::string("--formats is empty (") + kExpected + ")");
-  return formats;
-}
-
-const char* format_name(OutputFormat format) {
-  switch (format) {
-    case OutputFormat::Text: return "txt";
-    case OutputFormat::Bmp: return "bmp";
-    case OutputFormat::Npy: return "npy";
-    case OutputFormat::Png: return "png";
-    case OutputFormat::MosaicPng: return "mosaic-png";
-  }
-  return "?";
-}
-
-std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& prefix, int64_t total_images,
-                                     const SinkOptions& options) {
-  switch (format) {
-    case OutputFormat::Text: return make_text_sink(prefix + ".txt", total_images, options);
-    case OutputFormat::Bmp: return make_mosaic_sink(MosaicEncoding::Bmp, prefix, total_images, options);
-    case OutputFormat::Npy: return make_npy_sink(prefix + ".npy", total_images);
-    case OutputFormat::Png: return make_png_folder_sink(prefix, total_images, options);
-    case OutputFormat::MosaicPng: return make_mosaic_sink(MosaicEncoding::Png, prefix, total_images, options);
-  }
-  throw std::logic_error("unhandled output format");
-}
-
 namespace {
 
 const char* device_name(DeviceKind device) {

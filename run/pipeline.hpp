@@ -18,22 +18,12 @@
 
 #include "generator/backend.hpp"
 #include "files/image_sink.hpp"
+#include "files/output_format.hpp"
 #include "files/latent_source.hpp"
 #include "run/progress.hpp"
 #include "run/summary.hpp"
 
 namespace facegen {
-
-// The output formats, by file extension.
-// The output formats: txt, bmp (mosaic), npy, png (a folder of one PNG per image), mosaic-png.
-enum class OutputFormat { Text, Bmp, Npy, Png, MosaicPng };
-std::vector<OutputFormat> parse_formats(const std::string& list);  // "txt,bmp" -> ...; UserError
-const char* format_name(OutputFormat format);                      // "txt", "bmp", "npy", "png", "mosaic-png"
-
-// Makes the sink of one format for N images: PREFIX.txt, PREFIX.bmp (or PREFIX-0001.bmp, ...),
-// PREFIX.npy, PREFIX/ (png), PREFIX.png (or PREFIX-0001.png, ...).
-std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& prefix, int64_t total_images,
-                                     const SinkOptions& options = {});
 
 struct GenerateRequest {
   std::string model_path;
@@ -43,7 +33,7 @@ struct GenerateRequest {
   BackendOptions backend;
   int64_t chunk_images = 1024;  // latents read, generated and written per step
   int write_buffers = 2;        // image chunks in flight between generation and the writer
-  SinkOptions sinks;            // threads of the writers, mosaic limit (its on_notice is on_notice)
+  SinkOptions sinks;            // writer threads, mosaic limit (its on_notice is on_notice)
   std::function<void(const std::string&)> on_notice;  // told at once, e.g. why the CPU was chosen
   ProgressOptions progress;     // shown on stderr while images are generated (rank 0 in an MPI job)
   std::string summary_json_path;  // where the JSON summary goes; empty: none (rank 0 writes it)

@@ -231,13 +231,14 @@ namespace {
 struct RecordingSink : ImageSink {
   std::vector<float>* seen;
   int64_t fail_at;
-  bool* committed;
-  RecordingSink(std::vector<float>* s, int64_t f, bool* c) : seen(s), fail_at(f), committed(c) {}
+  bool* was_committed;
+  RecordingSink(std::vector<float>* s, int64_t f, bool* c) : seen(s), fail_at(f), was_committed(c) {}
   void append(const float* images, int64_t first, int64_t count) override {
     if (first >= fail_at) throw UserError("disk full at " + std::to_string(first));
     for (int64_t k = 0; k < count; ++k) seen->push_back(images[k * kImageValues]);
   }
-  void commit() override { *committed = true; }
+  std::vector<PendingRename> finish() override { return {}; }
+  void committed() override { *was_committed = true; }
   std::string path() const override { return "recording"; }
 };
 

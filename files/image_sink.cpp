@@ -1,0 +1,142 @@
+// image_sink.cpp: the single-process driver of every output format (see image_sink.hpp).
+//
+// A run handed to append() is cut into pieces written by several threads at once, each piece at its
+// own offsets (pwrite through OutputFiles). Text is made in sub-runs of a few images per thread, so
+// its buffers stay small whatever the chunk size: formatted in parallel, placed at the running end
+// of the file, written in parallel.
+#include "files/image_sink.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+#include "common/model_shape.hpp"
+#include "common/threads.hpp"
+#include "files/output_files.hpp"
+
+namespace facegen {
+namespace {
+
+// Text images per thread in one sub-run: about 0.8 MB of text per thread.
+constexpr int64_t kTextImagesPerThread = 8;
+
+class FormatSink : public ImageSink {
+ public:
+  FormatSink(OutputLayout layout, const SinkOptions& options)
+      : layout_(std::move(layout)), files_(layout_.files()), threads_(resolve_threads(options.threads)) {
+    text_end_ = layout_.format() == OutputFormat::Text ? layout_.text_data_offset() : 0;
+  }
+
+  void append(const float* images, int64_t first, int64_t count) override {
+    const int64_t total = layout_.total_images();
+    if (first != written_ || count < 0 || count > total - written_) {
+      throw std::logic_error("sink " + path() + ": got images [" + std::to_string(first) + ", " +
+                             std::to_string(first + count) + ") after " + std::to_string(written_) + " of " +
+                             std::to_string(total) + "; runs must be consecutive and in order");
+    }
+    if (layout_.format() == OutputFormat::Text) {
+      const int64_t step = kTextImagesPerThread * threads_;
+      auto place = [this](int64_t bytes) {
+        const int64_t at = text_end_;
+        text_end_ += bytes;
+        return at;
+      };
+      for (int64_t done = 0; done < count; done += step) {
+        write_text_run(images + done * kImageValues, std::min(step, count - done), threads_, text_blocks_, place,
+                       files_);
+      }
+    } else {
+      parallel_for(count, threads_, [&](int64_t begin, int64_t end) {
+        layout_.write_run(images + begin * kImageValues, first + begin, end - begin, files_);
+      });
+    }
+    written_ += count;
+  }
+
+  std::vector<PendingRename> finish() override {
+    if (written_ != layout_.total_images()) {
+      throw std::logic_error("sink " + path() + ": commit after " + std::to_string(written_) + " of " +
+                             std::to_string(layout_.total_images()) + " images");
+    }
+    if (layout_.format() == OutputFormat::MosaicPng) {
+      const int64_t mosaics = static_cast<int64_t>(layout_.files().size() / 2);
+      parallel_for(mosaics, threads_, [&](int64_t begin, int64_t end) {
+        for (int64_t k = begin; k < end; ++k) layout_.encode_png(static_cast<size_t>(2 * k), files_);
+      });
+    }
+    std::vector<std::vector<char>>().swap(text_blocks_);
+    files_.finish();
+    return files_.renames();
+  }
+
+  void committed() override { files_.mark_committed(); }
+  std::string path() const override { return layout_.describe(); }
+  int64_t bytes_written() const override { return files_.bytes_written(); }
+
+ private:
+  OutputLayout layout_;
+  OutputFiles files_;
+  int threads_;
+  int64_t written_ = 0;
+  int64_t text_end_ = 0;  // text: where the next run's lines go
+  std::vector<std::vector<char>> text_blocks_;
+};
+
+std::string without_extension(const std::string& path, const char* extension) {
+  const std::string suffix = std::string(".") + extension;
+  if (path.size() < suffix.size() || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    throw std::invalid_argument("output path " + path + " does not end in " + suffix);
+  }
+  return path.substr(0, path.size() - suffix.size());
+}
+
+}  // namespace
+
+void ImageSink::commit() { commit_sinks({this}); }
+
+void commit_sinks(const std::vector<ImageSink*>& sinks) {
+  std::vector<PendingRename> renames;
+  for (ImageSink* sink : sinks) {
+    std::vector<PendingRename> more = sink->finish();
+    renames.insert(renames.end(), more.begin(), more.end());
+  }
+  commit_all_or_nothing(renames);
+  for (ImageSink* sink : sinks) sink->committed();
+}
+
+std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& prefix, int64_t total_images,
+                                     const SinkOptions& options) {
+  OutputOptions layout_options;
+  layout_options.mosaic_tiles = options.mosaic_tiles;
+  layout_options.on_notice = options.on_notice;
+  return std::make_unique<FormatSink>(OutputLayout(format, prefix, total_images, layout_options), options);
+}
+
+std::unique_ptr<ImageSink> make_text_sink(const std::string& path, int64_t total_images, const SinkOptions& options) {
+  return make_sink(OutputFormat::Text, without_extension(path, "txt"), total_images, options);
+}
+
+std::unique_ptr<ImageSink> make_npy_sink(const std::string& path, int64_t total_images) {
+  return make_sink(OutputFormat::Npy, without_extension(path, "npy"), total_images);
+}
+
+std::unique_ptr<ImageSink> make_bmp_mosaic_sink(const std::string& path, int64_t total_images) {
+  OutputOptions never_split;
+  never_split.mosaic_tiles = 0;
+  SinkOptions options;
+  return std::make_unique<FormatSink>(
+      OutputLayout(OutputFormat::Bmp, without_extension(path, "bmp"), total_images, never_split), options);
+}
+
+std::unique_ptr<ImageSink> make_mosaic_sink(MosaicEncoding encoding, const std::string& prefix, int64_t total_images,
+                                             const SinkOptions& options) {
+  return make_sink(encoding == MosaicEncoding::Bmp ? OutputFormat::Bmp : OutputFormat::MosaicPng, prefix,
+                   total_images, options);
+}
+
+std::unique_ptr<ImageSink> make_png_folder_sink(const std::string& folder, int64_t total_images,
+                                                const SinkOptions& options) {
+  return make_sink(OutputFormat::Png, folder, total_images, options);
+}
+
+}  // namespace facegen

@@ -1,0 +1,35 @@
+// output_commit.hpp: the outputs of a run replace the old ones all together or not at all.
+//
+// By the time commit_all_or_nothing() runs, every byte of every new output is written and synced in
+// a temporary file or folder beside its final path. It then:
+//   1. keeps each old output that exists under a hidden backup name beside it (a hard link for a
+//      file, so the old file stays in place meanwhile); a failure here (an immutable old file)
+//      removes the backups made so far and throws: nothing was replaced;
+//   2. renames each new output over its final path (a folder is exchanged with the old one,
+//      renameat2 RENAME_EXCHANGE); a failure at output k puts back outputs 0..k-1 (the old file from
+//      its backup, the old folder by exchanging again; an output that did not exist is moved back to
+//      its temporary name) and throws: the old set is as it was;
+//   3. removes the backups (an old folder, now at its temporary name) and syncs the directories.
+// SIGINT, SIGTERM and SIGHUP are held on the calling thread for the few system calls of steps 1-3,
+// so that a stop from outside finds either the old set or the new one.
+//
+// For fault tests only, FACEGEN_TEST_FAIL_RENAME=K makes the K-th rename of step 2 (counted from 1)
+// fail with EIO.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace facegen {
+
+struct PendingRename {
+  std::string temp;   // the new output, complete and synced
+  std::string final;  // where it goes
+  bool folder = false;
+};
+
+// Throws UserError naming the output and the system's reason; the old outputs are then untouched
+// and each temporary stays where it was (its owner removes it).
+void commit_all_or_nothing(const std::vector<PendingRename>& renames);
+
+}  // namespace facegen

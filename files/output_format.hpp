@@ -1,0 +1,136 @@
+// output_format.hpp: each output format, defined once: its files, their headers and sizes, and how a
+// run of consecutive images becomes bytes at known offsets. Two drivers use these definitions: one
+// process writing with pwrite from several threads (files/output_files.hpp, run/), and MPI ranks
+// writing with MPI-IO (mpi/ordered_output.hpp). Neither knows a format; both give the same bytes.
+//
+// Images are (count, 64, 64, 3) floats, C fastest, values in (-1, 1); a channel value v becomes the
+// byte channel_to_byte(v) in the 8-bit formats. The formats:
+//   txt         PREFIX.txt: "N\n", then one line per image: its 12,288 values in (H, W, C) order, each
+//               as printf's "%.4f " writes it, then "\n". Lines vary in length, so a run's bytes are
+//               made first (format_text_run) and the driver places them after the bytes of every image
+//               before the run (its running total, or an exclusive scan over ranks).
+//   bmp         PREFIX.bmp: a 24-bit mosaic of s x s tiles of 64x64, s = ceil(sqrt(N)); image n at tile
+//               row n / s, column n % s; unused tiles black. A 54-byte header (the one stb_image_write
+//               writes), then (s*64)^2 pixels BGR, rows bottom-up, each s*64*3 bytes (a multiple of 4,
+//               no padding). The file is sized up front, so black tiles read as zeros; a run of images
+//               becomes, per tile row it touches, 64 pixel rows of its tiles at computed offsets.
+//               Above mosaic_tiles^2 images the mosaic is split: PREFIX-0001.bmp, PREFIX-0002.bmp, ...,
+//               file k holding images [(k-1) L, min(k L, N)), L = mosaic_tiles^2, as a mosaic of its own.
+//   npy         PREFIX.npy: NumPy 1.0, float32 (N, 64, 64, 3), C order; fixed offsets.
+//   png         PREFIX/ (a folder): one PNG per image, 000000.png, 000001.png, ... (more digits past a
+//               million), 8-bit RGB, each encoded by stb_image_write and written whole.
+//   mosaic-png  PREFIX.png (split as bmp is, PREFIX-0001.png, ...): the mosaic as an 8-bit RGB PNG. Its
+//               encoder needs the whole picture, so the run's images go as 8-bit RGB rows, top-down, at
+//               computed offsets into a scratch pixel file beside each PNG (the same placement as bmp),
+//               and once every image is in, encode_png() compresses each pixel file into its PNG. Under
+//               MPI each rank encodes its share of the files, so every output works with every driver.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace facegen {
+
+enum class OutputFormat { Text, Bmp, Npy, Png, MosaicPng };
+std::vector<OutputFormat> parse_formats(const std::string& list);  // "txt,bmp" -> ...; UserError
+const char* format_name(OutputFormat format);                      // "txt", "bmp", "npy", "png", "mosaic-png"
+
+// BMP's own limit under stb_image_write, kept by every mosaic: a file of at most 2^31 - 1 bytes,
+// 418 tiles per side.
+constexpr int kMaxMosaicTiles = 418;
+
+// One file (or folder) of an output.
+struct OutputFile {
+  enum class Kind {
+    Data,    // written at offsets, renamed into place at commit
+    Folder,  // a folder of whole files, renamed into place at commit
+    Pixels,  // scratch: 8-bit RGB pixels of the mosaic PNG that follows it in the list; never committed
+    Encoded  // written by encode_png() from the pixel file before it, renamed into place at commit
+  };
+  Kind kind = Kind::Data;
+  std::string path;      // the final path (a pixel file: its PNG's path, for messages)
+  std::string header;    // bytes at offset 0
+  int64_t size = -1;     // the whole file's size, known in advance; -1: it grows (text, PNGs)
+  int64_t first = 0;     // the images [first, first + count) of the run that it holds
+  int64_t count = 0;
+  int64_t side = 0;      // mosaics: tiles per row and per column
+  int64_t image_bytes = 0;  // bytes each image puts in the file, when fixed (npy, bmp, pixels)
+};
+
+// Where a format's bytes go: the temporary files of the output's files(), by index. Both drivers
+// implement it; write_at may be called from several threads at once.
+class FileWriter {
+ public:
+  virtual ~FileWriter() = default;
+  // Throws UserError naming the output ("writing PATH failed: REASON").
+  virtual void write_at(size_t file, int64_t offset, const void* data, int64_t bytes) = 0;
+  // The temporary file or folder that file `file` is being built in, for whole-file writes.
+  virtual const std::string& temp_path(size_t file) const = 0;
+  // Counts bytes written into the folder `file` by whole-file writes (png).
+  virtual void add_bytes(size_t file, int64_t bytes) { (void)file, (void)bytes; }
+};
+
+struct OutputOptions {
+  int mosaic_tiles = 128;  // largest mosaic file, in tiles per side (8,192 x 8,192 pixels); 0: never split
+  std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
+};
+
+class OutputLayout {
+ public:
+  // Checks what can be checked before any work: the tile limit, BMP's 2 GiB. Throws UserError.
+  OutputLayout(OutputFormat format, const std::string& prefix, int64_t total_images, const OutputOptions& options);
+
+  OutputFormat format() const { return format_; }
+  int64_t total_images() const { return total_; }
+  const std::vector<OutputFile>& files() const { return files_; }
+  std::string describe() const;  // the path for messages: "r.bmp", "r-0001.bmp ... r-0003.bmp (3 files)", "r/"
+
+  // Every format but txt: writes images [first, first + count) of the run, (count, 64, 64, 3), at their
+  // offsets through `out`. Any thread; several threads may write disjoint runs at once.
+  void write_run(const float* images, int64_t first, int64_t count, FileWriter& out) const;
+
+  // txt: where the lines start (after "N\n").
+  int64_t text_data_offset() const { return static_cast<int64_t>(files_[0].header.size()); }
+
+  // mosaic-png: encodes the pixel file files()[pixels] into the PNG files()[pixels + 1] through
+  // `out`, after every image was written. Returns the PNG's bytes.
+  int64_t encode_png(size_t pixels, FileWriter& out) const;
+
+  // Bytes of the output once complete, when known in advance (bmp, npy); -1 otherwise.
+  int64_t known_bytes() const;
+
+ private:
+  void write_mosaic_run(const float* images, int64_t first, int64_t count, FileWriter& out, bool bmp) const;
+  void write_png_files(const float* images, int64_t first, int64_t count, FileWriter& out) const;
+
+  OutputFormat format_;
+  std::string prefix_;
+  int64_t total_;
+  int64_t per_file_ = 0;  // mosaics: images per file but the last
+  std::vector<OutputFile> files_;
+};
+
+// txt: the lines of a run of images, formatted on `threads` threads into `blocks` (reused between
+// calls; one per piece of the run), then placed by `place(run_bytes)`, which returns where the run's
+// text starts in the file, and written at that offset through `out` (file 0). Returns the run's bytes.
+// `place` is called exactly once, also for an empty run (MPI ranks exchange byte counts in it).
+int64_t write_text_run(const float* images, int64_t count, int threads, std::vector<std::vector<char>>& blocks,
+                       const std::function<int64_t(int64_t)>& place, FileWriter& out);
+
+// The pieces of each format, shared with tests and benchmarks.
+std::string npy_header(int64_t total_images);  // padded so that the data starts on a 64-byte boundary
+std::string bmp_header(int64_t side);          // the 54 bytes of a mosaic of side x side tiles
+std::vector<std::string> mosaic_paths(const std::string& prefix, const char* extension, int64_t total_images,
+                                      int mosaic_tiles);  // one path when N fits one file
+std::string png_file_name(int64_t index, int64_t total_images);  // "000042.png"
+// Bound on one formatted line: every value at its longest ("%.4f " of -FLT_MAX is 46 characters),
+// then "\n". Values in (-1, 1) take 7 or 8 characters each.
+constexpr size_t kMaxImageTextBytes = 12288 * 46 + 1;
+size_t format_image_text(const float* image, char* out);  // one line with its "\n"; returns bytes
+size_t format_value_text(float v, char* out);  // printf("%.4f ", v) exactly, at most 46 bytes, no NUL
+unsigned char channel_to_byte(float v);
+int64_t mosaic_side(int64_t n);  // ceil(sqrt(n)), exact for every n >= 0
+
+}  // namespace facegen
