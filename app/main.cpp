@@ -283,12 +283,6 @@ int run_command_line(int argc, char** argv) {
         throw facegen::UserError("--gpu picks the GPU of a single-process run; the ranks of a parallel job pick theirs "
                                  "by node-local rank (limit them with CUDA_VISIBLE_DEVICES)");
       }
-      for (facegen::OutputFormat format : request.formats) {
-        if (format == facegen::OutputFormat::Png || format == facegen::OutputFormat::MosaicPng) {
-          throw facegen::UserError(std::string("--formats ") + facegen::format_name(format) +
-                                   " is written by single-process runs only; a parallel run writes txt, bmp and npy");
-        }
-      }
       facegen::mpi::RankJobOptions rank_options;
       rank_options.verbose = args.count("verbose") > 0;
       rank_options.quiet = quiet;
