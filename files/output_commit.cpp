@@ -65,11 +65,8 @@ int link_backup(const std::string& path, std::string* backup) {
 
 // The rename of step 2, failing on request for fault tests.
 int rename_into_place(const PendingRename& r, bool exchange, int ordinal) {
-  static const int fail_at = [] {
-    const char* text = std::getenv("FACEGEN_TEST_FAIL_RENAME");
-    return text ? std::atoi(text) : 0;
-  }();
-  if (ordinal == fail_at) return EIO;
+  const char* fail_at = std::getenv("FACEGEN_TEST_FAIL_RENAME");
+  if (fail_at != nullptr && std::atoi(fail_at) == ordinal) return EIO;
   const int done = exchange ? ::renameat2(AT_FDCWD, r.temp.c_str(), AT_FDCWD, r.final.c_str(), RENAME_EXCHANGE)
                             : ::rename(r.temp.c_str(), r.final.c_str());
   return done == 0 ? 0 : errno;
@@ -112,7 +109,10 @@ void commit_all_or_nothing(const std::vector<PendingRename>& renames) {
       if (r.folder && existed[k]) {
         undone = ::renameat2(AT_FDCWD, r.temp.c_str(), AT_FDCWD, r.final.c_str(), RENAME_EXCHANGE);
       } else if (existed[k]) {
-        undone = ::rename(backups[k].c_str(), r.final.c_str());
+        // The new file back under its temporary name (a link: the final name is never empty),
+        // then the old one over it.
+        undone = ::link(r.final.c_str(), r.temp.c_str());
+        if (undone == 0) undone = ::rename(backups[k].c_str(), r.final.c_str());
       } else {
         undone = ::rename(r.final.c_str(), r.temp.c_str());
       }

@@ -7,8 +7,8 @@
 //      removes the backups made so far and throws: nothing was replaced;
 //   2. renames each new output over its final path (a folder is exchanged with the old one,
 //      renameat2 RENAME_EXCHANGE); a failure at output k puts back outputs 0..k-1 (the old file from
-//      its backup, the old folder by exchanging again; an output that did not exist is moved back to
-//      its temporary name) and throws: the old set is as it was;
+//      its backup, the old folder by exchanging again; each new one goes back to its temporary name)
+//      and throws: the old set is as it was;
 //   3. removes the backups (an old folder, now at its temporary name) and syncs the directories.
 // SIGINT, SIGTERM and SIGHUP are held on the calling thread for the few system calls of steps 1-3,
 // so that a stop from outside finds either the old set or the new one.

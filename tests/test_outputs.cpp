@@ -4,11 +4,17 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <utility>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -27,6 +33,8 @@
 
 #include "common/errors.hpp"
 #include "files/image_sink.hpp"
+#include "files/output_commit.hpp"
+#include "files/output_format.hpp"
 #include "generator/network.hpp"
 #include "run/output_stage.hpp"
 #include "run/progress.hpp"
@@ -357,4 +365,197 @@ TEST_CASE("summary paths are shown normalised") {
   CHECK(normal_path("../a/b/..") == "../a");
   CHECK(normal_path("/..") == "/");
   CHECK(normal_path("a/..") == ".");
+}
+
+// --- each format's definition, driven as MPI ranks drive it: runs in any order, at their offsets ---
+
+namespace {
+
+// A driver that keeps every file in memory: what the layout writes, where it writes it.
+struct MemoryFiles : FileWriter {
+  std::vector<std::string> bytes;
+  std::vector<std::string> temps;
+  explicit MemoryFiles(const OutputLayout& layout) {
+    for (const OutputFile& file : layout.files()) {
+      std::string content = file.header;
+      if (file.size > 0) content.resize(static_cast<size_t>(file.size), '\0');
+      bytes.push_back(content);
+      temps.push_back("");
+    }
+  }
+  std::mutex mutex;  // write_at comes from several threads
+  void write_at(size_t file, int64_t offset, const void* data, int64_t count) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::string& b = bytes.at(file);
+    if (b.size() < static_cast<size_t>(offset + count)) b.resize(static_cast<size_t>(offset + count), '\0');
+    std::memcpy(&b[static_cast<size_t>(offset)], data, static_cast<size_t>(count));
+  }
+  const std::string& temp_path(size_t file) const override { return temps.at(file); }
+};
+
+}  // namespace
+
+TEST_CASE("formats at an offset: runs written in any order, by any split, give the single process's bytes") {
+  TempDir dir;
+  const int64_t n = 11;
+  std::vector<float> images = some_images(n, 77);
+  // Values on the byte conversion's edges: (v + 1) / 2 * 255 just below and at whole numbers.
+  for (int k = 0; k < 256; ++k) {
+    const float edge = static_cast<float>(k) / 255.0f * 2.0f - 1.0f;
+    images[static_cast<size_t>(3 * k)] = std::nextafter(edge, -2.0f);
+    images[static_cast<size_t>(3 * k + 1)] = edge;
+    images[static_cast<size_t>(3 * k + 2)] = std::nextafter(edge, 2.0f);
+  }
+  SinkOptions options;
+  options.mosaic_tiles = 2;  // the mosaics split into three files of 4, 4 and 3 images
+  OutputOptions layout_options;
+  layout_options.mosaic_tiles = 2;
+  for (OutputFormat format : {OutputFormat::Npy, OutputFormat::Bmp, OutputFormat::MosaicPng, OutputFormat::Text}) {
+    CAPTURE(format_name(format));
+    const std::string prefix = dir.file(std::string("ref-") + format_name(format));
+    {
+      auto sink = make_sink(format, prefix, n, options);
+      write_in_runs(*sink, images, n, 4);
+      sink->commit();
+    }
+    const OutputLayout layout(format, prefix, n, layout_options);
+    // Runs [7, 11), [0, 3), [3, 7) in that order (text: in order, its offsets come from a running sum).
+    const std::vector<std::pair<int64_t, int64_t>> runs =
+        format == OutputFormat::Text ? std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 4}, {7, 4}}
+                                     : std::vector<std::pair<int64_t, int64_t>>{{7, 4}, {0, 3}, {3, 4}};
+    MemoryFiles memory(layout);
+    int64_t text_end = layout.files()[0].header.size();
+    std::vector<std::vector<char>> blocks;
+    for (auto [first, count] : runs) {
+      const float* run = images.data() + first * kImageValues;
+      if (format == OutputFormat::Text) {
+        auto place = [&](int64_t bytes) { return std::exchange(text_end, text_end + bytes); };
+        write_text_run(run, count, 3, blocks, place, memory);
+      } else {
+        layout.write_run(run, first, count, memory);
+      }
+    }
+    for (size_t f = 0; f < layout.files().size(); ++f) {
+      const OutputFile& file = layout.files()[f];
+      CAPTURE(file.path);
+      if (file.kind == OutputFile::Kind::Pixels) continue;
+      if (file.kind == OutputFile::Kind::Encoded) {
+        // The PNG decodes to the pixel file's bytes.
+        int w = 0, h = 0, c = 0;
+        unsigned char* pixels = stbi_load(file.path.c_str(), &w, &h, &c, 3);
+        REQUIRE(pixels != nullptr);
+        CHECK(memory.bytes[f - 1] == std::string(reinterpret_cast<char*>(pixels), static_cast<size_t>(w * h * 3)));
+        stbi_image_free(pixels);
+        continue;
+      }
+      CHECK(memory.bytes[f] == read_file(file.path));
+    }
+  }
+}
+
+TEST_CASE("commit: all outputs replace the old ones together; a failed rename puts every old one back") {
+  TempDir dir;
+  auto make_new = [&](const std::string& name) {
+    write_file(dir.file(name + ".new"), "new " + name);
+    return PendingRename{dir.file(name + ".new"), dir.file(name), false};
+  };
+  write_file(dir.file("a"), std::string("old a"));
+  write_file(dir.file("c"), std::string("old c"));
+  std::filesystem::create_directory(dir.file("p"));
+  write_file(dir.file("p/old.png"), std::string("old png"));
+  std::filesystem::create_directory(dir.file("p.new"));
+  write_file(dir.file("p.new/000000.png"), std::string("new png"));
+  const std::vector<PendingRename> renames = {make_new("a"), make_new("b"), {dir.file("p.new"), dir.file("p"), true},
+                                              make_new("c")};
+  const std::vector<std::string> before = dir.names();
+  for (int fail_at = 1; fail_at <= 4; ++fail_at) {
+    CAPTURE(fail_at);
+    ::setenv("FACEGEN_TEST_FAIL_RENAME", std::to_string(fail_at).c_str(), 1);
+    const std::string message = user_error_of([&] { commit_all_or_nothing(renames); });
+    CHECK(contains(message, "failed: Input/output error (the old outputs are back in place)"));
+    CHECK(read_file(dir.file("a")) == "old a");
+    CHECK(!std::filesystem::exists(dir.file("b")));
+    CHECK(read_file(dir.file("c")) == "old c");
+    CHECK(read_file(dir.file("p/old.png")) == "old png");
+    CHECK(read_file(dir.file("p.new/000000.png")) == "new png");
+    CHECK(dir.names() == before);  // every temporary where it was, no backup left
+  }
+  ::unsetenv("FACEGEN_TEST_FAIL_RENAME");
+  commit_all_or_nothing(renames);
+  CHECK(read_file(dir.file("a")) == "new a");
+  CHECK(read_file(dir.file("b")) == "new b");
+  CHECK(read_file(dir.file("c")) == "new c");
+  CHECK(read_file(dir.file("p/000000.png")) == "new png");
+  CHECK(dir.names() == std::vector<std::string>{"a", "b", "c", "p"});
+}
+
+TEST_CASE("commit: an immutable old output fails the run before anything is replaced") {
+  TempDir dir;
+  const std::vector<float> images = some_images(3, 8);
+  write_file(dir.file("r.txt"), std::string("old text"));
+  write_file(dir.file("r.bmp"), std::string("old bmp"));
+  if (std::system(("chattr +i " + dir.file("r.bmp") + " 2> /dev/null").c_str()) != 0) {
+    MESSAGE("chattr +i does not work here (needs root and a file system that keeps the flag); skipped");
+    return;
+  }
+  std::string message;
+  {
+    auto text = make_sink(OutputFormat::Text, dir.file("r"), 3);
+    auto bmp = make_sink(OutputFormat::Bmp, dir.file("r"), 3);
+    text->append(images.data(), 0, 3);
+    bmp->append(images.data(), 0, 3);
+    message = user_error_of([&] { commit_sinks({text.get(), bmp.get()}); });
+  }
+  CHECK(std::system(("chattr -i " + dir.file("r.bmp")).c_str()) == 0);
+  CHECK(message == "cannot replace " + dir.file("r.bmp") + ": Operation not permitted (no output was replaced)");
+  CHECK(read_file(dir.file("r.txt")) == "old text");
+  CHECK(read_file(dir.file("r.bmp")) == "old bmp");
+  CHECK(dir.names() == std::vector<std::string>{"r.bmp", "r.txt"});
+}
+
+TEST_CASE("commit: the file system full at each output's last byte leaves every old output as it was") {
+  TempDir dir;
+  const int64_t n = 5;
+  const std::vector<float> images = some_images(n, 9);
+  // Sizes, largest first: txt ~430 KB, npy 245,888, bmp 110,646, the PNG mosaic less.
+  const std::vector<OutputFormat> formats = {OutputFormat::Text, OutputFormat::Npy, OutputFormat::Bmp,
+                                             OutputFormat::MosaicPng};
+  const std::vector<std::string> names = {"r.txt", "r.npy", "r.bmp", "r.png"};
+  std::vector<int64_t> sizes;
+  for (OutputFormat format : formats) {
+    auto sink = make_sink(format, dir.file("size"), n);
+    sink->append(images.data(), 0, n);
+    sink->commit();
+    sizes.push_back(static_cast<int64_t>(std::filesystem::file_size(dir.file("size." + names[sizes.size()].substr(2)))));
+    std::filesystem::remove(dir.file("size." + names[sizes.size() - 1].substr(2)));
+  }
+  for (const std::string& name : names) write_file(dir.file(name), "old " + name);
+  for (size_t k = 0; k < formats.size(); ++k) {
+    // Output k and every smaller one; files may hold all but output k's last byte.
+    CAPTURE(names[k]);
+    rlimit saved;
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+    auto saved_handler = ::signal(SIGXFSZ, SIG_IGN);
+    std::string message;
+    {
+      std::vector<std::unique_ptr<ImageSink>> sinks;
+      rlimit limit = saved;
+      limit.rlim_cur = static_cast<rlim_t>(sizes[k] - 1);
+      REQUIRE(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
+      message = user_error_of([&] {
+        for (size_t j = k; j < formats.size(); ++j) sinks.push_back(make_sink(formats[j], dir.file("r"), n));
+        std::vector<ImageSink*> all;
+        for (auto& sink : sinks) {
+          sink->append(images.data(), 0, n);
+          all.push_back(sink.get());
+        }
+        commit_sinks(all);
+      });
+    }
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    ::signal(SIGXFSZ, saved_handler);
+    CHECK(contains(message, "File too large"));
+    for (const std::string& name : names) CHECK(read_file(dir.file(name)) == "old " + name);
+    CHECK(dir.entries() == 4);
+  }
 }
