@@ -1,4 +1,5 @@
-// backend.cpp: picks the backend for --device auto|cuda|cpu.
+// backend.cpp: the device decision for --device auto|cuda|cpu (choose_device, see backend.hpp), the
+// plain words for why no GPU is usable, and starting the backend on the chosen device.
 //
 // cpu always works; cuda is the user's explicit request, so no usable GPU is a fault of the
 // environment (exit status 3) that names why; auto prefers a GPU and otherwise falls back to the
@@ -46,26 +47,48 @@ void throw_no_gpu(const std::string& reason) {
   throw std::runtime_error("--device cuda: no NVIDIA GPU is usable here (" + reason + ")");
 }
 
-std::unique_ptr<Backend> make_backend(const Network& net, const BackendOptions& options,
-                                      std::string* notice) {
-  if (notice) notice->clear();
+DeviceChoice choose_device(const BackendOptions& requested, int local_rank) {
+  DeviceChoice choice;
+  choice.options = requested;
+  BackendOptions& options = choice.options;
   const bool reduced_precision = options.precision != Precision::Fp32;
-  if (options.device == DeviceKind::Synthetic) return make_synthetic_backend(options);
+  if (options.device == DeviceKind::Synthetic) return choice;
   if (options.device == DeviceKind::Cpu) {
     if (reduced_precision)
       throw UserError("--precision tf32 and bf16 run on a CUDA GPU only; the CPU backend computes in fp32");
-    return make_cpu_backend(net, options);
+    return choice;
   }
-
   std::string reason;
-  const bool have_gpu = usable_gpu_count(&reason) > 0;
-  if (options.device == DeviceKind::Cuda) {
-    if (!have_gpu) throw_no_gpu(reason);
-    return make_cuda_backend(net, options);
+  const int visible = usable_gpu_count(&reason);
+  if (visible > 0) {
+    options.device = DeviceKind::Cuda;
+    if (options.cuda_device < 0) options.cuda_device = local_rank < 0 ? 0 : local_rank % visible;
+    return choice;
   }
-  if (have_gpu) return make_cuda_backend(net, options);
-  if (notice) *notice = cpu_fallback_notice(reason, resolve_threads(options.threads)) + (reduced_precision ? " in fp32" : "");
-  return make_cpu_backend(net, options);
+  if (options.device == DeviceKind::Cuda) throw_no_gpu(reason);
+  options.device = DeviceKind::Cpu;
+  options.precision = Precision::Fp32;
+  choice.fell_back = true;
+  choice.reason = reason;
+  choice.was_reduced = reduced_precision;
+  return choice;
+}
+
+std::string DeviceChoice::notice(int threads) const {
+  if (!fell_back) return "";
+  return cpu_fallback_notice(reason, threads) + (was_reduced ? " in fp32" : "");
+}
+
+std::unique_ptr<Backend> make_backend(const Network& net, const BackendOptions& options, std::string* notice) {
+  const DeviceChoice choice = choose_device(options);
+  if (notice) *notice = choice.notice(resolve_threads(choice.options.threads));
+  switch (choice.options.device) {
+    case DeviceKind::Synthetic: return make_synthetic_backend(choice.options);
+    case DeviceKind::Cpu: return make_cpu_backend(net, choice.options);
+    case DeviceKind::Cuda: return make_cuda_backend(net, choice.options);
+    case DeviceKind::Auto: break;
+  }
+  throw std::logic_error("choose_device left the device undecided");
 }
 
 }  // namespace facegen

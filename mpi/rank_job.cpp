@@ -118,38 +118,21 @@ class RankJob {
 int64_t RankJob::default_min_images() const {
   if (options_.all_ranks) return 1;
   if (options_.min_images_per_rank > 0) return options_.min_images_per_rank;
-  bool gpu = request_.backend.device == DeviceKind::Cuda;
-  if (request_.backend.device == DeviceKind::Auto) {
-    std::string why_none;
-    gpu = cuda_device_count(&why_none) > 0;
-  }
+  const bool gpu = choose_device(request_.backend, topo_.local_rank).options.device == DeviceKind::Cuda;
   return gpu ? kDefaultMinImagesCuda : kDefaultMinImagesCpu;
 }
 
 void RankJob::start_backend(int active, const std::vector<int>& node_of_rank) {
   const auto start = Clock::now();
   Network net = load_network(request_.model_path);
-  BackendOptions backend = request_.backend;
-  std::string reason;
-  if (backend.device == DeviceKind::Cuda || backend.device == DeviceKind::Auto) {
-    const int visible = usable_gpu_count(&reason);
-    if (visible > 0) {
-      backend.device = DeviceKind::Cuda;
-      backend.cuda_device = choose_cuda_device(topo_.local_rank, visible);
-    } else if (backend.device == DeviceKind::Cuda) {
-      throw_no_gpu(reason);
-    } else {
-      backend.device = DeviceKind::Cpu;
-    }
-  }
+  const DeviceChoice choice = choose_device(request_.backend, topo_.local_rank);
+  BackendOptions backend = choice.options;
   // The node's CPUs are shared by the generating ranks on it: they run a CPU backend, or format text.
   const int sharing = static_cast<int>(std::count_if(node_of_rank.begin(), node_of_rank.begin() + active,
                                                      [&](int node) { return node == topo_.node_index; }));
   cpu_threads_ = backend.threads > 0 ? backend.threads : cpu_threads_for_rank(sharing);
   if (backend.device == DeviceKind::Cpu) backend.threads = cpu_threads_;
-  if (backend.device == DeviceKind::Cpu && request_.backend.device == DeviceKind::Auto) {
-    notice_ = cpu_fallback_notice(reason, cpu_threads_);
-  }
+  notice_ = choice.notice(cpu_threads_);
   on_cpu_ = backend.device == DeviceKind::Cpu;
   device_ = backend.device == DeviceKind::Cuda ? "cuda" : backend.device == DeviceKind::Synthetic ? "synthetic" : "cpu";
   backend.images_done = &progress_->own_count();

@@ -1,8 +1,8 @@
 // rank_job.hpp: one generation job spread over the ranks of an MPI job (no MPI types here, so that
 // the command line can include it without MPI's headers).
 //
-// Every rank runs the same sequence; a rank's slice of the work comes from work_split.hpp, its GPU
-// from rank_topology.hpp, its output offsets from ordered_output.hpp, and the way ranks fail
+// Every rank runs the same sequence; a rank's slice of the work comes from work_split.hpp, its device
+// from choose_device (generator/backend.hpp), its output offsets from ordered_output.hpp, and the way ranks fail
 // together from agreement.hpp. Order of work:
 //   1. rank 0 opens the latents (a file, or --random / --interpolate draws) and learns N (an error
 //      is held until step 3, so that errors come in the same order as in the single-process

@@ -44,11 +44,6 @@ RankTopology discover_topology(MPI_Comm world) {
   return topo;
 }
 
-int choose_cuda_device(int local_rank, int visible_devices) {
-  if (visible_devices <= 0 || local_rank < 0) return -1;
-  return local_rank % visible_devices;
-}
-
 int cpu_threads_for_rank(int ranks_sharing) {
   const int machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int allowed = available_cpus();

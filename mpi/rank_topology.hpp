@@ -1,4 +1,4 @@
-// rank_topology.hpp: where each rank runs, and which GPU it uses.
+// rank_topology.hpp: where each rank runs (its GPU is chosen by choose_device in generator/backend.hpp).
 //
 // The node-local rank comes from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED): the ranks that share
 // memory with this one, numbered 0..local_size-1 in world-rank order. A rank uses GPU
@@ -27,9 +27,6 @@ struct RankTopology {
 
 // Collective over `world`.
 RankTopology discover_topology(MPI_Comm world);
-
-// The CUDA device a rank uses: local_rank mod visible_devices; -1 if none is visible.
-int choose_cuda_device(int local_rank, int visible_devices);
 
 // CPU threads for a CPU-backend rank: the CPUs this process may run on, shared among the
 // `ranks_sharing` ranks on its node, unless the launcher already bound it to fewer CPUs than the

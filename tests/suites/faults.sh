@@ -11,6 +11,8 @@
 #   stderr's reader gone       SIGPIPE after the cleanup: 141
 #   ulimit -v at 4 sizes        exit 3 and one line, or success; ulimit -f at 3 sizes: exit 1
 #   descriptors 0, 2, all closed; stdout closed or full (exit 1); two runs on one prefix, one failing
+#   commit fails midway        a rename of the output set fails (injected), or an old output is
+#                              immutable (chattr +i): every old output byte-identical, nothing left
 #
 # Mounting needs root; where it is missing the case is skipped with the reason. Usage: faults.sh [build]
 set -u
@@ -300,6 +302,41 @@ if [ $got_a = 0 ] && [ $got_b = 1 ] && [ "$(head -n1 "$work/two/r.txt")" = 5000 
   pass "two runs on one prefix, one failing: the other's files whole, nothing left"
 else
   fail "two runs on one prefix" "statuses $got_a / $got_b: $(head -c 200 "$work/stderr-a") $(head -c 200 "$work/stderr"); $(ls -A "$work/two")"
+fi
+
+# --- the output set replaces the old one all together or not at all --------------------------------
+# check_old_set NAME STATUS WANT-STATUS PATTERN: every old output as it was, no other entry left.
+check_old_set() {
+  local name=$1 got=$2 want=$3 pattern=$4 f
+  for f in r.txt r.bmp r.npy; do
+    if ! [ "$(cat "$work/set/$f")" = "old $f" ]; then
+      fail "$name" "the old $f was changed: $(head -c 60 "$work/set/$f" | tr -d '\0')"
+      return
+    fi
+  done
+  if [ "$got" -ne "$want" ] || ! grep -qE -- "$pattern" "$work/stderr"; then
+    fail "$name" "exit status $got (expected $want); stderr: $(head -c 400 "$work/stderr")"
+  elif [ "$(ls -A "$work/set" | tr '\n' ' ')" != "r.bmp r.npy r.txt " ]; then
+    fail "$name" "entries left: $(ls -A "$work/set" | tr '\n' ' ')"
+  else
+    pass "$name: $(head -c 300 "$work/stderr")"
+  fi
+}
+mkdir -p "$work/set"
+for f in r.txt r.bmp r.npy; do echo "old $f" > "$work/set/$f"; done
+for k in 1 2 3; do
+  FACEGEN_TEST_FAIL_RENAME=$k "$prog" --device cpu --model "$model" --input "$work/l2.txt" --output "$work/set/r" \
+    --formats txt,bmp,npy > /dev/null 2> "$work/stderr"
+  check_old_set "rename $k of 3 fails" $? 1 "failed: Input/output error \(the old outputs are back in place\)"
+done
+if chattr +i "$work/set/r.npy" 2> /dev/null; then
+  "$prog" --device cpu --model "$model" --input "$work/l2.txt" --output "$work/set/r" --formats txt,bmp,npy \
+    > /dev/null 2> "$work/stderr"
+  got=$?
+  chattr -i "$work/set/r.npy"
+  check_old_set "the last output immutable (chattr +i)" $got 1 "cannot replace .*r\.npy: Operation not permitted \(no output was replaced\)"
+else
+  skip "an immutable old output: chattr +i does not work here (needs root and ext4 or a recent tmpfs)"
 fi
 
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -239,6 +239,19 @@ FACEGEN_TEST_FAULT=0:exit expect_failure "rank 0 of 2 (which holds the files) di
 FACEGEN_TEST_FAULT=0:kill expect_failure "rank 0 of 3 is killed" "1[0-9][0-9]|[1-9]" \
   "^facegen: error on rank 0 \(host [^)]+\): the process died of signal 9" 3 "$work/l64.txt" --all-ranks
 
+# A rename of the output set fails on rank 0: the old outputs all come back, nothing is left.
+rm -rf "$work/set" && mkdir -p "$work/set"
+for f in r.txt r.bmp r.npy; do echo "old $f" > "$work/set/$f"; done
+FACEGEN_TEST_FAIL_RENAME=3 parallel 2 "$work/set/r" "$work/l7.txt" --all-ranks --formats txt,bmp,npy
+got=$?
+if [ "$got" = 1 ] && grep -q "the old outputs are back in place" "$work/stderr" &&
+   [ "$(ls -A "$work/set" | tr '\n' ' ')" = "r.bmp r.npy r.txt " ] && [ "$(cat "$work/set/r.txt")" = "old r.txt" ] &&
+   [ "$(cat "$work/set/r.bmp")" = "old r.bmp" ] && [ "$(cat "$work/set/r.npy")" = "old r.npy" ]; then
+  pass "2 ranks, the last rename of txt,bmp,npy fails: every old output back, nothing left"
+else
+  fail "2 ranks, a failed rename" "status $got, entries $(ls -A "$work/set" | tr '\n' ' '): $(head -c 300 "$work/stderr")"
+fi
+
 # Bad input in the middle of the file: the same message as one process gives, from the rank that
 # reads it (each rank reads its own slice; image 64 is the last of rank 2's).
 sed '$ s/^\([^ ]* [^ ]* \)[^ ]*/\1oops/' "$work/l64.txt" > "$work/bad.txt"
