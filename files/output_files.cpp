@@ -110,7 +110,8 @@ void OutputFiles::remove_uncommitted() noexcept {
 }
 
 void OutputFiles::fail(size_t file, int err) const {
-  throw UserError("writing " + files_[file].path + " failed: " + std::strerror(err));
+  throw UserError("writing " + files_[file].path + " failed: " + std::strerror(err) +
+                  (err == EFBIG ? " (the file size limit, ulimit -f)" : ""));
 }
 
 int OutputFiles::descriptor(size_t file) {

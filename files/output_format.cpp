@@ -95,7 +95,8 @@ void write_whole_file(const std::string& path, const std::string& shown, const s
     if (n <= 0) {
       const int err = n < 0 ? errno : ENOSPC;
       ::close(fd);
-      throw UserError("writing " + shown + " failed: " + std::strerror(err));
+      throw UserError("writing " + shown + " failed: " + std::strerror(err) +
+                      (err == EFBIG ? " (the file size limit, ulimit -f)" : ""));
     }
     done += static_cast<size_t>(n);
   }

@@ -295,7 +295,7 @@ TEST_CASE("bmp sink: exact bytes for 1, 2 and 5 images (1x1, 2x2 and 3x3 tiles, 
   CHECK(dir.entries() == 3);
 }
 
-TEST_CASE("bmp sink: a write failure inside the BMP writer is reported once the mosaic is complete, no file left") {
+TEST_CASE("bmp sink: a failed write at the mosaic's offsets is reported, no file left") {
   TempDir dir;
   const int64_t n = 100;  // 640 x 640 x 3 = 1.2 MB, more than the stdio buffer
   const std::vector<float> images = random_images(n, 5, -1.0f, 1.0f);
@@ -304,7 +304,7 @@ TEST_CASE("bmp sink: a write failure inside the BMP writer is reported once the 
     auto sink = make_bmp_mosaic_sink(path, n);
     sink->append(images.data(), 0, n - 1);
     FileSizeLimit limit(100000);
-    // The last image completes the mosaic, which is then encoded into the file.
+    // The last image's tile row lies at the start of the file's pixels, but its rows reach past the limit.
     const std::string message = user_error_of([&] { sink->append(images.data() + (n - 1) * kImageValues, n - 1, 1); });
     CHECK(message == "writing " + path + " failed: File too large (the file size limit, ulimit -f)");
   }
