@@ -18,6 +18,8 @@
 #   make bench-io        the output writers in MB/s and images/s, on the CPU (BENCH_IO_ARGS=--images N)
 #   make bench-cpu       the CPU backend beside PyTorch on the CPU and the FMA ceiling (BENCH_CPU_ROUNDS=3)
 #   make bench-latents   the latent text parser in MB/s and images/s per thread count (BENCH_LATENTS_ARGS=--images N)
+#   make bench-scaling   (2-GPU machine) the user's jobs on 1 GPU, 2 GPUs and 2 ranks per GPU against the
+#                        file systems' write ceilings (bench/scaling.sh; DEVICE=cpu SCALE=tiny anywhere)
 #   make clean
 #   make deps            install the Debian packages needed to build and run (apt-get; as root or via sudo)
 #   make test-deps       ... and those the tests need (PyTorch for the cross-check)
@@ -193,7 +195,7 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-cpu bench-latents clean deps test-deps
+.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-cpu bench-latents bench-scaling clean deps test-deps
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -313,6 +315,9 @@ bench-cpu: $(BENCH_CPU)
 
 bench-latents: $(BENCH_LATENTS)
 	$(BENCH_LATENTS) $(BENCH_LATENTS_ARGS)
+
+bench-scaling: $(PROGRAM) $(LATENTS_TOOL) $(TEST_MODEL)
+	bash bench/scaling.sh
 
 clean:
 	rm -rf build build-san build-vg

@@ -58,11 +58,9 @@ class FormatSink : public ImageSink {
       throw std::logic_error("sink " + path() + ": commit after " + std::to_string(written_) + " of " +
                              std::to_string(layout_.total_images()) + " images");
     }
+    // One mosaic PNG at a time: each holds its pixels and the encoder's buffers (up to 2 x 201 MB).
     if (layout_.format() == OutputFormat::MosaicPng) {
-      const int64_t mosaics = static_cast<int64_t>(layout_.files().size() / 2);
-      parallel_for(mosaics, threads_, [&](int64_t begin, int64_t end) {
-        for (int64_t k = begin; k < end; ++k) layout_.encode_png(static_cast<size_t>(2 * k), files_);
-      });
+      for (size_t k = 0; k < layout_.files().size(); k += 2) layout_.encode_png(k, files_);
     }
     std::vector<std::vector<char>>().swap(text_blocks_);
     files_.finish();

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# scaling.sh: does a second GPU make a user's job faster, and is the host ever the limit?
+#
+#   bench/scaling.sh                         the GPU machine (2 GPUs): every job below, about 4 minutes
+#   DEVICE=cpu SCALE=tiny bench/scaling.sh   a smoke run of the same script on a machine without a GPU
+#
+# Prints, in one run:
+#   1. the write ceiling of each target file system: parallel dd of the same total size from 1, 4 and
+#      16 writers (with fdatasync), after /dev/shm was pre-faulted (a file as large as the largest
+#      output written and deleted, so that tmpfs pages are not first touched by the jobs);
+#   2. the read ceiling of the latent text file (dd to /dev/null);
+#   3. the user's jobs as a user runs them (run_parallel.sh, wall time): 1 GPU, 2 GPUs and 2 ranks per
+#      GPU, for 65,536 latents from a text file -> txt,bmp and -> npy, --random 262,144 -> npy and
+#      --random 1,048,576 -> npy (fp32; /dev/shm only: 51.5 GB), on /dev/shm and on the root disk,
+#      each with its start-up (the slowest rank's, from its summary) apart;
+#   4. the table of targets: each job's images/s without start-up against min(the GPUs' generation rate
+#      in that run, write ceiling / bytes per image), and the 2-GPU / 1-GPU speed-ups.
+# Knobs: DEVICE (cuda), SCALE (full | tiny), DISK_DIR (a directory on the root disk, /var/tmp/facegen-scaling),
+# SHM_DIR (/dev/shm/facegen-scaling), GPUS (2), PRECISION (fp32), SKIP_DISK=1.
+set -u
+cd "$(dirname "$0")/.."
+device=${DEVICE:-cuda}
+scale=${SCALE:-full}
+gpus=${GPUS:-2}
+precision=${PRECISION:-fp32}
+shm_dir=${SHM_DIR:-/dev/shm/facegen-scaling}
+disk_dir=${DISK_DIR:-/var/tmp/facegen-scaling}
+prog=build/facegen
+model=build/random-network.bin
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+for f in "$prog" "$model" build/make-latents; do
+  [ -e "$f" ] || { echo "scaling: $f is missing (make all build/random-network.bin)"; exit 1; }
+done
+if [ "$scale" = tiny ]; then
+  n_text=96 n_mid=192 n_big=384 dd_mb=64
+else
+  n_text=65536 n_mid=262144 n_big=1048576 dd_mb=8192
+fi
+image_npy=$((64 * 64 * 3 * 4))
+targets=("$shm_dir")
+[ "${SKIP_DISK:-0}" = 1 ] || targets+=("$disk_dir")
+trap 'rm -rf "$shm_dir" "$disk_dir"' EXIT
+mkdir -p "${targets[@]}" || exit 1
+
+now() { date +%s.%N; }
+elapsed() { awk -v s="$1" -v e="$(now)" 'BEGIN { printf "%.3f", e - s }'; }
+
+# --- 1. pre-fault /dev/shm, then the write ceilings -------------------------------------------------
+prefault_mb=$(( (n_big * image_npy / 1048576) + 1024 ))
+echo "pre-faulting $shm_dir with $prefault_mb MB ..."
+dd if=/dev/zero of="$shm_dir/prefault" bs=1M count="$prefault_mb" status=none 2>&1 || echo "  (pre-fault fell short)"
+rm -f "$shm_dir/prefault"
+
+declare -A ceiling  # MB/s, the best over the writer counts
+echo
+echo "write ceiling (parallel dd, $dd_mb MB in all, conv=fdatasync):"
+for dir in "${targets[@]}"; do
+  best=0
+  line="  $dir:"
+  for writers in 1 4 16; do
+    per=$((dd_mb / writers))
+    start=$(now)
+    for ((w = 0; w < writers; ++w)); do
+      dd if=/dev/zero of="$dir/dd.$w" bs=4M count=$((per / 4)) conv=fdatasync status=none &
+    done
+    wait
+    t=$(elapsed "$start")
+    rate=$(awk -v mb=$((per / 4 * 4 * writers)) -v t="$t" 'BEGIN { printf "%.0f", mb * 1.048576 / t }')
+    rm -f "$dir"/dd.*
+    line+="  $writers: $rate MB/s"
+    [ "$rate" -gt "$best" ] && best=$rate
+  done
+  ceiling[$dir]=$best
+  echo "$line"
+done
+
+# --- 2. the latent file and its read ceiling ---------------------------------------------------------
+latents=$shm_dir/latents.txt
+build/make-latents --count "$n_text" --seed 1 --output "$latents" > /dev/null || exit 1
+start=$(now)
+dd if="$latents" of=/dev/null bs=4M status=none
+t=$(elapsed "$start")
+echo
+echo "read ceiling of $latents ($(stat -c %s "$latents") bytes, page cache): $(awk -v b="$(stat -c %s "$latents")" -v t="$t" 'BEGIN { printf "%.0f", b / 1e6 / t }') MB/s"
+
+# --- 3. the jobs ---------------------------------------------------------------------------------------
+results=$shm_dir/results.tsv
+: > "$results"
+# job LABEL N FORMATS RANKS DIR LATENT-FLAGS...: one run_parallel.sh job; appends a row to $results.
+job() {
+  local label=$1 n=$2 formats=$3 ranks=$4 dir=$5
+  shift 5
+  local start t out=$dir/out
+  start=$(now)
+  ./run_parallel.sh --program "$prog" --model "$model" "$@" --output "$out" --ranks-per-node "$ranks" -- \
+    --device "$device" --precision "$precision" --formats "$formats" --all-ranks > "$shm_dir/job.out" 2>&1
+  local status=$?
+  t=$(elapsed "$start")
+  if [ $status -ne 0 ]; then
+    echo "  FAILED ($label, $ranks ranks, $dir): $(tail -3 "$shm_dir/job.out")"
+    return
+  fi
+  local bytes gen startup
+  bytes=$(du -sb "$out".* "$out" 2> /dev/null | awk '{ s += $1 } END { print s + 0 }')
+  gen=$(grep -m1 '^generate' "$shm_dir/job.out" | grep -oE '\(([0-9]+) images/s' | grep -oE '[0-9]+' || echo 0)
+  startup=$(grep -oE 'start-up [0-9.]+' "$shm_dir/job.out" | grep -oE '[0-9.]+$' || echo 0)
+  rm -rf "$out" "$out".*
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$dir" "$label" "$ranks" "$n" "$t" "$startup" "$gen" "$bytes" >> "$results"
+  printf '  %-34s %-26s %d rank(s): %8.3f s, start-up %s s\n' "$label" "$dir" "$ranks" "$t" "$startup"
+}
+configs="1 $gpus $((2 * gpus))"
+echo
+echo "jobs ($device, $precision; ranks: 1 = one GPU, $gpus = one per GPU, $((2 * gpus)) = two per GPU):"
+for dir in "${targets[@]}"; do
+  for ranks in $configs; do
+    job "$n_text from text -> txt,bmp" "$n_text" txt,bmp "$ranks" "$dir" --input "$latents"
+    job "$n_text from text -> npy" "$n_text" npy "$ranks" "$dir" --input "$latents"
+    job "--random $n_mid -> npy" "$n_mid" npy "$ranks" "$dir" --random "$n_mid"
+    [ "$dir" = "$shm_dir" ] && job "--random $n_big -> npy" "$n_big" npy "$ranks" "$dir" --random "$n_big"
+  done
+done
+
+# --- 4. the targets ---------------------------------------------------------------------------------------
+echo
+echo "| file system | job | ranks | wall s | start-up s | images/s | images/s w/o start-up | GPU images/s | write-ceiling images/s | ratio | vs 1 GPU |"
+echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+declare -A one_gpu
+while IFS=$'\t' read -r dir label ranks n t startup gen bytes; do
+  awk -v dir="$dir" -v label="$label" -v ranks="$ranks" -v n="$n" -v t="$t" -v s="$startup" -v gen="$gen" \
+      -v bytes="$bytes" -v ceil="${ceiling[$dir]}" -v base="${one_gpu[$dir$label]:-0}" 'BEGIN {
+    whole = n / t; net = (t - s > 0) ? n / (t - s) : whole
+    storage = ceil * 1e6 * 1.048576 / (bytes / n)   # write ceiling / bytes per image
+    limit = (gen > 0 && gen < storage) ? gen : storage
+    speedup = base > 0 ? sprintf("%.2fx", base / t) : "-"
+    printf "| %s | %s | %d | %.3f | %.3f | %.0f | %.0f | %.0f | %.0f | %.2f | %s |\n", dir, label, ranks, t, s, whole, net, gen, storage, net / limit, speedup
+  }'
+  [ "$ranks" = 1 ] && one_gpu[$dir$label]=$t
+done < "$results"
+echo
+echo "ratio: images/s without start-up / min(GPU images/s, write ceiling / bytes per image); the target is >= 0.80."
+echo "vs 1 GPU: the 1-GPU job's wall time / this one's (targets: 65,536 txt,bmp >= 1.6x on 2 GPUs; --random $n_big >= 1.8x)."
