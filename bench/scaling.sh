@@ -48,8 +48,11 @@ elapsed() { awk -v s="$1" -v e="$(now)" 'BEGIN { printf "%.3f", e - s }'; }
 # --- 1. pre-fault /dev/shm, then the write ceilings -------------------------------------------------
 prefault_mb=$(( (n_big * image_npy / 1048576) + 1024 ))
 echo "pre-faulting $shm_dir with $prefault_mb MB ..."
-dd if=/dev/zero of="$shm_dir/prefault" bs=1M count="$prefault_mb" status=none 2>&1 || echo "  (pre-fault fell short)"
-rm -f "$shm_dir/prefault"
+for ((w = 0; w < 16; ++w)); do
+  dd if=/dev/zero of="$shm_dir/prefault.$w" bs=1M count=$((prefault_mb / 16)) status=none 2>&1 || echo "  (pre-fault fell short)" &
+done
+wait
+rm -f "$shm_dir"/prefault.*
 
 declare -A ceiling  # MB/s, the best over the writer counts
 echo

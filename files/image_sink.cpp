@@ -17,8 +17,8 @@
 namespace facegen {
 namespace {
 
-// Text images per thread in one sub-run: about 0.8 MB of text per thread.
-constexpr int64_t kTextImagesPerThread = 8;
+// Text images per thread in one sub-run: about 1.6 MB of text per thread.
+constexpr int64_t kTextImagesPerThread = 16;
 
 class FormatSink : public ImageSink {
  public:
