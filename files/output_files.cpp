@@ -79,10 +79,13 @@ OutputFiles::OutputFiles(std::vector<OutputFile> files)
         std::lock_guard<std::mutex> lock(slot.mutex);
         if (::ftruncate(descriptor(i), spec.size) != 0) fail(i, errno);
       }
-      if (slot.data_left.load() == 0) {  // nothing will be written (a mosaic of no image cannot be)
-        std::lock_guard<std::mutex> lock(slot.mutex);
-        sync_and_close(i, slot);
+      // The descriptor is opened again by the first image: a mosaic split into thousands of files
+      // holds none for the files not being written.
+      if (slot.fd >= 0 && ::close(slot.fd) != 0) {
+        slot.fd = -1;
+        fail(i, errno);
       }
+      slot.fd = -1;
     }
   } catch (...) {
     remove_uncommitted();
@@ -134,7 +137,8 @@ void OutputFiles::sync_and_close(size_t file, Slot& slot) {
   if (slot.fd < 0) fail(file, errno);
   const int fd = slot.fd;
   slot.fd = -1;
-  if (::fsync(fd) != 0 && errno != EINVAL) {  // EINVAL: a file that cannot be synced
+  const bool scratch = files_[file].kind == OutputFile::Kind::Pixels;
+  if (!scratch && ::fsync(fd) != 0 && errno != EINVAL) {  // EINVAL: a file that cannot be synced
     const int err = errno;
     ::close(fd);
     fail(file, err);
@@ -172,6 +176,11 @@ void OutputFiles::write_at(size_t file, int64_t offset, const void* data, int64_
     std::lock_guard<std::mutex> lock(slot.mutex);
     sync_and_close(file, slot);
   }
+}
+
+void OutputFiles::file_complete(size_t file) {
+  std::lock_guard<std::mutex> lock(slots_[file].mutex);
+  sync_and_close(file, slots_[file]);
 }
 
 void OutputFiles::finish() {

@@ -37,6 +37,7 @@ class OutputFiles : public FileWriter {
   void write_at(size_t file, int64_t offset, const void* data, int64_t bytes) override;
   const std::string& temp_path(size_t file) const override { return slots_[file].temp; }
   void add_bytes(size_t file, int64_t bytes) override { slots_[file].bytes += bytes; }
+  void file_complete(size_t file) override;
 
   const std::vector<OutputFile>& files() const { return files_; }
   int64_t bytes_written() const;  // headers and every write, but not into scratch pixel files
@@ -59,7 +60,7 @@ class OutputFiles : public FileWriter {
   int descriptor(size_t file);  // with the slot's mutex held
   void write_bytes(size_t file, int64_t offset, const void* data, int64_t bytes);
   void remove_uncommitted() noexcept;
-  void sync_and_close(size_t file, Slot& slot);  // with slot.mutex held
+  void sync_and_close(size_t file, Slot& slot);  // with slot.mutex held; a pixel file is only closed
   [[noreturn]] void fail(size_t file, int err) const;
 
   std::vector<OutputFile> files_;

@@ -323,6 +323,7 @@ int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out) const {
     throw std::runtime_error("stb_image_write refused a png of " + std::to_string(w) + " x " + std::to_string(w) +
                              " pixels (out of memory?)");
   }
+  out.file_complete(pixels + 1);
   return target.bytes;
 }
 

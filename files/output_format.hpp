@@ -70,6 +70,8 @@ class FileWriter {
   virtual const std::string& temp_path(size_t file) const = 0;
   // Counts bytes written into the folder `file` by whole-file writes (png).
   virtual void add_bytes(size_t file, int64_t bytes) { (void)file, (void)bytes; }
+  // Every byte of `file` is written (an encoded PNG): a driver may sync and close it now.
+  virtual void file_complete(size_t file) { (void)file; }
 };
 
 struct OutputOptions {
