@@ -17,6 +17,7 @@
 #include <cstring>
 #include <future>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "files/stop_signals.hpp"
 #include "files/temp_registry.hpp"
 #include "generator/backend.hpp"
+#include "generator/finite_check.hpp"
 #include "common/errors.hpp"
 #include "files/latent_source.hpp"
 #include "generator/network.hpp"
@@ -87,7 +89,7 @@ class RankJob {
 
  private:
   int run_steps();
-  void generate_slice(const float* latents, int64_t count, float* images);
+  void generate_slice(const float* latents, int64_t count, int64_t first_index, float* images);
   RunSummary gather_summary(const WorkSplit& split, const OrderedOutputs& outputs);
   bool agree(const RankStatus& status) { return ranks_agree(world_, status, &exit_code_); }
   int64_t default_min_images() const;
@@ -101,6 +103,7 @@ class RankJob {
   int exit_code_ = 0;
   bool is_root_ = false;
 
+  std::optional<Network> net_;  // the backend keeps its own copy; this one names the layer of a non-finite image
   std::unique_ptr<Backend> backend_;
   std::string backend_text_ = "sits out";
   std::string notice_;
@@ -124,7 +127,8 @@ int64_t RankJob::default_min_images() const {
 
 void RankJob::start_backend(int active, const std::vector<int>& node_of_rank) {
   const auto start = Clock::now();
-  Network net = load_network(request_.model_path);
+  net_ = load_network(request_.model_path);
+  const Network& net = *net_;
   const DeviceChoice choice = choose_device(request_.backend, topo_.local_rank);
   BackendOptions backend = choice.options;
   // The node's CPUs are shared by the generating ranks on it: they run a CPU backend, or format text.
@@ -154,11 +158,14 @@ int RankJob::run() {
 }
 
 // This rank's slice, in steps that tell rank 0 how far it is (see kCpuProgressStep).
-void RankJob::generate_slice(const float* latents, int64_t count, float* images) {
+// first_index: the index of latents[0] in the whole job.
+void RankJob::generate_slice(const float* latents, int64_t count, int64_t first_index, float* images) {
   const int64_t step = on_cpu_ ? kCpuProgressStep : std::max<int64_t>(count, 1);
   for (int64_t first = 0; first < count; first += step) {
     const int64_t n = std::min(step, count - first);
     backend_->generate(latents + first * kLatentDim, n, images + first * kImageValues);
+    require_finite_images(*net_, request_.model_path, latents + first * kLatentDim, images + first * kImageValues, n,
+                          first_index + first);
     progress_->own_count().store(generated_ + first + n, std::memory_order_relaxed);
     progress_->publish();
   }
@@ -287,7 +294,7 @@ int RankJob::run_steps() {
       const auto start = Clock::now();
       attempt(status, [&] {
         if (q == 0) maybe_inject_fault(topo_.world_rank);
-        generate_slice(my_latents, mine.size(), images);
+        generate_slice(my_latents, mine.size(), mine.begin, images);
       });
       times_.compute += seconds_since(start);
     }

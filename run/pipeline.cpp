@@ -12,6 +12,7 @@
 #include "common/errors.hpp"
 #include "common/model_shape.hpp"
 #include "common/precision.hpp"
+#include "generator/finite_check.hpp"
 #include "run/output_stage.hpp"
 
 namespace facegen {
@@ -36,9 +37,9 @@ RunSummary run_generation(const GenerateRequest& request) {
 
   auto start = Clock::now();
   std::unique_ptr<Backend> backend;
+  // The backends keep their own copy (host or device); this one names the layer of a non-finite image.
+  const Network net = request.backend.device == DeviceKind::Synthetic ? Network() : load_network(request.model_path);
   {
-    // The backends keep their own copy (host or device); this one goes before the images come.
-    Network net = request.backend.device == DeviceKind::Synthetic ? Network() : load_network(request.model_path);
     std::string notice;
     BackendOptions options = request.backend;
     options.images_done = &generated;
@@ -79,6 +80,7 @@ RunSummary run_generation(const GenerateRequest& request) {
     float* images = stage.acquire();  // (chunk, 64, 64, 3); waits while the writer is behind
     start = Clock::now();
     backend->generate(latents.data(), count, images);
+    require_finite_images(net, request.model_path, latents.data(), images, count, done);
     compute_seconds += seconds_since(start);
     stage.submit(images, done, count);
     done += count;

@@ -6,6 +6,8 @@
 #   read-only mid-run          an ext4 image forced read-only (as on an I/O error), outputs open
 #   input truncated mid-number the latent file cut inside a number, and cut between numbers
 #   model truncated            network.bin cut short by one byte and to half
+#   model overflowing          finite weights of +-3e38 in proj, bn2, tconv1, tconv3 or tconv4: exit 1, one
+#                              line naming the layer
 #   SIGINT, SIGTERM mid-run    exit 130 / 143, one line, temporary files removed, old output intact
 #   signals before outputs exist and while a PNG folder fills (HUP INT QUIT PIPE TERM USR1 ALRM XCPU)
 #   stderr's reader gone       SIGPIPE after the cleanup: 141
@@ -164,6 +166,22 @@ check_after "model truncated to half" "$work/out" $? 1 "half.bin has 10,274,566 
 # A model that is cut while it is read (a pipe that ends early): the size is known only at the end.
 head -c 5000000 "$model" | "$prog" --device cpu --model /dev/stdin --input "$work/l2.txt" --output "$work/out/r" > /dev/null 2> "$work/stderr"
 check_after "model from a pipe that ends early" "$work/out" $? 1 "has 5,000,000 bytes, expected 20,549,132"
+
+# --- a finite model that overflows ------------------------------------------------------------------
+# tests/lib/overflowing_model.py: one block of the test model set to +-3e38, finite but overflowing.
+for block in proj bn2 tconv1 tconv3 tconv4; do
+  /usr/bin/python3 tests/lib/overflowing_model.py "$model" "$work/overflow-$block.bin" "$block" ||
+    { fail "model overflowing in $block" "python3 failed"; continue; }
+  "$prog" --device cpu --model "$work/overflow-$block.bin" --input "$work/l2.txt" --output "$work/out/r" \
+    > /dev/null 2> "$work/stderr"
+  status=$?
+  if [ "$(wc -l < "$work/stderr")" != 1 ]; then
+    fail "model overflowing in $block" "not one line on stderr: $(head -c 400 "$work/stderr")"
+  else
+    check_after "model overflowing in $block (finite weights of 3e38)" "$work/out" $status 1 \
+      "overflow-$block.bin is a bad model: .*output of layer $block is NaN or Inf for image 0"
+  fi
+done
 
 # --- SIGINT and SIGTERM mid-run ---------------------------------------------------------------------
 for signal in INT TERM; do

@@ -5,6 +5,7 @@
 #     naming the rank, no output file, the old output intact, no temporary file
 #   the whole job interrupted mid-run (SIGINT to mpirun; SIGINT or SIGTERM to run_parallel.sh): the
 #     same, with exit status 1 (mpirun's own), 130 or 143
+#   a model with finite weights that overflow (tconv1, tconv4): exit 1, one line naming the layer
 #   64 ranks oversubscribed on this machine: files byte-identical to one process's
 #
 # mpi_ranks.sh injects faults from inside a rank (FACEGEN_TEST_FAULT); here they come from outside,
@@ -169,6 +170,28 @@ for target in mpirun INT TERM; do
   else
     fail "$name" "the job did not start within 60 s"
     kill "$job" 2>/dev/null; wait "$job"; job=
+  fi
+done
+
+# --- a finite model that overflows, on 2 ranks -----------------------------------------------------
+# Each rank checks its own images; the layer is named once, by the lowest rank that found it.
+mkdir -p "$work/bad"
+for block in tconv1 tconv4; do
+  /usr/bin/python3 tests/lib/overflowing_model.py "$model" "$work/overflow-$block.bin" "$block" ||
+    { fail "2 ranks, model overflowing in $block" "python3 failed"; continue; }
+  timeout 120 ./run_parallel.sh --program "$prog" --model "$work/overflow-$block.bin" --input "$work/l200.txt" \
+    --output "$work/bad/r" --ranks-per-node 2 -- --device cpu --all-ranks > /dev/null 2> "$work/stderr"
+  got=$?
+  left=$(ls -A "$work/bad")
+  if [ $got -ne 1 ]; then
+    fail "2 ranks, model overflowing in $block" "exit status $got, expected 1: $(head -c 600 "$work/stderr")"
+  elif [ "$(grep -c "output of layer $block is NaN or Inf" "$work/stderr")" != 1 ] ||
+       [ "$(grep -c '^facegen' "$work/stderr")" != 1 ]; then
+    fail "2 ranks, model overflowing in $block" "not one line naming $block: $(head -c 600 "$work/stderr")"
+  elif [ -n "$left" ]; then
+    fail "2 ranks, model overflowing in $block" "files left: $left"
+  else
+    pass "2 ranks, model overflowing in $block: exit 1, nothing left: $(grep '^facegen' "$work/stderr")"
   fi
 done
 

@@ -1,0 +1,29 @@
+// finite_check.hpp: a model whose weights are finite but huge must not give NaN images silently.
+//
+// The drivers (run/ and mpi/) pass every computed chunk of images through require_finite_images().
+// An image with a NaN or Inf, the first image of each chunk whose every value is exactly +-1 (the
+// tanh of an Inf), and the first image of the run always, is computed again from its latent by the
+// CPU reference layers (kernels/layers_cpu.hpp), one layer at a time, single-threaded; the first
+// layer whose output is not finite is named in a UserError: the model is bad (exit 1). Works the
+// same for every backend.
+// Not caught: an Inf in tconv4 for some latents other than the first, which tanh turns into +-1
+// beside ordinary values in the same image.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "generator/network.hpp"
+
+namespace facegen {
+
+// images (count, 64, 64, 3) were computed from latents (count, 100); `first_index` is the index of
+// images[0] in the whole run, `source` names the model file. Throws UserError on a non-finite value.
+void require_finite_images(const Network& net, const std::string& source, const float* latents,
+                           const float* images, int64_t count, int64_t first_index);
+
+// The name of the first layer whose output is not finite for one latent (100), e.g. "tconv4", or
+// "" if every layer of the float32 reference is finite.
+std::string first_non_finite_layer(const Network& net, const float* latent);
+
+}  // namespace facegen

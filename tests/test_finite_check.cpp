@@ -1,0 +1,94 @@
+// test_finite_check.cpp: a model whose weights are finite but overflow is caught and its layer named.
+//
+// Each block is set to +-3e38 (its signs kept) in a fresh random network; the layer trace must name
+// exactly that block's layer for random latents, and name nothing for the unchanged network.
+// require_finite_images() is fed poisoned images (a NaN, an Inf, all +-1) at odd positions.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "generator/finite_check.hpp"
+#include "generator/network.hpp"
+
+using namespace facegen;
+
+namespace {
+
+// Every value of [offset, offset + count) set to +-3e38 with its sign kept.
+void overflow_block(Network& net, int64_t offset, int64_t count) {
+  std::vector<float>& f = net.mutable_floats();
+  for (int64_t i = offset; i < offset + count; ++i) f[i] = f[i] >= 0 ? 3e38f : -3e38f;
+}
+
+std::vector<float> random_latents(int64_t count, uint64_t seed) {  // (count, 100)
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> z(static_cast<size_t>(count) * kLatentDim);
+  for (float& v : z) v = normal(rng);
+  return z;
+}
+
+}  // namespace
+
+TEST_CASE("finite check: the layer whose output overflows is named, and none for a sane model") {
+  const Network sane = make_random_network(11);
+  const std::vector<float> z = random_latents(3, 12);
+  for (int i = 0; i < 3; ++i) CHECK(first_non_finite_layer(sane, z.data() + i * kLatentDim).empty());
+
+  struct Case { const char* layer; int64_t offset; int64_t count; };
+  const Case cases[] = {
+      {"proj", Network::proj_weight_offset(), int64_t{kLatentDim} * kProjOutputs},
+      {"bn1", Network::batchnorm_offset(1), 2 * kStageChannels[1]},  // beta and gamma
+      {"tconv2", Network::tconv_weight_offset(1), int64_t{25} * kStageChannels[1] * kStageChannels[2]},
+      {"tconv4", Network::tconv_weight_offset(3), int64_t{25} * kStageChannels[3] * kStageChannels[4]},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.layer);
+    Network bad = sane;
+    overflow_block(bad, c.offset, c.count);
+    for (int i = 0; i < 3; ++i) CHECK(first_non_finite_layer(bad, z.data() + i * kLatentDim) == c.layer);
+  }
+}
+
+TEST_CASE("finite check: a NaN, an Inf or a saturated image is traced; the message names layer and image") {
+  const Network sane = make_random_network(21);
+  Network bad = sane;
+  overflow_block(bad, Network::tconv_weight_offset(2), int64_t{25} * kStageChannels[2] * kStageChannels[3]);
+  const int64_t count = 5;
+  const std::vector<float> z = random_latents(count, 22);
+  std::vector<float> images(static_cast<size_t>(count) * kImageValues, 0.25f);  // (5, 64, 64, 3)
+
+  // Ordinary images, not the first of the run: nothing is traced, even for a bad model.
+  CHECK_NOTHROW(require_finite_images(bad, "m.bin", z.data(), images.data(), count, 7));
+  // The first image of the run is always traced.
+  CHECK_THROWS_WITH_AS(require_finite_images(bad, "m.bin", z.data(), images.data(), count, 0),
+                       "m.bin is a bad model: its weights are finite but the output of layer tconv3 is NaN or "
+                       "Inf for image 0",
+                       UserError);
+  CHECK_NOTHROW(require_finite_images(sane, "m.bin", z.data(), images.data(), count, 0));
+
+  images[3 * kImageValues + 4095] = std::numeric_limits<float>::quiet_NaN();
+  CHECK_THROWS_WITH_AS(require_finite_images(bad, "m.bin", z.data(), images.data(), count, 7),
+                       "m.bin is a bad model: its weights are finite but the output of layer tconv3 is NaN or "
+                       "Inf for image 10",
+                       UserError);
+  // The reference finds nothing: the backend's arithmetic overflowed.
+  CHECK_THROWS_WITH_AS(require_finite_images(sane, "m.bin", z.data(), images.data(), count, 7),
+                       doctest::Contains("gives a NaN or Inf in image 10 although every float32 reference layer "
+                                         "is finite"),
+                       UserError);
+  images[3 * kImageValues + 4095] = -std::numeric_limits<float>::infinity();
+  CHECK_THROWS_AS(require_finite_images(sane, "m.bin", z.data(), images.data(), count, 7), UserError);
+
+  // An image of +-1 alone: traced; a sane model's saturation is not an error.
+  images[3 * kImageValues + 4095] = 0.25f;
+  for (int v = 0; v < kImageValues; ++v) images[1 * kImageValues + v] = v % 3 ? 1.0f : -1.0f;
+  CHECK_THROWS_WITH_AS(require_finite_images(bad, "m.bin", z.data(), images.data(), count, 7),
+                       doctest::Contains("layer tconv3 is NaN or Inf for image 8"), UserError);
+  CHECK_NOTHROW(require_finite_images(sane, "m.bin", z.data(), images.data(), count, 7));
+}
