@@ -6,8 +6,9 @@
 // CPU reference layers (kernels/layers_cpu.hpp), one layer at a time, single-threaded; the first
 // layer whose output is not finite is named in a UserError: the model is bad (exit 1). Works the
 // same for every backend.
-// Not caught: an Inf in tconv4 for some latents other than the first, which tanh turns into +-1
-// beside ordinary values in the same image.
+// Not caught, for a latent other than the run's first: an Inf before tanh that becomes +-1 beside
+// ordinary values, or an overflow that a backend's ReLU turns into 0 (seen with the CPU backend for
+// a latent of 1e20s through a model whose proj weights were scaled by 1e30).
 #pragma once
 
 #include <cstdint>
