@@ -208,6 +208,24 @@ if ! "$prog" --version | grep -q "CUDA  yes" || [ ! -e /proc/driver/nvidia/versi
   [ ! -s "$work/stderr" ] && [ ! -s "$work/stdout" ] && pass "--quiet silences the fallback notice" ||
     fail "--quiet notice" "$(cat "$work/stderr")"
 fi
+# --quiet silences the mosaic-split notice too, and every notice of an MPI job (where mpirun is).
+run_ok --random 3 --mosaic-tiles 1 --output "$work/good/split" > /dev/null 2> "$work/stderr"
+if grep -q "more than one mosaic holds" "$work/stderr" &&
+   run_ok --random 3 --mosaic-tiles 1 --output "$work/good/split" --quiet > "$work/stdout" 2> "$work/stderr" &&
+   [ ! -s "$work/stderr" ] && [ ! -s "$work/stdout" ] && [ -f "$work/good/split-0003.bmp" ]; then
+  pass "--quiet silences the mosaic-split notice"
+else
+  fail "--quiet mosaic-split notice" "$(head -c 300 "$work/stderr")"
+fi
+if command -v mpirun > /dev/null && ldd "$prog" | grep -q libmpi; then
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun -np 2 --oversubscribe "$prog" --quiet \
+    --all-ranks --random 3 --mosaic-tiles 1 --model "$model" --output "$work/good/msplit" > "$work/stdout" 2> "$work/stderr"
+  if [ $? = 0 ] && [ ! -s "$work/stderr" ] && [ ! -s "$work/stdout" ] && [ -f "$work/good/msplit-0003.bmp" ]; then
+    pass "--quiet on 2 MPI ranks (device auto, mosaic split): nothing printed"
+  else
+    fail "--quiet on 2 MPI ranks" "$(head -c 300 "$work/stderr")"
+  fi
+fi
 expect_error "unknown flag" 2 "nosuch" --nosuch --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --device" 1 "unknown --device 'tpu'" --device tpu --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --formats" 1 "unknown output format 'gif'" --formats txt,gif --model "$model" --input "$work/l3.txt" --output "$out"
