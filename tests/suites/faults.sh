@@ -11,7 +11,7 @@
 #   SIGINT, SIGTERM mid-run    exit 130 / 143, one line, temporary files removed, old output intact
 #   signals before outputs exist and while a PNG folder fills (HUP INT QUIT PIPE TERM USR1 ALRM XCPU)
 #   stderr's reader gone       SIGPIPE after the cleanup: 141
-#   ulimit -v at 4 sizes        exit 3 and one line, or success; ulimit -f at 3 sizes: exit 1
+#   ulimit -v at 4 sizes above the least the program loads in: exit 3 and one line, or success; ulimit -f at 3 sizes: exit 1
 #   descriptors 0, 2, all closed; stdout closed or full (exit 1); two runs on one prefix, one failing
 #   commit fails midway        a rename of the output set fails (injected), or an old output is
 #                              immutable (chattr +i): every old output byte-identical, nothing left
@@ -250,8 +250,15 @@ check_after "an error with stderr's reader gone" "$work/out" "$(cat "$work/statu
 if [ "${SANITIZE:-0}" = 1 ]; then
   skip "ulimit -v: AddressSanitizer reserves terabytes of address space"
 else
+  # The sizes start from the least address space the program needs to load at all (its shared
+  # libraries: a build with CUDA and MPI needs more than one without), found by bisection.
+  low=1000 high=4000000
+  while [ $((high - low)) -gt 256 ]; do
+    mid=$(((low + high) / 2))
+    if (ulimit -v $mid; exec "$prog" --version > /dev/null 2>&1); then high=$mid; else low=$mid; fi
+  done
   failed_sizes=0
-  for kib in 11000 30000 80000 1000000; do
+  for kib in $((high + 1000)) $((high + 20000)) $((high + 70000)) $((high + 1000000)); do
     old_output "$work/out"
     (ulimit -v $kib; exec timeout 120 "$prog" "${synth[@]}" --random 3000 --formats txt,bmp,png,mosaic-png,npy --output "$work/out/r" -q > /dev/null 2> "$work/stderr")
     got=$?
