@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -191,21 +190,73 @@ void share_malloc_arena_under_address_limit() {
 // them, and fail to allocate under a small ulimit -v).
 [[gnu::constructor(101)]] void end_faults_in_one_line_from_the_start() { facegen::end_faults_in_one_line(); }
 
+// Whether `output` names the same file as `input` (both exist and share device and inode).
+bool same_file(const std::string& output, const struct stat& input) {
+  struct stat existing;
+  return ::stat(output.c_str(), &existing) == 0 && existing.st_dev == input.st_dev && existing.st_ino == input.st_ino;
+}
+
 // An empty prefix or one naming a folder would write hidden files (".txt", "dir/.bmp"); a prefix
-// whose outputs include the input file would replace it. Both are refused in one sentence.
-void check_output_prefix(const std::string& prefix, const std::string& input_path) {
+// whose outputs, in the formats asked for, include the input file would replace it (PREFIX.txt for
+// txt, a numbered mosaic PREFIX-0001.bmp, the folder PREFIX/ of per-image PNGs that holds it, ...).
+// Both are refused in one sentence.
+void check_output_prefix(const std::string& prefix, const std::string& input_path,
+                         const std::vector<facegen::OutputFormat>& formats) {
   if (prefix.empty() || prefix.back() == '/') {
     throw facegen::UserError("--output takes a path prefix such as outputs/run1 (it writes outputs/run1.txt, ...), got '" +
                              prefix + "'");
   }
   struct stat input;
   if (input_path.empty() || ::stat(input_path.c_str(), &input) != 0) return;
-  for (const char* extension : {"txt", "bmp", "npy", "png", "json"}) {
-    const std::string output = prefix + "." + extension;
-    struct stat existing;
-    if (::stat(output.c_str(), &existing) == 0 && existing.st_dev == input.st_dev && existing.st_ino == input.st_ino) {
-      throw facegen::UserError("--output " + prefix + " would overwrite the input file " + input_path + " (as " +
-                               output + "); choose another prefix");
+  auto refuse = [&](const std::string& output) {
+    throw facegen::UserError("--output " + prefix + " would overwrite the input file " + input_path + " (as " +
+                             output + "); choose another prefix");
+  };
+  // A numbered mosaic file of this prefix: PREFIX-<digits>.<extension>.
+  auto numbered = [&](const char* extension) {
+    const std::string dir = prefix.find('/') == std::string::npos ? "." : prefix.substr(0, prefix.find_last_of('/'));
+    const std::string base = prefix.substr(prefix.find_last_of('/') + 1) + "-";
+    const std::string tail = std::string(".") + extension;
+    char resolved_dir[PATH_MAX];
+    char input_dir[PATH_MAX];
+    const std::string input_parent = input_path.find('/') == std::string::npos
+                                         ? "."
+                                         : input_path.substr(0, input_path.find_last_of('/'));
+    if (::realpath(dir.c_str(), resolved_dir) == nullptr || ::realpath(input_parent.c_str(), input_dir) == nullptr ||
+        std::strcmp(resolved_dir, input_dir) != 0)
+      return;
+    const std::string name = input_path.substr(input_path.find_last_of('/') + 1);
+    if (name.size() <= base.size() + tail.size() || name.compare(0, base.size(), base) != 0 ||
+        name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
+      return;
+    const std::string digits = name.substr(base.size(), name.size() - base.size() - tail.size());
+    if (digits.find_first_not_of("0123456789") == std::string::npos) refuse(dir + "/" + name);
+  };
+  for (facegen::OutputFormat format : formats) {
+    switch (format) {
+      case facegen::OutputFormat::Text:
+        if (same_file(prefix + ".txt", input)) refuse(prefix + ".txt");
+        break;
+      case facegen::OutputFormat::Npy:
+        if (same_file(prefix + ".npy", input)) refuse(prefix + ".npy");
+        break;
+      case facegen::OutputFormat::Bmp:
+        if (same_file(prefix + ".bmp", input)) refuse(prefix + ".bmp");
+        numbered("bmp");
+        break;
+      case facegen::OutputFormat::MosaicPng:
+        if (same_file(prefix + ".png", input)) refuse(prefix + ".png");
+        numbered("png");
+        break;
+      case facegen::OutputFormat::Png: {
+        // The folder is replaced as a whole at the end: an input inside it would go with it.
+        char folder[PATH_MAX];
+        char file[PATH_MAX];
+        if (::realpath(prefix.c_str(), folder) != nullptr && ::realpath(input_path.c_str(), file) != nullptr &&
+            std::strncmp(file, folder, std::strlen(folder)) == 0 && file[std::strlen(folder)] == '/')
+          refuse(prefix + "/");
+        break;
+      }
     }
   }
 }
@@ -255,8 +306,8 @@ int run_command_line(int argc, char** argv) {
     if (args.count("random")) request.latents.random_count = int_flag(args, "random", 1, INT64_MAX / 2);
     if (args.count("interpolate")) request.latents.interpolate_side = int_flag(args, "interpolate", 1, 1000);
     request.output_prefix = args["output"].as<std::string>();
-    check_output_prefix(request.output_prefix, request.latents.path);
     request.formats = facegen::parse_formats(args["formats"].as<std::string>());
+    check_output_prefix(request.output_prefix, request.latents.path, request.formats);
     request.backend.device = parse_device(args["device"].as<std::string>());
     request.backend.cuda_device = static_cast<int>(int_flag(args, "gpu", 0, 1 << 20));
     request.backend.precision = facegen::parse_precision(args["precision"].as<std::string>());

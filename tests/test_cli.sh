@@ -276,6 +276,18 @@ bad_input "Inf in a latent" "bad.txt:2:[0-9]+.*[\"']1e999[\"'].*value 100" "1\n$
 expect_error "--output ''" 1 "--output takes a path prefix such as outputs/run1 .*, got ''" --model "$model" --input "$work/l3.txt" --output '' --device cpu
 expect_error "--output dir/" 1 "--output takes a path prefix .*, got '$work/'" --model "$model" --input "$work/l3.txt" --output "$work/" --device cpu
 expect_error "--output over the input file" 1 "--output $work/l3 would overwrite the input file $work/l3.txt" --model "$model" --input "$work/l3.txt" --output "$work/l3" --device cpu
+# Only the formats asked for count: the same prefix with --formats npy writes l3.npy beside l3.txt.
+cp "$work/l3.txt" "$work/l3-0002.bmp"
+expect_error "--output whose numbered mosaic names the input" 1 "--output $work/l3 would overwrite the input file $work/l3-0002.bmp" --model "$model" --input "$work/l3-0002.bmp" --output "$work/l3" --formats bmp --device cpu
+mkdir -p "$work/pngs" && cp "$work/l3.txt" "$work/pngs/l3.txt"
+expect_error "--output whose PNG folder holds the input" 1 "--output $work/pngs would overwrite the input file $work/pngs/l3.txt" --model "$model" --input "$work/pngs/l3.txt" --output "$work/pngs" --formats png --device cpu
+if "$prog" --model "$model" --input "$work/l3.txt" --output "$work/l3" --formats npy --device cpu -q 2> "$work/stderr" &&
+   [ -s "$work/l3.npy" ] && [ "$(head -c 2 "$work/l3.txt")" = "3" ]; then
+  pass "--output beside the input, in a format that does not touch it"
+else
+  fail "--output beside the input, in a format that does not touch it" "$(head -c 300 "$work/stderr")"
+fi
+rm -rf "$work/l3.npy" "$work/l3-0002.bmp" "$work/pngs"
 expect_error "output directory missing" 1 "nodir" --model "$model" --input "$work/l3.txt" --output "$work/nodir/r" --device cpu
 if mkdir -p "$work/ro" && mount -t tmpfs -o size=1m,ro tmpfs "$work/ro" 2>/dev/null; then
   mounts+=("$work/ro")
