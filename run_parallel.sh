@@ -249,8 +249,11 @@ set -e
 if [ $status -ne 0 ]; then
   # A rank killed by a signal or by the launcher cannot remove its temporary files and folders.
   # MPI-IO across nodes adds a lock file beside each (PREFIX.<ext>.tmp-TOKEN-XXXXXX-JOB-PID.lock).
-  mapfile -t leftovers < <(compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????" || true
-                           compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????-*.lock" || true)
+  # A name too long for NAME_MAX with its suffix is cut before ".tmp-": the token finds it too.
+  outdir=$(dirname -- "$output")
+  mapfile -t leftovers < <({ compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????" || true
+                             compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????" || true
+                             compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????-*.lock" || true; } | sort -u)
   if [ ${#leftovers[@]} -gt 0 ]; then
     if rm -rf -- "${leftovers[@]}"; then
       echo "run_parallel: removed temporary files: ${leftovers[*]}" >&2

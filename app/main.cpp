@@ -206,6 +206,17 @@ void check_output_prefix(const std::string& prefix, const std::string& input_pat
     throw facegen::UserError("--output takes a path prefix such as outputs/run1 (it writes outputs/run1.txt, ...), got '" +
                              prefix + "'");
   }
+  // Every output name is the prefix's last part and at least 4 more bytes (".txt"); longer ones
+  // (numbered mosaics) are checked as their files are created.
+  const size_t slash = prefix.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : prefix.substr(0, slash);
+  const size_t name_bytes = prefix.size() - (slash == std::string::npos ? 0 : slash + 1);
+  const long name_max = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  if (name_max > 0 && name_bytes + 4 > static_cast<size_t>(name_max)) {
+    throw facegen::UserError("--output " + prefix + " ends in a name of " + std::to_string(name_bytes) +
+                             " bytes, too long for its outputs (name + \".txt\") in " + dir + ", whose limit is " +
+                             std::to_string(name_max) + " bytes a name");
+  }
   struct stat input;
   if (input_path.empty() || ::stat(input_path.c_str(), &input) != 0) return;
   auto refuse = [&](const std::string& output) {

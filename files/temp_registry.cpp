@@ -169,6 +169,29 @@ void add_temp_tag(std::string& pattern) {
   pattern.insert(pattern.size() - 6, tag + "-");
 }
 
+// A temporary name must fit the directory's NAME_MAX even where the final name only just does
+// (a prefix of 245 bytes: "P.txt" is 249, "P.txt.tmp-XXXXXX" 260). Where it would not, the
+// characters just before ".tmp-" are dropped until the name fits. It still ends ".tmp-[TAG-]XXXXXX"
+// and is unique (mkstemp); cleanup goes by the registry, or by TAG (run_parallel.sh), not by prefix.
+// False (errno ENAMETOOLONG) where the final name, the part before ".tmp-", is itself too long: the
+// run could never put the file in place, so it is refused before anything is created.
+bool fit_name_max(std::string& pattern) {
+  const size_t slash = pattern.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : pattern.substr(0, slash);
+  const size_t base = slash == std::string::npos ? 0 : slash + 1;
+  const long limit = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  const size_t marker = pattern.rfind(".tmp-");
+  if (limit <= 0 || marker == std::string::npos || marker < base) return true;
+  if (marker - base > static_cast<size_t>(limit)) {
+    errno = ENAMETOOLONG;
+    return false;
+  }
+  const size_t length = pattern.size() - base;
+  const size_t excess = length > static_cast<size_t>(limit) ? length - static_cast<size_t>(limit) : 0;
+  if (excess > 0 && marker - base > excess) pattern.erase(marker - excess, excess);
+  return true;
+}
+
 }  // namespace
 
 TempRegistration& TempRegistration::operator=(TempRegistration&& other) noexcept {
@@ -217,6 +240,7 @@ TempRegistration register_temp_path(const std::string& path, TempKind kind) {
 
 int create_registered_temp_file(std::string& pattern, TempRegistration* registration) {
   add_temp_tag(pattern);
+  if (!fit_name_max(pattern)) return -1;
   TempCreation creating;
   Node* node = claim_node(pattern.size() + 1);
   const int fd = ::mkostemp(&pattern[0], O_CLOEXEC);
@@ -234,6 +258,7 @@ int create_registered_temp_file(std::string& pattern, TempRegistration* registra
 
 bool create_registered_temp_folder(std::string& pattern, TempRegistration* registration) {
   add_temp_tag(pattern);
+  if (!fit_name_max(pattern)) return false;
   TempCreation creating;
   Node* node = claim_node(pattern.size() + 1);
   if (::mkdtemp(&pattern[0]) == nullptr) {

@@ -226,6 +226,26 @@ if command -v mpirun > /dev/null && ldd "$prog" | grep -q libmpi; then
     fail "--quiet on 2 MPI ranks" "$(head -c 300 "$work/stderr")"
   fi
 fi
+# Long prefixes: every output name up to NAME_MAX (255 here) works, though its temporary name
+# (".tmp-XXXXXX" more) would not fit; a name that cannot fit is refused before anything is written.
+mkdir -p "$work/long"
+long245=$(printf 'p%.0s' $(seq 245))
+if run_ok --random 2 --formats txt,bmp,npy,png --output "$work/long/$long245" --quiet 2> "$work/stderr" &&
+   [ -s "$work/long/$long245.txt" ] && [ -s "$work/long/$long245.npy" ] && [ -d "$work/long/$long245" ] &&
+   [ -z "$(ls -A "$work/long" | grep -E '\.tmp-')" ]; then
+  pass "a prefix of 245 bytes (outputs of 249): txt, bmp, npy and png written, nothing left"
+else
+  fail "a prefix of 245 bytes" "$(head -c 300 "$work/stderr"); $(ls -A "$work/long" | head -c 300)"
+fi
+long252=$(printf 'q%.0s' $(seq 252))
+expect_error "a prefix of 252 bytes" 1 "^facegen: error: --output .*/q+ ends in a name of 252 bytes, too long for its outputs \(name \+ \".txt\"\) in .*, whose limit is 255 bytes a name$" \
+  --device cpu --model "$model" --random 2 --output "$work/long/$long252"
+long247=$(printf 'm%.0s' $(seq 247))
+expect_error "numbered mosaic names over NAME_MAX" 1 "cannot create output file .*m-0001\.bmp: File name too long" \
+  --device cpu --model "$model" --random 3 --mosaic-tiles 1 --quiet --output "$work/long/$long247"
+[ -z "$(ls -A "$work/long" | grep -E '^[qm]')" ] && pass "long prefixes refused: nothing created" ||
+  fail "long prefixes refused" "left: $(ls -A "$work/long" | grep -E '^[qm]' | head -c 300)"
+
 expect_error "unknown flag" 2 "nosuch" --nosuch --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --device" 1 "unknown --device 'tpu'" --device tpu --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --formats" 1 "unknown output format 'gif'" --formats txt,gif --model "$model" --input "$work/l3.txt" --output "$out"
