@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "common/errors.hpp"
+#include "files/input_file.hpp"
 #include "common/threads.hpp"
 #include "files/latents.hpp"
 
@@ -22,45 +23,18 @@ namespace {
 
 constexpr int64_t kScanBytes = int64_t{1} << 20;
 
-// An open descriptor, closed on every way out.
-class ReadOnlyFile {
+// The input file, read at offsets by every thread that counts a part of it.
+class ReadOnlyFile : public InputFile {
  public:
-  explicit ReadOnlyFile(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd_ < 0) {
-      const int err = errno;
-      throw UserError("cannot open input file " + path + ": " + std::strerror(err));
-    }
-  }
-  ~ReadOnlyFile() { ::close(fd_); }
-  ReadOnlyFile(const ReadOnlyFile&) = delete;
-  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+  using InputFile::InputFile;
 
-  // Exactly `bytes` bytes at `offset` (the file must not have shrunk since its size was taken).
-  void read(int64_t offset, int64_t bytes, char* dst) const {
-    while (bytes > 0) {
-      const ssize_t got = ::pread(fd_, dst, static_cast<size_t>(bytes), static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        const int err = errno;
-        throw UserError("reading input file " + path_ + " failed: " +
-                        (got == 0 ? std::string("it became shorter while it was read") : std::strerror(err)));
-      }
-      dst += got;
-      offset += got;
-      bytes -= got;
-    }
-  }
   // Whether the byte before `offset` separates tokens (true at the start of the file).
   bool space_before(int64_t offset) const {
     if (offset == 0) return true;
     char c;
-    read(offset - 1, 1, &c);
+    read_at(offset - 1, 1, &c);
     return is_latent_space(c);
   }
-
- private:
-  std::string path_;
-  int fd_;
 };
 
 int64_t block_begin_of(int64_t block, int64_t file_size) {
@@ -86,7 +60,7 @@ void count_blocks(const ReadOnlyFile& file, int64_t first, int64_t last, int64_t
     for (int64_t at = block_begin_of(block, file_size); at < block_end;) {
       if (at == filled_end) {
         const int64_t bytes = std::min(end - at, static_cast<int64_t>(buffer.size()));
-        file.read(at, bytes, reinterpret_cast<char*>(buffer.data()));
+        file.read_at(at, bytes, reinterpret_cast<char*>(buffer.data()));
         filled_begin = at;
         filled_end = at + bytes;
       }
@@ -164,7 +138,7 @@ TextPosition LatentIndex::locate(int64_t token) const {
   int64_t seen = tokens_before_[block], line = 1 + lines_before_[block], last_newline = newline_before_[block];
   for (int64_t at = begin; at < end;) {
     const int64_t bytes = std::min(end - at, static_cast<int64_t>(buffer.size()));
-    file.read(at, bytes, buffer.data());
+    file.read_at(at, bytes, buffer.data());
     for (int64_t i = 0; i < bytes; ++i) {
       const char c = buffer[static_cast<size_t>(i)];
       const bool space = is_latent_space(c);

@@ -20,6 +20,7 @@
 #include "common/errors.hpp"
 #include "common/model_shape.hpp"
 #include "common/text_format.hpp"
+#include "files/input_file.hpp"
 
 namespace facegen {
 namespace {
@@ -42,19 +43,7 @@ std::string value_of(const std::string& header, const std::string& key) {
 
 class NpyLatents : public LatentSource {
  public:
-  explicit NpyLatents(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd_ < 0) {
-      const int err = errno;
-      throw UserError("cannot open input file " + path + ": " + std::strerror(err));
-    }
-    try {
-      read_header();
-    } catch (...) {
-      ::close(fd_);
-      throw;
-    }
-  }
-  ~NpyLatents() override { ::close(fd_); }
+  explicit NpyLatents(const std::string& path) : path_(path), file_(path) { read_header(); }
   NpyLatents(const NpyLatents&) = delete;
   NpyLatents& operator=(const NpyLatents&) = delete;
 
@@ -96,20 +85,7 @@ class NpyLatents : public LatentSource {
  private:
   [[noreturn]] void refuse(const std::string& what) const { throw UserError(path_ + ": " + what); }
 
-  void read_bytes(int64_t offset, int64_t bytes, char* dst) const {
-    while (bytes > 0) {
-      const ssize_t got = ::pread(fd_, dst, static_cast<size_t>(bytes), static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        const int err = errno;
-        throw UserError("reading input file " + path_ + " failed: " +
-                        (got == 0 ? std::string("it became shorter while it was read") : std::strerror(err)));
-      }
-      dst += got;
-      offset += got;
-      bytes -= got;
-    }
-  }
+  void read_bytes(int64_t offset, int64_t bytes, char* dst) const { file_.read_at(offset, bytes, dst); }
 
   // Values of images [first, first + images) in `values` must be finite floats; `wide` holds them as
   // read from a float64 file (to tell an infinity from a finite value too large for a float).
@@ -127,7 +103,7 @@ class NpyLatents : public LatentSource {
 
   void read_header() {
     struct stat st;
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(file_.fd(), &st) != 0 || !S_ISREG(st.st_mode)) {
       refuse("a .npy latent file must be a regular file (it is read at offsets), not a pipe or a device");
     }
     file_size_ = st.st_size;
@@ -200,7 +176,7 @@ class NpyLatents : public LatentSource {
   }
 
   std::string path_;
-  int fd_;
+  InputFile file_;
   int64_t file_size_ = 0;
   int64_t data_offset_ = 0;
   int64_t item_bytes_ = 4;
