@@ -15,7 +15,7 @@
 # each node's namespaces, after which the kernel removes the namespaces and their links.
 #
 #   vc_up N DIR          make nodes node1..nodeN; DIR (empty, absolute, not under /tmp) receives keys,
-#                        configs, logs and the nodes' /tmp
+#                        configs, logs and the nodes' /tmp; VC_SHARED_PATHS (under /tmp) stay shared
 #   vc_exec NODE CMD...  run CMD on NODE (in its namespaces), in the current directory
 #   vc_pids NODE         the pids of the processes on NODE, keeper excluded
 #   vc_start_sshd NODE   an sshd on NODE's address; vc_ssh_config is the client config for it
@@ -26,6 +26,7 @@
 
 VC_SUBNET=10.250.77            # a /24 of the private 10/8 range that exists only inside the nodes
 VC_NODES=()                    # node names, node1..nodeN
+VC_SHARED_PATHS=()             # set before vc_up: paths under /tmp that every node sees as they are
 declare -A VC_KEEPER=()        # node name -> pid of the process that holds its namespaces
 VC_SWITCH=                     # pid that holds the bridge's namespace
 VC_DIR=
@@ -65,7 +66,16 @@ vc_up() {
     nsenter -t "$VC_SWITCH" --net ip link set "vc-$node" master vc-br up || return 1
     vc_exec "$node" mount --bind "$VC_DIR/hosts" /etc/hosts || return 1
     mkdir -p "$VC_DIR/$node-tmp" && chmod 1777 "$VC_DIR/$node-tmp"
-    vc_exec "$node" mount --bind "$VC_DIR/$node-tmp" /tmp || return 1
+    # Paths under /tmp that every node must still see (a repository cloned there) are bound into the
+    # node's own /tmp at the same place before it covers the machine's.
+    local shared rel
+    for shared in "${VC_SHARED_PATHS[@]}"; do
+      case $shared in /tmp/?*) ;; *) continue ;; esac
+      rel=${shared#/tmp/}
+      mkdir -p "$VC_DIR/$node-tmp/$rel" || return 1
+      vc_exec "$node" mount --bind "$shared" "$VC_DIR/$node-tmp/$rel" || return 1
+    done
+    vc_exec "$node" mount --rbind "$VC_DIR/$node-tmp" /tmp || return 1
     vc_exec "$node" ip link set lo up || return 1
     vc_exec "$node" ip addr add "$addr/24" dev eth0 || return 1
     vc_exec "$node" ip link set eth0 up || return 1

@@ -52,6 +52,9 @@ failed=0
 pass() { echo "  ok    $1"; passed=$((passed + 1)); }
 fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 
+# A repository (or build) cloned under /tmp must still be seen by the nodes, which have /tmp's of their own.
+VC_SHARED_PATHS=("$repo")
+case $build in "$repo"/*) ;; *) VC_SHARED_PATHS+=("$build") ;; esac
 vc_up 3 "$work/cluster" || skip "the virtual nodes could not be made (see above)"
 for node in "${VC_NODES[@]}"; do
   vc_start_sshd "$node" || skip "sshd would not start on $node: $(cat "$work/cluster/$node-sshd.log" 2> /dev/null)"
@@ -108,7 +111,13 @@ left_behind() {
     [ -z "$stray" ] && break
     sleep 0.2
   done
-  echo "$(ls -A "$dir") $(cd "$work/cluster" && ls -d node*-tmp/* 2> /dev/null) $stray" | sed 's/^ *//; s/ *$//'
+  # A node's /tmp holds nothing but the mount points of the shared paths (VC_SHARED_PATHS).
+  local kept='^$' shared
+  for shared in "${VC_SHARED_PATHS[@]}"; do
+    case $shared in /tmp/?*) shared=${shared#/tmp/}; kept+="|^node[0-9]*-tmp/${shared%%/*}\$" ;; esac
+  done
+  echo "$(ls -A "$dir") $(cd "$work/cluster" && ls -d node*-tmp/* 2> /dev/null | grep -vE "$kept") $stray" |
+    sed 's/^ *//; s/ *$//'
 }
 
 # --- 2 nodes x 2 ranks, the README's command ------------------------------------------------------
