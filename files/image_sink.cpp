@@ -70,6 +70,13 @@ class FormatSink : public ImageSink {
   void committed() override { files_.mark_committed(); }
   std::string path() const override { return layout_.describe(); }
   int64_t bytes_written() const override { return files_.bytes_written(); }
+  std::vector<std::string> final_paths() const override {
+    std::vector<std::string> paths;
+    for (const OutputFile& file : layout_.files()) {
+      if (file.kind != OutputFile::Kind::Pixels) paths.push_back(file.path);
+    }
+    return paths;
+  }
 
  private:
   OutputLayout layout_;

@@ -28,6 +28,9 @@ class ImageSink {
   virtual void committed() {}  // the renames of finish() are done
   virtual std::string path() const = 0;  // the final path, for messages
   virtual int64_t bytes_written() const { return 0; }  // bytes of every file written so far
+  // The paths the output puts in place (each numbered mosaic file, the PNG folder), for the summary's
+  // sizes on disk: a mosaic's unused tiles are never written yet take their place in the file.
+  virtual std::vector<std::string> final_paths() const { return {}; }
   void commit();  // this sink alone: finish(), then commit_sinks({this})
 };
 

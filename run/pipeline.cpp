@@ -96,8 +96,12 @@ RunSummary run_generation(const GenerateRequest& request) {
   summary.latents = reader->describe();
   double written_bytes = 0;
   for (const auto& sink : stage.sinks()) {
-    summary.files.push_back({sink->path(), sink->bytes_written()});
-    written_bytes += static_cast<double>(sink->bytes_written());
+    // Sizes on disk, as the MPI driver reports them; the bytes written where no path is known.
+    int64_t bytes = 0;
+    for (const std::string& path : sink->final_paths()) bytes += file_bytes(path);
+    if (sink->final_paths().empty()) bytes = sink->bytes_written();
+    summary.files.push_back({sink->path(), bytes});
+    written_bytes += static_cast<double>(bytes);
   }
   const double input_bytes = request.latents.path.empty() ? 0 : static_cast<double>(file_bytes(request.latents.path));
   char wait_text[32];

@@ -6,7 +6,7 @@
 # pipe, --progress-every S gives one line every S seconds and a short run at the default (10 s) none.
 # --summary-json is checked against the run: counts, stages, and every file with its size on disk.
 # The same under MPI (2 ranks through run_parallel.sh): rank 0's lines count the whole job's images,
-# and its JSON has each rank's figures. CPU runs of 64 to 128 images on the tests' random model.
+# and its JSON has each rank's figures. CPU runs of 512 to 1,024 images on the tests' random model (long enough for several redraws at the CPU backend's speed).
 # Usage: tests/suites/progress_summary.sh [build-dir]; exit 0 pass, 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
@@ -60,12 +60,12 @@ PY
 
 echo "progress and summary:"
 if command -v script > /dev/null; then
-  script -qec "$prog --device cpu --threads 1 --model $model --random 64 --output $work/tty --formats npy" /dev/null \
+  script -qec "$prog --device cpu --threads 1 --model $model --random 512 --output $work/tty --formats npy" /dev/null \
     > "$work/tty.out" 2>&1
   # Each redraw starts with "\r["; the counts drawn, in order.
-  tr '\r' '\n' < "$work/tty.out" | grep -oE '^\[[# ]+\] [0-9]+/64 images' | grep -oE '[0-9]+/64' > "$work/counts"
+  tr '\r' '\n' < "$work/tty.out" | grep -oE '^\[[# ]+\] [0-9]+/512 images' | grep -oE '[0-9]+/512' > "$work/counts"
   draws=$(wc -l < "$work/counts")
-  inner=$(grep -cvE '^(0|64)/64$' "$work/counts")
+  inner=$(grep -cvE '^(0|512)/512$' "$work/counts")
   if [ "$draws" -ge 3 ] && [ "$inner" -ge 1 ] && grep -q $'\r\033\[K' "$work/tty.out" && grep -q '^total ' "$work/tty.out"; then
     pass "terminal: the bar moved $draws times within one chunk ($(paste -sd' ' "$work/counts")), cleared before the summary"
   else
@@ -78,15 +78,15 @@ else
   fail "terminal" "script (bsdutils) is missing"
 fi
 
-"$prog" --device cpu --threads 1 --model "$model" --random 64 --output "$work/pipe" --progress-every 0.3 \
+"$prog" --device cpu --threads 1 --model "$model" --random 512 --output "$work/pipe" --progress-every 0.3 \
   --summary-json "$work/pipe.json" > "$work/stdout" 2> "$work/stderr"
-lines=$(grep -c '^facegen: progress [0-9]*/64 images ([0-9]*%), [0-9]* images/s, ' "$work/stderr")
+lines=$(grep -c '^facegen: progress [0-9]*/512 images ([0-9]*%), [0-9]* images/s, ' "$work/stderr")
 if [ "$lines" -ge 2 ] && [ "$(grep -cv '^facegen: progress' "$work/stderr")" = 0 ] && ! grep -q $'\r' "$work/stderr"; then
   pass "pipe, --progress-every 0.3: $lines plain lines, no bar"
 else
   fail "pipe progress" "$(head -5 "$work/stderr")"
 fi
-if error=$(check_json "$work/pipe.json" "$work/pipe" 64 1); then
+if error=$(check_json "$work/pipe.json" "$work/pipe" 512 1); then
   pass "--summary-json: counts, stages and rates, every file with its size on disk"
 else
   fail "--summary-json" "$error"
@@ -101,17 +101,17 @@ fi
 
 if ! command -v mpirun > /dev/null || ! ldd "$prog" | grep -q libmpi; then
   echo "  skip  MPI progress and summary (no MPI here)"
-elif timeout 120 ./run_parallel.sh --program "$prog" --model "$model" --random 128 --output "$work/mpi" --ranks-per-node 2 \
+elif timeout 120 ./run_parallel.sh --program "$prog" --model "$model" --random 1024 --output "$work/mpi" --ranks-per-node 2 \
        -- --device cpu --threads 1 --progress-every 0.3 --summary-json "$work/mpi.json" > "$work/stdout" 2> "$work/stderr"; then
-  counts=$(grep -oE '^facegen: progress [0-9]+/128' "$work/stderr" | grep -oE '[0-9]+/' | tr -d / | paste -sd' ')
+  counts=$(grep -oE '^facegen: progress [0-9]+/1024' "$work/stderr" | grep -oE '[0-9]+/' | tr -d / | paste -sd' ')
   most=$(printf '%s\n' $counts | sort -n | tail -1)
-  # Rank 0 generates 64 of the 128: a count above 64 includes rank 1's, which came through MPI.
-  if [ -n "$most" ] && [ "$most" -gt 64 ]; then
+  # Rank 0 generates 512 of the 1,024: a count above 512 includes rank 1's, which came through MPI.
+  if [ -n "$most" ] && [ "$most" -gt 512 ]; then
     pass "MPI, 2 ranks: rank 0's lines count the whole job ($counts)"
   else
     fail "MPI progress" "counts: '$counts'; $(head -5 "$work/stderr")"
   fi
-  if error=$(check_json "$work/mpi.json" "$work/mpi" 128 2); then
+  if error=$(check_json "$work/mpi.json" "$work/mpi" 1024 2); then
     pass "MPI --summary-json: the job's figures and each rank's"
   else
     fail "MPI --summary-json" "$error"
@@ -121,11 +121,11 @@ else
 fi
 if command -v mpirun > /dev/null && ldd "$prog" | grep -q libmpi && command -v script > /dev/null; then
   # run_parallel.sh on a terminal: the ranks' stderr is a pipe, yet rank 0 draws the bar on the terminal.
-  script -qec "timeout 120 ./run_parallel.sh --program $prog --model $model --random 128 --output $work/mpitty \
+  script -qec "timeout 120 ./run_parallel.sh --program $prog --model $model --random 1024 --output $work/mpitty \
     --ranks-per-node 2 -- --device cpu --threads 1" /dev/null > "$work/tty.out" 2>&1
-  draws=$(tr '\r' '\n' < "$work/tty.out" | grep -cE '^\[[# ]+\] [0-9]+/128 images')
-  if [ "$draws" -ge 3 ] && tr '\r' '\n' < "$work/tty.out" | grep -q '^\[#\+\] 128/128 images'; then
-    pass "MPI on a terminal: rank 0's bar, drawn $draws times, reaches the job's 128 images"
+  draws=$(tr '\r' '\n' < "$work/tty.out" | grep -cE '^\[[# ]+\] [0-9]+/1024 images')
+  if [ "$draws" -ge 3 ] && tr '\r' '\n' < "$work/tty.out" | grep -q '^\[#\+\] 1024/1024 images'; then
+    pass "MPI on a terminal: rank 0's bar, drawn $draws times, reaches the job's 1,024 images"
   else
     fail "MPI bar" "$draws draws: $(tr '\r' '\n' < "$work/tty.out" | head -5)"
   fi
