@@ -1,4 +1,5 @@
-// model_shape.hpp: the shape of the facegen generator network, shared by every layer of the program.
+// model_shape.hpp: the fixed shape of the SHPC facegen network (network.bin), as compile-time constants
+// for the code tuned to it; common/model_spec.hpp describes any network of the family at run time.
 //
 // Forward pass for one latent z (100): x = z·W + b viewed as (4, 4, 512); for i = 0..3:
 // x = tconv_i(relu(bn_i(x))); then tanh. Feature maps are (H, W, C), C fastest:
@@ -7,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "common/model_spec.hpp"
 
 namespace facegen {
 
@@ -23,6 +26,12 @@ constexpr int kImageChannels = 3;
 constexpr int kImageValues = kImageSize * kImageSize * kImageChannels;  // 12,288
 constexpr int64_t kNetworkFloats = 5137283;
 constexpr int64_t kNetworkBytes = kNetworkFloats * 4;  // 20,549,132
+static_assert(kShpcSpec.latent_dim == kLatentDim && kShpcSpec.kernel_size == kTaps &&
+                  kShpcSpec.stage_channels(0) == kStageChannels[0] &&
+                  kShpcSpec.stage_channels(3) == kStageChannels[3] &&
+                  kShpcSpec.stage_channels(4) == kImageChannels &&
+                  kShpcSpec.proj_outputs() == kProjOutputs && kShpcSpec.image_values() == kImageValues,
+              "the SHPC constants here and kShpcSpec describe one network");
 
 // Inference batch norm parameters of one stage, each (channels).
 struct BatchNormView {

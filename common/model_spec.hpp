@@ -1,0 +1,45 @@
+// model_spec.hpp: the shape of one generator network, read from its model file at run time.
+//
+// Every network facegen runs is the same family (the DCGAN generator):
+//   z (nz) -> projection -> (4, 4, C0); for stage i = 0..3: x = tconv_i(relu(bn_i(x))); then tanh
+// with feature maps (H, W, C), C fastest:
+//   (4, 4, 8g) -> (8, 8, 4g) -> (16, 16, 2g) -> (32, 32, g) -> (64, 64, nc)      g = base_channels
+// Every transposed convolution is stride 2 with a k x k kernel, writing input pixel i to output
+// rows 2i + kh - 1 (kh = 0..k-1), cropped to (2h, 2w): k = 5 is the SHPC facegen alignment
+// (TensorFlow's SAME), k = 4 is PyTorch's ConvTranspose2d(k=4, stride=2, padding=1).
+// The projection is the PyTorch generator's first ConvTranspose2d(nz, 8g, 4, 1, 0) on a 1x1
+// input, i.e. a (nz) x (4*4*8g) matrix. The SHPC network is {nz 100, g 64, nc 3, k 5, biases}.
+#pragma once
+
+#include <cstdint>
+
+namespace facegen {
+
+struct ModelSpec {
+  int latent_dim = 100;     // nz: 1..1024
+  int base_channels = 64;   // g (PyTorch's ngf): the last hidden stage's channels; 16..256, multiple of 16
+  int image_channels = 3;   // nc: 1 (grey) or 3 (RGB)
+  int kernel_size = 5;      // 5 (SHPC alignment) or 4 (padding 1)
+  bool has_bias = true;     // projection and transposed convolutions add a bias
+
+  // Channels of the feature map before stage i (i = 0..3), or of the image (i = 4).
+  constexpr int stage_channels(int i) const {
+    return i >= 4 ? image_channels : base_channels * (8 >> i);
+  }
+  // Height = width of the feature map before stage i (i = 0..3), or of the image (i = 4).
+  static constexpr int stage_size(int i) { return 4 << i; }
+  constexpr int proj_outputs() const { return 16 * stage_channels(0); }
+  constexpr int image_values() const { return 64 * 64 * image_channels; }
+
+  friend constexpr bool operator==(const ModelSpec& a, const ModelSpec& b) {
+    return a.latent_dim == b.latent_dim && a.base_channels == b.base_channels &&
+           a.image_channels == b.image_channels && a.kernel_size == b.kernel_size &&
+           a.has_bias == b.has_bias;
+  }
+  friend constexpr bool operator!=(const ModelSpec& a, const ModelSpec& b) { return !(a == b); }
+};
+
+// The SHPC facegen network of network.bin files (the shape common/model_shape.hpp spells out).
+constexpr ModelSpec kShpcSpec{100, 64, 3, 5, true};
+
+}  // namespace facegen
