@@ -69,7 +69,7 @@ std::vector<float> reference_images(const Network& net, const std::vector<float>
                        x.data(), 0);
     const TConvView tc = net.tconv(s);
     y.assign(n * 4 * size * size * tc.c_out, 0.0f);
-    tconv_cpu(x.data(), n, size, size, tc.c_in, tc.weight, tc.bias, tc.c_out, y.data(), 0);
+    tconv_cpu(x.data(), n, size, size, tc.c_in, tc.kernel_size, tc.weight, tc.bias, tc.c_out, y.data(), 0);
     x.swap(y);
   }
   tanh_cpu(x.data(), int64_t(x.size()), x.data(), 0);

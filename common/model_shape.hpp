@@ -42,13 +42,15 @@ struct BatchNormView {
   int channels;
 };
 
-// One stride-2 5x5 transposed convolution: (n, h, h, c_in) -> (n, 2h, 2h, c_out).
+// One stride-2 k x k transposed convolution: (n, h, h, c_in) -> (n, 2h, 2h, c_out), input pixel i
+// writing output rows 2i + kh - 1 (kh = 0..k-1), cropped to 2h (common/model_spec.hpp).
 struct TConvView {
-  const float* weight;  // (5, 5, c_out, c_in), c_in fastest
-  const float* bias;    // (c_out)
+  const float* weight;  // (k, k, c_out, c_in), c_in fastest
+  const float* bias;    // (c_out); zeros for a model without biases
   int c_in;
   int c_out;
-  int size_in;  // h = w of the input feature map
+  int size_in;      // h = w of the input feature map
+  int kernel_size;  // k: 5 (SHPC alignment) or 4 (PyTorch's padding 1)
 };
 
 }  // namespace facegen

@@ -45,7 +45,8 @@ std::string first_non_finite_layer(const Network& net, const float* latent) {
     if (!all_finite(x)) return "bn" + std::to_string(stage);
     const TConvView conv = net.tconv(stage);
     std::vector<float> out(static_cast<size_t>(4) * size * size * conv.c_out);  // (2h, 2h, c_out)
-    tconv_cpu(x.data(), 1, size, size, conv.c_in, conv.weight, conv.bias, conv.c_out, out.data(), threads);
+    tconv_cpu(x.data(), 1, size, size, conv.c_in, conv.kernel_size, conv.weight, conv.bias,
+              conv.c_out, out.data(), threads);
     x.swap(out);
     if (!all_finite(x)) return "tconv" + std::to_string(stage + 1);
   }

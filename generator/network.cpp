@@ -160,7 +160,7 @@ BatchNormView Network::batchnorm(int stage) const {
 TConvView Network::tconv(int stage) const {
   check_stage(stage);
   return {floats_.data() + tconv_weight_offset(stage), floats_.data() + tconv_bias_offset(stage),
-          kStageChannels[stage], kStageChannels[stage + 1], kStageSize[stage]};
+          kStageChannels[stage], kStageChannels[stage + 1], kStageSize[stage], kTaps};
 }
 
 Network load_network(const std::string& path) {

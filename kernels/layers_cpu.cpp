@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "common/model_shape.hpp"
@@ -29,11 +30,12 @@ inline float sum_lanes(const float (&acc)[kLanes]) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-// Valid taps along one axis for output coordinate o (input extent `size`): tap t reads input
-// (o + 1 - t) / 2 when that is a whole number inside [0, size). Returns how many, ascending t.
-inline int taps_for_output(int o, int size, int (&tap)[3], int (&src)[3]) {
+// Valid taps along one axis for output coordinate o (input extent `size`, kernel size k <= 5): tap
+// t reads input (o + 1 - t) / 2 when that is a whole number inside [0, size). Returns how many,
+// ascending t.
+inline int taps_for_output(int o, int size, int k, int (&tap)[3], int (&src)[3]) {
   int count = 0;
-  for (int t = (o + 1) % 2; t < kTaps; t += 2) {
+  for (int t = (o + 1) % 2; t < k; t += 2) {
     const int i = (o + 1 - t) / 2;
     if (i >= 0 && i < size) {
       tap[count] = t;
@@ -97,21 +99,21 @@ inline void tconv_tap(const float* const (&x)[PX], const float* wt, int c_in,
 // One output row `oy` of one image, output channels [k0, k0 + KB). Taps run outermost so one
 // tap's weight rows stay in L1 while they serve every pixel of the row that uses them; pixels
 // are taken PX at a time so each weight load feeds several accumulators.
-// in_img (h, w, c_in); weight (5, 5, c_out, c_in); out_img (2h, 2w, c_out);
+// in_img (h, w, c_in); weight (k, k, c_out, c_in); out_img (2h, 2w, c_out);
 // scratch (2w, KB, kLanes) partial sums.
 template <int KB>
-void tconv_row_block(const float* in_img, int h, int w, int c_in, const float* weight,
+void tconv_row_block(const float* in_img, int h, int w, int c_in, int k, const float* weight,
                      const float* bias, int c_out, int k0, int oy, float* out_img,
                      float* scratch) {
   constexpr int PX = KB >= 6 ? 2 : 4;
   const int64_t per_pixel = int64_t(KB) * kLanes;
   std::fill(scratch, scratch + 2 * w * per_pixel, 0.0f);
   int tap_y[3], src_y[3];
-  const int ny = taps_for_output(oy, h, tap_y, src_y);
+  const int ny = taps_for_output(oy, h, k, tap_y, src_y);
   for (int a = 0; a < ny; ++a) {
     const float* in_row = in_img + int64_t(src_y[a]) * w * c_in;  // (w, c_in)
-    for (int kw = 0; kw < kTaps; ++kw) {
-      const float* wt = weight + ((int64_t(tap_y[a]) * kTaps + kw) * c_out + k0) * c_in;
+    for (int kw = 0; kw < k; ++kw) {
+      const float* wt = weight + ((int64_t(tap_y[a]) * k + kw) * c_out + k0) * c_in;
       // Output column ox = 2j + kw - 1 for input column j; keep those inside [0, 2w).
       const int j_first = kw == 0 ? 1 : 0;
       const int j_end = std::min(w, (2 * w - kw) / 2 + 1);
@@ -143,15 +145,16 @@ void tconv_row_block(const float* in_img, int h, int w, int c_in, const float* w
 
 // Dispatches a channel block of kb <= KB channels to the instance compiled for exactly kb.
 template <int KB>
-void tconv_row(int kb, const float* in_img, int h, int w, int c_in, const float* weight,
+void tconv_row(int kb, const float* in_img, int h, int w, int c_in, int k, const float* weight,
                const float* bias, int c_out, int k0, int oy, float* out_img, float* scratch) {
   if constexpr (KB > 1) {
     if (kb < KB) {
-      tconv_row<KB - 1>(kb, in_img, h, w, c_in, weight, bias, c_out, k0, oy, out_img, scratch);
+      tconv_row<KB - 1>(kb, in_img, h, w, c_in, k, weight, bias, c_out, k0, oy, out_img,
+                        scratch);
       return;
     }
   }
-  tconv_row_block<KB>(in_img, h, w, c_in, weight, bias, c_out, k0, oy, out_img, scratch);
+  tconv_row_block<KB>(in_img, h, w, c_in, k, weight, bias, c_out, k0, oy, out_img, scratch);
 }
 
 }  // namespace
@@ -197,9 +200,10 @@ void batchnorm_relu_cpu(const float* in, int64_t pixels, int channels, const flo
   });
 }
 
-void tconv_cpu(const float* in, int64_t n, int h, int w, int c_in, const float* weight,
+void tconv_cpu(const float* in, int64_t n, int h, int w, int c_in, int k, const float* weight,
                const float* bias, int c_out, float* out, int threads) {
-  // in (n, h, w, c_in); weight (5, 5, c_out, c_in); out (n, 2h, 2w, c_out).
+  // in (n, h, w, c_in); weight (k, k, c_out, c_in); out (n, 2h, 2w, c_out).
+  if (k != 4 && k != 5) throw std::invalid_argument("tconv_cpu: kernel size must be 4 or 5");
   // Work items run channel block outermost, so a thread keeps one block's weights in cache while
   // it walks over images and rows.
   const int64_t k_blocks = (c_out + kBlockK - 1) / kBlockK;
@@ -213,7 +217,7 @@ void tconv_cpu(const float* in, int64_t n, int h, int w, int c_in, const float* 
       const int64_t image = (item / rows) % n;
       const int k0 = static_cast<int>(item / (rows * n)) * kBlockK;
       const int kb = std::min(kBlockK, c_out - k0);
-      tconv_row<kBlockK>(kb, in + image * in_image, h, w, c_in, weight, bias, c_out, k0, oy,
+      tconv_row<kBlockK>(kb, in + image * in_image, h, w, c_in, k, weight, bias, c_out, k0, oy,
                          out + image * out_image, scratch.data());
     }
   });

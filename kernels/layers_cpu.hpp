@@ -22,12 +22,13 @@ void batchnorm_relu_cpu(const float* in, int64_t pixels, int channels, const flo
                         const float* gamma, const float* mean, const float* var, float* out,
                         int threads);
 
-// Stride-2 5x5 transposed convolution with SAME padding (TensorFlow's conv2d_transpose):
-// out(2i + kh - 1, 2j + kw - 1, k) += sum_c in(i, j, c) * weight[kh][kw][k][c], contributions
-// outside the (2h, 2w) output dropped, then + bias[k].
-// in (n, h, w, c_in); weight (5, 5, c_out, c_in); bias (c_out); out (n, 2h, 2w, c_out), not
-// overlapping in.
-void tconv_cpu(const float* in, int64_t n, int h, int w, int c_in, const float* weight,
+// Stride-2 k x k transposed convolution, k = 5 (SAME padding, TensorFlow's conv2d_transpose) or
+// k = 4 (PyTorch's ConvTranspose2d(k=4, stride=2, padding=1)):
+// out(2i + kh - 1, 2j + kw - 1, o) += sum_c in(i, j, c) * weight[kh][kw][o][c], contributions
+// outside the (2h, 2w) output dropped, then + bias[o].
+// in (n, h, w, c_in); weight (k, k, c_out, c_in); bias (c_out); out (n, 2h, 2w, c_out), not
+// overlapping in. Any other k is a std::invalid_argument.
+void tconv_cpu(const float* in, int64_t n, int h, int w, int c_in, int k, const float* weight,
                const float* bias, int c_out, float* out, int threads);
 
 // out[i] = tanh(in[i]); out may equal in.

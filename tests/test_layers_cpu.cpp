@@ -88,8 +88,8 @@ std::vector<double> batchnorm_relu_ref(const std::vector<float>& in, int channel
 }
 
 // Scatter form: every input pixel and tap adds into the output pixel it lands on.
-// in (n, h, w, c_in); weight (5, 5, c_out, c_in); out (n, 2h, 2w, c_out).
-std::vector<double> tconv_ref(const std::vector<float>& in, int n, int h, int w, int c_in,
+// in (n, h, w, c_in); weight (k, k, c_out, c_in); out (n, 2h, 2w, c_out).
+std::vector<double> tconv_ref(const std::vector<float>& in, int n, int h, int w, int c_in, int k,
                               const float* weight, const float* bias, int c_out) {
   const int oh = 2 * h, ow = 2 * w;
   std::vector<double> out(int64_t(n) * oh * ow * c_out);
@@ -100,15 +100,15 @@ std::vector<double> tconv_ref(const std::vector<float>& in, int n, int h, int w,
     for (int i = 0; i < h; ++i)
       for (int j = 0; j < w; ++j) {
         const float* x = in.data() + ((int64_t(img) * h + i) * w + j) * c_in;
-        for (int kh = 0; kh < 5; ++kh)
-          for (int kw = 0; kw < 5; ++kw) {
+        for (int kh = 0; kh < k; ++kh)
+          for (int kw = 0; kw < k; ++kw) {
             const int oy = 2 * i + kh - 1, ox = 2 * j + kw - 1;
             if (oy < 0 || oy >= oh || ox < 0 || ox >= ow) continue;
-            for (int k = 0; k < c_out; ++k) {
-              const float* wt = weight + ((int64_t(kh) * 5 + kw) * c_out + k) * c_in;
+            for (int o_c = 0; o_c < c_out; ++o_c) {
+              const float* wt = weight + ((int64_t(kh) * k + kw) * c_out + o_c) * c_in;
               double s = 0;
               for (int c = 0; c < c_in; ++c) s += double(x[c]) * wt[c];
-              o[(int64_t(oy) * ow + ox) * c_out + k] += s;
+              o[(int64_t(oy) * ow + ox) * c_out + o_c] += s;
             }
           }
       }
@@ -166,42 +166,55 @@ TEST_CASE("batchnorm_relu_cpu matches a float64 loop, in place too") {
 }
 
 struct TConvCase {
-  int n, h, w, c_in, c_out;
+  int n, h, w, c_in, c_out, k;
 };
 
 void check_tconv(std::mt19937_64& rng, const TConvCase& t, int threads) {
   // Weights scaled by the fan-in so outputs are O(1) and the tolerance means the same everywhere.
-  const float scale = 1.0f / std::sqrt(float(t.c_in) * 6.25f);
+  const float scale = 1.0f / std::sqrt(float(t.c_in) * t.k * t.k / 4.0f);
   const auto in = random_floats(rng, int64_t(t.n) * t.h * t.w * t.c_in, -1, 1);
-  const auto weight = random_floats(rng, 25 * int64_t(t.c_out) * t.c_in, -scale, scale);
+  const auto weight = random_floats(rng, int64_t(t.k) * t.k * t.c_out * t.c_in, -scale, scale);
   const auto bias = random_floats(rng, t.c_out, -0.5f, 0.5f);
   std::vector<float> out(int64_t(t.n) * 4 * t.h * t.w * t.c_out, kPoison);
-  tconv_cpu(in.data(), t.n, t.h, t.w, t.c_in, weight.data(), bias.data(), t.c_out, out.data(),
-            threads);
+  tconv_cpu(in.data(), t.n, t.h, t.w, t.c_in, t.k, weight.data(), bias.data(), t.c_out,
+            out.data(), threads);
   std::ostringstream what;
   what << "tconv n=" << t.n << " h=" << t.h << " w=" << t.w << " c_in=" << t.c_in
-       << " c_out=" << t.c_out << " threads=" << threads;
-  check_close(out, tconv_ref(in, t.n, t.h, t.w, t.c_in, weight.data(), bias.data(), t.c_out),
+       << " c_out=" << t.c_out << " k=" << t.k << " threads=" << threads;
+  check_close(out,
+              tconv_ref(in, t.n, t.h, t.w, t.c_in, t.k, weight.data(), bias.data(), t.c_out),
               1e-5, 1e-5, what.str());
 }
 
-TEST_CASE("tconv_cpu matches a float64 scatter loop on odd sizes") {
+TEST_CASE("tconv_cpu matches a float64 scatter loop on odd sizes, kernel sizes 5 and 4") {
   std::mt19937_64 rng(103);
-  for (int n : {1, 3})
-    for (int h : {1, 3, 4})
-      for (int c_in : {1, 7, 33})
-        for (int c_out : {1, 3, 5}) check_tconv(rng, {n, h, h, c_in, c_out}, 2);
-  // Non-square maps, and channel counts around the 8-channel blocks and lanes.
-  check_tconv(rng, {3, 3, 1, 7, 5}, 2);
-  check_tconv(rng, {1, 1, 4, 33, 3}, 3);
-  check_tconv(rng, {3, 2, 5, 17, 9}, 2);
-  check_tconv(rng, {2, 4, 4, 64, 16}, 1);
+  for (int k : {5, 4}) {
+    for (int n : {1, 3})
+      for (int h : {1, 3, 4})
+        for (int c_in : {1, 7, 33})
+          for (int c_out : {1, 3, 5}) check_tconv(rng, {n, h, h, c_in, c_out, k}, 2);
+    // Non-square maps, and channel counts around the 8-channel blocks and lanes.
+    check_tconv(rng, {3, 3, 1, 7, 5, k}, 2);
+    check_tconv(rng, {1, 1, 4, 33, 3, k}, 3);
+    check_tconv(rng, {3, 2, 5, 17, 9, k}, 2);
+    check_tconv(rng, {2, 4, 4, 64, 16, k}, 1);
+  }
+}
+
+TEST_CASE("tconv_cpu refuses a kernel size other than 4 or 5") {
+  const std::vector<float> in(4, 1.0f), weight(9 * 4, 1.0f), bias(1, 0.0f);
+  std::vector<float> out(16);
+  CHECK_THROWS_AS(
+      tconv_cpu(in.data(), 1, 2, 2, 1, 3, weight.data(), bias.data(), 1, out.data(), 1),
+      std::invalid_argument);
 }
 
 TEST_CASE("tconv_cpu matches a float64 scatter loop at the network's sizes, one image") {
   std::mt19937_64 rng(104);
   for (int s = 0; s < kNumStages; ++s)
-    check_tconv(rng, {1, kStageSize[s], kStageSize[s], kStageChannels[s], kStageChannels[s + 1]}, 2);
+    check_tconv(
+        rng, {1, kStageSize[s], kStageSize[s], kStageChannels[s], kStageChannels[s + 1], kTaps},
+        2);
 }
 
 TEST_CASE("tanh_cpu matches std::tanh in double") {
@@ -224,14 +237,15 @@ TEST_CASE("CPU layers give identical bits for any thread count and batch split")
   const auto bias = random_floats(rng, c_out, -0.5f, 0.5f);
   auto run_tconv = [&](int threads) {
     std::vector<float> out(n * out_image, kPoison);
-    tconv_cpu(in.data(), n, h, w, c_in, weight.data(), bias.data(), c_out, out.data(), threads);
+    tconv_cpu(in.data(), n, h, w, c_in, kTaps, weight.data(), bias.data(), c_out, out.data(),
+              threads);
     return out;
   };
   const std::vector<float> base = run_tconv(1);
   for (int threads : {2, 3, 7}) check_identical(base, run_tconv(threads), "tconv threads");
   std::vector<float> one_by_one(n * out_image, kPoison);
   for (int img = 0; img < n; ++img)
-    tconv_cpu(in.data() + img * in_image, 1, h, w, c_in, weight.data(), bias.data(), c_out,
+    tconv_cpu(in.data() + img * in_image, 1, h, w, c_in, kTaps, weight.data(), bias.data(), c_out,
               one_by_one.data() + img * out_image, 2);
   check_identical(base, one_by_one, "tconv one image at a time");
 
@@ -464,7 +478,8 @@ void check_fast_stage(const Network& net, int s, int n, bool planar_out, std::mt
   const int h = tc.size_in, oh = 2 * h;
   const bool last = s + 1 == kNumStages;
   const auto x = random_floats(rng, int64_t(n) * h * h * tc.c_in, -1, 1);
-  std::vector<double> ref = tconv_ref(x, n, h, h, tc.c_in, tc.weight, tc.bias, tc.c_out);
+  std::vector<double> ref =
+      tconv_ref(x, n, h, h, tc.c_in, tc.kernel_size, tc.weight, tc.bias, tc.c_out);
   if (last) {
     for (double& v : ref) v = std::tanh(v);
   } else {
