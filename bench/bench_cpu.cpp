@@ -22,6 +22,7 @@
 
 #include "bench/fma_peak.hpp"
 #include "common/clock.hpp"
+#include "common/thread_pool.hpp"
 #include "common/threads.hpp"
 #include "generator/backend.hpp"
 #include "generator/network.hpp"
@@ -78,6 +79,7 @@ std::vector<float> reference_images(const Network& net, const std::vector<float>
 
 // Each fast layer alone on `batch` images: seconds and GFLOP/s, best of `rounds`.
 void time_layers(const Network& net, CpuIsa isa, int64_t batch, int rounds, int threads) {
+  ThreadPool pool(threads);
   std::vector<std::vector<float>> act(kNumStages);
   for (int s = 0; s < kNumStages; ++s)
     act[s].assign(batch * padded_floats(kStageSize[s], kStageChannels[s]), 0.5f);
@@ -90,7 +92,7 @@ void time_layers(const Network& net, CpuIsa isa, int64_t batch, int rounds, int 
                 flops_per_image * batch / t.wall / 1e9, flops_per_image * batch / t.cpu / 1e9);
   };
   report("projection", 2.0 * kLatentDim * kProjOutputs, best_of(rounds, [&] {
-           projection_relu_fast(proj, z.data(), batch, act[0].data(), threads);
+           projection_relu_fast(proj, z.data(), batch, act[0].data(), pool);
          }));
   for (int s = 0; s < kNumStages; ++s) {
     const bool last = s + 1 == kNumStages;
@@ -101,9 +103,9 @@ void time_layers(const Network& net, CpuIsa isa, int64_t batch, int rounds, int 
     const std::string name = "tconv" + std::to_string(s + 1);
     report(name.c_str(), flops, best_of(rounds, [&] {
              if (last)
-               tconv_tanh_fast(layer, act[s].data(), batch, images.data(), threads);
+               tconv_tanh_fast(layer, act[s].data(), batch, images.data(), pool);
              else
-               tconv_relu_fast(layer, act[s].data(), batch, act[s + 1].data(), s == 2, threads);
+               tconv_relu_fast(layer, act[s].data(), batch, act[s + 1].data(), s == 2, pool);
            }));
   }
 }

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/threads.hpp"
+#include "common/thread_pool.hpp"
 #include "generator/backend.hpp"
 #include "generator/network.hpp"
 #include "kernels/phase_gemm_cpu.hpp"
@@ -26,7 +26,7 @@ constexpr int64_t kChunk =
 class CpuBackend : public Backend {
  public:
   CpuBackend(const Network& net, int threads, CpuIsa isa, std::atomic<int64_t>* images_done)
-      : images_done_(images_done), threads_(resolve_threads(threads)) {
+      : images_done_(images_done), pool_(threads) {
     projection_ =
         pack_projection(net.proj_weight(), net.proj_bias(), kLatentDim, net.batchnorm(0), isa);
     for (int s = 0; s < kNumStages; ++s) {
@@ -38,8 +38,8 @@ class CpuBackend : public Backend {
   }
 
   std::string describe() const override {
-    return "CPU (" + cpu_isa_name(projection_.isa) + "), " + std::to_string(threads_) +
-           (threads_ == 1 ? " thread" : " threads");
+    return "CPU (" + cpu_isa_name(projection_.isa) + "), " + std::to_string(pool_.size()) +
+           (pool_.size() == 1 ? " thread" : " threads");
   }
 
   void generate(const float* latents, int64_t n, float* images) override {
@@ -53,18 +53,18 @@ class CpuBackend : public Backend {
  private:
   // latents (batch, 100) -> images (batch, 64, 64, 3)
   void run_network(const float* latents, int64_t batch, float* images) {
-    projection_relu_fast(projection_, latents, batch, stage_in_[0].data(), threads_);
+    projection_relu_fast(projection_, latents, batch, stage_in_[0].data(), pool_);
     for (int s = 0; s + 1 < kNumStages; ++s) {
       const bool planar_out = s + 2 == kNumStages;  // the last layer reads channel-planar maps
       tconv_relu_fast(tconv_[s], stage_in_[s].data(), batch, stage_in_[s + 1].data(), planar_out,
-                      threads_);
+                      pool_);
     }
     tconv_tanh_fast(tconv_[kNumStages - 1], stage_in_[kNumStages - 1].data(), batch, images,
-                    threads_);
+                    pool_);
   }
 
   std::atomic<int64_t>* images_done_;  // progress, may be null
-  int threads_;
+  ThreadPool pool_;  // started once, shared by every layer of every pass
   PackedLayer projection_;
   PackedLayer tconv_[kNumStages];
   std::vector<float> stage_in_[kNumStages];  // (kChunk, size + 2, size + 2, channels), zero border;

@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "common/threads.hpp"
 #include "kernels/phase_gemm_cpu_isa.hpp"
 
 namespace facegen {
@@ -124,13 +123,13 @@ PackedLayer pack_tconv(const TConvView& tc, const BatchNormView* next_bn, CpuIsa
 }
 
 void projection_relu_fast(const PackedLayer& layer, const float* z, int64_t n, float* out,
-                          int threads) {
+                          ThreadPool& pool) {
   const PhaseGemmKernels& k = checked_kernels(layer, false);
   const int size = kStageSize[0], channels = kStageChannels[0];
   const int64_t panels = layer.c_out / k.panel_width;
   const int64_t tiles = ceil_div(n, k.tile_rows);
   const int64_t zero_offset = 0;
-  parallel_for(panels * tiles, threads, [&](int64_t begin, int64_t end) {
+  pool.parallel_for(panels * tiles, [&](int64_t begin, int64_t end) {
     const float* src[16];
     float* dst[16];
     for (int64_t item = begin; item < end; ++item) {
@@ -157,7 +156,7 @@ namespace {
 // the tile's weight and bias and calls a kernel; dst_at(image, oy, ox) is the output pixel.
 template <class Run, class DstAt>
 void for_each_tile(const PackedLayer& layer, int tile_rows, int64_t blocks, const float* in,
-                   int64_t n, Run run, DstAt dst_at, int threads) {
+                   int64_t n, Run run, DstAt dst_at, ThreadPool& pool) {
   const int h = layer.size_in;
   const int64_t rows_total = n * h * h;
   const int64_t tiles = ceil_div(rows_total, tile_rows);
@@ -168,7 +167,7 @@ void for_each_tile(const PackedLayer& layer, int tile_rows, int64_t blocks, cons
     for (int t = 0; t < phases[q].taps; ++t)
       offsets[q][t] = (int64_t(phases[q].dy[t]) * (h + 2) + phases[q].dx[t]) * layer.c_in;
   }
-  parallel_for(4 * blocks * tiles, threads, [&](int64_t begin, int64_t end) {
+  pool.parallel_for(4 * blocks * tiles, [&](int64_t begin, int64_t end) {
     const float* src[16];
     float* dst[16];
     for (int64_t item = begin; item < end; ++item) {
@@ -197,7 +196,7 @@ int64_t phase_start(const PackedLayer& layer, int q) {
 }  // namespace
 
 void tconv_relu_fast(const PackedLayer& layer, const float* in, int64_t n, float* out,
-                     bool planar_out, int threads) {
+                     bool planar_out, ThreadPool& pool) {
   const PhaseGemmKernels& k = checked_kernels(layer, false);
   const int out_size = 2 * layer.size_in;
   const int64_t out_image = padded_floats(out_size, layer.c_out);
@@ -218,18 +217,18 @@ void tconv_relu_fast(const PackedLayer& layer, const float* in, int64_t n, float
     tile.bias = layer.bias.data() + block * k.panel_width;
     k.relu_tile(tile);
   };
-  for_each_tile(layer, k.tile_rows, layer.c_out / k.panel_width, in, n, run, dst_at, threads);
+  for_each_tile(layer, k.tile_rows, layer.c_out / k.panel_width, in, n, run, dst_at, pool);
 }
 
 void tconv_tanh_fast(const PackedLayer& layer, const float* in, int64_t n, float* images,
-                     int threads) {
+                     ThreadPool& pool) {
   const PhaseGemmKernels& k = checked_kernels(layer, true);
   const int h = layer.size_in, out_size = 2 * h;
   Phase phases[4];
   for (int q = 0; q < 4; ++q) phases[q] = make_phase(q / 2, q % 2);
   const int64_t row_floats = int64_t(h + 2) * layer.c_in;  // one padded planar input row
   // Items (image, input row i, phase): one row of outputs each.
-  parallel_for(n * h * 4, threads, [&](int64_t begin, int64_t end) {
+  pool.parallel_for(n * h * 4, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
       const int q = int(item % 4), i = int(item / 4 % h);
       const int64_t image = item / (4 * h);

@@ -12,7 +12,7 @@
 // that the layers never write: a tap that falls outside the image reads zeros.
 //
 // Every output is one chain of multiply-adds over (tap, c_in) in a fixed order, then + bias: the
-// batch size, the tiling and the thread count decide only who computes it, so the bytes are the
+// batch size, the tiling and the pool's thread count decide only who computes it, so the bytes are the
 // same for any of them. Each packed layer is made for one instruction set (AVX-512, AVX2 + FMA, or
 // SSE2: common/cpu_isa.hpp picks the widest the CPU has); results differ between instruction sets
 // by rounding only.
@@ -23,6 +23,7 @@
 
 #include "common/cpu_isa.hpp"
 #include "common/model_shape.hpp"
+#include "common/thread_pool.hpp"
 
 namespace facegen {
 
@@ -52,14 +53,14 @@ inline int64_t padded_floats(int size, int channels) {
 
 // z (n, k_in) -> out (n, 6, 6, 512) padded: relu(bn0(z W + b)).
 void projection_relu_fast(const PackedLayer& layer, const float* z, int64_t n, float* out,
-                          int threads);
+                          ThreadPool& pool);
 // in (n, h + 2, h + 2, c_in) padded -> out (n, 2h + 2, 2h + 2, c_out) padded: relu(bn(tconv(in))).
 // planar_out: out is channel-planar instead, (n, 2h + 2, c_out, 2h + 2), the last layer's input.
 void tconv_relu_fast(const PackedLayer& layer, const float* in, int64_t n, float* out,
-                     bool planar_out, int threads);
+                     bool planar_out, ThreadPool& pool);
 // in (n, h + 2, c_in, h + 2) padded, channel-planar -> images (n, 2h, 2h, 3): tanh(tconv(in)).
 // Its vectors run along the output columns (3 output channels are too few to vectorise over).
 void tconv_tanh_fast(const PackedLayer& layer, const float* in, int64_t n, float* images,
-                     int threads);
+                     ThreadPool& pool);
 
 }  // namespace facegen

@@ -464,7 +464,8 @@ TEST_CASE("fast projection matches a float64 loop with every instruction set, od
       const PackedLayer layer =
           pack_projection(net.proj_weight(), net.proj_bias(), kLatentDim, net.batchnorm(0), isa);
       std::vector<float> out = poisoned_padded(n, h, channels, false);
-      projection_relu_fast(layer, z.data(), n, out.data(), 2);
+      ThreadPool pool(2);
+      projection_relu_fast(layer, z.data(), n, out.data(), pool);
       check_close(from_padded(out, n, h, channels, false), ref, 1e-5, 1e-5,
                   "projection, " + cpu_isa_name(isa) + ", n = " + std::to_string(n));
     }
@@ -492,12 +493,13 @@ void check_fast_stage(const Network& net, int s, int n, bool planar_out, std::mt
     const PackedLayer layer = pack_tconv(tc, last ? nullptr : &next_bn, isa);
     const std::vector<float> in = to_padded(x, n, h, tc.c_in, last);
     auto run = [&](int images, int threads) {
+      ThreadPool pool(threads);
       std::vector<float> out = last ? std::vector<float>(int64_t(images) * kImageValues, kPoison)
                                     : poisoned_padded(images, oh, tc.c_out, planar_out);
       if (last)
-        tconv_tanh_fast(layer, in.data(), images, out.data(), threads);
+        tconv_tanh_fast(layer, in.data(), images, out.data(), pool);
       else
-        tconv_relu_fast(layer, in.data(), images, out.data(), planar_out, threads);
+        tconv_relu_fast(layer, in.data(), images, out.data(), planar_out, pool);
       return last ? out : from_padded(out, images, oh, tc.c_out, planar_out);
     };
     const std::vector<float> got = run(n, 3);

@@ -1,13 +1,19 @@
 // test_threads.cpp: the CPU count a process was given follows its affinity mask and the variables
 // that schedulers set, whichever is smallest; --threads (resolve_threads(n > 0)) overrides all.
+// ThreadPool covers every item exactly once, call after call, from several callers, nested, and
+// passes a body's exception back.
 #include <doctest/doctest.h>
 
 #include <sched.h>
 #include <stdlib.h>
 
+#include <atomic>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "common/thread_pool.hpp"
 #include "common/threads.hpp"
 
 namespace {
@@ -65,4 +71,59 @@ TEST_CASE("threads: OMP_NUM_THREADS and SLURM_CPUS_PER_TASK lower the count, nev
   }
   CHECK(all >= 1);
   CHECK(all <= static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+namespace {
+
+// Runs count items through the pool and checks each was visited once, in ranges inside [0, count).
+void check_covers(facegen::ThreadPool& pool, int64_t count) {
+  std::vector<std::atomic<int>> visits(count);
+  std::atomic<int> bad_ranges{0};
+  pool.parallel_for(count, [&](int64_t begin, int64_t end) {
+    if (begin < 0 || end > count || begin >= end) ++bad_ranges;
+    for (int64_t i = begin; i < end; ++i) ++visits[i];
+  });
+  int64_t wrong = 0;
+  for (auto& v : visits) wrong += v.load() != 1;
+  INFO("count " << count << ", pool of " << pool.size());
+  CHECK(bad_ranges == 0);
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("ThreadPool: every item once, for many calls in a row and any pool size") {
+  for (int threads : {1, 2, 3, 7}) {
+    facegen::ThreadPool pool(threads);
+    CHECK(pool.size() == threads);
+    for (int64_t count : {0, 1, 2, 3, 17, 1000, 100003}) check_covers(pool, count);
+    for (int call = 0; call < 2000; ++call) check_covers(pool, 1 + call % 37);
+  }
+}
+
+TEST_CASE("ThreadPool: callers on several threads take turns, and a nested call runs inline") {
+  facegen::ThreadPool pool(3);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 4; ++c)
+    callers.emplace_back([&pool, c] {
+      for (int call = 0; call < 200; ++call) check_covers(pool, 50 + c);
+    });
+  for (auto& t : callers) t.join();
+  std::atomic<int64_t> inner{0};
+  pool.parallel_for(8, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      pool.parallel_for(10, [&](int64_t b, int64_t e) { inner += e - b; });
+  });
+  CHECK(inner == 80);
+}
+
+TEST_CASE("ThreadPool: a body's exception reaches the caller, and the pool works afterwards") {
+  facegen::ThreadPool pool(3);
+  CHECK_THROWS_WITH_AS(pool.parallel_for(1000,
+                                         [](int64_t begin, int64_t end) {
+                                           if (begin <= 500 && 500 < end)
+                                             throw std::runtime_error("item 500");
+                                         }),
+                       "item 500", std::runtime_error);
+  check_covers(pool, 1000);
 }
