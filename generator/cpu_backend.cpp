@@ -2,9 +2,10 @@
 // (kernels/phase_gemm_cpu.hpp): batch norms folded into the layer before them, ReLU and tanh
 // applied as results are stored, the vector width picked for this CPU when the backend is made.
 //
-// Latents (n, 100) are processed kChunk images at a time through one padded activation buffer per
+// Latents (n, nz) are processed kChunk images at a time through one padded activation buffer per
 // stage input, (kChunk, size + 2, size + 2, channels), whose zero borders are never written; the
-// last layer writes straight into the caller's images (n, 64, 64, 3).
+// last layer writes straight into the caller's images (n, 64, 64, nc). Every shape comes from the
+// network's layers, so any network of the family (common/model_spec.hpp) runs here.
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -28,13 +29,16 @@ class CpuBackend : public Backend {
   CpuBackend(const Network& net, int threads, CpuIsa isa, std::atomic<int64_t>* images_done)
       : images_done_(images_done), pool_(threads) {
     projection_ =
-        pack_projection(net.proj_weight(), net.proj_bias(), kLatentDim, net.batchnorm(0), isa);
+        pack_projection(net.proj_weight(), net.proj_bias(), latent_dim_, net.batchnorm(0), isa);
     for (int s = 0; s < kNumStages; ++s) {
       const bool last = s + 1 == kNumStages;
       const BatchNormView next_bn = last ? BatchNormView{} : net.batchnorm(s + 1);
-      tconv_[s] = pack_tconv(net.tconv(s), last ? nullptr : &next_bn, isa);
-      stage_in_[s].assign(kChunk * padded_floats(kStageSize[s], kStageChannels[s]), 0.0f);
+      const TConvView tc = net.tconv(s);
+      tconv_[s] = pack_tconv(tc, last ? nullptr : &next_bn, isa);
+      stage_in_[s].assign(kChunk * padded_floats(tc.size_in, tc.c_in), 0.0f);
     }
+    image_values_ = int64_t(4) * tconv_[kNumStages - 1].size_in *
+                    tconv_[kNumStages - 1].size_in * tconv_[kNumStages - 1].c_out;
   }
 
   std::string describe() const override {
@@ -45,13 +49,13 @@ class CpuBackend : public Backend {
   void generate(const float* latents, int64_t n, float* images) override {
     for (int64_t first = 0; first < n; first += kChunk) {
       const int64_t batch = std::min(kChunk, n - first);
-      run_network(latents + first * kLatentDim, batch, images + first * kImageValues);
+      run_network(latents + first * latent_dim_, batch, images + first * image_values_);
       if (images_done_) images_done_->fetch_add(batch, std::memory_order_relaxed);
     }
   }
 
  private:
-  // latents (batch, 100) -> images (batch, 64, 64, 3)
+  // latents (batch, nz) -> images (batch, 64, 64, nc)
   void run_network(const float* latents, int64_t batch, float* images) {
     projection_relu_fast(projection_, latents, batch, stage_in_[0].data(), pool_);
     for (int s = 0; s + 1 < kNumStages; ++s) {
@@ -64,11 +68,13 @@ class CpuBackend : public Backend {
   }
 
   std::atomic<int64_t>* images_done_;  // progress, may be null
+  int latent_dim_ = kLatentDim;        // nz
+  int64_t image_values_ = 0;           // 64 * 64 * nc
   ThreadPool pool_;  // started once, shared by every layer of every pass
   PackedLayer projection_;
   PackedLayer tconv_[kNumStages];
   std::vector<float> stage_in_[kNumStages];  // (kChunk, size + 2, size + 2, channels), zero border;
-                                             // the last (kChunk, 34, 64, 34), channel-planar
+                                             // the last (kChunk, 34, g, 34), channel-planar
 };
 
 }  // namespace

@@ -41,17 +41,22 @@ struct Avx2 {
 #include "kernels/phase_gemm_cpu_kernels.inl"
 
 constexpr int kRows = 6, kVectors = 2;
+constexpr int kRgbRows = 2, kGreyRows = 4;  // of the last layer
 
 void relu_tile_avx2(const PhaseTile& t) { relu_tile<Avx2, kRows, kVectors>(t); }
-void tanh_row_avx2(const PlanarTile& t) { tanh_row<Avx2>(t); }
+void relu_tile_half_avx2(const PhaseTile& t) { relu_tile<Avx2, kRows, kVectors / 2>(t); }
+void tanh_grey_avx2(const PlanarTile& t) { tanh_rows<Avx2, 1, kGreyRows>(t); }
+void tanh_rgb_avx2(const PlanarTile& t) { tanh_rows<Avx2, 3, kRgbRows>(t); }
 
 #pragma GCC pop_options
 
 }  // namespace
 
 const PhaseGemmKernels& avx2_phase_kernels() {
-  static const PhaseGemmKernels kernels{kVectors * Avx2::kLanes, kRows, 2 * Avx2::kLanes,
-                                        relu_tile_avx2, tanh_row_avx2};
+  static const PhaseGemmKernels kernels{
+      kVectors * Avx2::kLanes, kRows,     relu_tile_avx2, relu_tile_half_avx2,
+      2 * Avx2::kLanes,        kGreyRows, tanh_grey_avx2, kRgbRows,
+      tanh_rgb_avx2};
   return kernels;
 }
 

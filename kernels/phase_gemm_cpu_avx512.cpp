@@ -42,17 +42,22 @@ struct Avx512 {
 #include "kernels/phase_gemm_cpu_kernels.inl"
 
 constexpr int kRows = 12, kVectors = 2;
+constexpr int kRgbRows = 4, kGreyRows = 8;  // of the last layer
 
 void relu_tile_avx512(const PhaseTile& t) { relu_tile<Avx512, kRows, kVectors>(t); }
-void tanh_row_avx512(const PlanarTile& t) { tanh_row<Avx512>(t); }
+void relu_tile_half_avx512(const PhaseTile& t) { relu_tile<Avx512, kRows, kVectors / 2>(t); }
+void tanh_grey_avx512(const PlanarTile& t) { tanh_rows<Avx512, 1, kGreyRows>(t); }
+void tanh_rgb_avx512(const PlanarTile& t) { tanh_rows<Avx512, 3, kRgbRows>(t); }
 
 #pragma GCC pop_options
 
 }  // namespace
 
 const PhaseGemmKernels& avx512_phase_kernels() {
-  static const PhaseGemmKernels kernels{kVectors * Avx512::kLanes, kRows, 2 * Avx512::kLanes,
-                                        relu_tile_avx512, tanh_row_avx512};
+  static const PhaseGemmKernels kernels{
+      kVectors * Avx512::kLanes, kRows,     relu_tile_avx512, relu_tile_half_avx512,
+      2 * Avx512::kLanes,        kGreyRows, tanh_grey_avx512, kRgbRows,
+      tanh_rgb_avx512};
   return kernels;
 }
 

@@ -24,31 +24,39 @@ struct PhaseTile {
   const float* bias;
 };
 
-// The last layer's tile: one phase's row of output pixels (2i + py, 2j + px), j < width, read from
-// a channel-planar padded map, (h + 2, depth, width + 2) per image.
+// The last layer's tile: one phase's outputs (2i + py, 2j + px) for `rows` input rows i and every
+// column j < width, read from a channel-planar padded map, (h + 2, depth, width + 2) per image.
 struct PlanarTile {
-  const float* src;  // the map at padded row i + 1, channel 0, column j = 0 (padded column 1)
-  const int* dy;     // (taps) input row and column of each tap, relative to (i, j)
+  const float* src;        // the map at padded row i + 1, channel 0, column j = 0 (padded column 1)
+  int64_t src_row_floats;  // floats between padded rows: depth * (width + 2)
+  const int* dy;           // (taps) input row and column of each tap, relative to (i, j)
   const int* dx;
   int taps;
   int depth;            // c_in
   int width;            // w, a multiple of tanh_columns
-  const float* weight;  // (taps, 3, depth)
-  const float* bias;    // (3)
-  float* dst;           // the image's pixel (2i + py, px); column j's 3 values at dst + 6j
+  int rows;             // input rows i, i + 1, ..., at most the kernel's tanh_*_rows
+  const float* weight;  // (taps, channels, depth)
+  const float* bias;    // (channels)
+  float* dst;           // the image's pixel (2i + py, px); column j's values at dst + 2j * channels
+  int64_t dst_row_floats;  // floats between output rows 2i + py and 2(i + 1) + py
 };
 
 struct PhaseGemmKernels {
-  int panel_width;   // output channels per panel
-  int tile_rows;     // most rows of relu_tile
-  int tanh_columns;  // tanh_row's width must be a multiple of this
+  int panel_width;  // output channels per panel
+  int tile_rows;    // most rows of relu_tile
   // dst[r][k * dst_channel_stride], k < panel_width, = max(0, bias[0, panel_width) + sum_t,c
   // src[r][tap_offset[t] + c] * weight[(t * depth + c) * panel_width + k]), weight one panel (taps,
   // depth, panel_width).
   void (*relu_tile)(const PhaseTile& tile);
-  // output (j, k) = tanh(bias[k] + sum_t,c in(i + dy[t], c, j + dx[t]) * weight[(t * 3 + k) * depth
-  // + c])
-  void (*tanh_row)(const PlanarTile& tile);
+  void (*relu_tile_half)(const PhaseTile& tile);  // the same for a panel of panel_width / 2
+  // output (i + r, j, k) = tanh(bias[k] + sum_t,c in(i + r + dy[t], c, j + dx[t]) *
+  // weight[(t * channels + k) * depth + c]), for 1 (grey) and 3 (RGB) channels; at most
+  // tanh_*_rows rows r, the width a multiple of tanh_columns.
+  int tanh_columns;
+  int tanh_grey_rows;
+  void (*tanh_grey)(const PlanarTile& tile);
+  int tanh_rgb_rows;
+  void (*tanh_rgb)(const PlanarTile& tile);
 };
 
 const PhaseGemmKernels& avx512_phase_kernels();

@@ -77,35 +77,48 @@ inline typename V::Reg tanh_vec(typename V::Reg x) {
   return V::sub(V::set1(1.0f), V::div(V::set1(2.0f), V::add(e2x, V::set1(1.0f))));
 }
 
-// The last layer (3 output channels) reads a channel-planar map, (h + 2, c_in, w + 2) per image,
-// so vectors run along output columns: one phase's row of outputs, 2 x kLanes columns at a time,
-// 3 x 2 accumulators, each input vector used for all 3 channels.
-template <class V>
-void tanh_row(const PlanarTile& t) {
-  constexpr int K = 3, J = 2 * V::kLanes;
+// The last layer (1 or 3 output channels, K) reads a channel-planar map, (h + 2, c_in, w + 2) per
+// image, so vectors run along output columns: one phase's outputs for R input rows, 2 x kLanes
+// columns at a time, R x K x 2 accumulators; each weight broadcast serves 2R vectors and each
+// input vector all K channels. Every output sums (tap, c) in the same order whatever R is.
+template <class V, int K, int R>
+void tanh_rows(const PlanarTile& t) {
+  if constexpr (R > 1) {
+    if (t.rows < R) return tanh_rows<V, K, R - 1>(t);
+  }
+  using Reg = typename V::Reg;
+  constexpr int J = 2 * V::kLanes;
   const int64_t channel_floats = t.width + 2;  // one channel of one padded input row
   for (int j0 = 0; j0 < t.width; j0 += J) {
-    typename V::Reg acc[K][2];
-    for (int k = 0; k < K; ++k) acc[k][0] = acc[k][1] = V::zero();
+    Reg acc[R][K][2];
+    for (int r = 0; r < R; ++r)
+      for (int k = 0; k < K; ++k) acc[r][k][0] = acc[r][k][1] = V::zero();
     for (int tap = 0; tap < t.taps; ++tap) {
-      const float* x = t.src + t.dy[tap] * t.depth * channel_floats + t.dx[tap] + j0;
-      const float* w = t.weight + int64_t(tap) * K * t.depth;  // (3, depth)
+      const float* x = t.src + t.dy[tap] * t.src_row_floats + t.dx[tap] + j0;
+      const float* w = t.weight + int64_t(tap) * K * t.depth;  // (K, depth)
       for (int c = 0; c < t.depth; ++c, x += channel_floats) {
-        const typename V::Reg x0 = V::load(x), x1 = V::load(x + V::kLanes);
-        for (int k = 0; k < K; ++k) {
-          const typename V::Reg wk = V::broadcast(w + k * t.depth + c);
-          acc[k][0] = V::fma(x0, wk, acc[k][0]);
-          acc[k][1] = V::fma(x1, wk, acc[k][1]);
+        Reg wk[K];
+        for (int k = 0; k < K; ++k) wk[k] = V::broadcast(w + k * t.depth + c);
+        for (int r = 0; r < R; ++r) {
+          const Reg x0 = V::load(x + r * t.src_row_floats);
+          const Reg x1 = V::load(x + r * t.src_row_floats + V::kLanes);
+          for (int k = 0; k < K; ++k) {
+            acc[r][k][0] = V::fma(x0, wk[k], acc[r][k][0]);
+            acc[r][k][1] = V::fma(x1, wk[k], acc[r][k][1]);
+          }
         }
       }
     }
-    float y[K][J];
-    for (int k = 0; k < K; ++k) {
-      const typename V::Reg b = V::set1(t.bias[k]);
-      V::store(y[k], tanh_vec<V>(V::add(acc[k][0], b)));
-      V::store(y[k] + V::kLanes, tanh_vec<V>(V::add(acc[k][1], b)));
+    for (int r = 0; r < R; ++r) {
+      float y[K][J];
+      for (int k = 0; k < K; ++k) {
+        const Reg b = V::set1(t.bias[k]);
+        V::store(y[k], tanh_vec<V>(V::add(acc[r][k][0], b)));
+        V::store(y[k] + V::kLanes, tanh_vec<V>(V::add(acc[r][k][1], b)));
+      }
+      float* dst = t.dst + r * t.dst_row_floats;
+      for (int j = 0; j < J; ++j)  // output columns 2 (j0 + j) + px: 2 pixels of K channels apart
+        for (int k = 0; k < K; ++k) dst[(j0 + j) * 2 * K + k] = y[k][j];
     }
-    for (int j = 0; j < J; ++j)  // output columns 2 (j0 + j) + px: 2 pixels of 3 channels apart
-      for (int k = 0; k < K; ++k) t.dst[(j0 + j) * 2 * K + k] = y[k][j];
   }
 }

@@ -38,15 +38,20 @@ struct Sse2 {
 #include "kernels/phase_gemm_cpu_kernels.inl"
 
 constexpr int kRows = 6, kVectors = 2;
+constexpr int kRgbRows = 2, kGreyRows = 4;  // of the last layer
 
 void relu_tile_sse2(const PhaseTile& t) { relu_tile<Sse2, kRows, kVectors>(t); }
-void tanh_row_sse2(const PlanarTile& t) { tanh_row<Sse2>(t); }
+void relu_tile_half_sse2(const PhaseTile& t) { relu_tile<Sse2, kRows, kVectors / 2>(t); }
+void tanh_grey_sse2(const PlanarTile& t) { tanh_rows<Sse2, 1, kGreyRows>(t); }
+void tanh_rgb_sse2(const PlanarTile& t) { tanh_rows<Sse2, 3, kRgbRows>(t); }
 
 }  // namespace
 
 const PhaseGemmKernels& sse2_phase_kernels() {
-  static const PhaseGemmKernels kernels{kVectors * Sse2::kLanes, kRows, 2 * Sse2::kLanes,
-                                        relu_tile_sse2, tanh_row_sse2};
+  static const PhaseGemmKernels kernels{
+      kVectors * Sse2::kLanes, kRows,     relu_tile_sse2, relu_tile_half_sse2,
+      2 * Sse2::kLanes,        kGreyRows, tanh_grey_sse2, kRgbRows,
+      tanh_rgb_sse2};
   return kernels;
 }
 
