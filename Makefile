@@ -23,6 +23,8 @@
 #   make clean
 #   make deps            install the Debian packages needed to build and run (apt-get; as root or via sudo)
 #   make test-deps       ... and those the tests need (PyTorch for the cross-check)
+#   make faces-data      the face training set in .deps/data/faces/ (train/README.md), from npm's DiceBear
+#                        and rsvg-convert; make data-deps installs node, npm, librsvg2-bin, numpy and PIL
 #
 # Knobs: CUDA=0 builds without CUDA (CPU backend only); CUDA_ARCH="80 90a" picks the GPU architectures
 # (default: 80 86 89 90a, one binary for Ampere, Ada and Hopper; the wgmma kernels exist only in the
@@ -195,7 +197,7 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-cpu bench-latents bench-scaling clean deps test-deps
+.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-cpu bench-latents bench-scaling clean deps test-deps data-deps faces-data
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -335,5 +337,21 @@ deps:
 
 test-deps: deps
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(TEST_PACKAGES)
+
+# The face training set: DiceBear's avataaars (npm, versions pinned) drawn by train/render_faces.mjs,
+# rasterised by rsvg-convert and packed by train/make_faces.py into .deps/data/faces/ (about 27 MB,
+# 32,768 faces), the same bytes on every run. The npm packages go to .deps/npm/, outside the sources.
+DATA_PACKAGES := nodejs npm librsvg2-bin python3 python3-numpy python3-pil
+DICEBEAR      := @dicebear/core@9.4.3 @dicebear/collection@9.4.3
+PYTHON        ?= python3
+data-deps:
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DATA_PACKAGES)
+
+faces-data:
+	mkdir -p .deps/npm
+	cd .deps/npm && npm install --no-audit --no-fund --no-save --prefix . $(DICEBEAR)
+	$(PYTHON) train/make_faces.py --modules .deps/npm --out .deps/data/faces
+	$(PYTHON) train/make_faces.py --check --out .deps/data/faces
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,7 +1,9 @@
-"""train_dcgan.py: trains the facegen generator as a DCGAN and exports it as network.bin.
+"""train_dcgan.py: trains a DCGAN generator, facegen's own layout (exported as network.bin) or the PyTorch
+DCGAN tutorial's (saved as a state_dict, netG.pth).
 
     python3 train_dcgan.py --data fashion --data-dir DIR --minutes 6 --out OUTDIR
     python3 train_dcgan.py --data emoji   --data-dir DIR --epochs 200 --out OUTDIR
+    python3 train_dcgan.py --data faces   --data-dir DIR --arch tutorial --minutes 7 --out OUTDIR
     python3 train_dcgan.py --data fashion --data-dir DIR --eval-only --generator F.bin --out OUTDIR
 
 Data, all as (N, 3, 64, 64) in [-1, 1]:
@@ -9,24 +11,33 @@ Data, all as (N, 3, 64, 64) in [-1, 1]:
            object on black: padded by 2 to 32x32 (black), upscaled 2x bilinear, replicated to 3 channels.
   emoji:   npm's emoji-datasource-google img/google/64, DIR holds the 64x64 RGBA PNGs, composited onto
            white (the background they are drawn for); random horizontal flips while training.
+  faces:   DiceBear avataaars cartoon faces made by make_faces.py, DIR holds faces-images.u8.xz and
+           faces-labels.json; the held-out faces are kept for the metrics, never trained on.
 
-Recipe: the generator of facegen_torch.py; a discriminator that mirrors it (5x5 stride-2 convolutions
-3 -> 64 -> 128 -> 256 -> 512, LeakyReLU 0.2, then a linear layer to one logit), normalised by batch norm
+Architectures (--arch): facegen, the generator of facegen_torch.py (5x5 kernels, SHPC layout); tutorial,
+the generator of tutorial_torch.py (PyTorch's DCGAN tutorial: 4x4 kernels, no biases, ngf 64).
+
+Recipe: the generator of --arch; a discriminator that mirrors it (stride-2 convolutions of the generator's
+kernel size, 3 -> 64 -> 128 -> 256 -> 512, LeakyReLU 0.2, then a linear layer to one logit), normalised by
+batch norm
 after every convolution but the first (--d-norm bn, the DCGAN paper's) or by spectral norm on every layer
 (--d-norm sn); weights N(0, 0.02); Adam lr 2e-4, betas (0.5, 0.999); BCE with logits, non-saturating
 generator loss, real images' target 0.9 (one-sided label smoothing, --real-label); latents z ~ N(0, I)
 of 100; batch 128; fp32 with TF32 (--amp 1: bf16 autocast). Training stops at --epochs or --minutes,
 whichever comes first. The exported generator is an exponential moving average of the trained one
 (--ema), whose batch-norm running statistics are measured afresh on random latents, so inference-mode
-batch norm matches the final weights. For fashion, the classifier below is trained first and scores a
-snapshot every --judge-every seconds by the Frechet distance of its samples to training images; the
-best snapshot is exported (the test set is never used to choose).
+batch norm matches the final weights. For fashion and faces, the classifier below is trained first and
+scores a snapshot every --judge-every seconds by the Frechet distance of its samples to training images;
+the best snapshot is exported (the test or held-out set is never used to choose).
 
-Writes to --out: network.bin, samples.png (8x8 mosaic), interpolation.png (10 images along the
-spherical path between two latents), metrics.json. For fashion it also trains a small CNN classifier
-on the real training set and reports, for 10,000 generated images, for real images and for a random
-generator: the share classified with max softmax > 0.9, and the Frechet distance of the classifier's
-penultimate features to those of the real test set.
+Writes to --out: network.bin (facegen) or netG.pth (tutorial), samples.png (8x8 mosaic),
+interpolation.png (10 images along the spherical path between two latents), metrics.json. For fashion it
+also trains a small CNN classifier on the real training set and reports, for 10,000 generated images, for
+real images and for a random generator: the share classified with max softmax > 0.9, and the Frechet
+distance of the classifier's penultimate features to those of the real test set. For faces the
+classifier has one head per generating option of the avatars (skin colour, hair style, accessories, ...)
+and the report gives, on as many images as are held out, each head's share with max softmax > 0.9, the
+share confident on every head, and the Frechet distance to the held-out faces.
 
 The seed fixes initialisation, data order and latents; cuDNN's autotuned kernels are not bitwise
 deterministic, so two GPU runs agree only statistically.
@@ -49,6 +60,8 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import facegen_torch as ft  # noqa: E402
+import make_faces  # noqa: E402
+import tutorial_torch as tt  # noqa: E402
 
 FASHION_CLASSES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
@@ -110,7 +123,44 @@ def load_emoji(data_dir, device, limit=None):
     return (x * 2.0 - 1.0).to(device)
 
 
+def load_faces(data_dir, device, split, limit=None):
+    """make_faces.py's set: split "train" (faces before held_out_from) or "held_out" ->
+    (images (N, 3, 64, 64) float32 in [-1, 1] on `device`, labels {HEAD: (N,) int64}, heads {HEAD: values}).
+    limit keeps the first `limit` faces of the split (tests)."""
+    images, meta = make_faces.load_faces(data_dir)
+    cut = meta["held_out_from"]
+    rows = slice(0, cut) if split == "train" else slice(cut, meta["count"])
+    images = images[rows][:limit]
+    labels = {h: torch.tensor(v[rows][:limit], dtype=torch.int64, device=device)
+              for h, v in meta["labels"].items()}
+    out = []
+    for s in range(0, len(images), 4096):  # (n, 64, 64, 3) uint8 -> (n, 3, 64, 64) float, chunk by chunk
+        x = torch.from_numpy(images[s:s + 4096].copy()).to(device)
+        out.append(x.permute(0, 3, 1, 2).float().div_(127.5).sub_(1.0))
+    return torch.cat(out).contiguous(), labels, meta["heads"]
+
+
 # -------------------------------------------------------------------------------------------- models
+
+def make_generator(arch):
+    return tt.TutorialGenerator() if arch == "tutorial" else ft.FacegenGenerator()
+
+
+def save_generator(gen, arch, out_dir):
+    """Writes the trained generator in its architecture's format; returns the path."""
+    if arch == "tutorial":
+        path = os.path.join(out_dir, "netG.pth")
+        tt.save_state_dict(gen, path)
+    else:
+        path = os.path.join(out_dir, "network.bin")
+        ft.save_network(gen.cpu(), path)
+    return path
+
+
+def load_generator(path):
+    """network.bin or a tutorial state_dict (netG.pth), told apart by the file name's ending."""
+    return tt.load_state_dict_file(path) if path.endswith((".pth", ".pt")) else ft.load_network(path)
+
 
 class Discriminator(nn.Module):
     """(N, 3, 64, 64) -> (N,) logits; the generator mirrored. norm "bn": batch norm after every
@@ -118,16 +168,18 @@ class Discriminator(nn.Module):
     which bounds how sharply the discriminator can separate real from fake and so keeps its gradients
     useful to the generator."""
 
-    def __init__(self, norm="bn"):
+    def __init__(self, norm="bn", kernel=5):
         super().__init__()
         if norm not in ("bn", "sn"):
             raise ValueError(f"norm must be bn or sn, got {norm}")
+        padding = {4: 1, 5: 2}[kernel]  # halves the size exactly
         wrap = nn.utils.parametrizations.spectral_norm if norm == "sn" else (lambda m: m)
         chans = (3, 64, 128, 256, 512)
         layers = []
         for i in range(4):
             use_bn = norm == "bn" and i > 0
-            layers.append(wrap(nn.Conv2d(chans[i], chans[i + 1], 5, stride=2, padding=2, bias=not use_bn)))
+            layers.append(wrap(nn.Conv2d(chans[i], chans[i + 1], kernel, stride=2, padding=padding,
+                                         bias=not use_bn)))
             if use_bn:
                 layers.append(nn.BatchNorm2d(chans[i + 1]))
             layers.append(nn.LeakyReLU(0.2, inplace=True))
@@ -158,6 +210,30 @@ class FashionClassifier(nn.Module):
 
     def forward(self, x):
         return self.out(self.dropout(self.features(x)))
+
+
+class FaceClassifier(nn.Module):
+    """(N, 3, 64, 64) in [-1, 1] -> {HEAD: logits}, one head per generating option of the avatars;
+    features() gives the shared 256-d penultimate layer. Colour matters (skin, hair), so it sees RGB."""
+
+    def __init__(self, head_sizes):
+        super().__init__()
+        def block(c_in, c_out):
+            return [nn.Conv2d(c_in, c_out, 3, padding=1), nn.ReLU(inplace=True),
+                    nn.Conv2d(c_out, c_out, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2)]
+        self.body = nn.Sequential(*block(3, 32), *block(32, 64), *block(64, 128),  # -> (N, 128, 8, 8)
+                                  nn.Flatten(), nn.Linear(128 * 8 * 8, 256), nn.ReLU(inplace=True))
+        self.dropout = nn.Dropout(0.3)
+        self.heads = nn.ModuleDict({h: nn.Linear(256, n) for h, n in head_sizes.items()})
+
+    def features(self, x):
+        return self.body(x)
+
+    def logits(self, f):
+        return {h: head(f) for h, head in self.heads.items()}
+
+    def forward(self, x):
+        return self.logits(self.dropout(self.features(x)))
 
 
 def init_weights_(module):
@@ -359,6 +435,122 @@ def fashion_metrics(args, gen, real_train, clf, acc, test_set, device):
     return report
 
 
+# ---------------------------------------------------------------------------------------- face metrics
+
+def train_face_classifier(train_x, train_y, test_x, test_y, heads, device, epochs, seed, log):
+    """Trains FaceClassifier on real faces; returns (classifier, {HEAD: held-out accuracy})."""
+    torch.manual_seed(seed)
+    clf = FaceClassifier({h: len(v) for h, v in heads.items()}).to(device)
+    opt = torch.optim.Adam(clf.parameters(), lr=1e-3)
+    n = len(train_x)
+    for epoch in range(epochs):
+        clf.train()
+        perm = torch.randperm(n, device=device)
+        for s in range(0, n, 256):
+            idx = perm[s:s + 256]
+            x = train_x[idx]
+            logits = clf(x)
+            loss = sum(F.cross_entropy(logits[h], train_y[h][idx]) for h in heads)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        acc = face_classifier_accuracy(clf, test_x, test_y)
+        log(f"face classifier epoch {epoch + 1}/{epochs}: loss {loss.item():.3f}, held-out accuracy "
+            + ", ".join(f"{h} {a:.3f}" for h, a in acc.items()))
+    return clf.eval(), acc
+
+
+@torch.no_grad()
+def face_classifier_accuracy(clf, x, y):
+    clf.eval()
+    right = {h: 0 for h in y}
+    for s in range(0, len(x), 1000):
+        logits = clf.logits(clf.features(x[s:s + 1000]))
+        for h in y:
+            right[h] += (logits[h].argmax(1) == y[h][s:s + 1000]).sum().item()
+    return {h: right[h] / len(x) for h in y}
+
+
+@torch.no_grad()
+def classify_faces(clf, images):
+    """images (N, 3, 64, 64) -> (features (N, 256) numpy, {HEAD: max softmax (N,)}, {HEAD: argmax (N,)})."""
+    feats, conf, pred = [], {h: [] for h in clf.heads}, {h: [] for h in clf.heads}
+    for s in range(0, len(images), 1000):
+        f = clf.features(images[s:s + 1000].float())
+        feats.append(f.cpu().numpy())
+        for h, logits in clf.logits(f).items():
+            c, k = F.softmax(logits, dim=1).max(1)
+            conf[h].append(c.cpu().numpy())
+            pred[h].append(k.cpu().numpy())
+    return (np.concatenate(feats), {h: np.concatenate(v) for h, v in conf.items()},
+            {h: np.concatenate(v) for h, v in pred.items()})
+
+
+def face_report(clf, heads, images, ref_features):
+    feats, conf, pred = classify_faces(clf, images)
+    confident = np.stack([conf[h] > 0.9 for h in heads])  # (heads, N)
+    return {
+        "images": int(len(images)),
+        "share_confident_every_head": round(float(confident.all(0).mean()), 4),
+        "share_max_softmax_over_0.9": {h: round(float(confident[i].mean()), 4) for i, h in enumerate(heads)},
+        "frechet_distance_to_held_out": round(frechet_distance(feats, ref_features), 3),
+        "predicted_value_counts": {h: {v: int(c) for v, c in zip(values, np.bincount(pred[h], minlength=len(values)))}
+                                   for h, values in heads.items()},
+    }
+
+
+def make_face_judge(args, real_train, train_labels, heads, device, log):
+    """Trains the face classifier; returns (judge, classifier, held-out accuracy, held-out images).
+    judge(gen) is the Frechet distance of 2,000 of gen's samples to 10,000 training faces in classifier
+    features; the held-out faces are not looked at to choose."""
+    test_x, test_y, _ = load_faces(args.data_dir, device, "held_out", limit=args.limit)
+    clf, acc = train_face_classifier(real_train, train_labels, test_x, test_y, heads, device,
+                                     args.classifier_epochs, args.seed + 1, log)
+    g = torch.Generator(device="cpu").manual_seed(args.seed + 9)
+    subset = torch.randperm(len(real_train), generator=g)[:10000].to(device)
+    train_feats, _, _ = classify_faces(clf, real_train[subset])
+    n = min(2000, args.eval_samples)
+
+    def judge(gen):
+        feats, _, _ = classify_faces(clf, generate(gen, n, device, args.seed + 8))
+        return frechet_distance(feats, train_feats)
+    return judge, clf, acc, test_x
+
+
+def face_metrics(args, gen, real_train, heads, clf, acc, held_out, device):
+    """The classifier's figures for the trained generator, real training and held-out faces and a
+    random-weight generator of the same architecture, each on as many images as are held out."""
+    n = min(args.eval_samples, len(held_out))
+    ref_feats, _, _ = classify_faces(clf, held_out)
+    report = {"classifier": {"epochs": args.classifier_epochs,
+                             "held_out_accuracy": {h: round(a, 4) for h, a in acc.items()},
+                             "input": "RGB 64x64", "features": "256-d penultimate layer (after ReLU)",
+                             "confident": "max softmax > 0.9"}}
+    report["trained_generator"] = face_report(clf, heads, generate(gen, n, device, args.seed + 2), ref_feats)
+    report["real_held_out_faces"] = face_report(clf, heads, held_out[:n], ref_feats)
+    report["real_held_out_faces"]["note"] = "the reference: Frechet distance 0 by definition"
+    g = torch.Generator(device="cpu").manual_seed(args.seed + 3)
+    subset = torch.randperm(len(real_train), generator=g)[:n].to(device)
+    report["real_training_faces"] = face_report(clf, heads, real_train[subset], ref_feats)
+    report["real_training_faces"]["note"] = ("a random subset of the training faces: the Frechet distance "
+                                             "two real samples show")
+    torch.manual_seed(args.seed + 4)
+    random_gen = make_generator(args.arch)
+    init_weights_(random_gen)
+    random_gen = recalibrate_batchnorm(random_gen.to(device), device, args.seed + 5,
+                                       batches=args.calib_batches, batch=args.batch)
+    report["random_generator"] = face_report(clf, heads, generate(random_gen, n, device, args.seed + 2),
+                                             ref_feats)
+    report["random_generator"]["note"] = (f"seeded random init of this generator (torch seed "
+                                          f"{args.seed + 4}, weights N(0, 0.02)), batch-norm statistics "
+                                          f"measured on {args.calib_batches * args.batch} random latents")
+    for path in args.extra_generator or []:
+        other = load_generator(path).to(device)
+        report[f"file:{os.path.basename(path)}"] = face_report(
+            clf, heads, generate(other, n, device, args.seed + 2), ref_feats)
+    return report
+
+
 # ------------------------------------------------------------------------------------------ training
 
 def exportable(gen, args, device, batches):
@@ -372,7 +564,8 @@ def train(args, data, device, log, judge=None):
     snapshots are scored every --judge-every seconds and the best one is returned, so a late collapse
     of the adversarial game cannot spoil the result."""
     torch.manual_seed(args.seed)
-    gen, disc = ft.FacegenGenerator(), Discriminator(args.d_norm)
+    gen = make_generator(args.arch)
+    disc = Discriminator(args.d_norm, kernel=4 if args.arch == "tutorial" else 5)
     init_weights_(gen)
     init_weights_(disc)
     gen, disc = gen.to(device), disc.to(device)
@@ -412,7 +605,7 @@ def train(args, data, device, log, judge=None):
     while not stop and epoch < args.epochs:
         perm = torch.randperm(n, device=device)
         for i in range(steps_per_epoch):
-            real = data[perm[i * b:(i + 1) * b]].expand(-1, 3, -1, -1)
+            real = data[perm[i * b:(i + 1) * b]].expand(-1, 3, -1, -1)  # (b, 3, 64, 64)
             if args.flip:
                 flip = torch.rand(b, 1, 1, 1, device=device) < 0.5
                 real = torch.where(flip, real.flip(3), real)
@@ -477,9 +670,12 @@ def train(args, data, device, log, judge=None):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", choices=["fashion", "emoji"], required=True)
-    p.add_argument("--data-dir", required=True, help="folder of the idx .gz files or of the emoji PNGs")
-    p.add_argument("--out", required=True, help="folder for network.bin, PNGs and metrics.json")
+    p.add_argument("--data", choices=["fashion", "emoji", "faces"], required=True)
+    p.add_argument("--data-dir", required=True,
+                   help="folder of the idx .gz files, of the emoji PNGs or of make_faces.py's set")
+    p.add_argument("--arch", choices=["facegen", "tutorial"], default="facegen",
+                   help="generator: facegen's SHPC layout (network.bin) or the PyTorch DCGAN tutorial's (netG.pth)")
+    p.add_argument("--out", required=True, help="folder for network.bin or netG.pth, PNGs and metrics.json")
     p.add_argument("--epochs", type=int, default=1000000, help="stop after this many epochs")
     p.add_argument("--minutes", type=float, default=None, help="stop after this much training time")
     p.add_argument("--max-steps", type=int, default=1 << 62, help="stop after this many steps (tests)")
@@ -490,7 +686,7 @@ def parse_args(argv=None):
     p.add_argument("--d-norm", choices=["bn", "sn"], default="bn",
                    help="discriminator normalisation: batch norm or spectral norm")
     p.add_argument("--judge-every", type=float, default=30.0,
-                   help="fashion: seconds between scored snapshots, the best is exported; 0: export the last")
+                   help="fashion, faces: seconds between scored snapshots, the best is exported; 0: export the last")
     p.add_argument("--ema", type=float, default=0.999, help="EMA decay of the exported generator; 0: off")
     p.add_argument("--flip", type=int, default=None, help="random horizontal flips (default: emoji only)")
     p.add_argument("--amp", type=int, default=0, help="1: bf16 autocast on CUDA (default: fp32, TF32 on)")
@@ -499,9 +695,9 @@ def parse_args(argv=None):
     p.add_argument("--classifier-epochs", type=int, default=5)
     p.add_argument("--eval-samples", type=int, default=10000)
     p.add_argument("--eval-only", action="store_true", help="skip training, evaluate --generator")
-    p.add_argument("--generator", help="network.bin to evaluate with --eval-only")
+    p.add_argument("--generator", help="network.bin or netG.pth to evaluate with --eval-only")
     p.add_argument("--extra-generator", action="append",
-                   help="another network.bin to report on too (fashion), e.g. the project's random one")
+                   help="another network.bin or netG.pth to report on too (fashion, faces)")
     p.add_argument("--calib-batches", type=int, default=200,
                    help="batches of --batch random latents that measure batch-norm statistics")
     p.add_argument("--log-every", type=int, default=500)
@@ -532,6 +728,9 @@ def main(argv=None):
     if args.data == "fashion":
         data, labels = load_fashion(args.data_dir, "train", device, limit=args.limit)
         background = "black (Fashion-MNIST's own)"
+    elif args.data == "faces":
+        data, labels, heads = load_faces(args.data_dir, device, "train", limit=args.limit)
+        background = f"{make_faces.BACKGROUND} (DiceBear avataaars' default)"
     else:
         data, labels = load_emoji(args.data_dir, device, limit=args.limit), None
         background = "white (RGBA composited over white)"
@@ -540,7 +739,7 @@ def main(argv=None):
     metrics = {"data": args.data, "images": int(len(data)), "background": background,
                "device": dev_name, "torch": torch.__version__,
                "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-               "latents": "z ~ N(0, I), 100-d",
+               "architecture": args.arch, "latents": "z ~ N(0, I), 100-d",
                "recipe": {"batch": args.batch, "lr": args.lr, "betas": [0.5, 0.999],
                           "loss": "BCE with logits, non-saturating G loss", "real_label": args.real_label,
                           "discriminator_norm": args.d_norm,
@@ -549,17 +748,18 @@ def main(argv=None):
     judge = None
     if args.data == "fashion":
         judge, clf, acc, test_set = make_fashion_judge(args, data, labels, device, log)
+    elif args.data == "faces":
+        judge, clf, acc, test_set = make_face_judge(args, data, labels, heads, device, log)
     if args.eval_only:
-        gen = ft.load_network(args.generator).to(device)
+        gen = load_generator(args.generator).to(device)
         metrics["generator"] = os.path.abspath(args.generator)
     else:
         gen, info = train(args, data, device, log, judge)
         metrics["training"] = info
-        bin_path = os.path.join(args.out, "network.bin")
-        ft.save_network(gen.cpu(), bin_path)
+        path = save_generator(gen, args.arch, args.out)
         # evaluate what was written, not what is in memory
-        gen = ft.load_network(bin_path).to(device)
-        log(f"wrote {bin_path}")
+        gen = load_generator(path).to(device)
+        log(f"wrote {path}")
     write_images(gen, args.out, device, args.seed + 7)
     log("wrote samples.png, interpolation.png (spherical interpolation)")
     if args.data == "fashion":
@@ -568,6 +768,12 @@ def main(argv=None):
             if isinstance(v, dict) and "share_max_softmax_over_0.9" in v:
                 log(f"{k}: share max softmax > 0.9 {v['share_max_softmax_over_0.9']:.4f}, "
                     f"Frechet distance {v['frechet_distance_to_test']:.3f}")
+    elif args.data == "faces":
+        metrics["face_metrics"] = face_metrics(args, gen, data, heads, clf, acc, test_set, device)
+        for k, v in metrics["face_metrics"].items():
+            if isinstance(v, dict) and "share_confident_every_head" in v:
+                log(f"{k}: confident on every head {v['share_confident_every_head']:.4f}, Frechet distance "
+                    f"{v['frechet_distance_to_held_out']:.3f}; per head {v['share_max_softmax_over_0.9']}")
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=1)
     log(f"wrote metrics.json; total {time.monotonic() - t0:.1f} s")

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # train_jobs.sh: runs several train_dcgan.py trainings side by side on one GPU and packs what comes
-# back into few files of at most 12 MiB under OUT_DIR (a device call returns at most 8 files):
+# back into few files of at most 16 MiB under OUT_DIR (a device call returns at most 8 files):
 #   NAME.log                      each training's log
 #   NAME.bin.part00, .part01      each network.bin split in two (join with cat)
+#   NAME.netG.pth                 each tutorial-architecture state_dict (14.3 MB at ngf 64)
 #   results.tar                   NAME/{samples.png,interpolation.png,metrics.json}
 #
 #   train/train_jobs.sh OUT_DIR MINUTES DATA_DIR "NAME ARGS..." ["NAME ARGS..." ...]
 # e.g. train/train_jobs.sh out 6.5 .deps/data "fashion --data fashion" "emoji --data emoji --amp 1"
-# DATA_DIR holds fashion-mnist/ and emoji64/; each job gets the --data-dir of its --data. Jobs share the
-# GPU because one alone leaves it mostly idle: the models are small, so a step is bound by kernel
-# launches more than by arithmetic. PYTHON picks the interpreter (default python3).
+# DATA_DIR holds fashion-mnist/, emoji64/ and faces/ (train/make_faces.py); each job gets the --data-dir of
+# its --data. Jobs share the GPU because one alone leaves it mostly idle: the models are small, so a step
+# is bound by kernel launches more than by arithmetic. PYTHON picks the interpreter (default python3).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 usage='usage: train_jobs.sh OUT_DIR MINUTES DATA_DIR "NAME ARGS..." ...'
@@ -32,7 +33,8 @@ for spec in "$@"; do
   case "$kind" in
     fashion) dir=$data/fashion-mnist ;;
     emoji) dir=$data/emoji64 ;;
-    *) echo "job '$spec' needs --data fashion|emoji" >&2; exit 2 ;;
+    faces) dir=$data/faces ;;
+    *) echo "job '$spec' needs --data fashion|emoji|faces" >&2; exit 2 ;;
   esac
   "$py" "$here/train_dcgan.py" --data-dir "$dir" --minutes "$minutes" --out "$work/$name" "${args[@]}" \
     >"$out/$name.log" 2>&1 &
@@ -49,6 +51,10 @@ for name in "${names[@]}"; do
   if [ -f "$work/$name/network.bin" ]; then
     sha256sum "$work/$name/network.bin"
     split -b 12M -d "$work/$name/network.bin" "$out/$name.bin.part"
+  fi
+  if [ -f "$work/$name/netG.pth" ]; then
+    sha256sum "$work/$name/netG.pth"
+    cp "$work/$name/netG.pth" "$out/$name.netG.pth"
   fi
 done
 (cd "$work" && tar -cf "$out/results.tar" $(ls -d */*.png */metrics.json 2>/dev/null))
