@@ -90,19 +90,25 @@ class HostCopyPool {
   int parts_ = 0, pending_ = 0;
 };
 
-GpuPipeline::GpuPipeline(const float* network_floats, Precision precision, int max_batch, int device)
-    : max_batch_(max_batch), device_(device) {
+GpuPipeline::GpuPipeline(const float* network_floats, const ModelSpec& spec, Precision precision, int max_batch,
+                         int device)
+    : spec_(spec), latent_dim_(spec.latent_dim), image_values_(spec.image_values()), max_batch_(max_batch),
+      device_(device) {
   if (max_batch < 1) throw std::invalid_argument("max_batch must be at least 1");
   chunks_ = (max_batch + kChunkImages - 1) / kChunkImages;
   CUDA_CHECK(cudaSetDevice(device));
-  net_ = std::make_unique<DeviceNetwork>(network_floats, precision);
+  if (spec == kShpcSpec) net_ = std::make_unique<DeviceNetwork>(network_floats, precision);
+  else generic_ = std::make_unique<GenericDeviceNetwork>(network_floats, spec, precision);
   copier_ = std::make_unique<HostCopyPool>(std::min(8, available_cpus()));
   CUDA_CHECK(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&download_, cudaStreamNonBlocking));
-  for (int s = 0; s < 4; ++s) CUDA_CHECK(cudaMalloc(&act_[s], net_->activation_bytes_per_image(s) * max_batch));
-  const size_t z_bytes = sizeof(float) * kLatentDim * max_batch;
-  const size_t img_bytes = sizeof(float) * kImageValues * max_batch;
+  for (int s = 0; s < 4; ++s) {
+    const size_t per_image = net_ ? net_->activation_bytes_per_image(s) : generic_->activation_bytes_per_image(s);
+    CUDA_CHECK(cudaMalloc(&act_[s], per_image * max_batch));
+  }
+  const size_t z_bytes = sizeof(float) * latent_dim_ * max_batch;
+  const size_t img_bytes = sizeof(float) * image_values_ * max_batch;
   for (int k = 0; k < kDeviceSlots; ++k) {
     CUDA_CHECK(cudaMalloc(&d_latents_[k], z_bytes));
     CUDA_CHECK(cudaMalloc(&d_images_[k], img_bytes));
@@ -141,16 +147,26 @@ GpuPipeline::~GpuPipeline() {
   cudaStreamDestroy(download_);
 }
 
+const DeviceNetwork& GpuPipeline::network() const {
+  if (!net_) throw std::logic_error("this pipeline runs the generic kernels, not the tuned SHPC network");
+  return *net_;
+}
+
+void GpuPipeline::forward(int slot, int n) {
+  if (net_) net_->forward(d_latents_[slot], n, act_, d_images_[slot], compute_);
+  else generic_->forward(d_latents_[slot], n, act_, d_images_[slot], compute_);
+}
+
 void GpuPipeline::run_slot(int slot, int n) {
   if (n < 1 || n > max_batch_) throw std::invalid_argument("batch size out of range");
   if (n < max_batch_) {
-    net_->forward(d_latents_[slot], n, act_, d_images_[slot], compute_);
+    forward(slot, n);
     return;
   }
   if (!graph_[slot]) {
     cudaGraph_t graph;
     CUDA_CHECK(cudaStreamBeginCapture(compute_, cudaStreamCaptureModeThreadLocal));
-    net_->forward(d_latents_[slot], n, act_, d_images_[slot], compute_);
+    forward(slot, n);
     CUDA_CHECK(cudaStreamEndCapture(compute_, &graph));
     CUDA_CHECK(cudaGraphInstantiate(&graph_[slot], graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph));
@@ -160,7 +176,7 @@ void GpuPipeline::run_slot(int slot, int n) {
 
 void GpuPipeline::generate(const float* latents, int64_t n, float* images) {
   generate_each(latents, n, [&](int64_t first, const float* chunk, int count) {
-    copier_->copy(images + first * kImageValues, chunk, sizeof(float) * kImageValues * count);
+    copier_->copy(images + first * image_values_, chunk, sizeof(float) * image_values_ * count);
   });
 }
 
@@ -189,11 +205,11 @@ void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer&
     const int nb = batch_size(b);
     // Pinned latents: read by batch b-2's upload, which finished before batch b-1's images did.
     CUDA_CHECK(cudaEventSynchronize(uploaded_[slot]));
-    std::memcpy(h_latents_[slot], latents + b * max_batch_ * kLatentDim, sizeof(float) * kLatentDim * nb);
+    std::memcpy(h_latents_[slot], latents + b * max_batch_ * latent_dim_, sizeof(float) * latent_dim_ * nb);
     // Device latents: read by batch b-2's projection (compute stream).
     CUDA_CHECK(cudaStreamWaitEvent(upload_, computed_[slot], 0));
     mark(b, 0, upload_);
-    CUDA_CHECK(cudaMemcpyAsync(d_latents_[slot], h_latents_[slot], sizeof(float) * kLatentDim * nb,
+    CUDA_CHECK(cudaMemcpyAsync(d_latents_[slot], h_latents_[slot], sizeof(float) * latent_dim_ * nb,
                               cudaMemcpyHostToDevice, upload_));
     mark(b, 1, upload_);
     CUDA_CHECK(cudaEventRecord(uploaded_[slot], upload_));
@@ -208,8 +224,8 @@ void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer&
     CUDA_CHECK(cudaStreamWaitEvent(download_, computed_[slot], 0));
     mark(b, 4, download_);
     for (int c = 0; c < chunk_count(nb); ++c) {
-      const size_t first = size_t{kChunkImages} * c * kImageValues;
-      const size_t count = size_t(std::min(kChunkImages, nb - c * kChunkImages)) * kImageValues;
+      const size_t first = size_t{kChunkImages} * c * image_values_;
+      const size_t count = size_t(std::min(kChunkImages, nb - c * kChunkImages)) * image_values_;
       CUDA_CHECK(cudaMemcpyAsync(h_images_[pin] + first, d_images_[slot] + first, sizeof(float) * count,
                                 cudaMemcpyDeviceToHost, download_));
       CUDA_CHECK(cudaEventRecord(chunk_landed_[pin][c], download_));
@@ -222,7 +238,7 @@ void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer&
     for (int c = 0; c < chunk_count(nb); ++c) {
       const int first = kChunkImages * c;
       CUDA_CHECK(cudaEventSynchronize(chunk_landed_[pin][c]));
-      consume(b * max_batch_ + first, h_images_[pin] + size_t(first) * kImageValues,
+      consume(b * max_batch_ + first, h_images_[pin] + size_t(first) * image_values_,
               std::min(kChunkImages, nb - first));
     }
   };

@@ -20,8 +20,10 @@
 #include <memory>
 #include <vector>
 
+#include "common/model_spec.hpp"
 #include "generator/backend.hpp"
 #include "kernels/generator_gpu.hpp"
+#include "kernels/generic_generator.hpp"
 
 namespace facegen {
 
@@ -29,22 +31,29 @@ class HostCopyPool;
 
 class GpuPipeline {
  public:
-  // network_floats: the network.bin layout. device: CUDA device index (the constructor selects it).
-  GpuPipeline(const float* network_floats, Precision precision, int max_batch, int device);
+  // network_floats: the flat layout of `spec` (network.bin's for kShpcSpec). The SHPC network runs
+  // its tuned kernels (kernels/generator_gpu.hpp), any other spec the generic ones
+  // (kernels/generic_generator.hpp). device: CUDA device index (the constructor selects it).
+  GpuPipeline(const float* network_floats, const ModelSpec& spec, Precision precision, int max_batch, int device);
+  // The SHPC network.
+  GpuPipeline(const float* network_floats, Precision precision, int max_batch, int device)
+      : GpuPipeline(network_floats, kShpcSpec, precision, max_batch, device) {}
   ~GpuPipeline();
   GpuPipeline(const GpuPipeline&) = delete;
   GpuPipeline& operator=(const GpuPipeline&) = delete;
 
   int max_batch() const { return max_batch_; }
-  const DeviceNetwork& network() const { return *net_; }
+  const ModelSpec& spec() const { return spec_; }
+  // The tuned network; throws std::logic_error where the generic path runs (spec() != kShpcSpec).
+  const DeviceNetwork& network() const;
   cudaStream_t compute_stream() const { return compute_; }
 
-  // latents (n, 100) -> images (n, 64, 64, 3), both in host memory (pageable or pinned).
+  // latents (n, nz) -> images (n, 64, 64, nc), both in host memory (pageable or pinned).
   void generate(const float* latents, int64_t n, float* images);
 
   // The same without the copy out of pinned memory: consume(first, images, count) is called on this
   // thread, in image order, once per download chunk (at most kChunkImages images), with images
-  // (count, 64, 64, 3) pointing into a pinned slot. The pointer is valid only during the call; the
+  // (count, 64, 64, nc) pointing into a pinned slot. The pointer is valid only during the call; the
   // slot is refilled kPinnedSlots batches later. generate() is this with a consumer that copies.
   using Consumer = std::function<void(int64_t first, const float* images, int count)>;
   void generate_each(const float* latents, int64_t n, const Consumer& consume);
@@ -68,10 +77,16 @@ class GpuPipeline {
   static constexpr int kChunkImages = 1024;  // images per download chunk (one event each)
 
  private:
+  void forward(int slot, int n);
+
+  ModelSpec spec_;
+  int latent_dim_;    // floats per latent
+  int image_values_;  // floats per image
   int max_batch_;
   int device_;
   int chunks_;  // download chunks of a full batch
-  std::unique_ptr<DeviceNetwork> net_;
+  std::unique_ptr<DeviceNetwork> net_;              // the SHPC network, or
+  std::unique_ptr<GenericDeviceNetwork> generic_;  // any other
   std::unique_ptr<HostCopyPool> copier_;
   cudaStream_t upload_ = nullptr, compute_ = nullptr, download_ = nullptr;
   void* act_[4] = {};
