@@ -1,0 +1,165 @@
+// gpu_test_support.cuh: what the GPU test files share: the run's seed, batch sizes, the tolerance
+// rule |got - ref| <= atol + rtol |ref|, poisoned device buffers, activations exactly representable
+// in each precision's storage type, and float64 reference images computed on all cores.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/cuda_check.cuh"
+#include "common/precision.hpp"
+
+namespace facegen {
+
+// Fresh each run (printed once; FACEGEN_TEST_SEED repeats a run), the same in every test file.
+inline uint64_t test_seed() {
+  static const uint64_t seed = [] {
+    const char* e = std::getenv("FACEGEN_TEST_SEED");
+    uint64_t s = e ? std::strtoull(e, nullptr, 10)
+                   : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) % 1000000007u;
+    std::printf("GPU tests: seed %llu (FACEGEN_TEST_SEED=%llu repeats this run)\n",
+                static_cast<unsigned long long>(s), static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+inline std::vector<int> batch_sizes() {
+  const char* e = std::getenv("FACEGEN_GPU_TEST_MAX_BATCH");
+  const int cap = e ? std::atoi(e) : 1 << 30;
+  std::vector<int> out;
+  for (int n : {1, 3, 127, 1000, 8192})
+    if (n <= cap) out.push_back(n);
+  return out;
+}
+
+inline std::vector<int> sampled_images(int n) {
+  std::vector<int> s = {0};
+  for (int i : {1, n / 2, n - 1})
+    if (i > s.back() && i < n) s.push_back(i);
+  return s;
+}
+
+inline std::string name(Precision p) { return p == Precision::Fp32 ? "fp32" : p == Precision::Tf32 ? "tf32" : "bf16"; }
+
+struct Tolerance { double atol, rtol; };
+inline Tolerance layer_tolerance(Precision p) {
+  return p == Precision::Fp32 ? Tolerance{1e-4, 1e-4} : p == Precision::Tf32 ? Tolerance{5e-3, 5e-3} : Tolerance{3e-2, 3e-2};
+}
+
+inline float round_tf32(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x1000u) & 0xffffe000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// Device buffer of n floats or bf16 values, with poison.
+struct DeviceBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuffer(size_t b) : bytes(b) { CUDA_CHECK(cudaMalloc(&p, b)); }
+  ~DeviceBuffer() { cudaFree(p); }
+  void poison() { CUDA_CHECK(cudaMemset(p, 0xff, bytes)); }  // NaN in float32 and bfloat16
+};
+
+// Activation values as the GPU stores them for precision p: float32 (tf32-rounded) or bfloat16.
+struct Activations {
+  std::vector<float> values;  // exactly representable in the GPU's storage type
+  std::vector<unsigned char> bytes;
+};
+inline Activations make_activations(size_t count, Precision p, std::mt19937_64& rng) {
+  Activations a;
+  a.values.resize(count);
+  std::uniform_real_distribution<float> u(0.f, 1.5f);
+  for (auto& v : a.values) {
+    float x = u(rng);
+    if (p == Precision::Tf32) x = round_tf32(x);
+    if (p == Precision::Bf16) x = __bfloat162float(__float2bfloat16_rn(x));
+    v = x;
+  }
+  if (p == Precision::Bf16) {
+    a.bytes.resize(count * 2);
+    for (size_t i = 0; i < count; ++i) {
+      __nv_bfloat16 b = __float2bfloat16_rn(a.values[i]);
+      std::memcpy(&a.bytes[2 * i], &b, 2);
+    }
+  } else {
+    a.bytes.resize(count * 4);
+    std::memcpy(a.bytes.data(), a.values.data(), count * 4);
+  }
+  return a;
+}
+
+inline std::vector<float> to_floats(const std::vector<unsigned char>& bytes, Precision p) {
+  if (p != Precision::Bf16) {
+    std::vector<float> f(bytes.size() / 4);
+    std::memcpy(f.data(), bytes.data(), bytes.size());
+    return f;
+  }
+  std::vector<float> f(bytes.size() / 2);
+  for (size_t i = 0; i < f.size(); ++i) {
+    __nv_bfloat16 b;
+    std::memcpy(&b, &bytes[2 * i], 2);
+    f[i] = __bfloat162float(b);
+  }
+  return f;
+}
+
+// Compares got (count_per_image values for each of n images) with ref at the sampled images, and
+// checks every value is finite (no poison left). Returns the worst absolute error.
+inline double check(const std::vector<float>& got, int n, size_t per_image,
+             const std::map<int, std::vector<double>>& ref, Tolerance tol, const std::string& what) {
+  size_t not_finite = 0;
+  for (float v : got) not_finite += !std::isfinite(v);
+  CHECK_MESSAGE(not_finite == 0, what << ": " << not_finite << " values not written or not finite");
+  double worst = 0;
+  int shown = 0;
+  for (const auto& [img, r] : ref) {
+    for (size_t i = 0; i < per_image; ++i) {
+      double g = got[img * per_image + i], d = std::fabs(g - r[i]);
+      worst = std::max(worst, d);
+      if (!(d <= tol.atol + tol.rtol * std::fabs(r[i])) && shown < 5) {
+        ++shown;
+        FAIL_CHECK(what << ": image " << img << " index " << i << ": got " << g << ", reference " << r[i]);
+      }
+    }
+  }
+  return worst;
+}
+
+// Runs f(image) for each sampled image on all cores.
+template <typename F>
+std::map<int, std::vector<double>> reference_images(const std::vector<int>& imgs, F f) {
+  std::map<int, std::vector<double>> out;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int img : imgs)
+    threads.emplace_back([&, img] {
+      auto r = f(img);
+      std::lock_guard<std::mutex> lock(mu);
+      out[img] = std::move(r);
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+inline const Precision kPrecisions[] = {Precision::Fp32, Precision::Tf32, Precision::Bf16};
+
+}  // namespace facegen

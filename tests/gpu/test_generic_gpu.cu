@@ -1,0 +1,267 @@
+// test_generic_gpu.cu: the generic CUDA path (kernels/generic_generator.hpp) for networks of every
+// shape of the family, against the float64 reference (tests/gpu/reference.hpp) and against itself.
+//
+// Specs that between them take kernel size 4 and 5, base_channels 16, 32, 64, 128 (and 256 at two
+// images), nz 1, 100, 128, 1024, nc 1 and 3, with and without biases. Fresh random weights and
+// inputs each run (seed printed; FACEGEN_TEST_SEED repeats one), outputs poisoned with NaN, batch
+// sizes 1, 3 and 127 for the layers and up to 1000 for the pipeline (FACEGEN_GPU_TEST_MAX_BATCH caps
+// them). Each layer's input values are exact in bfloat16, so one float64 reference serves all three
+// precisions.
+#include <doctest/doctest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/cuda_check.cuh"
+#include "common/model_spec.hpp"
+#include "generator/gpu_pipeline.hpp"
+#include "kernels/generator_gpu.hpp"
+#include "kernels/generic_generator.hpp"
+#include "tests/gpu/gpu_test_support.cuh"
+#include "tests/gpu/reference.hpp"
+
+namespace facegen {
+namespace {
+
+// {nz, base_channels, nc, kernel size, biases}
+const ModelSpec kSpecs[] = {
+    {1, 16, 1, 4, false},  {100, 32, 3, 5, true},  {128, 64, 3, 4, false}, {1024, 128, 1, 5, true},
+    {100, 64, 1, 4, false}, {128, 16, 3, 5, true}, {1024, 32, 3, 4, true},  {1, 128, 3, 4, false},
+};
+const ModelSpec kWidest{100, 256, 3, 5, false};  // layers only, at 1 and 3 images (its reference is slow)
+
+std::string describe(const ModelSpec& s) {
+  return "nz " + std::to_string(s.latent_dim) + " g " + std::to_string(s.base_channels) + " nc " +
+         std::to_string(s.image_channels) + " k " + std::to_string(s.kernel_size) + (s.has_bias ? " bias" : "");
+}
+
+std::vector<int> layer_batch_sizes(int cap) {
+  std::vector<int> out;
+  for (int n : batch_sizes())
+    if (n <= cap) out.push_back(n);
+  return out;
+}
+
+// Device copy of values (exact in bfloat16) in precision p's storage type.
+struct DeviceActivations {
+  DeviceBuffer buf;
+  DeviceActivations(const std::vector<float>& values, Precision p) : buf(values.size() * (p == Precision::Bf16 ? 2 : 4)) {
+    std::vector<unsigned char> bytes(buf.bytes);
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (p == Precision::Bf16) {
+        const __nv_bfloat16 b = __float2bfloat16_rn(values[i]);
+        std::memcpy(&bytes[2 * i], &b, 2);
+      } else {
+        std::memcpy(&bytes[4 * i], &values[i], 4);
+      }
+    }
+    CUDA_CHECK(cudaMemcpy(buf.p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  }
+};
+
+std::vector<float> bf16_exact_values(size_t count, std::mt19937_64& rng) {
+  std::vector<float> v(count);
+  std::uniform_real_distribution<float> u(0.f, 1.5f);
+  for (auto& x : v) x = __bfloat162float(__float2bfloat16_rn(u(rng)));
+  return v;
+}
+
+std::vector<float> download(const DeviceBuffer& b, Precision p) {
+  std::vector<unsigned char> bytes(b.bytes);
+  CUDA_CHECK(cudaMemcpy(bytes.data(), b.p, bytes.size(), cudaMemcpyDeviceToHost));
+  return to_floats(bytes, p);
+}
+
+// Every layer of one spec, each precision, batch sizes up to cap.
+void check_layers(const ModelSpec& spec, int cap, uint64_t seed) {
+  std::mt19937_64 rng(seed + 1);
+  const auto net = reference::random_network(seed, spec);
+  const reference::Offsets o(spec);
+  const int nz = spec.latent_dim, k = spec.kernel_size;
+  std::vector<std::unique_ptr<GenericDeviceNetwork>> dn;
+  for (Precision p : kPrecisions) dn.push_back(std::make_unique<GenericDeviceNetwork>(net.data(), spec, p));
+  for (int n : layer_batch_sizes(cap)) {
+    const std::string at = describe(spec) + " n=" + std::to_string(n);
+    {  // projection + bn0 + relu
+      std::vector<float> z(size_t(n) * nz);
+      std::normal_distribution<float> nd;
+      for (auto& v : z) v = nd(rng);
+      DeviceBuffer dz(z.size() * 4);
+      CUDA_CHECK(cudaMemcpy(dz.p, z.data(), dz.bytes, cudaMemcpyHostToDevice));
+      const int k_out = spec.proj_outputs();
+      const auto ref = reference_images(sampled_images(n), [&](int img) {
+        std::vector<double> x(k_out);
+        for (int j = 0; j < k_out; ++j) {
+          double s = net[o.proj_bias + j];
+          for (int c = 0; c < nz; ++c) s += double(z[size_t(img) * nz + c]) * net[o.proj_weight + int64_t{c} * k_out + j];
+          x[j] = s;
+        }
+        reference::bn_relu(x, &net[o.bn[0]], spec.stage_channels(0));
+        return x;
+      });
+      for (size_t i = 0; i < dn.size(); ++i) {
+        const Precision p = kPrecisions[i];
+        DeviceBuffer out(dn[i]->activation_bytes_per_image(0) * n);
+        out.poison();
+        dn[i]->projection(static_cast<const float*>(dz.p), n, out.p, nullptr);
+        check(download(out, p), n, k_out, ref, layer_tolerance(p), "projection " + name(p) + " " + at);
+      }
+    }
+    for (int stage = 0; stage < 3; ++stage) {  // tconv + bn + relu
+      const int h = ModelSpec::stage_size(stage), c_in = spec.stage_channels(stage), c_out = spec.stage_channels(stage + 1);
+      const size_t in_per = size_t(h) * h * c_in, out_per = size_t(4) * h * h * c_out;
+      const auto in = bf16_exact_values(in_per * n, rng);
+      const auto ref = reference_images(sampled_images(n), [&](int img) {
+        std::vector<double> x(in.begin() + img * in_per, in.begin() + (img + 1) * in_per);
+        auto y = reference::tconv(x, h, c_in, &net[o.tconv_weight[stage]], &net[o.tconv_bias[stage]], c_out, k);
+        reference::bn_relu(y, &net[o.bn[stage + 1]], c_out);
+        return y;
+      });
+      for (size_t i = 0; i < dn.size(); ++i) {
+        const Precision p = kPrecisions[i];
+        DeviceActivations din(in, p);
+        DeviceBuffer out(dn[i]->activation_bytes_per_image(stage + 1) * n);
+        out.poison();
+        dn[i]->tconv(stage, din.buf.p, n, out.p, nullptr);
+        check(download(out, p), n, out_per, ref, layer_tolerance(p),
+              "tconv stage " + std::to_string(stage) + " " + name(p) + " " + at);
+      }
+    }
+    {  // last tconv + bias + tanh
+      const int c_in = spec.stage_channels(3), nc = spec.image_channels;
+      const size_t in_per = size_t(32) * 32 * c_in, out_per = size_t(64) * 64 * nc;
+      const auto in = bf16_exact_values(in_per * n, rng);
+      const auto ref = reference_images(sampled_images(n), [&](int img) {
+        std::vector<double> x(in.begin() + img * in_per, in.begin() + (img + 1) * in_per);
+        auto y = reference::tconv(x, 32, c_in, &net[o.tconv_weight[3]], &net[o.tconv_bias[3]], nc, k);
+        for (double& v : y) v = std::tanh(v);
+        return y;
+      });
+      for (size_t i = 0; i < dn.size(); ++i) {
+        const Precision p = kPrecisions[i];
+        DeviceActivations din(in, p);
+        DeviceBuffer out(out_per * n * 4);
+        out.poison();
+        dn[i]->output_layer(din.buf.p, n, static_cast<float*>(out.p), nullptr);
+        check(download(out, Precision::Fp32), n, out_per, ref, Tolerance{1e-5, 0}, "output layer " + name(p) + " " + at);
+      }
+    }
+  }
+}
+
+Tolerance image_tolerance(Precision p) {  // the SHPC pipeline's (test_generator_gpu.cu)
+  return p == Precision::Fp32 ? Tolerance{1e-5, 0} : p == Precision::Tf32 ? Tolerance{5e-3, 0} : Tolerance{5e-2, 0};
+}
+
+std::vector<float> random_latents(size_t count, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd;
+  std::vector<float> z(count);
+  for (auto& v : z) v = nd(rng);
+  return z;
+}
+
+}  // namespace
+
+TEST_CASE("generic layers match the float64 reference for kernel size 4 and 5, every width, nz and nc") {
+  uint64_t seed = test_seed() + 100;
+  for (const ModelSpec& spec : kSpecs) check_layers(spec, 127, seed += 10);
+  check_layers(kWidest, 3, seed + 10);
+}
+
+TEST_CASE("generic pipeline images match the float64 reference and do not depend on the batch size") {
+  const int n_max = std::min(1000, batch_sizes().back());
+  uint64_t seed = test_seed() + 200;
+  for (const ModelSpec& spec : {kSpecs[0], kSpecs[2], kSpecs[3], kSpecs[6]}) {
+    const auto net = reference::random_network(seed += 10, spec);
+    std::mt19937_64 rng(seed + 1);
+    const auto z = random_latents(size_t(n_max) * spec.latent_dim, rng);
+    const size_t per_image = spec.image_values();
+    const auto ref = reference_images(sampled_images(n_max), [&](int img) {
+      return reference::forward(net, &z[size_t(img) * spec.latent_dim], spec);
+    });
+    for (Precision p : kPrecisions) {
+      const std::string what = "pipeline " + name(p) + " " + describe(spec);
+      GpuPipeline pipe(net.data(), spec, p, n_max, 0);
+      std::vector<float> all(size_t(n_max) * per_image, std::numeric_limits<float>::quiet_NaN());
+      pipe.generate(z.data(), n_max, all.data());
+      check(all, n_max, per_image, ref, image_tolerance(p), what);
+      for (int n : batch_sizes()) {
+        if (n >= n_max) continue;
+        std::vector<float> part(size_t(n) * per_image, std::numeric_limits<float>::quiet_NaN());
+        pipe.generate(z.data(), n, part.data());
+        CHECK_MESSAGE(std::memcmp(part.data(), all.data(), part.size() * 4) == 0,
+                      what << ": images of a batch of " << n << " differ from the same images in a batch of " << n_max);
+      }
+      // Several batches per call (a partial last one), through both device slots and the graphs.
+      GpuPipeline small(net.data(), spec, p, std::min(127, n_max), 0);
+      std::vector<float> again(all.size(), std::numeric_limits<float>::quiet_NaN());
+      small.generate(z.data(), n_max, again.data());
+      CHECK_MESSAGE(std::memcmp(again.data(), all.data(), all.size() * 4) == 0,
+                    what << ": " << n_max << " images in batches of " << small.max_batch() << " differ from one batch");
+    }
+  }
+}
+
+TEST_CASE("the generic path on the SHPC network agrees with the tuned kernels") {
+  const auto net = reference::random_network(test_seed() + 300);
+  const int n = std::min(127, batch_sizes().back());
+  std::mt19937_64 rng(test_seed() + 301);
+  const auto z = random_latents(size_t(n) * kShpcSpec.latent_dim, rng);
+  DeviceBuffer dz(z.size() * 4);
+  CUDA_CHECK(cudaMemcpy(dz.p, z.data(), dz.bytes, cudaMemcpyHostToDevice));
+  for (Precision p : kPrecisions) {
+    DeviceNetwork tuned(net.data(), p);
+    GenericDeviceNetwork generic(net.data(), kShpcSpec, p);
+    std::vector<float> images[2];
+    for (int k = 0; k < 2; ++k) {
+      DeviceBuffer act[4] = {DeviceBuffer(tuned.activation_bytes_per_image(0) * n), DeviceBuffer(tuned.activation_bytes_per_image(1) * n),
+                             DeviceBuffer(tuned.activation_bytes_per_image(2) * n), DeviceBuffer(tuned.activation_bytes_per_image(3) * n)};
+      void* const a[4] = {act[0].p, act[1].p, act[2].p, act[3].p};
+      DeviceBuffer out(size_t(n) * kShpcSpec.image_values() * 4);
+      out.poison();
+      if (k == 0) tuned.forward(static_cast<const float*>(dz.p), n, a, static_cast<float*>(out.p), nullptr);
+      else generic.forward(static_cast<const float*>(dz.p), n, a, static_cast<float*>(out.p), nullptr);
+      images[k] = download(out, Precision::Fp32);
+    }
+    // Each is within image_tolerance of float64, so within twice that of each other.
+    const Tolerance tol = image_tolerance(p);
+    size_t bad = 0, not_finite = 0;
+    double worst = 0;
+    for (size_t i = 0; i < images[0].size(); ++i) {
+      not_finite += !std::isfinite(images[1][i]);
+      const double d = std::fabs(double(images[1][i]) - images[0][i]);
+      worst = std::max(worst, d);
+      if (!(d <= 2 * tol.atol) && bad++ < 5)
+        FAIL_CHECK(name(p) << " index " << i << ": generic " << images[1][i] << ", tuned " << images[0][i]);
+    }
+    CHECK_MESSAGE(not_finite == 0, name(p) << ": " << not_finite << " generic outputs not written");
+    MESSAGE("SHPC network, " << name(p) << ", generic vs tuned over " << n << " images: worst abs difference " << worst);
+  }
+}
+
+TEST_CASE("the generic path refuses a network outside its range in one sentence") {
+  CHECK(generic_gpu_unsupported(ModelSpec{100, 64, 3, 4, false}).empty());
+  CHECK(generic_gpu_unsupported(ModelSpec{1024, 256, 1, 5, true}).empty());
+  for (const ModelSpec& bad : {ModelSpec{0, 64, 3, 4, false}, ModelSpec{1025, 64, 3, 4, false},
+                               ModelSpec{100, 8, 3, 4, false}, ModelSpec{100, 40, 3, 4, false},
+                               ModelSpec{100, 272, 3, 4, false}, ModelSpec{100, 64, 2, 4, false},
+                               ModelSpec{100, 64, 3, 3, false}}) {
+    const std::string why = generic_gpu_unsupported(bad);
+    CHECK_MESSAGE(!why.empty(), describe(bad) << " was accepted");
+    CHECK(why.find('\n') == std::string::npos);
+    const std::vector<float> floats(1, 0.f);  // never read: the spec is refused first
+    CHECK_THROWS_AS(GenericDeviceNetwork(floats.data(), bad, Precision::Fp32), std::invalid_argument);
+  }
+}
+
+}  // namespace facegen
