@@ -4,7 +4,8 @@
 // then for each precision: per-layer time and TFLOP/s at batch 8192; images/s at batch 64, 1024 and
 // 8192 for the kernels alone (latents and images on the device, graph replays) and end to end in
 // memory (host latents -> host images, with the copies); the cuBLAS baseline beside them; the event
-// timeline of a few batches showing downloads overlapped with compute. Writes network.bin,
+// timeline of a few batches showing downloads overlapped with compute; then the PyTorch DCGAN
+// tutorial's generator through the generic kernels (bench/tutorial_bench.cuh). Writes network.bin,
 // latents.bin, images_<precision>.bin (first 256 images of a batch of 8192) and results.json into
 // --out for bench/pytorch_reference.py, which adds PyTorch and the errors vs float64.
 #include <cublas_v2.h>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "bench/cublas_baseline.cuh"
+#include "bench/tutorial_bench.cuh"
 #include "generator/gpu_pipeline.hpp"
 #include "kernels/generator_gpu.hpp"
 #include "common/cuda_check.cuh"
@@ -447,10 +449,13 @@ int main(int argc, char** argv) {
         }
       }
     }
+    const int tutorial_failed = bench_tutorial_network(
+        out, z, quick, [](const auto& f, int reps, cudaStream_t s) { return time_ms(f, reps, s); },
+        [&](const std::string& key, double v) { js.add(key, v); });
     std::ofstream(out + "/results.json") << js.str();
     std::printf("\nwrote %s/results.json; bench/pytorch_reference.py adds PyTorch and the float64 errors\n", out.c_str());
     std::printf("GEMM variants: %s\n", mismatches ? "MISMATCH (see above)" : "all agree with mma.sync within tolerance");
-    if (mismatches) return 2;
+    if (mismatches || tutorial_failed) return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "facegen-bench: %s\n", e.what());
     return 1;

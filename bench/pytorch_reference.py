@@ -8,6 +8,11 @@ and 8192 only (compiling takes minutes; --compile-budget caps the seconds spent 
 compiles are skipped and reported as skipped). Then it computes a float64 reference of the first 256
 images on the GPU and prints the worst absolute error of PyTorch and of facegen in each precision,
 and the images/s table with facegen / best PyTorch ratios.
+
+Then the same for the PyTorch DCGAN tutorial's generator (tutorial_network.bin, nz 100, ngf 64, nc 3,
+4x4 kernels, no biases), written as the tutorial writes it (nn.Sequential of ConvTranspose2d,
+BatchNorm2d, ReLU, Tanh): facegen's generic kernels against eager and torch.compile on the same
+latents, and both against float64.
 """
 import argparse
 import sys
@@ -72,6 +77,47 @@ class Generator(torch.nn.Module):
         return torch.tanh(x).permute(0, 2, 3, 1)  # (n, 64, 64, 3)
 
 
+TUTORIAL_NZ, TUTORIAL_NGF, TUTORIAL_NC = 100, 64, 3
+
+
+def tutorial_generator(nz, ngf, nc):
+    """The generator of the PyTorch DCGAN tutorial, as the tutorial writes it."""
+    return torch.nn.Sequential(
+        torch.nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False), torch.nn.BatchNorm2d(ngf * 8), torch.nn.ReLU(True),
+        torch.nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False), torch.nn.BatchNorm2d(ngf * 4), torch.nn.ReLU(True),
+        torch.nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False), torch.nn.BatchNorm2d(ngf * 2), torch.nn.ReLU(True),
+        torch.nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False), torch.nn.BatchNorm2d(ngf), torch.nn.ReLU(True),
+        torch.nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False), torch.nn.Tanh())
+
+
+def load_tutorial(path, nz, ngf, nc):
+    """The flat float layout (kernels/generic_generator.hpp) into the tutorial's state_dict."""
+    f = np.fromfile(path, dtype=np.float32)
+    ch = [ngf * 8, ngf * 4, ngf * 2, ngf, nc]
+    o = 0
+    def take(n, shape):
+        nonlocal o
+        t = torch.from_numpy(f[o:o + n].copy()).reshape(shape)
+        o += n
+        return t
+    sd = {}
+    # projection (nz, 4*4*C0), columns in HWC order -> ConvTranspose2d weight (nz, C0, 4, 4)
+    sd["0.weight"] = take(nz * 16 * ch[0], (nz, 4, 4, ch[0])).permute(0, 3, 1, 2).contiguous()
+    take(16 * ch[0], (16 * ch[0],))  # projection bias: zeros, the tutorial has none
+    for s in range(4):
+        c, k = ch[s], ch[s + 1]
+        beta, gamma, mean, var = [take(c, (c,)) for _ in range(4)]
+        bn = 3 * s + 1
+        sd[f"{bn}.weight"], sd[f"{bn}.bias"], sd[f"{bn}.running_mean"], sd[f"{bn}.running_var"] = gamma, beta, mean, var
+        sd[f"{bn}.num_batches_tracked"] = torch.tensor(0)
+        sd[f"{3 * s + 3}.weight"] = take(16 * k * c, (4, 4, k, c)).permute(3, 2, 0, 1).contiguous()  # (c_in, c_out, kh, kw)
+        take(k, (k,))  # bias: zeros
+    assert o == f.size, (o, f.size)
+    g = tutorial_generator(nz, ngf, nc)
+    g.load_state_dict(sd)
+    return g.eval()
+
+
 def set_precision(prec):
     tf32 = prec == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -96,6 +142,54 @@ def time_images_per_s(fn, z, min_seconds=0.5):
                 break
             reps *= 4
         return z.shape[0] * reps / t
+
+
+def tutorial(args, z_all, ours, compile_spent):
+    """The tutorial generator: errors vs float64 and images/s beside facegen's generic kernels."""
+    dev = torch.device("cuda")
+    path = os.path.join(args.dir, "tutorial_network.bin")
+    nz, ngf, nc = TUTORIAL_NZ, TUTORIAL_NGF, TUTORIAL_NC
+    z4 = z_all[:, :nz].reshape(-1, nz, 1, 1)
+    with torch.no_grad():
+        ref = load_tutorial(path, nz, ngf, nc).to(dev).double()(z4[:256].double()).permute(0, 2, 3, 1)
+    print(f"\nPyTorch DCGAN tutorial generator (nz {nz}, ngf {ngf}, nc {nc}):")
+    rows, errors = [], {}
+    for prec in ["fp32", "tf32", "bf16"]:
+        set_precision(prec)
+        dtype = torch.bfloat16 if prec == "bf16" else torch.float32
+        model = load_tutorial(path, nz, ngf, nc).to(dev).to(dtype).to(memory_format=torch.channels_last)
+        with torch.no_grad():
+            out = model(z4[:256].to(dtype)).permute(0, 2, 3, 1).double()
+        ours_img = torch.from_numpy(np.fromfile(os.path.join(args.dir, f"tutorial_images_{prec}.bin"), dtype=np.float32))
+        errors[prec] = ((out - ref).abs().max().item(), (ours_img.to(dev).double().view_as(ref) - ref).abs().max().item())
+        compiled = None
+        for n in [64, 1024, 8192]:
+            z = z4[:n].to(dtype).contiguous()
+            e = time_images_per_s(lambda x: model(x), z)
+            c = None
+            if n in (64, 8192):
+                if compile_spent < args.compile_budget:
+                    t0 = time.time()
+                    try:
+                        if compiled is None:
+                            compiled = torch.compile(model, mode="max-autotune")
+                        c = time_images_per_s(compiled, z)
+                    except Exception as ex:  # report, keep the eager numbers
+                        print(f"  torch.compile tutorial {prec} batch {n} failed: {type(ex).__name__}: {ex}")
+                    compile_spent += time.time() - t0
+                else:
+                    print(f"  torch.compile tutorial {prec} batch {n}: skipped, compile budget of {args.compile_budget:.0f} s spent")
+            rows.append((prec, n, e, c))
+            print(f"  {prec} batch {n}: eager {e:,.0f} images/s" + (f", compiled {c:,.0f} images/s" if c else ""), flush=True)
+    print("worst |error| vs float64, tutorial generator, first 256 images:")
+    for prec, (pt, fg) in errors.items():
+        print(f"  {prec}: PyTorch {pt:.2e}   facegen {fg:.2e}")
+    print("\ntutorial images/s   batch   facegen kernels   torch eager  torch compile  facegen/best torch")
+    for prec, n, e, c in rows:
+        fk = ours.get(f"tutorial_{prec}_b{n}_kernels", 0)
+        best = max(e, c or 0)
+        print(f"  {prec:6s} {n:14d} {fk:17,.0f} {e:13,.0f} {c or 0:14,.0f} {fk / best:18.2f}x")
+    return compile_spent, errors
 
 
 def main():
@@ -159,8 +253,11 @@ def main():
         print(f"  {prec:6s} {n:12d} {fk:16,.0f} {fe:12,.0f} {fp:11,.0f} {cb:13,.0f} {e:13,.0f} {c or 0:14,.0f} {fk / best:18.2f}x  "
               + (f"{t:,.0f}" if t else "-"))
 
+    compile_spent, tutorial_errors = tutorial(args, z_all, ours, compile_spent)
+
     # Verdict: facegen's worst error vs float64 may not exceed twice PyTorch's in the same precision.
     worse = [p for p, (pt, fg) in errors.items() if not fg <= 2 * pt]
+    worse += [f"tutorial {p}" for p, (pt, fg) in tutorial_errors.items() if not fg <= 2 * pt]
     if worse:
         print(f"\nverdict: FAIL: facegen's error exceeds twice PyTorch's in {', '.join(worse)}")
         sys.exit(1)
