@@ -16,6 +16,7 @@
 #include "kernels/phase_gemm.cuh"
 #include "kernels/phase_gemm_wgmma.hpp"
 #include "kernels/tconv_output_mma.cuh"
+#include "kernels/weight_folding.hpp"
 
 namespace facegen {
 namespace {
@@ -38,29 +39,6 @@ struct Layout {
     if (o != kNetworkFloats) throw std::logic_error("network layout does not add up to kNetworkFloats");
   }
 };
-
-// Inference batch norm of `channels` channels after a layer with bias b: relu(bn(acc + b)) becomes
-// relu(scale * acc + shift), scale = gamma / sqrt(var + eps), shift = (b - mean) * scale + beta.
-void fold_batchnorm(const float* bn, int channels, const float* bias, int positions,
-                    std::vector<float>* scale, std::vector<float>* shift) {
-  const float *beta = bn, *gamma = bn + channels, *mean = bn + 2 * channels, *var = bn + 3 * channels;
-  scale->resize(positions);
-  shift->resize(positions);
-  for (int j = 0; j < positions; ++j) {
-    int c = j % channels;
-    double s = static_cast<double>(gamma[c]) / std::sqrt(static_cast<double>(var[c]) + kBatchNormEps);
-    (*scale)[j] = static_cast<float>(s);
-    (*shift)[j] = static_cast<float>((static_cast<double>(bias[j]) - mean[c]) * s + beta[c]);
-  }
-}
-
-float round_to_tf32(float x) {  // nearest, ties away from zero, as cvt.rna.tf32.f32
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
 
 // The four phase B matrices of one tconv, weight (5, 5, c_out, c_in) -> per phase z, K = taps * c_in:
 // fp32 (K, c_out) c_out fastest; tf32 and bf16 (c_out, K) K fastest, the layout their ldmatrix reads.
