@@ -1,6 +1,8 @@
 // phase_gemm_cpu_avx2.cpp: phase_gemm_cpu's micro-kernels for AVX2 with FMA (8 floats per vector).
 //
-// 6 rows x 2 vectors (16 output channels) of accumulators, 12 of the 16 ymm registers.
+// 6 rows x 2 vectors (16 output channels) of accumulators, 12 of the 16 ymm registers; a half panel
+// is 6 rows x 1 vector. The last layer: 2 input rows x 3 channels x 2 vectors (12), or 4 rows x 1
+// channel x 2 vectors for grey images.
 #include <immintrin.h>
 
 #include <cstdint>

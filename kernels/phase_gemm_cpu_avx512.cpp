@@ -1,6 +1,8 @@
 // phase_gemm_cpu_avx512.cpp: phase_gemm_cpu's micro-kernels for AVX-512 (16 floats per vector).
 //
-// 12 rows x 2 vectors (32 output channels) of accumulators, 24 of the 32 zmm registers.
+// 12 rows x 2 vectors (32 output channels) of accumulators, 24 of the 32 zmm registers; a half panel
+// is 12 rows x 1 vector. The last layer: 4 input rows x 3 channels x 2 vectors (24), or 8 rows x 1
+// channel x 2 vectors for grey images.
 #include <immintrin.h>
 
 #include <cstdint>

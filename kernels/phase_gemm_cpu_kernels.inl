@@ -100,8 +100,11 @@ void tanh_rows(const PlanarTile& t) {
         Reg wk[K];
         for (int k = 0; k < K; ++k) wk[k] = V::broadcast(w + k * t.depth + c);
         for (int r = 0; r < R; ++r) {
-          const Reg x0 = V::load(x + r * t.src_row_floats);
-          const Reg x1 = V::load(x + r * t.src_row_floats + V::kLanes);
+          Reg x0 = V::load(x + r * t.src_row_floats);
+          Reg x1 = V::load(x + r * t.src_row_floats + V::kLanes);
+          // Loaded once into registers for all K channels: left to itself GCC folds the load
+          // into each multiply-add, K loads instead of one.
+          asm("" : "+v"(x0), "+v"(x1));
           for (int k = 0; k < K; ++k) {
             acc[r][k][0] = V::fma(x0, wk[k], acc[r][k][0]);
             acc[r][k][1] = V::fma(x1, wk[k], acc[r][k][1]);

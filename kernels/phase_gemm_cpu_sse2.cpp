@@ -2,7 +2,9 @@
 // every x86-64 CPU has: the fallback when neither AVX2 with FMA nor AVX-512 is there. Without FMA
 // a multiply-add rounds twice.
 //
-// 6 rows x 2 vectors (8 output channels) of accumulators, 12 of the 16 xmm registers.
+// 6 rows x 2 vectors (8 output channels) of accumulators, 12 of the 16 xmm registers; a half panel
+// is 6 rows x 1 vector. The last layer: 2 input rows x 3 channels x 2 vectors (12), or 4 rows x 1
+// channel x 2 vectors for grey images.
 #include <emmintrin.h>
 
 #include <cstdint>
