@@ -4,7 +4,11 @@
 //
 // Latents (n, nz) are processed kChunk images at a time through one padded activation buffer per
 // stage input, (kChunk, size + 2, size + 2, channels), whose zero borders are never written; the
-// last layer writes straight into the caller's images (n, 64, 64, nc). Every shape comes from the
+// last layer writes straight into the caller's images (n, 64, 64, nc). The projection and tconv1
+// run on the whole chunk (small maps, large weights: many rows per weight panel); tconv2 to tconv4,
+// whose maps are large, run a few images at a time, so that a group's activations stay in the
+// cache from one layer to the next (measured: about 8% more images per CPU-second than whole
+// chunks on this 2-CPU machine). Every shape comes from the
 // network's layers, so any network of the family (common/model_spec.hpp) runs here.
 #include <algorithm>
 #include <atomic>
@@ -21,13 +25,17 @@ namespace facegen {
 
 namespace {
 
-constexpr int64_t kChunk =
-    16;  // images per pass: enough tiles for every thread, activations in cache
+constexpr int64_t kChunk = 16;  // images per pass of the projection and tconv1
+constexpr int kGroupFrom = 1;    // the stage from which images go through in groups
+
+// Images per group: 2, more with more threads so that each layer call still has about 8 tiles per
+// thread (tconv4 makes 32 tiles per image).
+int64_t group_images(int threads) { return std::clamp<int64_t>(threads / 4, 2, kChunk); }
 
 class CpuBackend : public Backend {
  public:
   CpuBackend(const Network& net, int threads, CpuIsa isa, std::atomic<int64_t>* images_done)
-      : images_done_(images_done), pool_(threads) {
+      : images_done_(images_done), pool_(threads), group_(group_images(pool_.size())) {
     projection_ =
         pack_projection(net.proj_weight(), net.proj_bias(), latent_dim_, net.batchnorm(0), isa);
     for (int s = 0; s < kNumStages; ++s) {
@@ -35,7 +43,8 @@ class CpuBackend : public Backend {
       const BatchNormView next_bn = last ? BatchNormView{} : net.batchnorm(s + 1);
       const TConvView tc = net.tconv(s);
       tconv_[s] = pack_tconv(tc, last ? nullptr : &next_bn, isa);
-      stage_in_[s].assign(kChunk * padded_floats(tc.size_in, tc.c_in), 0.0f);
+      const int64_t images = s <= kGroupFrom ? kChunk : group_;
+      stage_in_[s].assign(images * padded_floats(tc.size_in, tc.c_in), 0.0f);
     }
     image_values_ = int64_t(4) * tconv_[kNumStages - 1].size_in *
                     tconv_[kNumStages - 1].size_in * tconv_[kNumStages - 1].c_out;
@@ -58,23 +67,33 @@ class CpuBackend : public Backend {
   // latents (batch, nz) -> images (batch, 64, 64, nc)
   void run_network(const float* latents, int64_t batch, float* images) {
     projection_relu_fast(projection_, latents, batch, stage_in_[0].data(), pool_);
-    for (int s = 0; s + 1 < kNumStages; ++s) {
-      const bool planar_out = s + 2 == kNumStages;  // the last layer reads channel-planar maps
-      tconv_relu_fast(tconv_[s], stage_in_[s].data(), batch, stage_in_[s + 1].data(), planar_out,
+    for (int s = 0; s < kGroupFrom; ++s)
+      tconv_relu_fast(tconv_[s], stage_in_[s].data(), batch, stage_in_[s + 1].data(), false,
                       pool_);
+    const int64_t group_in = padded_floats(tconv_[kGroupFrom].size_in, tconv_[kGroupFrom].c_in);
+    for (int64_t first = 0; first < batch; first += group_) {
+      const int64_t count = std::min(group_, batch - first);
+      // Later stages' buffers hold the group only, from their start.
+      const float* in = stage_in_[kGroupFrom].data() + first * group_in;
+      for (int s = kGroupFrom; s + 1 < kNumStages; ++s) {
+        const bool planar_out = s + 2 == kNumStages;  // the last layer reads channel-planar maps
+        tconv_relu_fast(tconv_[s], in, count, stage_in_[s + 1].data(), planar_out, pool_);
+        in = stage_in_[s + 1].data();
+      }
+      tconv_tanh_fast(tconv_[kNumStages - 1], in, count, images + first * image_values_, pool_);
     }
-    tconv_tanh_fast(tconv_[kNumStages - 1], stage_in_[kNumStages - 1].data(), batch, images,
-                    pool_);
   }
 
   std::atomic<int64_t>* images_done_;  // progress, may be null
   int latent_dim_ = kLatentDim;        // nz
   int64_t image_values_ = 0;           // 64 * 64 * nc
   ThreadPool pool_;  // started once, shared by every layer of every pass
+  int64_t group_;    // images per group from stage kGroupFrom on
   PackedLayer projection_;
   PackedLayer tconv_[kNumStages];
-  std::vector<float> stage_in_[kNumStages];  // (kChunk, size + 2, size + 2, channels), zero border;
-                                             // the last (kChunk, 34, g, 34), channel-planar
+  // (images, size + 2, size + 2, channels) with a zero border, images = kChunk up to stage
+  // kGroupFrom and group_ after it; the last (group_, 34, g, 34), channel-planar.
+  std::vector<float> stage_in_[kNumStages];
 };
 
 }  // namespace
