@@ -64,7 +64,7 @@ Fixture& fixture() {
 
 bool in_variance_block(int64_t index) {
   for (int stage = 0; stage < facegen::kNumStages; ++stage) {
-    const int64_t first = facegen::Network::batchnorm_offset(stage) + 3 * int64_t{facegen::kStageChannels[stage]};
+    const int64_t first = fixture().base.batchnorm_offset(stage) + 3 * int64_t{facegen::kStageChannels[stage]};
     if (index >= first && index < first + facegen::kStageChannels[stage]) return true;
   }
   return false;

@@ -35,7 +35,8 @@ int64_t group_images(int threads) { return std::clamp<int64_t>(threads / 4, 2, k
 class CpuBackend : public Backend {
  public:
   CpuBackend(const Network& net, int threads, CpuIsa isa, std::atomic<int64_t>* images_done)
-      : images_done_(images_done), pool_(threads), group_(group_images(pool_.size())) {
+      : images_done_(images_done), latent_dim_(net.spec().latent_dim), pool_(threads),
+        group_(group_images(pool_.size())) {
     projection_ =
         pack_projection(net.proj_weight(), net.proj_bias(), latent_dim_, net.batchnorm(0), isa);
     for (int s = 0; s < kNumStages; ++s) {
@@ -85,7 +86,7 @@ class CpuBackend : public Backend {
   }
 
   std::atomic<int64_t>* images_done_;  // progress, may be null
-  int latent_dim_ = kLatentDim;        // nz
+  int latent_dim_;                     // nz
   int64_t image_values_ = 0;           // 64 * 64 * nc
   ThreadPool pool_;  // started once, shared by every layer of every pass
   int64_t group_;    // images per group from stage kGroupFrom on

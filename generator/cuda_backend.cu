@@ -63,6 +63,8 @@ int cuda_device_count(std::string* why_none) {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const Network& net, const BackendOptions& options) {
+  const std::string cannot = cuda_cannot_run(net.spec());
+  if (!cannot.empty()) throw UserError("cannot run this model on a CUDA GPU: " + cannot);
   std::string why_none;
   const int count = cuda_device_count(&why_none);
   if (count == 0) throw std::runtime_error("cannot use a CUDA GPU: " + why_none);

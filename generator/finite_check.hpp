@@ -3,7 +3,7 @@
 // The drivers (run/ and mpi/) pass every computed chunk of images through require_finite_images().
 // An image with a NaN or Inf, the first image of each chunk whose every value is exactly +-1 (the
 // tanh of an Inf), and the first image of the run always, is computed again from its latent by the
-// CPU reference layers (kernels/layers_cpu.hpp), one layer at a time, single-threaded; the first
+// CPU reference layers (generator/reference_forward.hpp), one layer at a time, single-threaded; the first
 // layer whose output is not finite is named in a UserError: the model is bad (exit 1). Works the
 // same for every backend.
 // Not caught, for a latent other than the run's first: an Inf before tanh that becomes +-1 beside
@@ -18,12 +18,12 @@
 
 namespace facegen {
 
-// images (count, 64, 64, 3) were computed from latents (count, 100); `first_index` is the index of
+// images (count, 64, 64, nc) were computed from latents (count, nz) by `net`; `first_index` is the index of
 // images[0] in the whole run, `source` names the model file. Throws UserError on a non-finite value.
 void require_finite_images(const Network& net, const std::string& source, const float* latents,
                            const float* images, int64_t count, int64_t first_index);
 
-// The name of the first layer whose output is not finite for one latent (100), e.g. "tconv4", or
+// The name of the first layer whose output is not finite for one latent (nz), e.g. "tconv4", or
 // "" if every layer of the float32 reference is finite.
 std::string first_non_finite_layer(const Network& net, const float* latent);
 

@@ -1,6 +1,8 @@
-// network.cpp: the network.bin layout, its loader and validator, and seeded random weights.
+// network.cpp: the internal layout of any ModelSpec, the network.bin loader, the validator, and
+// seeded random weights.
 //
-// The file is 5,137,283 little-endian float32 values with no header; network.hpp lists the blocks.
+// A network.bin is 5,137,283 little-endian float32 values with no header: the layout of kShpcSpec
+// (network.hpp lists the blocks).
 // Every block has a name used in messages ("proj weight", "bn1 var", "tconv2 weight"); a bad value
 // is reported as block[index], the index counted inside the block.
 #include "generator/network.hpp"
@@ -34,13 +36,15 @@ void check_stage(int stage) {
   }
 }
 
-int64_t tconv_weight_floats(int stage) {
-  return int64_t{kTaps} * kTaps * kStageChannels[stage + 1] * kStageChannels[stage];
+int64_t tconv_weight_floats(const ModelSpec& spec, int stage) {
+  return int64_t{spec.kernel_size} * spec.kernel_size * spec.stage_channels(stage + 1) *
+         spec.stage_channels(stage);
 }
 
 // Floats from the start of stage `stage`'s batch norm to the start of the next stage's.
-int64_t stage_floats(int stage) {
-  return 4 * int64_t{kStageChannels[stage]} + tconv_weight_floats(stage) + kStageChannels[stage + 1];
+int64_t stage_floats(const ModelSpec& spec, int stage) {
+  return 4 * int64_t{spec.stage_channels(stage)} + tconv_weight_floats(spec, stage) +
+         spec.stage_channels(stage + 1);
 }
 
 // Index of the first NaN or Inf in values[0, n), or n. A model has 5 million floats and every run
@@ -72,21 +76,22 @@ struct Block {
   int64_t size;
 };
 
-// Every block of the file, in file order.
-std::vector<Block> file_blocks() {
+// Every block of the layout, in order.
+std::vector<Block> layout_blocks(const Network& net) {
+  const ModelSpec& spec = net.spec();
   std::vector<Block> blocks;
-  blocks.push_back({"proj weight", Network::proj_weight_offset(), int64_t{kLatentDim} * kProjOutputs});
-  blocks.push_back({"proj bias", Network::proj_bias_offset(), kProjOutputs});
+  blocks.push_back({"proj weight", net.proj_weight_offset(), int64_t{spec.latent_dim} * spec.proj_outputs()});
+  blocks.push_back({"proj bias", net.proj_bias_offset(), spec.proj_outputs()});
   static const char* const kBatchNormParts[4] = {"beta", "gamma", "mean", "var"};
   for (int stage = 0; stage < kNumStages; ++stage) {
-    const int channels = kStageChannels[stage];
+    const int channels = spec.stage_channels(stage);
     for (int part = 0; part < 4; ++part) {
       blocks.push_back({"bn" + std::to_string(stage) + " " + kBatchNormParts[part],
-                        Network::batchnorm_offset(stage) + int64_t{part} * channels, channels});
+                        net.batchnorm_offset(stage) + int64_t{part} * channels, channels});
     }
     const std::string tconv = "tconv" + std::to_string(stage + 1);
-    blocks.push_back({tconv + " weight", Network::tconv_weight_offset(stage), tconv_weight_floats(stage)});
-    blocks.push_back({tconv + " bias", Network::tconv_bias_offset(stage), kStageChannels[stage + 1]});
+    blocks.push_back({tconv + " weight", net.tconv_weight_offset(stage), tconv_weight_floats(spec, stage)});
+    blocks.push_back({tconv + " bias", net.tconv_bias_offset(stage), spec.stage_channels(stage + 1)});
   }
   return blocks;
 }
@@ -120,31 +125,59 @@ void fill_uniform(float* dst, int64_t n, double low, double high, uint64_t* stat
 
 }  // namespace
 
-Network::Network() : floats_(static_cast<size_t>(kNetworkFloats), 0.0f) {}
+std::string model_spec_problem(const ModelSpec& spec) {
+  if (spec.latent_dim < 1 || spec.latent_dim > 1024)
+    return "nz is " + std::to_string(spec.latent_dim) + ", but it must be 1 to 1024";
+  if (spec.base_channels < 16 || spec.base_channels > 256 || spec.base_channels % 16 != 0)
+    return "ngf is " + std::to_string(spec.base_channels) + ", but it must be a multiple of 16 from 16 to 256";
+  if (spec.image_channels != 1 && spec.image_channels != 3)
+    return "nc is " + std::to_string(spec.image_channels) + ", but it must be 1 (grey) or 3 (RGB)";
+  if (spec.kernel_size != 4 && spec.kernel_size != 5)
+    return "kernel_size is " + std::to_string(spec.kernel_size) + ", but it must be 4 or 5";
+  return "";
+}
 
-Network::Network(std::vector<float> floats) : floats_(std::move(floats)) {
-  if (static_cast<int64_t>(floats_.size()) != kNetworkFloats) {
-    throw std::invalid_argument("a network has " + std::to_string(kNetworkFloats) + " floats, got " +
-                                std::to_string(floats_.size()));
+std::string describe_spec(const ModelSpec& spec) {
+  const std::string k = std::to_string(spec.kernel_size);
+  return "nz " + std::to_string(spec.latent_dim) + ", ngf " + std::to_string(spec.base_channels) + ", nc " +
+         std::to_string(spec.image_channels) + ", " + k + "x" + k + " kernels, " +
+         (spec.has_bias ? "with biases" : "no biases");
+}
+
+int64_t Network::float_count(const ModelSpec& spec) {
+  int64_t count = int64_t{spec.latent_dim + 1} * spec.proj_outputs();
+  for (int s = 0; s < kNumStages; ++s) count += stage_floats(spec, s);
+  return count;
+}
+
+Network::Network(const ModelSpec& spec) : Network(spec, std::vector<float>()) {}
+
+Network::Network(const ModelSpec& spec, std::vector<float> floats) : spec_(spec), floats_(std::move(floats)) {
+  const std::string problem = model_spec_problem(spec);
+  if (!problem.empty()) throw std::invalid_argument("a network's " + problem);
+  const int64_t expected = float_count(spec);
+  if (floats_.empty()) floats_.assign(static_cast<size_t>(expected), 0.0f);
+  if (static_cast<int64_t>(floats_.size()) != expected) {
+    throw std::invalid_argument("a network of " + describe_spec(spec) + " has " + std::to_string(expected) +
+                                " floats, got " + std::to_string(floats_.size()));
   }
 }
 
-int64_t Network::proj_weight_offset() { return 0; }
-int64_t Network::proj_bias_offset() { return int64_t{kLatentDim} * kProjOutputs; }
+int64_t Network::proj_bias_offset() const { return int64_t{spec_.latent_dim} * spec_.proj_outputs(); }
 
-int64_t Network::batchnorm_offset(int stage) {
+int64_t Network::batchnorm_offset(int stage) const {
   check_stage(stage);
-  int64_t offset = proj_bias_offset() + kProjOutputs;
-  for (int s = 0; s < stage; ++s) offset += stage_floats(s);
+  int64_t offset = proj_bias_offset() + spec_.proj_outputs();
+  for (int s = 0; s < stage; ++s) offset += stage_floats(spec_, s);
   return offset;
 }
 
-int64_t Network::tconv_weight_offset(int stage) {
-  return batchnorm_offset(stage) + 4 * int64_t{kStageChannels[stage]};
+int64_t Network::tconv_weight_offset(int stage) const {
+  return batchnorm_offset(stage) + 4 * int64_t{spec_.stage_channels(stage)};
 }
 
-int64_t Network::tconv_bias_offset(int stage) {
-  return tconv_weight_offset(stage) + tconv_weight_floats(stage);
+int64_t Network::tconv_bias_offset(int stage) const {
+  return tconv_weight_offset(stage) + tconv_weight_floats(spec_, stage);
 }
 
 const float* Network::proj_weight() const { return floats_.data() + proj_weight_offset(); }
@@ -152,7 +185,7 @@ const float* Network::proj_bias() const { return floats_.data() + proj_bias_offs
 
 BatchNormView Network::batchnorm(int stage) const {
   check_stage(stage);
-  const int channels = kStageChannels[stage];
+  const int channels = spec_.stage_channels(stage);
   const float* base = floats_.data() + batchnorm_offset(stage);
   return {base, base + channels, base + 2 * channels, base + 3 * channels, channels};
 }
@@ -160,7 +193,8 @@ BatchNormView Network::batchnorm(int stage) const {
 TConvView Network::tconv(int stage) const {
   check_stage(stage);
   return {floats_.data() + tconv_weight_offset(stage), floats_.data() + tconv_bias_offset(stage),
-          kStageChannels[stage], kStageChannels[stage + 1], kStageSize[stage], kTaps};
+          spec_.stage_channels(stage), spec_.stage_channels(stage + 1), ModelSpec::stage_size(stage),
+          spec_.kernel_size};
 }
 
 Network load_network(const std::string& path) {
@@ -211,17 +245,17 @@ Network load_network(const std::string& path) {
                     with_commas(kNetworkFloats) + " little-endian float32 values)");
   }
 
-  Network net(std::move(floats));
+  Network net(kShpcSpec, std::move(floats));
   validate_network(net, path);
   return net;
 }
 
 void validate_network(const Network& net, const std::string& source) {
   const std::vector<float>& f = net.floats();
-  if (static_cast<int64_t>(f.size()) != kNetworkFloats) {
+  if (static_cast<int64_t>(f.size()) != Network::float_count(net.spec())) {
     throw std::logic_error("validate_network: network has " + std::to_string(f.size()) + " floats");
   }
-  for (const Block& block : file_blocks()) {
+  for (const Block& block : layout_blocks(net)) {
     const float* values = f.data() + block.offset;
     const int64_t i = first_non_finite(values, block.size);
     if (i < block.size) {
@@ -246,40 +280,41 @@ void validate_network(const Network& net, const std::string& source) {
 
 void save_network(const Network& net, const std::string& path) {
   const std::vector<float>& f = net.floats();
-  if (static_cast<int64_t>(f.size()) != kNetworkFloats) {
-    throw std::logic_error("save_network: network has " + std::to_string(f.size()) + " floats");
+  if (net.spec() != kShpcSpec) {
+    throw std::invalid_argument("a network.bin holds the SHPC network only, not one of " + describe_spec(net.spec()));
   }
   AtomicFile file(path);
   file.write(f.data(), f.size() * sizeof(float));
   file.commit();
 }
 
-Network make_random_network(uint64_t seed) {
-  // Scales, for z ~ N(0, 1): proj gives each output variance 100 * 0.01 = 1. Batch norm keeps that
-  // near 1 and ReLU halves the second moment. A stride-2 5x5 transposed convolution sums on average
-  // 25 / 4 = 6.25 taps per output pixel and input channel, so weights of variance 2 / (6.25 c_in)
-  // give outputs of variance about 1 (He's rule). The last one is scaled by 0.6 so that the
-  // pre-tanh values have a standard deviation near 0.6: images spread over (-1, 1), not saturated.
-  Network net;
+Network make_random_network(const ModelSpec& spec, uint64_t seed) {
+  // Scales, for z ~ N(0, 1): proj gives each output variance nz * (1 / nz) = 1. Batch norm keeps
+  // that near 1 and ReLU halves the second moment. A stride-2 k x k transposed convolution sums on
+  // average k^2 / 4 taps per output pixel and input channel (6.25 for k = 5), so weights of
+  // variance 2 / (k^2 / 4 * c_in) give outputs of variance about 1 (He's rule). The last one is
+  // scaled by 0.6 so that the pre-tanh values have a standard deviation near 0.6: images spread
+  // over (-1, 1), not saturated. A model without biases keeps them zero and draws none.
+  Network net(spec);
   float* f = net.mutable_floats().data();
   uint64_t state = seed;
+  const double taps_per_output = spec.kernel_size * spec.kernel_size / 4.0;
 
-  fill_normal(f + Network::proj_weight_offset(), int64_t{kLatentDim} * kProjOutputs,
-              1.0 / std::sqrt(double{kLatentDim}), &state);
-  fill_normal(f + Network::proj_bias_offset(), kProjOutputs, 0.01, &state);
+  fill_normal(f + net.proj_weight_offset(), int64_t{spec.latent_dim} * spec.proj_outputs(),
+              1.0 / std::sqrt(double(spec.latent_dim)), &state);
+  if (spec.has_bias) fill_normal(f + net.proj_bias_offset(), spec.proj_outputs(), 0.01, &state);
   for (int stage = 0; stage < kNumStages; ++stage) {
-    const int channels = kStageChannels[stage];
-    float* bn = f + Network::batchnorm_offset(stage);
+    const int channels = spec.stage_channels(stage);
+    float* bn = f + net.batchnorm_offset(stage);
     fill_normal(bn, channels, 0.1, &state);                   // beta
     fill_uniform(bn + channels, channels, 0.8, 1.2, &state);  // gamma
     fill_normal(bn + 2 * channels, channels, 0.1, &state);    // mean
     fill_uniform(bn + 3 * channels, channels, 0.8, 1.2, &state);  // var
 
-    const int c_in = kStageChannels[stage];
     const double gain = stage == kNumStages - 1 ? 0.6 : 1.0;
-    fill_normal(f + Network::tconv_weight_offset(stage), tconv_weight_floats(stage),
-                gain * std::sqrt(2.0 / (6.25 * c_in)), &state);
-    fill_normal(f + Network::tconv_bias_offset(stage), kStageChannels[stage + 1], 0.01, &state);
+    fill_normal(f + net.tconv_weight_offset(stage), tconv_weight_floats(spec, stage),
+                gain * std::sqrt(2.0 / (taps_per_output * channels)), &state);
+    if (spec.has_bias) fill_normal(f + net.tconv_bias_offset(stage), spec.stage_channels(stage + 1), 0.01, &state);
   }
   return net;
 }

@@ -1,14 +1,16 @@
-// network.hpp: the facegen generator's weights, in the SHPC "facegen" network.bin layout.
+// network.hpp: a generator's weights and its shape (ModelSpec), in one flat float vector.
 //
-// The file is headerless little-endian float32, 5,137,283 floats (20,549,132 bytes), in this order:
-//   proj weight (100, 8192) (in, out), proj bias (8192)
-//   bn0 beta, gamma, mean, var (512 each)
-//   tconv1 weight (5, 5, 256, 512) (kh, kw, out, in), bias (256)
-//   bn1 (256 each), tconv2 (5, 5, 128, 256) + (128), bn2 (128 each), tconv3 (5, 5, 64, 128) + (64),
-//   bn3 (64 each), tconv4 (5, 5, 3, 64) + (3)
-// Forward pass for one latent z (100): x = z·W + b viewed as (4, 4, 512); for i = 0..3:
-// x = tconv_i(relu(bn_i(x))); then tanh. Feature maps are (H, W, C), C fastest:
-// (4,4,512) -> (8,8,256) -> (16,16,128) -> (32,32,64) -> (64,64,3).
+// The internal layout is the network.bin layout, generalised to any ModelSpec (nz, g, nc, k; C0 = 8g,
+// C1 = 4g, C2 = 2g, C3 = g, C4 = nc):
+//   proj weight (nz, 16 C0) (in, out), outputs in (4, 4, C0) HWC order; proj bias (16 C0)
+//   bn0 beta, gamma, mean, var (C0 each)
+//   tconv1 weight (k, k, C1, C0) (kh, kw, out, in), bias (C1)
+//   bn1 (C1 each), tconv2 (k, k, C2, C1) + (C2), bn2 (C2 each), tconv3 (k, k, C3, C2) + (C3),
+//   bn3 (C3 each), tconv4 (k, k, C4, C3) + (C4)
+// A model without biases stores them as zeros. For the SHPC network (kShpcSpec) this is exactly a
+// network.bin file: 5,137,283 floats. Forward pass for one latent z (nz): x = z·W + b viewed as
+// (4, 4, C0); for i = 0..3: x = tconv_i(relu(bn_i(x))); then tanh. Feature maps are (H, W, C),
+// C fastest: (4, 4, C0) -> (8, 8, C1) -> (16, 16, C2) -> (32, 32, C3) -> (64, 64, nc).
 #pragma once
 
 #include <cstdint>
@@ -16,32 +18,48 @@
 #include <vector>
 
 #include "common/model_shape.hpp"
+#include "common/model_spec.hpp"
 
 namespace facegen {
 
 class Network {
  public:
-  Network();  // all zeros, the right size
-  explicit Network(std::vector<float> floats);  // throws std::invalid_argument on a wrong size
+  Network() : Network(kShpcSpec) {}
+  explicit Network(const ModelSpec& spec);  // all zeros, the right size
+  // Throws std::invalid_argument on a wrong size or a spec outside model_spec_problem's ranges.
+  Network(const ModelSpec& spec, std::vector<float> floats);
 
-  const float* proj_weight() const;  // (100, 8192), out fastest
-  const float* proj_bias() const;    // (8192)
+  const ModelSpec& spec() const { return spec_; }
+
+  const float* proj_weight() const;  // (nz, 16 C0), out fastest
+  const float* proj_bias() const;    // (16 C0)
   BatchNormView batchnorm(int stage) const;  // stage 0..3: the batch norm before tconv `stage`
-  TConvView tconv(int stage) const;          // stage 0..3: tconv1..tconv4 of the file
+  TConvView tconv(int stage) const;          // stage 0..3: tconv1..tconv4
 
   const std::vector<float>& floats() const { return floats_; }
   std::vector<float>& mutable_floats() { return floats_; }
 
-  // Offsets (in floats) of each block inside the file, in file order.
-  static int64_t proj_weight_offset();
-  static int64_t proj_bias_offset();
-  static int64_t batchnorm_offset(int stage);  // beta; gamma, mean, var follow, `channels` apart
-  static int64_t tconv_weight_offset(int stage);
-  static int64_t tconv_bias_offset(int stage);
+  // Offsets (in floats) of each block inside floats(), in layout order.
+  int64_t proj_weight_offset() const { return 0; }
+  int64_t proj_bias_offset() const;
+  int64_t batchnorm_offset(int stage) const;  // beta; gamma, mean, var follow, `channels` apart
+  int64_t tconv_weight_offset(int stage) const;
+  int64_t tconv_bias_offset(int stage) const;
+
+  // Floats of a network of this spec (5,137,283 for kShpcSpec).
+  static int64_t float_count(const ModelSpec& spec);
 
  private:
+  ModelSpec spec_;
   std::vector<float> floats_;
 };
+
+// Why a spec is outside what facegen runs (nz 1..1024; g 16..256, a multiple of 16; nc 1 or 3;
+// k 4 or 5), as the end of a sentence ("nz is 0, but it must be 1 to 1024"); "" when it is fine.
+std::string model_spec_problem(const ModelSpec& spec);
+
+// The spec in words, e.g. "nz 100, ngf 64, nc 3, 5x5 kernels, with biases".
+std::string describe_spec(const ModelSpec& spec);
 
 // Reads and validates a network.bin. Throws UserError naming the file and the problem: unreadable,
 // wrong byte count (expected and actual), a NaN or Inf (which block, which index), var + eps <= 0.
@@ -50,11 +68,13 @@ Network load_network(const std::string& path);
 // Throws UserError if any value is NaN or Inf or any batch-norm var + eps <= 0; `source` names the file.
 void validate_network(const Network& net, const std::string& source);
 
-// Writes the network atomically (temporary file in the same directory, then rename).
+// Writes a network of kShpcSpec as a network.bin, atomically (temporary file in the same directory,
+// then rename); any other spec is a std::invalid_argument (network.bin holds the SHPC network only).
 void save_network(const Network& net, const std::string& path);
 
 // Seeded random weights at scales that keep activations near unit variance, so the images are
 // neither flat nor saturated at +-1. Same seed, same bytes, on every machine.
-Network make_random_network(uint64_t seed);
+Network make_random_network(const ModelSpec& spec, uint64_t seed);
+inline Network make_random_network(uint64_t seed) { return make_random_network(kShpcSpec, seed); }
 
 }  // namespace facegen

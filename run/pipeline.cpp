@@ -71,7 +71,7 @@ RunSummary run_generation(const GenerateRequest& request) {
   const int64_t chunk = std::max<int64_t>(1, std::min(request.chunk_images, total));
   OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), nullptr);
   ProgressDisplay progress(stderr, request.progress, total, [&generated] { return generated.load(); });
-  std::vector<float> latents(static_cast<size_t>(chunk) * kLatentDim);  // (chunk, 100)
+  std::vector<float> latents(static_cast<size_t>(chunk) * net.spec().latent_dim);  // (chunk, nz)
   for (int64_t done = 0; done < total;) {
     start = Clock::now();
     const int64_t count = reader->read(latents.data(), chunk);

@@ -42,10 +42,10 @@ TEST_CASE("finite check: the layer whose output overflows is named, and none for
 
   struct Case { const char* layer; int64_t offset; int64_t count; };
   const Case cases[] = {
-      {"proj", Network::proj_weight_offset(), int64_t{kLatentDim} * kProjOutputs},
-      {"bn1", Network::batchnorm_offset(1), 2 * kStageChannels[1]},  // beta and gamma
-      {"tconv2", Network::tconv_weight_offset(1), int64_t{25} * kStageChannels[1] * kStageChannels[2]},
-      {"tconv4", Network::tconv_weight_offset(3), int64_t{25} * kStageChannels[3] * kStageChannels[4]},
+      {"proj", sane.proj_weight_offset(), int64_t{kLatentDim} * kProjOutputs},
+      {"bn1", sane.batchnorm_offset(1), 2 * kStageChannels[1]},  // beta and gamma
+      {"tconv2", sane.tconv_weight_offset(1), int64_t{25} * kStageChannels[1] * kStageChannels[2]},
+      {"tconv4", sane.tconv_weight_offset(3), int64_t{25} * kStageChannels[3] * kStageChannels[4]},
   };
   for (const Case& c : cases) {
     CAPTURE(c.layer);
@@ -58,7 +58,7 @@ TEST_CASE("finite check: the layer whose output overflows is named, and none for
 TEST_CASE("finite check: a NaN, an Inf or a saturated image is traced; the message names layer and image") {
   const Network sane = make_random_network(21);
   Network bad = sane;
-  overflow_block(bad, Network::tconv_weight_offset(2), int64_t{25} * kStageChannels[2] * kStageChannels[3]);
+  overflow_block(bad, sane.tconv_weight_offset(2), int64_t{25} * kStageChannels[2] * kStageChannels[3]);
   const int64_t count = 5;
   const std::vector<float> z = random_latents(count, 22);
   std::vector<float> images(static_cast<size_t>(count) * kImageValues, 0.25f);  // (5, 64, 64, 3)

@@ -22,6 +22,7 @@
 #include "common/cpu_isa.hpp"
 #include "common/errors.hpp"
 #include "generator/network.hpp"
+#include "generator/reference_forward.hpp"
 #include "kernels/layers_cpu.hpp"
 #include "tests/layer_reference.hpp"
 
@@ -179,37 +180,40 @@ TEST_CASE("CPU layers give identical bits for any thread count and batch split")
 
 // ---- the CPU backend ------------------------------------------------------------------------
 
-// Seeded random weights at scales that keep activations O(1), so tanh is not saturated.
-Network small_random_network(uint64_t seed) {
+// Seeded random weights at scales that keep activations O(1), so tanh is not saturated; biases stay
+// zero for a spec without them.
+Network small_random_network(uint64_t seed, const ModelSpec& spec = kShpcSpec) {
   std::mt19937_64 rng(seed);
-  Network net;
+  Network net(spec);
   std::vector<float>& f = net.mutable_floats();
   auto fill = [&](int64_t offset, int64_t count, float lo, float hi) {
     std::uniform_real_distribution<float> dist(lo, hi);
     for (int64_t i = 0; i < count; ++i) f[offset + i] = dist(rng);
   };
-  const float proj_scale = std::sqrt(3.0f / kLatentDim);
-  fill(Network::proj_weight_offset(), int64_t(kLatentDim) * kProjOutputs, -proj_scale, proj_scale);
-  fill(Network::proj_bias_offset(), kProjOutputs, -0.1f, 0.1f);
+  const int k = spec.kernel_size;
+  const float proj_scale = std::sqrt(3.0f / spec.latent_dim);
+  fill(net.proj_weight_offset(), int64_t(spec.latent_dim) * spec.proj_outputs(), -proj_scale, proj_scale);
+  if (spec.has_bias) fill(net.proj_bias_offset(), spec.proj_outputs(), -0.1f, 0.1f);
   for (int s = 0; s < kNumStages; ++s) {
-    const int c = kStageChannels[s], c_out = kStageChannels[s + 1];
-    const int64_t bn = Network::batchnorm_offset(s);
+    const int c = spec.stage_channels(s), c_out = spec.stage_channels(s + 1);
+    const int64_t bn = net.batchnorm_offset(s);
     fill(bn, c, -0.2f, 0.2f);              // beta
     fill(bn + c, c, 0.7f, 1.3f);           // gamma
     fill(bn + 2 * c, c, -0.2f, 0.2f);      // mean
     fill(bn + 3 * c, c, 0.5f, 1.5f);       // var
-    // About 6.25 taps reach each output; ReLU keeps half the variance.
-    const float scale = std::sqrt(4.0f / (c * 6.25f));
-    fill(Network::tconv_weight_offset(s), 25 * int64_t(c_out) * c, -scale, scale);
-    fill(Network::tconv_bias_offset(s), c_out, -0.1f, 0.1f);
+    // About k^2 / 4 taps reach each output; ReLU keeps half the variance.
+    const float scale = std::sqrt(4.0f / (c * k * k / 4.0f));
+    fill(net.tconv_weight_offset(s), int64_t(k) * k * c_out * c, -scale, scale);
+    if (spec.has_bias) fill(net.tconv_bias_offset(s), c_out, -0.1f, 0.1f);
   }
   return net;
 }
 
-// The whole forward pass for one latent (100) in double -> image (64, 64, 3).
+// The whole forward pass for one latent (nz) in double -> image (64, 64, nc).
 std::vector<double> forward_ref(const Network& net, const float* latent) {
-  std::vector<float> z(latent, latent + kLatentDim);
-  std::vector<double> x = projection_ref(z, 1, kLatentDim, kProjOutputs, net.proj_weight(),
+  const ModelSpec& spec = net.spec();
+  std::vector<float> z(latent, latent + spec.latent_dim);
+  std::vector<double> x = projection_ref(z, 1, spec.latent_dim, spec.proj_outputs(), net.proj_weight(),
                                          net.proj_bias());
   for (int s = 0; s < kNumStages; ++s) {
     const BatchNormView bn = net.batchnorm(s);
@@ -227,12 +231,12 @@ std::vector<double> forward_ref(const Network& net, const float* latent) {
       for (int k = 0; k < tc.c_out; ++k) y[p * tc.c_out + k] = tc.bias[k];
     for (int i = 0; i < h; ++i)
       for (int j = 0; j < h; ++j)
-        for (int kh = 0; kh < 5; ++kh)
-          for (int kw = 0; kw < 5; ++kw) {
+        for (int kh = 0; kh < tc.kernel_size; ++kh)
+          for (int kw = 0; kw < tc.kernel_size; ++kw) {
             const int oy = 2 * i + kh - 1, ox = 2 * j + kw - 1;
             if (oy < 0 || oy >= ow || ox < 0 || ox >= ow) continue;
             for (int k = 0; k < tc.c_out; ++k) {
-              const float* wt = tc.weight + ((int64_t(kh) * 5 + kw) * tc.c_out + k) * tc.c_in;
+              const float* wt = tc.weight + ((int64_t(kh) * tc.kernel_size + kw) * tc.c_out + k) * tc.c_in;
               const double* xin = x.data() + (int64_t(i) * h + j) * tc.c_in;
               double s = 0;
               for (int c = 0; c < tc.c_in; ++c) s += xin[c] * wt[c];
@@ -300,6 +304,82 @@ TEST_CASE("CPU backend gives identical bits for any thread count and batch split
   const int few = 3;
   check_identical(std::vector<float>(base.begin(), base.begin() + few * kImageValues),
                   generate(2, 1, few), "one image per call");
+}
+
+TEST_CASE("CPU backend and the reference forward pass run any ModelSpec, against a float64 forward pass") {
+  // nz, ngf, nc, k, biases: the PyTorch tutorial's generator and odd neighbours of it.
+  const ModelSpec specs[] = {{100, 16, 3, 4, false}, {7, 16, 1, 4, false}, {128, 32, 1, 5, true},
+                             {1, 16, 3, 5, false}, {100, 16, 1, 4, true}};
+  uint64_t seed = 30;
+  for (const ModelSpec& spec : specs) {
+    INFO(describe_spec(spec));
+    const Network net = small_random_network(++seed, spec);
+    std::mt19937_64 rng(seed);
+    const int n = 3;
+    const auto latents = random_floats(rng, int64_t(n) * spec.latent_dim, -1, 1);
+    BackendOptions options;
+    options.device = DeviceKind::Cpu;
+    options.threads = 2;
+    auto backend = make_cpu_backend(net, options);
+    const int values = spec.image_values();
+    std::vector<float> fast(int64_t(n) * values, kPoison), reference = fast;
+    backend->generate(latents.data(), n, fast.data());
+    REQUIRE(reference_forward(net, latents.data(), n, reference.data(), 2));
+    for (int img = 0; img < n; ++img) {
+      const std::vector<double> ref = forward_ref(net, latents.data() + img * spec.latent_dim);
+      for (const std::vector<float>* images : {&fast, &reference}) {
+        const std::vector<float> got(images->begin() + int64_t(img) * values,
+                                     images->begin() + int64_t(img + 1) * values);
+        check_close(got, ref, 2e-5, 1e-5,
+                    std::string(images == &fast ? "CPU backend" : "reference_forward") + " image " + std::to_string(img));
+      }
+      double sum_sq = 0;
+      for (double v : ref) sum_sq += v * v;
+      CHECK(std::sqrt(sum_sq / ref.size()) > 0.05);  // not flat: the comparison means something
+    }
+  }
+}
+
+TEST_CASE("reference_forward shows each layer to its observer, in order, and stops where told") {
+  const Network net = small_random_network(40, ModelSpec{5, 16, 1, 4, false});
+  std::mt19937_64 rng(41);
+  const auto latents = random_floats(rng, 2 * 5, -1, 1);
+  std::vector<std::string> seen;
+  std::vector<float> images(2 * 4096, kPoison);
+  CHECK(reference_forward(net, latents.data(), 2, images.data(), 1, [&](const std::string& layer, const std::vector<float>& v) {
+    seen.push_back(layer + ":" + std::to_string(v.size()));
+    return true;
+  }));
+  // Two images: (4, 4, 128), (8, 8, 64), (16, 16, 32), (32, 32, 16), (64, 64, 1) each.
+  CHECK(seen == std::vector<std::string>{"proj:4096", "bn0:4096", "tconv1:8192", "bn1:8192", "tconv2:16384",
+                                         "bn2:16384", "tconv3:32768", "bn3:32768", "tconv4:8192", "tanh:8192"});
+  std::vector<float> untouched(2 * 4096, kPoison);
+  CHECK_FALSE(reference_forward(net, latents.data(), 2, untouched.data(), 1,
+                                [&](const std::string& layer, const std::vector<float>&) { return layer != "bn2"; }));
+  CHECK(std::isnan(untouched[0]));
+}
+
+TEST_CASE("make_backend: a model the CUDA kernels cannot run is refused by cuda, run on the CPU by auto") {
+  const Network net(ModelSpec{100, 16, 1, 4, false});
+  BackendOptions options;
+  options.device = DeviceKind::Cuda;
+  options.threads = 2;
+  std::string notice;
+  const std::string reason = cuda_cannot_run(net.spec());
+  CHECK(reason == "the CUDA kernels run the SHPC network only (nz 100, ngf 64, nc 3, 5x5 kernels, with biases), "
+                  "not this model's nz 100, ngf 16, nc 1, 4x4 kernels, no biases");
+  CHECK(cuda_cannot_run(kShpcSpec).empty());
+  CHECK_THROWS_WITH_AS(make_backend(net, options, &notice),
+                       ("--device cuda cannot run this model: " + reason + "; use --device cpu or auto").c_str(),
+                       UserError);
+  options.device = DeviceKind::Auto;
+  CHECK(make_backend(net, options, &notice)->describe() == "CPU (" + cpu_isa_name(best_cpu_isa()) + "), 2 threads");
+  std::string no_gpu;
+  if (usable_gpu_count(&no_gpu) > 0) {
+    CHECK(notice == reason + "; running on the CPU with 2 threads");
+  } else {
+    CHECK(notice == "no NVIDIA GPU is usable here (" + no_gpu + "); running on the CPU with 2 threads");
+  }
 }
 
 TEST_CASE("make_backend: cpu on request, and without a GPU auto falls back while cuda is refused") {

@@ -45,20 +45,23 @@ double stddev_of(const float* values, int64_t n) {
 
 TEST_CASE("network layout: block offsets follow the file order and sum to 5,137,283 floats") {
   CHECK(kNetworkFloats == 5137283);
+  const Network shpc;
+  CHECK(shpc.spec() == kShpcSpec);
+  CHECK(Network::float_count(kShpcSpec) == kNetworkFloats);
   CHECK(kNetworkBytes == 20549132);
-  CHECK(Network::proj_weight_offset() == 0);
-  CHECK(Network::proj_bias_offset() == 819200);  // 100 * 8192
+  CHECK(shpc.proj_weight_offset() == 0);
+  CHECK(shpc.proj_bias_offset() == 819200);  // 100 * 8192
   // Per stage: bn (4 * c_in), tconv weight (25 * c_out * c_in), tconv bias (c_out).
   const int64_t bn[4] = {827392, 4106496, 4926848, 5132224};
   const int64_t weight[4] = {829440, 4107520, 4927360, 5132480};
   const int64_t bias[4] = {4106240, 4926720, 5132160, 5137280};
   for (int s = 0; s < kNumStages; ++s) {
     CAPTURE(s);
-    CHECK(Network::batchnorm_offset(s) == bn[s]);
-    CHECK(Network::tconv_weight_offset(s) == weight[s]);
-    CHECK(Network::tconv_bias_offset(s) == bias[s]);
+    CHECK(shpc.batchnorm_offset(s) == bn[s]);
+    CHECK(shpc.tconv_weight_offset(s) == weight[s]);
+    CHECK(shpc.tconv_bias_offset(s) == bias[s]);
   }
-  CHECK(Network::tconv_bias_offset(3) + 3 == kNetworkFloats);
+  CHECK(shpc.tconv_bias_offset(3) + 3 == kNetworkFloats);
 
   // The block sizes of network.hpp, added up independently of the offset functions.
   int64_t total = 100 * 8192 + 8192;
@@ -86,7 +89,8 @@ TEST_CASE("network layout: block offsets follow the file order and sum to 5,137,
   CHECK(net.tconv(0).size_in == 4);
   CHECK_THROWS(net.batchnorm(4));
   CHECK_THROWS(net.tconv(-1));
-  CHECK_THROWS_AS(Network(std::vector<float>(10)), std::invalid_argument);
+  CHECK_THROWS_AS(Network(kShpcSpec, std::vector<float>(10)), std::invalid_argument);
+  CHECK(t3.kernel_size == 5);
 }
 
 TEST_CASE("network: save then load gives the same bytes, and the file is the raw float32 array") {
@@ -145,7 +149,7 @@ TEST_CASE("network: NaN and Inf are located by block and index") {
   std::vector<float>& f = net.mutable_floats();
 
   SUBCASE("NaN in tconv2 weight, through the file") {
-    f[Network::tconv_weight_offset(1) + 1234] = std::numeric_limits<float>::quiet_NaN();
+    f[net.tconv_weight_offset(1) + 1234] = std::numeric_limits<float>::quiet_NaN();
     save_network(net, path);
     const std::string message = user_error_of([&] { load_network(path); });
     CHECK(contains(message, path));
@@ -153,14 +157,14 @@ TEST_CASE("network: NaN and Inf are located by block and index") {
     CHECK(contains(message, "NaN"));
   }
   SUBCASE("+Inf in proj bias") {
-    f[Network::proj_bias_offset() + 5] = std::numeric_limits<float>::infinity();
+    f[net.proj_bias_offset() + 5] = std::numeric_limits<float>::infinity();
     const std::string message = user_error_of([&] { validate_network(net, "model.bin"); });
     CHECK(contains(message, "model.bin"));
     CHECK(contains(message, "proj bias[5]"));
     CHECK(contains(message, "+Inf"));
   }
   SUBCASE("-Inf in bn3 gamma, the first value of its block") {
-    f[Network::batchnorm_offset(3) + 64] = -std::numeric_limits<float>::infinity();
+    f[net.batchnorm_offset(3) + 64] = -std::numeric_limits<float>::infinity();
     const std::string message = user_error_of([&] { validate_network(net, "model.bin"); });
     CHECK(contains(message, "bn3 gamma[0]"));
     CHECK(contains(message, "-Inf"));
@@ -178,7 +182,7 @@ TEST_CASE("network: NaN and Inf are located by block and index") {
 
 TEST_CASE("network: a batch-norm variance with var + 1e-5 <= 0 is named with its value") {
   Network net;
-  float* var1 = net.mutable_floats().data() + Network::batchnorm_offset(1) + 3 * 256;
+  float* var1 = net.mutable_floats().data() + net.batchnorm_offset(1) + 3 * 256;
 
   var1[17] = -0.25f;
   std::string message = user_error_of([&] { validate_network(net, "model.bin"); });
@@ -223,4 +227,63 @@ TEST_CASE("network: random weights are deterministic per seed, differ across see
     const double expected = (s == 3 ? 0.6 : 1.0) * std::sqrt(2.0 / (6.25 * t.c_in));
     CHECK(stddev_of(t.weight, int64_t{25} * t.c_in * t.c_out) == doctest::Approx(expected).epsilon(0.05));
   }
+}
+
+TEST_CASE("network layout: any ModelSpec, offsets worked out by hand for the PyTorch tutorial generator") {
+  // nz 100, ngf 32, nc 1, 4x4 kernels, no biases: C = 256, 128, 64, 32, 1.
+  const ModelSpec tutorial{100, 32, 1, 4, false};
+  const Network net(tutorial);
+  CHECK(net.spec() == tutorial);
+  CHECK(net.proj_bias_offset() == 409600);  // 100 * 4096
+  // Per stage: bn (4 * c_in), tconv weight (16 * c_out * c_in), bias (c_out), zeros but present.
+  const int64_t bn[4] = {413696, 939136, 1070784, 1103840};
+  const int64_t weight[4] = {414720, 939648, 1071040, 1103968};
+  const int64_t bias[4] = {939008, 1070720, 1103808, 1104480};
+  for (int s = 0; s < kNumStages; ++s) {
+    CAPTURE(s);
+    CHECK(net.batchnorm_offset(s) == bn[s]);
+    CHECK(net.tconv_weight_offset(s) == weight[s]);
+    CHECK(net.tconv_bias_offset(s) == bias[s]);
+    CHECK(net.tconv(s).kernel_size == 4);
+    CHECK(net.tconv(s).size_in == (4 << s));
+  }
+  CHECK(Network::float_count(tutorial) == 1104481);
+  CHECK(static_cast<int64_t>(net.floats().size()) == Network::float_count(tutorial));
+  CHECK(net.tconv(3).c_out == 1);
+  CHECK(net.batchnorm(0).channels == 256);
+  CHECK_THROWS_AS(Network(tutorial, std::vector<float>(5137283)), std::invalid_argument);
+}
+
+TEST_CASE("network: specs outside the supported ranges are refused in words") {
+  CHECK(model_spec_problem(kShpcSpec).empty());
+  CHECK(model_spec_problem({1024, 256, 1, 4, false}).empty());
+  CHECK(model_spec_problem({0, 64, 3, 5, true}) == "nz is 0, but it must be 1 to 1024");
+  CHECK(model_spec_problem({1025, 64, 3, 5, true}) == "nz is 1025, but it must be 1 to 1024");
+  CHECK(model_spec_problem({100, 24, 3, 5, true}) ==
+        "ngf is 24, but it must be a multiple of 16 from 16 to 256");
+  CHECK(model_spec_problem({100, 272, 3, 5, true}) ==
+        "ngf is 272, but it must be a multiple of 16 from 16 to 256");
+  CHECK(model_spec_problem({100, 64, 2, 5, true}) == "nc is 2, but it must be 1 (grey) or 3 (RGB)");
+  CHECK(model_spec_problem({100, 64, 3, 3, true}) == "kernel_size is 3, but it must be 4 or 5");
+  CHECK_THROWS_AS(Network(ModelSpec{100, 64, 3, 3, true}), std::invalid_argument);
+  CHECK(describe_spec({128, 32, 1, 4, false}) == "nz 128, ngf 32, nc 1, 4x4 kernels, no biases");
+}
+
+TEST_CASE("network: random weights of any spec validate; no biases means zero biases; network.bin is SHPC only") {
+  const ModelSpec spec{37, 16, 1, 4, false};
+  const Network a = make_random_network(spec, 3);
+  const Network b = make_random_network(spec, 3);
+  CHECK(a.floats() == b.floats());
+  CHECK_NOTHROW(validate_network(a, "random"));
+  for (int o = 0; o < spec.proj_outputs(); ++o) REQUIRE(a.proj_bias()[o] == 0.0f);
+  for (int s = 0; s < kNumStages; ++s) {
+    const TConvView t = a.tconv(s);
+    for (int o = 0; o < t.c_out; ++o) REQUIRE(t.bias[o] == 0.0f);
+    // He's rule for k x k: variance 2 / (k^2 / 4 * c_in), the last stage scaled by 0.6.
+    const double expected = (s == 3 ? 0.6 : 1.0) * std::sqrt(2.0 / (4.0 * t.c_in));
+    CHECK(stddev_of(t.weight, int64_t{16} * t.c_in * t.c_out) == doctest::Approx(expected).epsilon(0.1));
+  }
+  TempDir dir;
+  CHECK_THROWS_AS(save_network(a, dir.file("x.bin")), std::invalid_argument);
+  CHECK(!std::filesystem::exists(dir.file("x.bin")));
 }

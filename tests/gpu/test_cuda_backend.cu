@@ -64,18 +64,18 @@ Network random_test_network(uint64_t seed) {
     for (int64_t i = 0; i < count; ++i) f[offset + i] = dist(rng);
   };
   const float proj_scale = std::sqrt(3.0f / kLatentDim);
-  fill(Network::proj_weight_offset(), int64_t(kLatentDim) * kProjOutputs, -proj_scale, proj_scale);
-  fill(Network::proj_bias_offset(), kProjOutputs, -0.1f, 0.1f);
+  fill(net.proj_weight_offset(), int64_t(kLatentDim) * kProjOutputs, -proj_scale, proj_scale);
+  fill(net.proj_bias_offset(), kProjOutputs, -0.1f, 0.1f);
   for (int s = 0; s < kNumStages; ++s) {
     const int c = kStageChannels[s], c_out = kStageChannels[s + 1];
-    const int64_t bn = Network::batchnorm_offset(s);
+    const int64_t bn = net.batchnorm_offset(s);
     fill(bn, c, -0.2f, 0.2f);          // beta
     fill(bn + c, c, 0.7f, 1.3f);       // gamma
     fill(bn + 2 * c, c, -0.2f, 0.2f);  // mean
     fill(bn + 3 * c, c, 0.5f, 1.5f);   // var
     const float scale = std::sqrt(4.0f / (c * 6.25f));
-    fill(Network::tconv_weight_offset(s), 25 * int64_t(c_out) * c, -scale, scale);
-    fill(Network::tconv_bias_offset(s), c_out, -0.1f, 0.1f);
+    fill(net.tconv_weight_offset(s), 25 * int64_t(c_out) * c, -scale, scale);
+    fill(net.tconv_bias_offset(s), c_out, -0.1f, 0.1f);
   }
   return net;
 }
