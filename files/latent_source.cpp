@@ -30,7 +30,8 @@ double unit_interval(uint64_t bits) { return static_cast<double>(bits >> 11) * 0
 
 class RandomLatents : public LatentSource {
  public:
-  RandomLatents(int64_t count, uint64_t seed, int64_t first) : count_(count), seed_(seed), next_(first), first_(first) {}
+  RandomLatents(int64_t count, uint64_t seed, int64_t first, int latent_dim)
+      : count_(count), seed_(seed), next_(first), first_(first), latent_dim_(latent_dim) {}
   int64_t count() const override { return count_; }
   int64_t read(float* dst, int64_t max_images) override {
     const int64_t n = std::min(max_images, first_ + count_ - next_);
@@ -49,12 +50,12 @@ class RandomLatents : public LatentSource {
   }
 
  private:
-  // Images [image, image + n) of the seed's sequence into dst, (n, 100).
+  // Images [image, image + n) of the seed's sequence into dst, (n, nz).
   void draw(int64_t image, int64_t n, float* dst) const {
     parallel_for(n, std::min(threads(), static_cast<int>(std::max<int64_t>(1, n / 64))), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i)
-        for (int v = 0; v < kLatentDim; ++v)
-          dst[i * kLatentDim + v] = static_cast<float>(random_latent_value(seed_, image + i, v));
+        for (int v = 0; v < latent_dim_; ++v)
+          dst[i * latent_dim_ + v] = static_cast<float>(random_latent_value(seed_, image + i, v));
     });
   }
 
@@ -62,11 +63,12 @@ class RandomLatents : public LatentSource {
   uint64_t seed_;
   int64_t next_;
   int64_t first_;
+  int latent_dim_;  // nz
 };
 
 class InterpolationLatents : public LatentSource {
  public:
-  InterpolationLatents(int64_t side, uint64_t seed) : side_(side), seed_(seed) {}
+  InterpolationLatents(int64_t side, uint64_t seed, int latent_dim) : side_(side), seed_(seed), latent_dim_(latent_dim) {}
   int64_t count() const override { return side_ * side_; }
   int64_t read(float* dst, int64_t max_images) override {
     const int64_t n = std::min(max_images, count() - next_);
@@ -82,7 +84,7 @@ class InterpolationLatents : public LatentSource {
     for (int64_t i = 0; i < count; ++i) {
       const int64_t row = (first + i) / side_, step = (first + i) % side_;
       const double t = side_ > 1 ? static_cast<double>(step) / static_cast<double>(side_ - 1) : 0.0;
-      slerp(2 * row, 2 * row + 1, t, dst + i * kLatentDim);
+      slerp(2 * row, 2 * row + 1, t, dst + i * latent_dim_);
     }
   }
   void finish() override {}
@@ -92,10 +94,11 @@ class InterpolationLatents : public LatentSource {
   }
 
  private:
-  // out (100) = sin((1-t)w)/sin(w) a + sin(tw)/sin(w) b, w the angle between a and b.
+  // out (nz) = sin((1-t)w)/sin(w) a + sin(tw)/sin(w) b, w the angle between a and b.
   void slerp(int64_t from, int64_t to, double t, float* out) const {
-    double a[kLatentDim], b[kLatentDim], dot = 0, na = 0, nb = 0;
-    for (int v = 0; v < kLatentDim; ++v) {
+    std::vector<double> a(static_cast<size_t>(latent_dim_)), b(a.size());
+    double dot = 0, na = 0, nb = 0;
+    for (int v = 0; v < latent_dim_; ++v) {
       a[v] = random_latent_value(seed_, from, v);
       b[v] = random_latent_value(seed_, to, v);
       dot += a[v] * b[v];
@@ -109,11 +112,12 @@ class InterpolationLatents : public LatentSource {
       wa = std::sin((1 - t) * omega) / std::sin(omega);
       wb = std::sin(t * omega) / std::sin(omega);
     }
-    for (int v = 0; v < kLatentDim; ++v) out[v] = static_cast<float>(wa * a[v] + wb * b[v]);
+    for (int v = 0; v < latent_dim_; ++v) out[v] = static_cast<float>(wa * a[v] + wb * b[v]);
   }
 
   int64_t side_;
   uint64_t seed_;
+  int latent_dim_;  // nz
   int64_t next_ = 0;
 };
 
@@ -132,7 +136,7 @@ void LatentSource::read_range(int64_t, int64_t, float*) {
 
 int LatentSource::threads() const { return resolve_threads(threads_); }
 
-std::unique_ptr<LatentSource> open_latent_file(const std::string& path) {
+std::unique_ptr<LatentSource> open_latent_file(const std::string& path, int latent_dim) {
   // Only a regular file is looked into: the bytes of a pipe would be gone for the reader.
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
@@ -142,23 +146,24 @@ std::unique_ptr<LatentSource> open_latent_file(const std::string& path) {
       std::fclose(file);
     }
     const bool npy_name = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
-    if (has_npy_magic(start) || npy_name) return open_npy_latents(path);
+    if (has_npy_magic(start) || npy_name) return open_npy_latents(path, latent_dim);
   }
-  return open_text_latents(path);
+  return open_text_latents(path, latent_dim);
 }
 
-std::unique_ptr<LatentSource> make_random_latents(int64_t count, uint64_t seed, int64_t first) {
-  return std::make_unique<RandomLatents>(count, seed, first);
+std::unique_ptr<LatentSource> make_random_latents(int64_t count, uint64_t seed, int64_t first, int latent_dim) {
+  return std::make_unique<RandomLatents>(count, seed, first, latent_dim);
 }
 
-std::unique_ptr<LatentSource> make_interpolation_latents(int64_t side, uint64_t seed) {
-  return std::make_unique<InterpolationLatents>(side, seed);
+std::unique_ptr<LatentSource> make_interpolation_latents(int64_t side, uint64_t seed, int latent_dim) {
+  return std::make_unique<InterpolationLatents>(side, seed, latent_dim);
 }
 
 std::unique_ptr<LatentSource> open_latents(const LatentSpec& spec) {
-  if (spec.interpolate_side > 0) return make_interpolation_latents(spec.interpolate_side, spec.seed);
-  if (spec.random_count > 0) return make_random_latents(spec.random_count, spec.seed);
-  return open_latent_file(spec.path);
+  const int latent_dim = spec.latent_dim;
+  if (spec.interpolate_side > 0) return make_interpolation_latents(spec.interpolate_side, spec.seed, latent_dim);
+  if (spec.random_count > 0) return make_random_latents(spec.random_count, spec.seed, 0, latent_dim);
+  return open_latent_file(spec.path, latent_dim);
 }
 
 }  // namespace facegen

@@ -1,6 +1,7 @@
 // latent_source.hpp: where latent vectors come from: a file, seeded random draws, or interpolations.
 //
-// Every source hands out its N latents in order, (count, 100) floats per read. Most can also read any
+// Every source hands out its N latents in order, (count, nz) floats per read (nz: the model's latent
+// size, given when the source is opened; 100 for the SHPC network). Most can also read any
 // range of images on their own (random_access): a regular text or .npy file, and the drawn latents;
 // several threads, and every MPI rank, then read their own share. A pipe is read in order only. Random latents are
 // counter-based: value v of image n is a pure function of (seed, n, v), so the same seed gives the
@@ -12,6 +13,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "common/model_shape.hpp"
 
 namespace facegen {
 
@@ -25,7 +28,7 @@ class LatentSource {
 
   // Whether read_range works: any images, in any order, by any process that opened the same source.
   virtual bool random_access() const { return false; }
-  // Images [first, first + count) into dst, (count, 100), using up to threads() threads. It does not
+  // Images [first, first + count) into dst, (count, nz), using up to threads() threads. It does not
   // move read()'s position. Throws UserError, and std::logic_error where !random_access().
   virtual void read_range(int64_t first, int64_t count, float* dst);
   // The size of the file behind the source (-1: none), so that processes can check they see one file.
@@ -47,17 +50,19 @@ class LatentSource {
 };
 
 // A latent file, told apart by its content: a NumPy .npy file (it starts with "\x93NUMPY", see
-// npy_latents.hpp), else text: N, then N*100 numbers (latents.hpp). A regular file is read with random
+// npy_latents.hpp), else text: N, then N*nz numbers (latents.hpp). A regular file is read with random
 // access; a pipe or other stream only in order, as text. A file named *.npy must be a .npy file.
-std::unique_ptr<LatentSource> open_latent_file(const std::string& path);
+std::unique_ptr<LatentSource> open_latent_file(const std::string& path, int latent_dim = kLatentDim);
 
-// N images of N(0, 1) latents, images [first, first + count) of the sequence keyed by seed.
-std::unique_ptr<LatentSource> make_random_latents(int64_t count, uint64_t seed, int64_t first = 0);
+// N images of N(0, 1) latents, images [first, first + count) of the sequence keyed by seed; value v
+// of an image does not depend on nz, so models of different nz share their first values.
+std::unique_ptr<LatentSource> make_random_latents(int64_t count, uint64_t seed, int64_t first = 0,
+                                                  int latent_dim = kLatentDim);
 
 // A side x side grid (N = side * side): row r walks in `side` steps along the great circle from
 // random latent 2r to random latent 2r + 1 of the seed (spherical interpolation, which keeps the
 // norm typical of a Gaussian latent), so each row of the mosaic is one interpolation.
-std::unique_ptr<LatentSource> make_interpolation_latents(int64_t side, uint64_t seed);
+std::unique_ptr<LatentSource> make_interpolation_latents(int64_t side, uint64_t seed, int latent_dim = kLatentDim);
 
 // What the command line asked for: a file, --random N, or --interpolate SIDE (with --seed).
 struct LatentSpec {
@@ -65,10 +70,11 @@ struct LatentSpec {
   int64_t random_count = 0;
   int64_t interpolate_side = 0;
   uint64_t seed = 1;
+  int latent_dim = kLatentDim;  // nz: values per latent, the model's (the drivers set it from the model file)
 };
 std::unique_ptr<LatentSource> open_latents(const LatentSpec& spec);
 
-// Value `value` (0..99) of random latent `image` for `seed`: N(0, 1) by Box-Muller over a hash.
+// Value `value` (0..nz-1) of random latent `image` for `seed`: N(0, 1) by Box-Muller over a hash.
 double random_latent_value(uint64_t seed, uint64_t image, uint64_t value);
 
 }  // namespace facegen

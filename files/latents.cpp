@@ -93,9 +93,10 @@ LatentToken parse_latent_value(const char* text, size_t length, float* value) {
 }
 
 LatentReader::LatentReader(std::FILE* file, const std::string& name, const LatentResume& at)
-    : path_(name), file_(file), line_(at.line), column_(at.column), count_(at.count), read_(at.image) {
+    : path_(name), file_(file), line_(at.line), column_(at.column), count_(at.count), read_(at.image),
+      latent_dim_(at.latent_dim) {
   if (file_ == nullptr) throw std::invalid_argument("LatentReader: null stream for " + name);
-  if (at.count < 1 || at.image < 0 || at.image > at.count) {
+  if (at.count < 1 || at.image < 0 || at.image > at.count || at.latent_dim < 1) {
     std::fclose(file_);
     file_ = nullptr;
     throw std::invalid_argument("LatentReader: resuming at image " + std::to_string(at.image) + " of " +
@@ -113,14 +114,16 @@ LatentReader::LatentReader(const std::string& path, int64_t offset, const Latent
   }
 }
 
-LatentReader::LatentReader(const std::string& path) : LatentReader(open_input(path), path) {}
+LatentReader::LatentReader(const std::string& path, int latent_dim)
+    : LatentReader(open_input(path), path, kDefaultBufferBytes, latent_dim) {}
 
-LatentReader::LatentReader(std::FILE* file, const std::string& name, size_t buffer_bytes)
-    : path_(name), file_(file) {
+LatentReader::LatentReader(std::FILE* file, const std::string& name, size_t buffer_bytes, int latent_dim)
+    : path_(name), file_(file), latent_dim_(latent_dim) {
   if (file_ == nullptr) throw std::invalid_argument("LatentReader: null stream for " + name);
   // The destructor does not run if a constructor throws, so close the stream on the way out.
   try {
     if (buffer_bytes == 0) throw std::invalid_argument("LatentReader: a read buffer of 0 bytes");
+    if (latent_dim < 1) throw std::invalid_argument("LatentReader: latents of " + std::to_string(latent_dim) + " values");
     capacity_ = buffer_bytes;
     buffer_.resize(std::min(capacity_, kFirstBufferBytes));
     struct stat st;
@@ -151,17 +154,17 @@ LatentReader::LatentReader(std::FILE* file, const std::string& name, size_t buff
     if (n <= 0) {
       fail_at(token, "the image count N must be a positive integer, but it is " + quote(token));
     }
-    // Each of the N*100 numbers needs at least one character and one separator before it.
+    // Each of the N*nz numbers needs at least one character and one separator before it.
     const int64_t after_n = bytes_read_ - static_cast<int64_t>(end_ - begin_);
-    const int64_t max_n = (std::numeric_limits<int64_t>::max() - after_n) / (kLatentDim * kMinBytesPerValue);
+    const int64_t max_n = (std::numeric_limits<int64_t>::max() - after_n) / (latent_dim_ * kMinBytesPerValue);
     if (overflow || n > max_n) {
       fail_at(token, "the image count N = " + std::string(text.c_str()) +
                          " is too large: that many images need more numbers than any file can hold");
     }
     if (file_size_ >= 0) {
-      const int64_t needed = after_n + n * kLatentDim * kMinBytesPerValue;
+      const int64_t needed = after_n + n * latent_dim_ * kMinBytesPerValue;
       if (needed > file_size_) {
-        fail_at(token, "the image count N = " + with_commas(n) + " needs " + with_commas(n * kLatentDim) +
+        fail_at(token, "the image count N = " + with_commas(n) + " needs " + with_commas(n * latent_dim_) +
                            " numbers, at least " + with_commas(needed) + " bytes, but the file has only " +
                            with_commas(file_size_) + " bytes");
       }
@@ -257,9 +260,11 @@ std::string LatentReader::quote(const Token& token) const {
 }
 
 std::string LatentReader::where(int64_t value_index) const {
-  return "image " + with_commas(value_index / kLatentDim + 1) + " of " + with_commas(count_) + ", value " +
-         std::to_string(value_index % kLatentDim + 1) + " of " + std::to_string(kLatentDim);
+  return "image " + with_commas(value_index / latent_dim_ + 1) + " of " + with_commas(count_) + ", value " +
+         std::to_string(value_index % latent_dim_ + 1) + " of " + std::to_string(latent_dim_);
 }
+
+std::string LatentReader::n_times_nz() const { return "(N x " + std::to_string(latent_dim_) + ")"; }
 
 void LatentReader::fail_at(const Token& token, const std::string& what) const {
   throw UserError(path_ + ":" + std::to_string(token.line) + ":" + std::to_string(token.column) + ": " + what);
@@ -268,14 +273,14 @@ void LatentReader::fail_at(const Token& token, const std::string& what) const {
 int64_t LatentReader::read(float* dst, int64_t max_images) {
   if (max_images < 0) throw std::invalid_argument("LatentReader::read: negative max_images");
   const int64_t images = std::min(max_images, count_ - read_);
-  const int64_t values = images * kLatentDim;
-  const int64_t first_value = read_ * kLatentDim;
+  const int64_t values = images * latent_dim_;
+  const int64_t first_value = read_ * latent_dim_;
   Token token;
   for (int64_t i = 0; i < values; ++i) {
     const int64_t index = first_value + i;
     if (!next_token(&token)) {
       fail_at(token, "the file ends after " + with_commas(index) + " numbers, but N = " + with_commas(count_) +
-                         " calls for " + with_commas(count_ * kLatentDim) + " (N x 100)");
+                         " calls for " + with_commas(count_ * latent_dim_) + " " + n_times_nz());
     }
     float value = 0;
     const LatentToken kind = parse_latent_value(token.text, token.length, &value);
@@ -301,14 +306,14 @@ void LatentReader::finish() {
   }
   Token token;
   if (next_token(&token)) {
-    fail_at(token, "unexpected " + quote(token) + " after the " + with_commas(count_ * kLatentDim) +
-                       " numbers that N = " + with_commas(count_) + " calls for (N x 100)");
+    fail_at(token, "unexpected " + quote(token) + " after the " + with_commas(count_ * latent_dim_) +
+                       " numbers that N = " + with_commas(count_) + " calls for " + n_times_nz());
   }
 }
 
-std::vector<float> read_all_latents(const std::string& path) {
-  LatentReader reader(path);
-  std::vector<float> latents(static_cast<size_t>(reader.count()) * kLatentDim);  // (N, 100)
+std::vector<float> read_all_latents(const std::string& path, int latent_dim) {
+  LatentReader reader(path, latent_dim);
+  std::vector<float> latents(static_cast<size_t>(reader.count()) * latent_dim);  // (N, nz)
   reader.read(latents.data(), reader.count());
   reader.finish();
   return latents;

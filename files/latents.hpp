@@ -1,7 +1,7 @@
 // latents.hpp: reader of latent-vector files.
 //
-// Format: text; the first token is N (a positive integer), then N*100 floats, separated by any white
-// space. The reader streams: it holds a buffer of bounded size (1 MiB at most), never the whole file, so any N
+// Format: text; the first token is N (a positive integer), then N*nz floats (nz: the model's latent
+// size, 100 for the SHPC network), separated by any white space. The reader streams: it holds a buffer of bounded size (1 MiB at most), never the whole file, so any N
 // runs in bounded memory. Every problem is a UserError naming the file, the line and column, the
 // token and what was expected: a missing or non-integer N, N <= 0, N larger than the file can hold,
 // a token that is not a number, NaN or Inf, fewer or more than N*100 numbers.
@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "common/model_shape.hpp"
+
 namespace facegen {
 
 // The bytes that separate tokens (the C locale's isspace).
@@ -25,12 +27,14 @@ inline bool is_latent_space(char c) {
 }
 
 // Where a reader starts in the middle of a file: the first token of image `image` of `count`,
-// which lies at 1-based `line`:`column` (the stream is already positioned at its byte).
+// which lies at 1-based `line`:`column` (the stream is already positioned at its byte); each image
+// has `latent_dim` values.
 struct LatentResume {
   int64_t count = 0;
   int64_t image = 0;
   int64_t line = 1;
   int64_t column = 1;
+  int latent_dim = kLatentDim;
 };
 
 // How a token converts to a latent value, exactly as strtof reads it: kValue (any token strtof
@@ -40,13 +44,14 @@ LatentToken parse_latent_value(const char* text, size_t length, float* value);
 
 class LatentReader {
  public:
-  // Opens the file and reads N. Throws UserError.
-  explicit LatentReader(const std::string& path);
+  // Opens the file and reads N; each image has `latent_dim` values (nz). Throws UserError.
+  explicit LatentReader(const std::string& path, int latent_dim = kLatentDim);
   // Reads from a stream that is already open (a pipe, fmemopen, a memfd); the reader owns it and
   // closes it, also when this throws. `name` stands for the file in messages. The N-against-size check
   // applies when the stream is a regular file. `buffer_bytes` (at least 1) is the read buffer; tests
   // make it small to cut tokens at every position.
-  LatentReader(std::FILE* file, const std::string& name, size_t buffer_bytes = kDefaultBufferBytes);
+  LatentReader(std::FILE* file, const std::string& name, size_t buffer_bytes = kDefaultBufferBytes,
+               int latent_dim = kLatentDim);
   static constexpr size_t kDefaultBufferBytes = size_t{1} << 20;
   // Resumes at `at` in a stream positioned there (no header is read); finish() works too once
   // images_read() reaches count().
@@ -62,8 +67,9 @@ class LatentReader {
 
   int64_t count() const { return count_; }    // N
   int64_t images_read() const { return read_; }
+  int latent_dim() const { return latent_dim_; }  // nz
 
-  // Reads the next min(max_images, N - images_read()) latents into dst, (max_images, 100) floats.
+  // Reads the next min(max_images, N - images_read()) latents into dst, (max_images, nz) floats.
   // Returns how many it read. Throws UserError.
   int64_t read(float* dst, int64_t max_images);
 
@@ -83,6 +89,7 @@ class LatentReader {
 
   std::string quote(const Token& token) const;  // the token in quotes, shortened, escaped
   std::string where(int64_t value_index) const;  // "image 3 of 10, value 15 of 100"
+  std::string n_times_nz() const;                // "(N x 100)"
 
   std::string path_;
   std::FILE* file_ = nullptr;
@@ -97,9 +104,10 @@ class LatentReader {
   int64_t column_ = 1;
   int64_t count_ = 0;
   int64_t read_ = 0;
+  int latent_dim_ = kLatentDim;
 };
 
-// Reads a whole latent file: returns (N, 100) floats. For tests and small files.
-std::vector<float> read_all_latents(const std::string& path);
+// Reads a whole latent file: returns (N, nz) floats. For tests and small files.
+std::vector<float> read_all_latents(const std::string& path, int latent_dim = kLatentDim);
 
 }  // namespace facegen

@@ -1,4 +1,4 @@
-// npy_latents.cpp: reading (N, 100) float32 or float64 .npy files (see npy_latents.hpp).
+// npy_latents.cpp: reading (N, nz) float32 or float64 .npy files (see npy_latents.hpp).
 //
 // The file starts with the magic "\x93NUMPY", a version (major, minor), the header length (little-
 // endian uint16 for version 1, uint32 for 2 and 3) and an ASCII (version 3: UTF-8) Python dict
@@ -43,7 +43,9 @@ std::string value_of(const std::string& header, const std::string& key) {
 
 class NpyLatents : public LatentSource {
  public:
-  explicit NpyLatents(const std::string& path) : path_(path), file_(path) { read_header(); }
+  NpyLatents(const std::string& path, int latent_dim) : path_(path), file_(path), latent_dim_(latent_dim) {
+    read_header();
+  }
   NpyLatents(const NpyLatents&) = delete;
   NpyLatents& operator=(const NpyLatents&) = delete;
 
@@ -65,18 +67,18 @@ class NpyLatents : public LatentSource {
       throw std::invalid_argument("read_range: images [" + std::to_string(first) + ", " +
                                   std::to_string(first + images) + ") of " + std::to_string(count_));
     }
-    const int64_t row = kLatentDim * item_bytes_;
+    const int64_t row = latent_dim_ * item_bytes_;
     if (item_bytes_ == 4) {
       read_bytes(data_offset_ + first * row, images * row, reinterpret_cast<char*>(dst));
       check_finite(first, images, dst, nullptr);
       return;
     }
-    std::vector<double> wide(static_cast<size_t>(std::min(images, kConvertImages)) * kLatentDim);  // (chunk, 100)
+    std::vector<double> wide(static_cast<size_t>(std::min(images, kConvertImages)) * latent_dim_);  // (chunk, nz)
     for (int64_t done = 0; done < images;) {
       const int64_t n = std::min(images - done, kConvertImages);
       read_bytes(data_offset_ + (first + done) * row, n * row, reinterpret_cast<char*>(wide.data()));
-      float* out = dst + done * kLatentDim;
-      for (int64_t i = 0; i < n * kLatentDim; ++i) out[i] = static_cast<float>(wide[static_cast<size_t>(i)]);
+      float* out = dst + done * latent_dim_;
+      for (int64_t i = 0; i < n * latent_dim_; ++i) out[i] = static_cast<float>(wide[static_cast<size_t>(i)]);
       check_finite(first + done, n, out, wide.data());
       done += n;
     }
@@ -90,11 +92,11 @@ class NpyLatents : public LatentSource {
   // Values of images [first, first + images) in `values` must be finite floats; `wide` holds them as
   // read from a float64 file (to tell an infinity from a finite value too large for a float).
   void check_finite(int64_t first, int64_t images, const float* values, const double* wide) const {
-    for (int64_t i = 0; i < images * kLatentDim; ++i) {
+    for (int64_t i = 0; i < images * latent_dim_; ++i) {
       if (std::isfinite(values[i])) continue;
-      const int64_t image = first + i / kLatentDim;
+      const int64_t image = first + i / latent_dim_;
       const std::string where = "image " + with_commas(image + 1) + " of " + with_commas(count_) + ", value " +
-                                std::to_string(i % kLatentDim + 1) + " of " + std::to_string(kLatentDim);
+                                std::to_string(i % latent_dim_ + 1) + " of " + std::to_string(latent_dim_);
       const bool overflow = wide != nullptr && std::isfinite(wide[i]);
       refuse(where + " is " + (std::isnan(values[i]) ? "NaN" : overflow ? "too large for a float" : "infinite") +
              "; latents must be finite numbers");
@@ -129,9 +131,9 @@ class NpyLatents : public LatentSource {
     read_bytes(preamble, static_cast<int64_t>(header_bytes), header.data());
     data_offset_ = preamble + static_cast<int64_t>(header_bytes);
     parse_header(header);
-    const int64_t data_bytes = count_ * kLatentDim * item_bytes_;
+    const int64_t data_bytes = count_ * latent_dim_ * item_bytes_;
     if (data_offset_ + data_bytes != file_size_) {
-      refuse("shape (" + with_commas(count_) + ", 100) of " + (item_bytes_ == 4 ? "float32" : "float64") +
+      refuse("shape (" + with_commas(count_) + ", " + std::to_string(latent_dim_) + ") of " + (item_bytes_ == 4 ? "float32" : "float64") +
              " needs " + with_commas(data_offset_ + data_bytes) + " bytes (a " + with_commas(data_offset_) +
              "-byte header and " + with_commas(data_bytes) + " bytes of data), but the file has " +
              with_commas(file_size_) + " bytes" + (file_size_ < data_offset_ + data_bytes ? " (truncated)" : ""));
@@ -166,10 +168,11 @@ class NpyLatents : public LatentSource {
     long long rows = -1;
     int columns = -1, used = 0;
     if (std::sscanf(tuple.c_str(), "(%lld, %d)%n", &rows, &columns, &used) != 2 ||
-        used != static_cast<int>(tuple.size()) || columns != kLatentDim || rows < 1) {
-      refuse("a .npy latent file must have shape (N, 100) with N >= 1, but its shape is " + tuple);
+        used != static_cast<int>(tuple.size()) || columns != latent_dim_ || rows < 1) {
+      refuse("a .npy latent file must have shape (N, " + std::to_string(latent_dim_) +
+             ") with N >= 1, but its shape is " + tuple);
     }
-    if (rows > std::numeric_limits<int64_t>::max() / (kLatentDim * 8)) {
+    if (rows > std::numeric_limits<int64_t>::max() / (latent_dim_ * 8)) {
       refuse("its shape " + tuple + " is more than any file can hold");
     }
     count_ = rows;
@@ -177,6 +180,7 @@ class NpyLatents : public LatentSource {
 
   std::string path_;
   InputFile file_;
+  int64_t latent_dim_;  // nz
   int64_t file_size_ = 0;
   int64_t data_offset_ = 0;
   int64_t item_bytes_ = 4;
@@ -190,6 +194,8 @@ bool has_npy_magic(const std::string& bytes) {
   return bytes.size() >= kMagicBytes && std::memcmp(bytes.data(), kMagic, kMagicBytes) == 0;
 }
 
-std::unique_ptr<LatentSource> open_npy_latents(const std::string& path) { return std::make_unique<NpyLatents>(path); }
+std::unique_ptr<LatentSource> open_npy_latents(const std::string& path, int latent_dim) {
+  return std::make_unique<NpyLatents>(path, latent_dim);
+}
 
 }  // namespace facegen

@@ -1,7 +1,8 @@
 // npy_latents.hpp: a NumPy .npy file of latents as a LatentSource.
 //
 // Accepted: format version 1.0, 2.0 or 3.0; dtype '<f4' (float32) or '<f8' (float64, rounded to the
-// nearest float); shape (N, 100) with N >= 1; C order; exactly N * 100 values after the header. Each
+// nearest float); shape (N, nz) with N >= 1 (nz: the model's latent size, 100 for the SHPC network);
+// C order; exactly N * nz values after the header. Each
 // range of images is read with pread at its own offset, so any thread or rank reads its own share.
 // Anything else is refused in one sentence naming the file, what was expected and what was found; a
 // value that is NaN, infinite or too large for a float is refused with its image and value index.
@@ -10,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "common/model_shape.hpp"
 #include "files/latent_source.hpp"
 
 namespace facegen {
@@ -17,6 +19,6 @@ namespace facegen {
 // Whether `bytes` (the file's first bytes) start with the .npy magic "\x93NUMPY".
 bool has_npy_magic(const std::string& bytes);
 
-std::unique_ptr<LatentSource> open_npy_latents(const std::string& path);
+std::unique_ptr<LatentSource> open_npy_latents(const std::string& path, int latent_dim = kLatentDim);
 
 }  // namespace facegen

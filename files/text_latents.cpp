@@ -19,7 +19,7 @@ namespace {
 // A stream: one reader, in order.
 class StreamedTextLatents : public LatentSource {
  public:
-  explicit StreamedTextLatents(const std::string& path) : reader_(path), path_(path) {}
+  StreamedTextLatents(const std::string& path, int latent_dim) : reader_(path, latent_dim), path_(path) {}
   int64_t count() const override { return reader_.count(); }
   int64_t read(float* dst, int64_t max_images) override { return reader_.read(dst, max_images); }
   void finish() override { reader_.finish(); }
@@ -33,8 +33,8 @@ class StreamedTextLatents : public LatentSource {
 // A regular file: N from the header, then any range of images through the token map.
 class IndexedTextLatents : public LatentSource {
  public:
-  IndexedTextLatents(const std::string& path, int64_t file_size)
-      : path_(path), file_size_(file_size), count_(LatentReader(path).count()) {}
+  IndexedTextLatents(const std::string& path, int64_t file_size, int latent_dim)
+      : path_(path), file_size_(file_size), latent_dim_(latent_dim), count_(LatentReader(path, latent_dim).count()) {}
   int64_t count() const override { return count_; }
   std::string describe() const override { return path_; }
   bool random_access() const override { return true; }
@@ -69,7 +69,7 @@ class IndexedTextLatents : public LatentSource {
         const int64_t from = images * p / pieces, to = images * (p + 1) / pieces;
         try {
           LatentReader reader = resume_at(first + from);
-          reader.read(dst + from * kLatentDim, to - from);
+          reader.read(dst + from * latent_dim_, to - from);
         } catch (...) {
           errors[static_cast<size_t>(p)] = std::current_exception();
         }
@@ -90,12 +90,13 @@ class IndexedTextLatents : public LatentSource {
   }
   // A reader at the first number of `image` (image == N: where the numbers should end).
   LatentReader resume_at(int64_t image) const {
-    const TextPosition at = index_->locate(1 + image * kLatentDim);
-    return LatentReader(path_, at.offset, LatentResume{count_, image, at.line, at.column});
+    const TextPosition at = index_->locate(1 + image * latent_dim_);
+    return LatentReader(path_, at.offset, LatentResume{count_, image, at.line, at.column, latent_dim_});
   }
 
   std::string path_;
   int64_t file_size_;
+  int latent_dim_;  // nz
   int64_t count_;
   int64_t next_ = 0;
   std::unique_ptr<LatentIndex> index_;
@@ -103,12 +104,12 @@ class IndexedTextLatents : public LatentSource {
 
 }  // namespace
 
-std::unique_ptr<LatentSource> open_text_latents(const std::string& path) {
+std::unique_ptr<LatentSource> open_text_latents(const std::string& path, int latent_dim) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-    return std::make_unique<IndexedTextLatents>(path, static_cast<int64_t>(st.st_size));
+    return std::make_unique<IndexedTextLatents>(path, static_cast<int64_t>(st.st_size), latent_dim);
   }
-  return std::make_unique<StreamedTextLatents>(path);
+  return std::make_unique<StreamedTextLatents>(path, latent_dim);
 }
 
 }  // namespace facegen

@@ -9,10 +9,12 @@
 #include <memory>
 #include <string>
 
+#include "common/model_shape.hpp"
 #include "files/latent_source.hpp"
 
 namespace facegen {
 
-std::unique_ptr<LatentSource> open_text_latents(const std::string& path);
+// Each image has `latent_dim` (nz) values.
+std::unique_ptr<LatentSource> open_text_latents(const std::string& path, int latent_dim = kLatentDim);
 
 }  // namespace facegen

@@ -61,6 +61,11 @@ std::string model_spec_problem(const ModelSpec& spec);
 // The spec in words, e.g. "nz 100, ngf 64, nc 3, 5x5 kernels, with biases".
 std::string describe_spec(const ModelSpec& spec);
 
+// The shape of the model in the file at `path`, without reading its weights, for what must be sized
+// before the model is loaded (an MPI job's latent readers). A network.bin holds kShpcSpec; a file
+// that is not a valid model is explained by load_network.
+ModelSpec read_model_spec(const std::string& path);
+
 // Reads and validates a network.bin. Throws UserError naming the file and the problem: unreadable,
 // wrong byte count (expected and actual), a NaN or Inf (which block, which index), var + eps <= 0.
 Network load_network(const std::string& path);

@@ -83,7 +83,7 @@ constexpr int kTimeFields = sizeof(Times) / sizeof(double);
 class RankJob {
  public:
   RankJob(MPI_Comm world, const RankTopology& topo, const GenerateRequest& request, const RankJobOptions& options)
-      : world_(world), topo_(topo), request_(request), options_(options) {}
+      : world_(world), topo_(topo), request_(request), options_(options), latents_(request.latents) {}
 
   int run();
 
@@ -103,6 +103,8 @@ class RankJob {
   int exit_code_ = 0;
   bool is_root_ = false;
 
+  ModelSpec spec_ = kShpcSpec;  // the model file's, read by every rank before the latents
+  LatentSpec latents_;          // the request's, with the model's nz
   std::optional<Network> net_;  // the backend keeps its own copy; this one names the layer of a non-finite image
   std::unique_ptr<Backend> backend_;
   std::string backend_text_ = "sits out";
@@ -121,7 +123,7 @@ class RankJob {
 int64_t RankJob::default_min_images() const {
   if (options_.all_ranks) return 1;
   if (options_.min_images_per_rank > 0) return options_.min_images_per_rank;
-  const bool gpu = choose_device(request_.backend, kShpcSpec, topo_.local_rank).options.device == DeviceKind::Cuda;
+  const bool gpu = choose_device(request_.backend, spec_, topo_.local_rank).options.device == DeviceKind::Cuda;
   return gpu ? kDefaultMinImagesCuda : kDefaultMinImagesCpu;
 }
 
@@ -163,8 +165,8 @@ void RankJob::generate_slice(const float* latents, int64_t count, int64_t first_
   const int64_t step = on_cpu_ ? kCpuProgressStep : std::max<int64_t>(count, 1);
   for (int64_t first = 0; first < count; first += step) {
     const int64_t n = std::min(step, count - first);
-    backend_->generate(latents + first * kLatentDim, n, images + first * kImageValues);
-    require_finite_images(*net_, request_.model_path, latents + first * kLatentDim, images + first * kImageValues, n,
+    backend_->generate(latents + first * latents_.latent_dim, n, images + first * kImageValues);
+    require_finite_images(*net_, request_.model_path, latents + first * latents_.latent_dim, images + first * kImageValues, n,
                           first_index + first);
     progress_->own_count().store(generated_ + first + n, std::memory_order_relaxed);
     progress_->publish();
@@ -177,12 +179,18 @@ int RankJob::run_steps() {
   RankStatus status;
   RankStatus input_status;  // rank 0's trouble with the latent file, reported after the model's
 
+  // 0. The model's shape, which says how many values each latent has.
+  if (request_.backend.device != DeviceKind::Synthetic) {
+    attempt(status, [&] { spec_ = read_model_spec(request_.model_path); });
+  }
+  latents_.latent_dim = spec_.latent_dim;
+
   // 1. N, read once by rank 0.
   std::unique_ptr<LatentSource> reader;
   int64_t total = 0;
   if (is_root_) {
     const auto start = Clock::now();
-    attempt(input_status, [&] { reader = open_latents(request_.latents); });
+    attempt(input_status, [&] { reader = open_latents(latents_); });
     if (reader) {
       total = reader->count();
       latents_text_ = reader->describe();
@@ -194,7 +202,7 @@ int RankJob::run_steps() {
   wait_politely(&request);
   // Where every rank can read any images of the source, each reads its own; else rank 0 reads for all.
   const auto share_start = Clock::now();
-  const bool shared = share_latents(world_, request_.latents, cpu_threads_for_rank(topo_.local_size), &reader,
+  const bool shared = share_latents(world_, latents_, cpu_threads_for_rank(topo_.local_size), &reader,
                                     &input_status);
   times_.parse += seconds_since(share_start);
 
@@ -254,11 +262,11 @@ int RankJob::run_steps() {
   };
   if (reads) {
     for (auto& buffer : round_latents) {
-      buffer.resize(static_cast<size_t>(shared ? slice_capacity : std::min(total, per_round * active)) * kLatentDim);
+      buffer.resize(static_cast<size_t>(shared ? slice_capacity : std::min(total, per_round * active)) * latents_.latent_dim);
     }
     if (split.rounds() > 0) start_reading(0);
   }
-  std::vector<float> latents(shared ? 0 : static_cast<size_t>(slice_capacity) * kLatentDim);  // (slice, 100)
+  std::vector<float> latents(shared ? 0 : static_cast<size_t>(slice_capacity) * latents_.latent_dim);  // (slice, nz)
   std::vector<int> counts(static_cast<size_t>(topo_.world_size));
   std::vector<int> displacements(static_cast<size_t>(topo_.world_size));
   for (int64_t q = 0; q < split.rounds(); ++q) {
@@ -280,8 +288,8 @@ int RankJob::run_steps() {
     if (!shared) {
       for (int r = 0; r < topo_.world_size; ++r) {
         const ImageRange slice = split.slice(q, r);
-        counts[static_cast<size_t>(r)] = static_cast<int>(slice.size() * kLatentDim);
-        displacements[static_cast<size_t>(r)] = static_cast<int>((slice.begin - round.begin) * kLatentDim);
+        counts[static_cast<size_t>(r)] = static_cast<int>(slice.size() * latents_.latent_dim);
+        displacements[static_cast<size_t>(r)] = static_cast<int>((slice.begin - round.begin) * latents_.latent_dim);
       }
       MPI_CHECK(MPI_Iscatterv(round_latents[q % 2].data(), counts.data(), displacements.data(), MPI_FLOAT,
                               latents.data(), counts[static_cast<size_t>(topo_.world_rank)], MPI_FLOAT, 0, world_,

@@ -56,7 +56,9 @@ RunSummary run_generation(const GenerateRequest& request) {
   double parse_seconds = 0, compute_seconds = 0;
 
   start = Clock::now();
-  std::unique_ptr<LatentSource> reader = open_latents(request.latents);
+  LatentSpec latent_spec = request.latents;
+  latent_spec.latent_dim = net.spec().latent_dim;
+  std::unique_ptr<LatentSource> reader = open_latents(latent_spec);
   const int64_t total = reader->count();
   parse_seconds += seconds_since(start);
 

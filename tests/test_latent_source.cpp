@@ -71,3 +71,30 @@ TEST_CASE("interpolation rows start and end at random latents 2r and 2r + 1") {
     CHECK(std::sqrt(norm) > 7.0);
   }
 }
+
+TEST_CASE("random and interpolated latents of any nz: value v of an image does not depend on nz") {
+  for (int nz : {1, 7, 128}) {
+    CAPTURE(nz);
+    LatentSpec spec;
+    spec.random_count = 9;
+    spec.seed = 5;
+    spec.latent_dim = nz;
+    auto source = open_latents(spec);
+    std::vector<float> values(static_cast<size_t>(9 * nz) + 1, NAN);
+    CHECK(source->read(values.data(), 9) == 9);
+    CHECK(std::isnan(values.back()));
+    for (int image = 0; image < 9; ++image)
+      for (int v = 0; v < nz; ++v)
+        REQUIRE(values[static_cast<size_t>(image * nz + v)] == static_cast<float>(random_latent_value(5, image, v)));
+    spec.random_count = 0;
+    spec.interpolate_side = 3;
+    auto grid = open_latents(spec);
+    std::vector<float> row(static_cast<size_t>(9 * nz), NAN);
+    grid->read(row.data(), 9);
+    // Each row starts at random latent 2r.
+    for (int v = 0; v < nz; ++v) {
+      REQUIRE(row[static_cast<size_t>(v)] == static_cast<float>(random_latent_value(5, 0, v)));
+      REQUIRE(row[static_cast<size_t>(3 * nz + v)] == static_cast<float>(random_latent_value(5, 2, v)));
+    }
+  }
+}

@@ -121,3 +121,52 @@ TEST_CASE("npy latents: every bad file is refused in one sentence with what was 
     CHECK(message.find('\n') == std::string::npos);
   }
 }
+
+TEST_CASE("latents of any nz: .npy (N, nz), text N x nz, each refusing the SHPC width in words") {
+  TempDir dir;
+  std::mt19937_64 rng(12);
+  std::normal_distribution<float> normal;
+  const int nz = 7;
+  const int64_t n = 5;
+  std::vector<float> values(static_cast<size_t>(n) * nz);
+  for (float& v : values) v = normal(rng);
+  write_file(dir.file("z.npy"), npy_bytes(dict("<f4", "(5, 7)"), raw(values)));
+  std::string text = "5\n";
+  for (size_t i = 0; i < values.size(); ++i) {
+    char token[32];
+    std::snprintf(token, sizeof token, "%a%c", static_cast<double>(values[i]), i % nz == nz - 1 ? '\n' : ' ');
+    text += token;
+  }
+  write_file(dir.file("z.txt"), text);
+  for (const std::string name : {"z.npy", "z.txt"}) {
+    CAPTURE(name);
+    LatentSpec spec;
+    spec.path = dir.file(name);
+    spec.latent_dim = nz;
+    std::unique_ptr<LatentSource> source = open_latents(spec);
+    REQUIRE(source->count() == n);
+    std::vector<float> got(values.size() + nz, std::nanf(""));  // poisoned, one image too many
+    CHECK(source->read(got.data(), 2) == 2);
+    CHECK(source->read(got.data() + 2 * nz, n) == 3);
+    source->finish();
+    CHECK(std::memcmp(got.data(), values.data(), values.size() * sizeof(float)) == 0);
+    CHECK(std::isnan(got[values.size()]));
+    std::vector<float> slice(2 * nz, std::nanf(""));
+    source->read_range(3, 2, slice.data());
+    CHECK(std::memcmp(slice.data(), values.data() + 3 * nz, slice.size() * sizeof(float)) == 0);
+  }
+  // The same files for a model of nz 100.
+  CHECK(contains(open_error(dir.file("z.npy")), "must have shape (N, 100) with N >= 1, but its shape is (5, 7)"));
+  CHECK(contains(open_error(dir.file("z.txt")), "the image count N = 5 needs 500 numbers"));
+  // And the file of nz 7 for a model of nz 3: numbers left over.
+  LatentSpec spec;
+  spec.path = dir.file("z.txt");
+  spec.latent_dim = 3;
+  const std::string message = user_error_of([&] {
+    std::unique_ptr<LatentSource> source = open_latents(spec);
+    std::vector<float> all(static_cast<size_t>(source->count()) * 3);
+    source->read(all.data(), source->count());
+    source->finish();
+  });
+  CHECK(contains(message, "after the 15 numbers that N = 5 calls for (N x 3)"));
+}
