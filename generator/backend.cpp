@@ -47,13 +47,7 @@ void throw_no_gpu(const std::string& reason) {
   throw std::runtime_error("--device cuda: no NVIDIA GPU is usable here (" + reason + ")");
 }
 
-std::string cuda_cannot_run(const ModelSpec& spec) {
-  if (spec == kShpcSpec) return "";
-  return "the CUDA kernels run the SHPC network only (" + describe_spec(kShpcSpec) + "), not this model's " +
-         describe_spec(spec);
-}
-
-DeviceChoice choose_device(const BackendOptions& requested, const ModelSpec& spec, int local_rank) {
+DeviceChoice choose_device(const BackendOptions& requested, int local_rank) {
   DeviceChoice choice;
   choice.options = requested;
   BackendOptions& options = choice.options;
@@ -64,13 +58,9 @@ DeviceChoice choose_device(const BackendOptions& requested, const ModelSpec& spe
       throw UserError("--precision tf32 and bf16 run on a CUDA GPU only; the CPU backend computes in fp32");
     return choice;
   }
-  const std::string model_reason = cuda_cannot_run(spec);
-  if (options.device == DeviceKind::Cuda && !model_reason.empty()) {
-    throw UserError("--device cuda cannot run this model: " + model_reason + "; use --device cpu or auto");
-  }
   std::string reason;
   const int visible = usable_gpu_count(&reason);
-  if (visible > 0 && model_reason.empty()) {
+  if (visible > 0) {
     options.device = DeviceKind::Cuda;
     if (options.cuda_device < 0) options.cuda_device = local_rank < 0 ? 0 : local_rank % visible;
     return choice;
@@ -79,23 +69,18 @@ DeviceChoice choose_device(const BackendOptions& requested, const ModelSpec& spe
   options.device = DeviceKind::Cpu;
   options.precision = Precision::Fp32;
   choice.fell_back = true;
-  choice.reason = visible > 0 ? "" : reason;
-  choice.model_reason = visible > 0 ? model_reason : "";
+  choice.reason = reason;
   choice.was_reduced = reduced_precision;
   return choice;
 }
 
 std::string DeviceChoice::notice(int threads) const {
   if (!fell_back) return "";
-  if (!model_reason.empty()) {
-    return model_reason + "; running on the CPU with " + std::to_string(threads) +
-           (threads == 1 ? " thread" : " threads") + (was_reduced ? " in fp32" : "");
-  }
   return cpu_fallback_notice(reason, threads) + (was_reduced ? " in fp32" : "");
 }
 
 std::unique_ptr<Backend> make_backend(const Network& net, const BackendOptions& options, std::string* notice) {
-  const DeviceChoice choice = choose_device(options, net.spec());
+  const DeviceChoice choice = choose_device(options);
   if (notice) *notice = choice.notice(resolve_threads(choice.options.threads));
   switch (choice.options.device) {
     case DeviceKind::Synthetic: return make_synthetic_backend(choice.options);

@@ -54,29 +54,23 @@ std::string cpu_fallback_notice(const std::string& reason, int threads);
 // The fault of --device cuda where no GPU is usable (exit status 3), naming the reason.
 [[noreturn]] void throw_no_gpu(const std::string& reason);
 
-// Why the CUDA kernels cannot run a network of this spec, in plain words; "" when they can.
-std::string cuda_cannot_run(const ModelSpec& spec);
-
-// The one decision of which device computes a model of `spec`, for a single process and for each
-// rank of an MPI job: cpu always works (in fp32 only: tf32 and bf16 there are the user's error);
-// cuda is the user's explicit request, so a model the CUDA kernels cannot run is the user's error
-// (UserError, exit 1) and no usable GPU a fault (throw_no_gpu) that names why; auto prefers a GPU
-// and otherwise falls back to the CPU in fp32 with a one-line notice saying why (no usable GPU, or
-// cuda_cannot_run). A process that is local rank `local_rank` of its node takes GPU
-// local_rank mod the visible GPUs, unless options.cuda_device names one.
+// The one decision of which device computes, for a single process and for each rank of an MPI job:
+// cpu always works (in fp32 only: tf32 and bf16 there are the user's error); cuda is the user's
+// explicit request, so no usable GPU is a fault (throw_no_gpu) that names why; auto prefers a GPU
+// and otherwise falls back to the CPU in fp32 with a one-line notice saying why. A process that is
+// local rank `local_rank` of its node takes GPU local_rank mod the visible GPUs, unless
+// options.cuda_device names one.
 struct DeviceChoice {
   BackendOptions options;  // device Cuda (with cuda_device set), Cpu or Synthetic; never Auto
-  bool fell_back = false;  // auto runs on the CPU
-  std::string reason;      // why no GPU is usable, in plain words
-  std::string model_reason;  // else why the CUDA kernels cannot run the model (cuda_cannot_run)
+  bool fell_back = false;  // auto found no usable GPU
+  std::string reason;      // why, in plain words
   bool was_reduced = false;  // tf32 or bf16 was asked for, so the notice says "in fp32"
-  // The notice of a fallback on `threads` CPU threads (cpu_fallback_notice() where no GPU is
-  // usable), else empty.
+  // cpu_fallback_notice() for a fallback on `threads` CPU threads, else empty.
   std::string notice(int threads) const;
 };
-DeviceChoice choose_device(const BackendOptions& requested, const ModelSpec& spec, int local_rank = 0);
+DeviceChoice choose_device(const BackendOptions& requested, int local_rank = 0);
 
-// The backend of choose_device(options, net.spec()), with its notice on `notice`.
+// The backend of choose_device(options), with its notice on `notice`.
 std::unique_ptr<Backend> make_backend(const Network& net, const BackendOptions& options,
                                       std::string* notice);
 

@@ -34,7 +34,7 @@ class CudaBackend : public Backend {
     CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device));
     const char* mode = precision == Precision::Fp32 ? "fp32" : precision == Precision::Tf32 ? "tf32" : "bf16";
     description_ = "CUDA " + std::to_string(device) + ": " + prop.name + " (" + bus_id + "), " + mode;
-    pipeline_ = std::make_unique<GpuPipeline>(net.floats().data(), precision, max_batch, device);
+    pipeline_ = std::make_unique<GpuPipeline>(net.floats().data(), net.spec(), precision, max_batch, device);
   }
 
   std::string describe() const override { return description_; }
@@ -63,8 +63,6 @@ int cuda_device_count(std::string* why_none) {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const Network& net, const BackendOptions& options) {
-  const std::string cannot = cuda_cannot_run(net.spec());
-  if (!cannot.empty()) throw UserError("cannot run this model on a CUDA GPU: " + cannot);
   std::string why_none;
   const int count = cuda_device_count(&why_none);
   if (count == 0) throw std::runtime_error("cannot use a CUDA GPU: " + why_none);

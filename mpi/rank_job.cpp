@@ -123,7 +123,7 @@ class RankJob {
 int64_t RankJob::default_min_images() const {
   if (options_.all_ranks) return 1;
   if (options_.min_images_per_rank > 0) return options_.min_images_per_rank;
-  const bool gpu = choose_device(request_.backend, spec_, topo_.local_rank).options.device == DeviceKind::Cuda;
+  const bool gpu = choose_device(request_.backend, topo_.local_rank).options.device == DeviceKind::Cuda;
   return gpu ? kDefaultMinImagesCuda : kDefaultMinImagesCpu;
 }
 
@@ -131,7 +131,7 @@ void RankJob::start_backend(int active, const std::vector<int>& node_of_rank) {
   const auto start = Clock::now();
   net_ = load_network(request_.model_path);
   const Network& net = *net_;
-  const DeviceChoice choice = choose_device(request_.backend, net.spec(), topo_.local_rank);
+  const DeviceChoice choice = choose_device(request_.backend, topo_.local_rank);
   BackendOptions backend = choice.options;
   // The node's CPUs are shared by the generating ranks on it: they run a CPU backend, or format text.
   const int sharing = static_cast<int>(std::count_if(node_of_rank.begin(), node_of_rank.begin() + active,

@@ -359,29 +359,6 @@ TEST_CASE("reference_forward shows each layer to its observer, in order, and sto
   CHECK(std::isnan(untouched[0]));
 }
 
-TEST_CASE("make_backend: a model the CUDA kernels cannot run is refused by cuda, run on the CPU by auto") {
-  const Network net(ModelSpec{100, 16, 1, 4, false});
-  BackendOptions options;
-  options.device = DeviceKind::Cuda;
-  options.threads = 2;
-  std::string notice;
-  const std::string reason = cuda_cannot_run(net.spec());
-  CHECK(reason == "the CUDA kernels run the SHPC network only (nz 100, ngf 64, nc 3, 5x5 kernels, with biases), "
-                  "not this model's nz 100, ngf 16, nc 1, 4x4 kernels, no biases");
-  CHECK(cuda_cannot_run(kShpcSpec).empty());
-  CHECK_THROWS_WITH_AS(make_backend(net, options, &notice),
-                       ("--device cuda cannot run this model: " + reason + "; use --device cpu or auto").c_str(),
-                       UserError);
-  options.device = DeviceKind::Auto;
-  CHECK(make_backend(net, options, &notice)->describe() == "CPU (" + cpu_isa_name(best_cpu_isa()) + "), 2 threads");
-  std::string no_gpu;
-  if (usable_gpu_count(&no_gpu) > 0) {
-    CHECK(notice == reason + "; running on the CPU with 2 threads");
-  } else {
-    CHECK(notice == "no NVIDIA GPU is usable here (" + no_gpu + "); running on the CPU with 2 threads");
-  }
-}
-
 TEST_CASE("make_backend: cpu on request, and without a GPU auto falls back while cuda is refused") {
   const Network net;  // zeros are enough to build backends
   BackendOptions options;
