@@ -5,7 +5,8 @@
 // 8192 for the kernels alone (latents and images on the device, graph replays) and end to end in
 // memory (host latents -> host images, with the copies); the cuBLAS baseline beside them; the event
 // timeline of a few batches showing downloads overlapped with compute; then the PyTorch DCGAN
-// tutorial's generator through the generic kernels (bench/tutorial_bench.cuh). Writes network.bin,
+// tutorial's generator through the generic kernels (bench/tutorial_bench.cuh; --tutorial-only runs
+// that section alone). Writes network.bin,
 // latents.bin, images_<precision>.bin (first 256 images of a batch of 8192) and results.json into
 // --out for bench/pytorch_reference.py, which adds PyTorch and the errors vs float64.
 #include <cublas_v2.h>
@@ -318,21 +319,17 @@ void write_file(const std::string& path, const void* data, size_t bytes) {
 
 int main(int argc, char** argv) {
   std::string out = "build/bench-run";
-  bool quick = false;
+  bool quick = false, tutorial_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--tutorial-only")) tutorial_only = true;  // the tutorial network's section alone
   }
   try {
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, %.0f MB L2\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);
     Json js;
-    ceilings(js);
-    host_copy_ceiling(js);
-    tconv3_variants<gpu::Math::Tf32>("tf32");
-    tconv3_variants<gpu::Math::Bf16>("bf16");
-
     const auto net = reference::random_network(1);
     const int kMaxN = 8192;
     std::vector<float> z(size_t(kMaxN) * 8 * kLatentDim);  // 65,536 latents for the end-to-end runs
@@ -341,6 +338,21 @@ int main(int argc, char** argv) {
     for (auto& v : z) v = nd(rng);
     write_file(out + "/network.bin", net.data(), net.size() * 4);
     write_file(out + "/latents.bin", z.data(), size_t(kMaxN) * kLatentDim * 4);
+    auto tutorial = [&] {
+      return bench_tutorial_network(
+          out, z, net, quick, [](const auto& f, int reps, cudaStream_t s) { return time_ms(f, reps, s); },
+          [&](const std::string& key, double v) { js.add(key, v); });
+    };
+    if (tutorial_only) {
+      const int failed = tutorial();
+      std::ofstream(out + "/results.json") << js.str();
+      return failed ? 2 : 0;
+    }
+
+    ceilings(js);
+    host_copy_ceiling(js);
+    tconv3_variants<gpu::Math::Tf32>("tf32");
+    tconv3_variants<gpu::Math::Bf16>("bf16");
 
     std::vector<float> host_images(z.size() / kLatentDim * kImageValues);
     std::memset(host_images.data(), 0, host_images.size() * 4);  // touch the pages before timing
@@ -449,9 +461,7 @@ int main(int argc, char** argv) {
         }
       }
     }
-    const int tutorial_failed = bench_tutorial_network(
-        out, z, quick, [](const auto& f, int reps, cudaStream_t s) { return time_ms(f, reps, s); },
-        [&](const std::string& key, double v) { js.add(key, v); });
+    const int tutorial_failed = tutorial();
     std::ofstream(out + "/results.json") << js.str();
     std::printf("\nwrote %s/results.json; bench/pytorch_reference.py adds PyTorch and the float64 errors\n", out.c_str());
     std::printf("GEMM variants: %s\n", mismatches ? "MISMATCH (see above)" : "all agree with mma.sync within tolerance");

@@ -3,7 +3,8 @@
 //
 // Validates first: each precision's first 8 images of a batch of 256 against the float64 reference
 // (tests/gpu/reference.hpp) within the GPU tests' image tolerances; then times the kernels alone
-// (graph replays, latents and images on the device) at batch 64, 1024 and 8192. Writes
+// (graph replays, latents and images on the device) at batch 64, 1024 and 8192, and the SHPC
+// network's tuned kernels the same way beside them. Writes
 // tutorial_network.bin (the flat float layout of kernels/generic_generator.hpp) and
 // tutorial_images_<precision>.bin (256 images) into the output folder for bench/pytorch_reference.py,
 // which runs torch.compile of the same model on the same latents.
@@ -36,10 +37,12 @@ inline double tutorial_flops_per_image(const ModelSpec& s) {
   return f;
 }
 
-// z: at least 8192 latents of 100 values. time_ms(f, reps, stream): the median milliseconds of f.
+// z: at least 8192 latents of 100 values; shpc: the SHPC network timed beside it (network.bin layout).
+// time_ms(f, reps, stream): the median milliseconds of f.
 // add(key, value): a figure for results.json. Returns the number of precisions whose images failed.
 template <typename Timer, typename Add>
-int bench_tutorial_network(const std::string& out, const std::vector<float>& z, bool quick, Timer time_ms, Add add) {
+int bench_tutorial_network(const std::string& out, const std::vector<float>& z, const std::vector<float>& shpc, bool quick,
+                           Timer time_ms, Add add) {
   const ModelSpec spec = kTutorialSpec;
   const auto net = reference::random_network(3, spec);
   {
@@ -83,14 +86,19 @@ int bench_tutorial_network(const std::string& out, const std::vector<float>& z, 
       add(std::string("tutorial_") + pname + "_max_error", worst);
     }
     for (int B : {64, 1024, 8192}) {
-      GpuPipeline pipe(net.data(), spec, p, B, 0);
-      CUDA_CHECK(cudaMemcpy(pipe.device_latents(0), z.data(), size_t(B) * spec.latent_dim * 4, cudaMemcpyHostToDevice));
-      const int inner = std::max(1, 8192 / B);  // ~8192 images per timed repetition
-      const float ms = time_ms([&] { for (int r = 0; r < inner; ++r) pipe.run_slot(0, B); }, quick ? 3 : 7,
-                               pipe.compute_stream());
-      const double rate = double(B) * inner / (ms / 1e3);
-      std::printf("  %s batch %5d: kernels %9.0f images/s (%5.1f TFLOP/s)\n", pname, B, rate, rate * flops / 1e12);
-      add(std::string("tutorial_") + pname + "_b" + std::to_string(B) + "_kernels", rate);
+      double rate[2];  // tutorial, SHPC
+      for (int k = 0; k < 2; ++k) {
+        GpuPipeline pipe(k == 0 ? net.data() : shpc.data(), k == 0 ? spec : kShpcSpec, p, B, 0);
+        CUDA_CHECK(cudaMemcpy(pipe.device_latents(0), z.data(), size_t(B) * spec.latent_dim * 4, cudaMemcpyHostToDevice));
+        const int inner = std::max(1, 8192 / B);  // ~8192 images per timed repetition
+        const float ms = time_ms([&] { for (int r = 0; r < inner; ++r) pipe.run_slot(0, B); }, quick ? 3 : 7,
+                                 pipe.compute_stream());
+        rate[k] = double(B) * inner / (ms / 1e3);
+      }
+      std::printf("  %s batch %5d: kernels %9.0f images/s (%5.1f TFLOP/s); SHPC network, tuned kernels: %9.0f images/s\n",
+                  pname, B, rate[0], rate[0] * flops / 1e12, rate[1]);
+      add(std::string("tutorial_") + pname + "_b" + std::to_string(B) + "_kernels", rate[0]);
+      add(std::string("tutorial_shpc_") + pname + "_b" + std::to_string(B) + "_kernels", rate[1]);
     }
   }
   std::printf("tutorial network: %s\n", failed ? "MISMATCH against float64 (see above)" : "images match float64 in every precision");
