@@ -123,6 +123,35 @@ TEST_CASE("CUDA backend results do not depend on the batch size") {
   CHECK(results[0] == results[2]);
 }
 
+TEST_CASE("CUDA backend runs networks other than the SHPC one and matches the CPU backend") {
+  // The tutorial's generator, a grey one, and one with biases, 5x5 kernels and an nz that is not a
+  // multiple of 4: the generic kernels (kernels/generic_generator.hpp) behind the same Backend.
+  const ModelSpec specs[] = {{100, 64, 3, 4, false}, {128, 32, 1, 4, false}, {7, 16, 1, 5, true}};
+  const char* cap_text = std::getenv("FACEGEN_GPU_TEST_MAX_BATCH");
+  const int64_t cap = cap_text ? std::atoll(cap_text) : 1000;
+  uint64_t seed = 300;
+  for (const ModelSpec& spec : specs) {
+    const Network net = make_random_network(spec, ++seed);
+    BackendOptions options;
+    options.threads = kCpuThreads;
+    options.max_batch = 64;  // 127 images: a full batch and a ragged one
+    options.device = DeviceKind::Cpu;
+    auto cpu = make_cpu_backend(net, options);
+    options.device = DeviceKind::Cuda;
+    auto gpu = make_cuda_backend(net, options);
+    std::mt19937_64 rng(seed);
+    for (int64_t n : {1, 3, 127}) {
+      if (n > cap) break;
+      const auto latents = random_floats(rng, n * spec.latent_dim, -1, 1);
+      std::vector<float> ref(n * spec.image_values()),
+          got(n * spec.image_values(), std::numeric_limits<float>::quiet_NaN());
+      cpu->generate(latents.data(), n, ref.data());
+      gpu->generate(latents.data(), n, got.data());
+      check_close(got, ref, 1e-5, 0, describe_spec(spec) + ", n=" + std::to_string(n) + ": CUDA backend vs CPU backend");
+    }
+  }
+}
+
 TEST_CASE("make_backend picks CUDA, and a bad device index is a clear error") {
   const Network net;  // zeros are enough to build backends
   std::string why_none;

@@ -178,6 +178,14 @@ TEST_CASE("generic layers match the float64 reference for kernel size 4 and 5, e
   check_layers(kWidest, 3, seed + 10);
 }
 
+TEST_CASE("generic kernels in every tile shape, k 4 and 5, at a few images (the racecheck case)") {
+  // Width 16 gives tconv outputs of 64, 32 and 16 channels: each N tile (tconv_any.cuh) runs, in
+  // each precision; tests/sanitize_gpu.sh runs this case under racecheck.
+  const uint64_t seed = test_seed() + 150;
+  check_layers(ModelSpec{1, 16, 1, 4, false}, 3, seed);
+  check_layers(ModelSpec{128, 16, 3, 5, true}, 3, seed + 10);
+}
+
 TEST_CASE("generic pipeline images match the float64 reference and do not depend on the batch size") {
   const int n_max = std::min(1000, batch_sizes().back());
   uint64_t seed = test_seed() + 200;
