@@ -23,8 +23,13 @@ constexpr int64_t kTextImagesPerThread = 16;
 class FormatSink : public ImageSink {
  public:
   FormatSink(OutputLayout layout, const SinkOptions& options)
-      : layout_(std::move(layout)), files_(layout_.files()), threads_(resolve_threads(options.threads)) {
+      : layout_(std::move(layout)),
+        files_(FileList{layout_.file_count(), [this](size_t file) { return layout_.file(file); }}),
+        threads_(resolve_threads(options.threads)) {
     text_end_ = layout_.format() == OutputFormat::Text ? layout_.text_data_offset() : 0;
+    // The first file now, so that a directory that cannot take it fails before any computing; the
+    // others (numbered mosaics) as their first image comes.
+    files_.create(0);
   }
 
   void append(const float* images, int64_t first, int64_t count) override {
@@ -60,7 +65,7 @@ class FormatSink : public ImageSink {
     }
     // One mosaic PNG at a time: each holds its pixels and the encoder's buffers (up to 2 x 201 MB).
     if (layout_.format() == OutputFormat::MosaicPng) {
-      for (size_t k = 0; k < layout_.files().size(); k += 2) layout_.encode_png(k, files_);
+      for (size_t k = 0; k < layout_.file_count(); k += 2) layout_.encode_png(k, files_);
     }
     std::vector<std::vector<char>>().swap(text_blocks_);
     files_.finish();
@@ -72,9 +77,7 @@ class FormatSink : public ImageSink {
   int64_t bytes_written() const override { return files_.bytes_written(); }
   std::vector<std::string> final_paths() const override {
     std::vector<std::string> paths;
-    for (const OutputFile& file : layout_.files()) {
-      if (file.kind != OutputFile::Kind::Pixels) paths.push_back(file.path);
-    }
+    for (const PendingRename& rename : files_.renames()) paths.push_back(rename.final);
     return paths;
   }
 
@@ -114,6 +117,8 @@ std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& pre
   OutputOptions layout_options;
   layout_options.mosaic_tiles = options.mosaic_tiles;
   layout_options.on_notice = options.on_notice;
+  layout_options.grid_columns = options.grid_columns;
+  layout_options.grid_padding = options.grid_padding;
   return std::make_unique<FormatSink>(OutputLayout(format, prefix, total_images, layout_options), options);
 }
 

@@ -44,11 +44,16 @@ struct SinkOptions {
   int threads = 0;
   // Largest mosaic file, in tiles per side. N above its square splits into numbered files.
   int mosaic_tiles = 128;  // 8,192 x 8,192 pixels, 16,384 images, 201 MB of pixels per file
+  // Each mosaic file's grid (torchvision's make_grid(nrow, padding)): tiles per row (0: a square) and
+  // black pixels between and around the tiles.
+  int64_t grid_columns = 0;
+  int64_t grid_padding = 0;
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
 };
 
 // The sink of one format for N images: PREFIX.txt, PREFIX.bmp (or PREFIX-0001.bmp, ...), PREFIX.npy,
-// PREFIX/ (png), PREFIX.png (or PREFIX-0001.png, ...). Every file exists (as a temporary) on return.
+// PREFIX/ (png), PREFIX.png (or PREFIX-0001.png, ...). The first file exists (as a temporary) on return,
+// the others from their first image on.
 std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& prefix, int64_t total_images,
                                      const SinkOptions& options = {});
 

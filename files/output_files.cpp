@@ -59,45 +59,63 @@ void write_fully(int fd, int64_t offset, const char* data, int64_t bytes, int* e
 
 }  // namespace
 
-OutputFiles::OutputFiles(std::vector<OutputFile> files)
-    : files_(std::move(files)), slots_(new Slot[files_.size()]) {
-  try {
-    for (size_t i = 0; i < files_.size(); ++i) {
-      const OutputFile& spec = files_[i];
-      Slot& slot = slots_[i];
-      if (spec.kind == OutputFile::Kind::Folder) {
-        slot.temp = make_temp_folder(spec.path, &slot.listed);
-        continue;
-      }
-      // A pixel file is named after its PNG, with a suffix of its own.
-      const std::string final_path = spec.kind == OutputFile::Kind::Pixels ? spec.path + ".pixels" : spec.path;
-      slot.file = std::make_unique<AtomicFile>(final_path, AtomicFile::Unbuffered{});
-      slot.temp = slot.file->temp_path();
-      if (spec.image_bytes > 0) slot.data_left = spec.count * spec.image_bytes;
-      if (!spec.header.empty()) write_bytes(i, 0, spec.header.data(), static_cast<int64_t>(spec.header.size()));
-      if (spec.size > 0) {
-        std::lock_guard<std::mutex> lock(slot.mutex);
-        if (::ftruncate(descriptor(i), spec.size) != 0) fail(i, errno);
-      }
-      // The descriptor is opened again by the first image: a mosaic split into thousands of files
-      // holds none for the files not being written.
-      if (slot.fd >= 0 && ::close(slot.fd) != 0) {
-        slot.fd = -1;
-        fail(i, errno);
-      }
-      slot.fd = -1;
-    }
-  } catch (...) {
-    remove_uncommitted();
-    throw;
-  }
-}
+OutputFiles::OutputFiles(FileList files) : files_(std::move(files)) {}
 
 OutputFiles::~OutputFiles() { remove_uncommitted(); }
 
+const std::string& OutputFiles::create(size_t file) { return slot(file).temp; }
+
+OutputFiles::Slot& OutputFiles::slot(size_t file) {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  auto found = slots_.find(file);
+  if (found != slots_.end()) return *found->second;
+  if (file >= files_.count) throw std::logic_error("OutputFiles: no file " + std::to_string(file));
+  auto made = std::make_unique<Slot>();
+  made->spec = files_.at(file);
+  try {
+    make(file, *made);
+  } catch (...) {
+    if (made->fd >= 0) ::close(made->fd);
+    if (!made->file && !made->temp.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(made->temp, ignored);
+    }
+    throw;  // the AtomicFile removes its temporary
+  }
+  return *slots_.emplace(file, std::move(made)).first->second;
+}
+
+// With slots_mutex_ held: one file or folder is created at a time.
+void OutputFiles::make(size_t file, Slot& slot) {
+  const OutputFile& spec = slot.spec;
+  if (spec.kind == OutputFile::Kind::Folder) {
+    slot.temp = make_temp_folder(spec.path, &slot.listed);
+    return;
+  }
+  // A pixel file is named after its PNG, with a suffix of its own.
+  const std::string final_path = spec.kind == OutputFile::Kind::Pixels ? spec.path + ".pixels" : spec.path;
+  slot.file = std::make_unique<AtomicFile>(final_path, AtomicFile::Unbuffered{});
+  slot.temp = slot.file->temp_path();
+  if (spec.size > 0) slot.images_left = spec.count;
+  if (!spec.header.empty()) write_bytes(slot, 0, spec.header.data(), static_cast<int64_t>(spec.header.size()));
+  if (spec.size > 0) {
+    std::lock_guard<std::mutex> lock(slot.mutex);
+    if (::ftruncate(descriptor(slot), spec.size) != 0) fail(slot, errno);
+  }
+  // The descriptor is opened again by the first image: a mosaic split into thousands of files
+  // holds none for the files not being written.
+  if (slot.fd >= 0 && ::close(slot.fd) != 0) {
+    slot.fd = -1;
+    fail(slot, errno);
+  }
+  slot.fd = -1;
+  (void)file;
+}
+
 void OutputFiles::remove_uncommitted() noexcept {
-  for (size_t i = 0; i < files_.size(); ++i) {
-    Slot& slot = slots_[i];
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  for (auto& [index, owned] : slots_) {
+    Slot& slot = *owned;
     if (slot.fd >= 0) {
       ::close(slot.fd);
       slot.fd = -1;
@@ -110,111 +128,127 @@ void OutputFiles::remove_uncommitted() noexcept {
     slot.temp.clear();
     slot.file.reset();  // removes an uncommitted temporary file
   }
+  slots_.clear();
 }
 
-void OutputFiles::fail(size_t file, int err) const {
-  throw UserError("writing " + files_[file].path + " failed: " + std::strerror(err) +
+void OutputFiles::fail(const Slot& slot, int err) {
+  throw UserError("writing " + slot.spec.path + " failed: " + std::strerror(err) +
                   (err == EFBIG ? " (the file size limit, ulimit -f)" : ""));
 }
 
-int OutputFiles::descriptor(size_t file) {
-  Slot& slot = slots_[file];
-  if (slot.done) throw std::logic_error("write to " + files_[file].path + " after its last image");
+int OutputFiles::descriptor(Slot& slot) {
+  if (slot.done) throw std::logic_error("write to " + slot.spec.path + " after its last image");
   if (slot.fd < 0) {
     slot.fd = ::open(slot.temp.c_str(), O_WRONLY | O_CLOEXEC);
     if (slot.fd < 0) {
       const int err = errno;
-      throw UserError("cannot open " + files_[file].path + " (as " + slot.temp + ") for writing: " + std::strerror(err));
+      throw UserError("cannot open " + slot.spec.path + " (as " + slot.temp + ") for writing: " + std::strerror(err));
     }
   }
   return slot.fd;
 }
 
-void OutputFiles::sync_and_close(size_t file, Slot& slot) {
+void OutputFiles::sync_and_close(Slot& slot) {
   if (slot.done) return;
   slot.done = true;
   if (slot.fd < 0) slot.fd = ::open(slot.temp.c_str(), O_WRONLY | O_CLOEXEC);
-  if (slot.fd < 0) fail(file, errno);
+  if (slot.fd < 0) fail(slot, errno);
   const int fd = slot.fd;
   slot.fd = -1;
-  const bool scratch = files_[file].kind == OutputFile::Kind::Pixels;
+  const bool scratch = slot.spec.kind == OutputFile::Kind::Pixels;
   if (!scratch && ::fsync(fd) != 0 && errno != EINVAL) {  // EINVAL: a file that cannot be synced
     const int err = errno;
     ::close(fd);
-    fail(file, err);
+    fail(slot, err);
   }
-  if (::close(fd) != 0) fail(file, errno);
+  if (::close(fd) != 0) fail(slot, errno);
 }
 
-void OutputFiles::write_bytes(size_t file, int64_t offset, const void* data, int64_t bytes) {
-  if (file >= files_.size() || files_[file].kind == OutputFile::Kind::Folder) {
-    throw std::logic_error("OutputFiles::write_at: no file " + std::to_string(file));
+void OutputFiles::write_bytes(Slot& slot, int64_t offset, const void* data, int64_t bytes) {
+  if (slot.spec.kind == OutputFile::Kind::Folder) {
+    throw std::logic_error("OutputFiles::write_at: " + slot.spec.path + " is a folder");
   }
-  Slot& slot = slots_[file];
   int fd;
   {
     std::lock_guard<std::mutex> lock(slot.mutex);
-    fd = descriptor(file);
+    fd = descriptor(slot);
   }
   int err = 0;
   write_fully(fd, offset, static_cast<const char*>(data), bytes, &err);
-  if (err != 0) fail(file, err);
+  if (err != 0) fail(slot, err);
   slot.bytes += bytes;
 }
 
+size_t OutputFiles::created_count() const {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  return slots_.size();
+}
+
 int64_t OutputFiles::bytes_written() const {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
   int64_t bytes = 0;
-  for (size_t i = 0; i < files_.size(); ++i)
-    if (files_[i].kind != OutputFile::Kind::Pixels) bytes += slots_[i].bytes.load();
+  for (const auto& [index, slot] : slots_)
+    if (slot->spec.kind != OutputFile::Kind::Pixels) bytes += slot->bytes.load();
   return bytes;
 }
 
 void OutputFiles::write_at(size_t file, int64_t offset, const void* data, int64_t bytes) {
-  write_bytes(file, offset, data, bytes);
-  Slot& slot = slots_[file];
-  if (slot.data_left.load() > 0 && slot.data_left.fetch_sub(bytes) == bytes) {
-    std::lock_guard<std::mutex> lock(slot.mutex);
-    sync_and_close(file, slot);
+  write_bytes(slot(file), offset, data, bytes);
+}
+
+void OutputFiles::images_written(size_t file, int64_t count) {
+  Slot& s = slot(file);
+  if (s.images_left.load() > 0 && s.images_left.fetch_sub(count) == count) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    sync_and_close(s);
   }
 }
 
 void OutputFiles::file_complete(size_t file) {
-  std::lock_guard<std::mutex> lock(slots_[file].mutex);
-  sync_and_close(file, slots_[file]);
+  Slot& s = slot(file);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  sync_and_close(s);
 }
 
 void OutputFiles::finish() {
-  for (size_t i = 0; i < files_.size(); ++i) {
-    Slot& slot = slots_[i];
+  std::lock_guard<std::mutex> slots_lock(slots_mutex_);
+  if (slots_.size() != files_.count) {
+    throw std::logic_error("OutputFiles::finish: " + std::to_string(slots_.size()) + " of " +
+                           std::to_string(files_.count) + " files were made");
+  }
+  for (auto& [index, owned] : slots_) {
+    Slot& slot = *owned;
     std::lock_guard<std::mutex> lock(slot.mutex);
-    if (files_[i].kind != OutputFile::Kind::Folder) {
-      sync_and_close(i, slot);
+    if (slot.spec.kind != OutputFile::Kind::Folder) {
+      sync_and_close(slot);
       continue;
     }
     // One syncfs for the folder's many files instead of an fsync each.
     const int dir = ::open(slot.temp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0) fail(i, errno);
+    if (dir < 0) fail(slot, errno);
     const int synced = ::syncfs(dir);
     const int err = errno;
     ::close(dir);
-    if (synced != 0) fail(i, err);
+    if (synced != 0) fail(slot, err);
   }
 }
 
 std::vector<PendingRename> OutputFiles::renames() const {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
   std::vector<PendingRename> renames;
-  for (size_t i = 0; i < files_.size(); ++i) {
-    if (files_[i].kind == OutputFile::Kind::Pixels) continue;
-    renames.push_back({slots_[i].temp, files_[i].path, files_[i].kind == OutputFile::Kind::Folder});
+  for (const auto& [index, slot] : slots_) {
+    if (slot->spec.kind == OutputFile::Kind::Pixels) continue;
+    renames.push_back({slot->temp, slot->spec.path, slot->spec.kind == OutputFile::Kind::Folder});
   }
   return renames;
 }
 
 void OutputFiles::mark_committed() {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
   committed_ = true;
-  for (size_t i = 0; i < files_.size(); ++i) slots_[i].listed.release();
-  for (size_t i = 0; i < files_.size(); ++i) {
-    if (slots_[i].file && files_[i].kind != OutputFile::Kind::Pixels) slots_[i].file->mark_committed();
+  for (auto& [index, slot] : slots_) slot->listed.release();
+  for (auto& [index, slot] : slots_) {
+    if (slot->file && slot->spec.kind != OutputFile::Kind::Pixels) slot->file->mark_committed();
   }
 }
 

@@ -2,17 +2,24 @@
 // writes into them from any number of threads: the single-process driver of output_format.hpp's
 // definitions (an MPI job's rank 0 uses it to create the files, which every rank then writes).
 //
+// The files are known by number and computed on demand (a FileList), and each is created when it is
+// first needed: by create(), which the owner calls for the first file of each output so that a missing
+// or read-only directory fails before any computing, or by the first write into it. So a run holds an
+// entry only for the files it has actually begun, never one per numbered mosaic file that N calls for.
+//
 // Each file is created beside its final path as an unbuffered AtomicFile (a folder with mkdtemp as
-// PREFIX.tmp-XXXXXX), its header written and its size set up front, so a missing or read-only
-// directory fails before any computing and a mosaic's black tiles read as zeros. write_at() is
-// pwrite on a descriptor opened on first use; a fixed-size file is synced and closed as soon as its
-// last image is in, so a mosaic split into many files holds few descriptors. finish() syncs the rest
-// (syncfs once for a folder); renames() then lists what commit_all_or_nothing() moves into place.
-// Destroyed before commit, it removes every file and folder it made.
+// PREFIX.tmp-XXXXXX), its header written and its size set up front, so a mosaic's black tiles read as
+// zeros. write_at() is pwrite on a descriptor opened on first use; a fixed-size file is synced and
+// closed as soon as its last image is in (images_written), so a mosaic split into many files holds few
+// descriptors. finish() syncs the rest (syncfs once for a folder); renames() then lists what
+// commit_all_or_nothing() moves into place. Destroyed before commit, it removes every file and folder
+// it made.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,21 +32,31 @@
 
 namespace facegen {
 
+// Files 0 .. count - 1 of one or more outputs, each computed by `at` when needed.
+struct FileList {
+  size_t count = 0;
+  std::function<OutputFile(size_t)> at;
+};
+
 class OutputFiles : public FileWriter {
  public:
-  // Throws UserError naming the path (directory missing or not writable, disk full, a folder or
-  // file of the final name in the way).
-  explicit OutputFiles(std::vector<OutputFile> files);
+  explicit OutputFiles(FileList files);  // creates nothing yet
   ~OutputFiles() override;
   OutputFiles(const OutputFiles&) = delete;
   OutputFiles& operator=(const OutputFiles&) = delete;
 
+  // Creates file `file` now, if it is not yet: its temporary, header and size. Returns its temporary
+  // path. Throws UserError naming the path (directory missing or not writable, disk full, a folder or
+  // file of the final name in the way).
+  const std::string& create(size_t file);
+
   void write_at(size_t file, int64_t offset, const void* data, int64_t bytes) override;
-  const std::string& temp_path(size_t file) const override { return slots_[file].temp; }
-  void add_bytes(size_t file, int64_t bytes) override { slots_[file].bytes += bytes; }
+  const std::string& temp_path(size_t file) override { return create(file); }
+  void add_bytes(size_t file, int64_t bytes) override { slot(file).bytes += bytes; }
+  void images_written(size_t file, int64_t count) override;
   void file_complete(size_t file) override;
 
-  const std::vector<OutputFile>& files() const { return files_; }
+  size_t created_count() const;
   int64_t bytes_written() const;  // headers and every write, but not into scratch pixel files
 
   void finish();                               // every byte on disk
@@ -48,23 +65,27 @@ class OutputFiles : public FileWriter {
 
  private:
   struct Slot {
+    OutputFile spec;
     std::unique_ptr<AtomicFile> file;  // a file (none for a folder)
     TempRegistration listed;           // a folder, listed for a signal's cleanup
     std::string temp;                  // the temporary file or folder
     std::mutex mutex;                  // guards fd
     int fd = -1;
     bool done = false;                 // synced and closed: every image is in
-    std::atomic<int64_t> data_left{-1};  // bytes of images still to come, for fixed-size files
-    std::atomic<int64_t> bytes{0};       // written so far
+    std::atomic<int64_t> images_left{-1};  // images still to come, for fixed-size files
+    std::atomic<int64_t> bytes{0};         // written so far
   };
-  int descriptor(size_t file);  // with the slot's mutex held
-  void write_bytes(size_t file, int64_t offset, const void* data, int64_t bytes);
+  Slot& slot(size_t file);  // created if need be
+  void make(size_t file, Slot& slot);
+  int descriptor(Slot& slot);  // with the slot's mutex held
+  void write_bytes(Slot& slot, int64_t offset, const void* data, int64_t bytes);
   void remove_uncommitted() noexcept;
-  void sync_and_close(size_t file, Slot& slot);  // with slot.mutex held; a pixel file is only closed
-  [[noreturn]] void fail(size_t file, int err) const;
+  void sync_and_close(Slot& slot);  // with slot.mutex held; a pixel file is only closed
+  [[noreturn]] static void fail(const Slot& slot, int err);
 
-  std::vector<OutputFile> files_;
-  std::unique_ptr<Slot[]> slots_;
+  FileList files_;
+  mutable std::mutex slots_mutex_;                       // guards the map (not the slots)
+  std::map<size_t, std::unique_ptr<Slot>> slots_;        // the files created so far, by number
   bool committed_ = false;
 };
 

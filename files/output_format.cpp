@@ -40,19 +40,18 @@ void put_u32(std::string& out, uint32_t v) {
   put_u16(out, v >> 16);
 }
 
-// The mosaic side in tiles, after checking that the file fits BMP's int sizes (the PNG mosaic keeps
+// The grid of a mosaic file, after checking that the file fits BMP's int sizes (the PNG mosaic keeps
 // the same limit, so that both mosaics accept the same jobs).
-int64_t checked_side(const std::string& path, int64_t images) {
+MosaicGrid checked_grid(const std::string& path, int64_t images, const OutputOptions& options) {
   if (images < 1) throw std::invalid_argument("mosaic: a mosaic needs at least one image");
-  const int64_t side = mosaic_side(images);
-  const int64_t pixels = side * kImageSize;
-  const int64_t bytes = pixels * pixels * 3 + kBmpHeaderBytes;
+  const MosaicGrid grid = mosaic_grid(images, options.grid_columns, options.grid_padding);
+  const int64_t bytes = bmp_row_bytes(grid) * grid.height() + kBmpHeaderBytes;
   if (bytes > std::numeric_limits<int>::max()) {
     throw UserError("cannot write " + path + ": a mosaic of " + with_commas(images) + " images is " +
-                    with_commas(pixels) + " x " + with_commas(pixels) + " pixels, " + with_commas(bytes) +
-                    " bytes, more than the BMP writer can hold (2 GiB)");
+                    with_commas(grid.width()) + " x " + with_commas(grid.height()) + " pixels, " +
+                    with_commas(bytes) + " bytes, more than the BMP writer can hold (2 GiB)");
   }
-  return side;
+  return grid;
 }
 
 struct PngTarget {
@@ -144,72 +143,110 @@ const char* format_name(OutputFormat format) {
 
 OutputLayout::OutputLayout(OutputFormat format, const std::string& prefix, int64_t total_images,
                            const OutputOptions& options)
-    : format_(format), prefix_(prefix), total_(total_images) {
+    : format_(format), prefix_(prefix), total_(total_images), options_(options) {
   if (total_images < 0) throw std::invalid_argument("output: negative image count");
-  using Kind = OutputFile::Kind;
-  switch (format) {
-    case OutputFormat::Text:
-      files_.push_back({Kind::Data, prefix + ".txt", std::to_string(total_images) + "\n", -1, 0, total_images, 0});
-      return;
-    case OutputFormat::Npy: {
-      std::string header = npy_header(total_images);
-      const int64_t size = static_cast<int64_t>(header.size()) + total_images * kNpyImageBytes;
-      files_.push_back({Kind::Data, prefix + ".npy", std::move(header), size, 0, total_images, 0, kNpyImageBytes});
-      return;
-    }
-    case OutputFormat::Png:
-      files_.push_back({Kind::Folder, prefix, "", -1, 0, total_images, 0});
-      return;
-    case OutputFormat::Bmp:
-    case OutputFormat::MosaicPng:
-      break;
-  }
+  options_.on_notice = nullptr;  // told here once, not kept
+  if (format == OutputFormat::Text) header_bytes_ = static_cast<int64_t>(std::to_string(total_images).size()) + 1;
+  if (format == OutputFormat::Npy) header_bytes_ = static_cast<int64_t>(npy_header(total_images).size());
+  if (format != OutputFormat::Bmp && format != OutputFormat::MosaicPng) return;
   // The mosaics. mosaic_tiles 0: one file, however large.
   const int tiles = options.mosaic_tiles;
   if (tiles != 0 && (tiles < 1 || tiles > kMaxMosaicTiles)) {
     throw UserError("--mosaic-tiles must be between 1 and " + std::to_string(kMaxMosaicTiles) +
                     " (a BMP of at most 2 GiB), got " + std::to_string(tiles));
   }
-  const bool bmp = format == OutputFormat::Bmp;
-  const char* extension = bmp ? "bmp" : "png";
-  per_file_ = tiles == 0 ? std::max<int64_t>(total_images, 1) : int64_t{tiles} * tiles;
-  const std::vector<std::string> paths =
-      tiles == 0 ? std::vector<std::string>{prefix + "." + extension} : mosaic_paths(prefix, extension, total_images, tiles);
-  for (size_t k = 0; k < paths.size(); ++k) {
-    const int64_t first = static_cast<int64_t>(k) * per_file_;
-    const int64_t count = std::min(per_file_, total_images - first);
-    const int64_t side = checked_side(paths[k], count);
-    const int64_t pixel_bytes = side * kImageSize * side * kImageSize * 3;
-    if (bmp) {
-      files_.push_back(
-          {Kind::Data, paths[k], bmp_header(side), kBmpHeaderBytes + pixel_bytes, first, count, side, kImageValues});
-    } else {
-      files_.push_back({Kind::Pixels, paths[k], "", pixel_bytes, first, count, side, kImageValues});
-      files_.push_back({Kind::Encoded, paths[k], "", -1, first, count, side});
-    }
+  if (options.grid_columns < 0) {
+    throw UserError("--grid-columns must be at least 1, got " + std::to_string(options.grid_columns));
   }
-  if (paths.size() > 1 && options.on_notice) {
+  if (options.grid_padding < 0 || options.grid_padding > kMaxGridPadding) {
+    throw UserError("--grid-padding must be between 0 and " + std::to_string(kMaxGridPadding) + " pixels, got " +
+                    std::to_string(options.grid_padding));
+  }
+  per_file_ = tiles == 0 ? std::max<int64_t>(total_images, 1) : int64_t{tiles} * tiles;
+  const int64_t mosaics = mosaic_count();
+  // The first file is the largest: a grid only grows with its images.
+  checked_grid(mosaic_file_path(0), std::min(per_file_, total_images), options_);
+  if (mosaics > 1 && options.on_notice) {
     options.on_notice(with_commas(total_images) + " images are more than one mosaic holds (" +
                       with_commas(per_file_) + ", " + std::to_string(tiles) + " x " + std::to_string(tiles) +
-                      " tiles, --mosaic-tiles): writing " + std::to_string(paths.size()) + " files " +
-                      paths.front() + " ... " + paths.back());
+                      " tiles, --mosaic-tiles): writing " + with_commas(mosaics) + " files " +
+                      mosaic_file_path(0) + " ... " + mosaic_file_path(mosaics - 1));
   }
+}
+
+int64_t OutputLayout::mosaic_count() const {
+  if (format_ != OutputFormat::Bmp && format_ != OutputFormat::MosaicPng) return 1;
+  return options_.mosaic_tiles == 0 ? 1 : mosaic_file_count(total_, options_.mosaic_tiles);
+}
+
+std::string OutputLayout::mosaic_file_path(int64_t mosaic) const {
+  return mosaic_path(prefix_, format_ == OutputFormat::Bmp ? "bmp" : "png", mosaic, mosaic_count());
+}
+
+size_t OutputLayout::file_count() const {
+  const int64_t mosaics = mosaic_count();
+  return static_cast<size_t>(format_ == OutputFormat::MosaicPng ? 2 * mosaics : mosaics);
+}
+
+OutputFile OutputLayout::file(size_t index) const {
+  using Kind = OutputFile::Kind;
+  if (index >= file_count()) {
+    throw std::out_of_range("output " + prefix_ + ": no file " + std::to_string(index) + " of " +
+                            std::to_string(file_count()));
+  }
+  switch (format_) {
+    case OutputFormat::Text:
+      return {Kind::Data, prefix_ + ".txt", std::to_string(total_) + "\n", -1, 0, total_, {}};
+    case OutputFormat::Npy:
+      return {Kind::Data, prefix_ + ".npy", npy_header(total_), header_bytes_ + total_ * kNpyImageBytes, 0, total_, {}};
+    case OutputFormat::Png:
+      return {Kind::Folder, prefix_, "", -1, 0, total_, {}};
+    case OutputFormat::Bmp:
+    case OutputFormat::MosaicPng:
+      break;
+  }
+  const bool bmp = format_ == OutputFormat::Bmp;
+  const int64_t mosaic = static_cast<int64_t>(bmp ? index : index / 2);
+  OutputFile file;
+  file.path = mosaic_file_path(mosaic);
+  file.first = mosaic * per_file_;
+  file.count = std::min(per_file_, total_ - file.first);
+  file.grid = checked_grid(file.path, file.count, options_);
+  if (bmp) {
+    file.header = bmp_header(file.grid);
+    file.size = kBmpHeaderBytes + bmp_row_bytes(file.grid) * file.grid.height();
+  } else if (index % 2 == 0) {
+    file.kind = Kind::Pixels;
+    file.size = file.grid.width() * file.grid.height() * 3;
+  } else {
+    file.kind = Kind::Encoded;
+  }
+  return file;
+}
+
+std::pair<size_t, size_t> OutputLayout::files_of(int64_t first, int64_t count) const {
+  if (count <= 0) return {0, 0};
+  if (format_ != OutputFormat::Bmp && format_ != OutputFormat::MosaicPng) return {0, 1};
+  const size_t step = format_ == OutputFormat::Bmp ? 1 : 2;
+  const size_t begin = static_cast<size_t>(first / per_file_) * step;
+  const size_t end = static_cast<size_t>((first + count - 1) / per_file_ + 1) * step;
+  return {begin, end};
 }
 
 std::string OutputLayout::describe() const {
-  if (format_ == OutputFormat::Png) return files_[0].path + "/";
-  const std::string& first = files_.front().path;
-  const std::string& last = files_.back().path;
-  const size_t count = format_ == OutputFormat::MosaicPng ? files_.size() / 2 : files_.size();
-  if (count == 1) return first;
-  return first + " ... " + last + " (" + std::to_string(count) + " files)";
+  if (format_ == OutputFormat::Png) return prefix_ + "/";
+  const int64_t mosaics = mosaic_count();
+  if (mosaics == 1) return file(0).path;
+  return mosaic_file_path(0) + " ... " + mosaic_file_path(mosaics - 1) + " (" + std::to_string(mosaics) + " files)";
 }
 
 int64_t OutputLayout::known_bytes() const {
-  if (format_ != OutputFormat::Bmp && format_ != OutputFormat::Npy) return -1;
-  int64_t bytes = 0;
-  for (const OutputFile& file : files_) bytes += file.size;
-  return bytes;
+  if (format_ == OutputFormat::Npy) return file(0).size;
+  if (format_ != OutputFormat::Bmp) return -1;
+  const int64_t mosaics = mosaic_count();
+  if (total_ == 0) return file(0).size;
+  // Every file but the last holds per_file_ images.
+  return (mosaics - 1) * file(0).size + file(static_cast<size_t>(mosaics - 1)).size;
 }
 
 void OutputLayout::write_run(const float* images, int64_t first, int64_t count, FileWriter& out) const {
@@ -221,8 +258,8 @@ void OutputLayout::write_run(const float* images, int64_t first, int64_t count, 
   switch (format_) {
     case OutputFormat::Npy:
       // (count, 64, 64, 3) float32, little-endian like the machines this runs on.
-      out.write_at(0, static_cast<int64_t>(files_[0].header.size()) + first * kNpyImageBytes, images,
-                   count * kNpyImageBytes);
+      out.write_at(0, header_bytes_ + first * kNpyImageBytes, images, count * kNpyImageBytes);
+      out.images_written(0, count);
       return;
     case OutputFormat::Bmp: write_mosaic_run(images, first, count, out, true); return;
     case OutputFormat::MosaicPng: write_mosaic_run(images, first, count, out, false); return;
@@ -232,34 +269,40 @@ void OutputLayout::write_run(const float* images, int64_t first, int64_t count, 
   throw std::logic_error("OutputLayout::write_run: text goes through write_text_run");
 }
 
-// A run's images land in parts of tile rows; each part is 64 pixel rows of (tiles * 192) bytes,
-// gathered in file order in a buffer of the thread's own and written with one call per pixel row, or
-// one call when the part spans the whole mosaic width.
+// A run's images land in parts of tile rows; each part is 64 pixel rows of its tiles (with the padding
+// between them, black), gathered in file order in a buffer of the thread's own and written with one
+// call per pixel row, or one call when the part spans the whole mosaic row.
 void OutputLayout::write_mosaic_run(const float* images, int64_t first, int64_t count, FileWriter& out,
                                     bool bmp) const {
   thread_local std::vector<unsigned char> part;
+  const auto [begin_file, end_file] = files_of(first, count);
   const size_t step = bmp ? 1 : 2;  // a mosaic PNG's files come in pairs: pixels, then the PNG
-  for (size_t f = 0; f < files_.size(); f += step) {
-    const OutputFile& mosaic = files_[f];
+  for (size_t f = begin_file; f < end_file; f += step) {
+    const OutputFile mosaic = file(f);
+    const MosaicGrid& grid = mosaic.grid;
     const int64_t begin = std::max(first, mosaic.first);
     const int64_t end = std::min(first + count, mosaic.first + mosaic.count);
-    const int64_t side = mosaic.side;
-    const int64_t width_bytes = side * kTileRowBytes;  // one pixel row of the whole mosaic
-    const int64_t height = side * kImageSize;
+    const int64_t pitch = kImageSize + grid.padding;  // from one tile's left (top) edge to the next one's
+    const int64_t row_bytes = bmp ? bmp_row_bytes(grid) : grid.width() * 3;  // one pixel row of the file
+    const int64_t height = grid.height();
     const int64_t header = static_cast<int64_t>(mosaic.header.size());
     for (int64_t n = begin; n < end;) {
       const int64_t tile = n - mosaic.first;  // the file's own numbering
-      const int64_t tile_row = tile / side;
-      const int64_t col = tile % side;
-      const int64_t tiles = std::min(end - n, side - col);
-      const int64_t span = tiles * kTileRowBytes;
-      part.resize(static_cast<size_t>(span * kImageSize));
+      const int64_t tile_row = tile / grid.columns;
+      const int64_t col = tile % grid.columns;
+      const int64_t tiles = std::min(end - n, grid.columns - col);
+      const int64_t span = (tiles * pitch - grid.padding) * 3;  // bytes of one pixel row of the part
+      if (grid.padding > 0) {
+        part.assign(static_cast<size_t>(span * kImageSize), 0);  // the padding between the tiles
+      } else {
+        part.resize(static_cast<size_t>(span * kImageSize));
+      }
       for (int y = 0; y < kImageSize; ++y) {
         // BMP rows are bottom-up: the tile's last pixel row comes first.
         unsigned char* row = part.data() + (bmp ? kImageSize - 1 - y : y) * span;
         for (int64_t t = 0; t < tiles; ++t) {
           const float* src = images + (n - first + t) * kImageValues + y * kTileRowBytes;
-          unsigned char* dst = row + t * kTileRowBytes;
+          unsigned char* dst = row + t * pitch * 3;
           if (bmp) {
             for (int x = 0; x < kImageSize; ++x) {  // RGB in, BGR out
               dst[3 * x + 0] = channel_to_byte(src[3 * x + 2]);
@@ -272,14 +315,15 @@ void OutputLayout::write_mosaic_run(const float* images, int64_t first, int64_t 
         }
       }
       // The part's first row in the file: BMP's is the tile row's bottom pixel row.
-      const int64_t top_row = tile_row * kImageSize;
+      const int64_t top_row = grid.padding + tile_row * pitch;
       const int64_t file_row = bmp ? height - 1 - (top_row + kImageSize - 1) : top_row;
-      const int64_t offset = header + file_row * width_bytes + col * kTileRowBytes;
-      if (span == width_bytes) {
+      const int64_t offset = header + file_row * row_bytes + (grid.padding + col * pitch) * 3;
+      if (span == row_bytes) {
         out.write_at(f, offset, part.data(), span * kImageSize);
       } else {
-        for (int r = 0; r < kImageSize; ++r) out.write_at(f, offset + r * width_bytes, part.data() + r * span, span);
+        for (int r = 0; r < kImageSize; ++r) out.write_at(f, offset + r * row_bytes, part.data() + r * span, span);
       }
+      out.images_written(f, tiles);
       n += tiles;
     }
   }
@@ -297,13 +341,13 @@ void OutputLayout::write_png_files(const float* images, int64_t first, int64_t c
       throw std::runtime_error("stb_image_write could not encode a 64 x 64 PNG (out of memory?)");
     }
     const std::string name = png_file_name(first + i, total_);
-    write_whole_file(out.temp_path(0) + "/" + name, files_[0].path + "/" + name, png);
+    write_whole_file(out.temp_path(0) + "/" + name, prefix_ + "/" + name, png);
     out.add_bytes(0, static_cast<int64_t>(png.size()));
   }
 }
 
 int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out) const {
-  const OutputFile& file = files_.at(pixels);
+  const OutputFile file = this->file(pixels);
   if (file.kind != OutputFile::Kind::Pixels) throw std::logic_error("encode_png of a file that holds no pixels");
   const std::string& path = out.temp_path(pixels);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -315,12 +359,13 @@ int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out) const {
   PngTarget target;
   target.out = &out;
   target.file = pixels + 1;
-  const int w = static_cast<int>(file.side * kImageSize);
-  const int ok = stbi_write_png_to_func(write_png_piece, &target, w, w, 3, map, w * 3);
+  const int w = static_cast<int>(file.grid.width());
+  const int h = static_cast<int>(file.grid.height());
+  const int ok = stbi_write_png_to_func(write_png_piece, &target, w, h, 3, map, w * 3);
   ::munmap(map, static_cast<size_t>(file.size));
   if (target.failed) throw UserError(target.error);
   if (ok == 0) {
-    throw std::runtime_error("stb_image_write refused a png of " + std::to_string(w) + " x " + std::to_string(w) +
+    throw std::runtime_error("stb_image_write refused a png of " + std::to_string(w) + " x " + std::to_string(h) +
                              " pixels (out of memory?)");
   }
   out.file_complete(pixels + 1);
@@ -343,9 +388,10 @@ std::string npy_header(int64_t total_images) {
   return out + dict;
 }
 
-std::string bmp_header(int64_t side) {
-  const int64_t width = side * kImageSize;
-  const int64_t pixel_bytes = width * width * 3;
+int64_t bmp_row_bytes(const MosaicGrid& grid) { return (grid.width() * 3 + 3) / 4 * 4; }
+
+std::string bmp_header(const MosaicGrid& grid) {
+  const int64_t pixel_bytes = bmp_row_bytes(grid) * grid.height();
   // BITMAPFILEHEADER + BITMAPINFOHEADER as stb_image_write fills them for 24-bit pictures: a
   // positive height (rows bottom-up), no compression, image size and resolution left 0.
   std::string header = "BM";
@@ -354,12 +400,24 @@ std::string bmp_header(int64_t side) {
   put_u16(header, 0);
   put_u32(header, kBmpHeaderBytes);
   put_u32(header, 40);
-  put_u32(header, static_cast<uint32_t>(width));
-  put_u32(header, static_cast<uint32_t>(width));
+  put_u32(header, static_cast<uint32_t>(grid.width()));
+  put_u32(header, static_cast<uint32_t>(grid.height()));
   put_u16(header, 1);   // planes
   put_u16(header, 24);  // bits per pixel
   for (int i = 0; i < 6; ++i) put_u32(header, 0);
   return header;
+}
+
+MosaicGrid mosaic_grid(int64_t images, int64_t columns, int64_t padding) {
+  MosaicGrid grid;
+  grid.padding = padding;
+  if (columns == 0) {
+    grid.columns = grid.rows = mosaic_side(images);
+  } else {
+    grid.columns = std::max<int64_t>(1, std::min(columns, images));
+    grid.rows = (images + grid.columns - 1) / grid.columns;
+  }
+  return grid;
 }
 
 unsigned char channel_to_byte(float v) {
@@ -379,18 +437,17 @@ int64_t mosaic_side(int64_t n) {
   return static_cast<int64_t>(root * root == target ? root : root + 1);
 }
 
-std::vector<std::string> mosaic_paths(const std::string& prefix, const char* extension, int64_t total_images,
-                                      int mosaic_tiles) {
+int64_t mosaic_file_count(int64_t total_images, int mosaic_tiles) {
+  if (mosaic_tiles == 0 || total_images <= 1) return 1;
   const int64_t per_file = int64_t{mosaic_tiles} * mosaic_tiles;
-  if (total_images <= per_file) return {prefix + "." + extension};
-  const int64_t files = (total_images + per_file - 1) / per_file;
-  std::vector<std::string> paths;
-  for (int64_t k = 1; k <= files; ++k) {
-    char number[32];
-    std::snprintf(number, sizeof number, "-%04lld.", static_cast<long long>(k));
-    paths.push_back(prefix + number + extension);
-  }
-  return paths;
+  return (total_images + per_file - 1) / per_file;
+}
+
+std::string mosaic_path(const std::string& prefix, const char* extension, int64_t file, int64_t files) {
+  if (files == 1) return prefix + "." + extension;
+  char number[32];
+  std::snprintf(number, sizeof number, "-%04lld.", static_cast<long long>(file + 1));
+  return prefix + number + extension;
 }
 
 std::string png_file_name(int64_t index, int64_t total_images) {

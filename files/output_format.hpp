@@ -9,13 +9,17 @@
 //               as printf's "%.4f " writes it, then "\n". Lines vary in length, so a run's bytes are
 //               made first (format_text_run) and the driver places them after the bytes of every image
 //               before the run (its running total, or an exclusive scan over ranks).
-//   bmp         PREFIX.bmp: a 24-bit mosaic of s x s tiles of 64x64, s = ceil(sqrt(N)); image n at tile
-//               row n / s, column n % s; unused tiles black. A 54-byte header (the one stb_image_write
-//               writes), then (s*64)^2 pixels BGR, rows bottom-up, each s*64*3 bytes (a multiple of 4,
-//               no padding). The file is sized up front, so black tiles read as zeros; a run of images
-//               becomes, per tile row it touches, 64 pixel rows of its tiles at computed offsets.
+//   bmp         PREFIX.bmp: a 24-bit mosaic of tiles of 64x64 on a grid (MosaicGrid): by default s x s
+//               tiles, s = ceil(sqrt(N)), no padding; with grid columns C, min(C, N) columns and as many
+//               rows as the images need; with padding P, P black pixels between and around the tiles
+//               (torchvision's make_grid(nrow=C, padding=P, pad_value=0)). Image n at tile row n / columns,
+//               column n % columns; unused tiles black. A 54-byte header (the one stb_image_write writes),
+//               then the pixels BGR, rows bottom-up, each padded to a multiple of 4 bytes. The file is
+//               sized up front, so black tiles and padding read as zeros; a run of images becomes, per
+//               tile row it touches, 64 pixel rows of its tiles at computed offsets.
 //               Above mosaic_tiles^2 images the mosaic is split: PREFIX-0001.bmp, PREFIX-0002.bmp, ...,
-//               file k holding images [(k-1) L, min(k L, N)), L = mosaic_tiles^2, as a mosaic of its own.
+//               file k holding images [(k-1) L, min(k L, N)), L = mosaic_tiles^2, as a mosaic (and grid)
+//               of its own.
 //   npy         PREFIX.npy: NumPy 1.0, float32 (N, 64, 64, 3), C order; fixed offsets.
 //   png         PREFIX/ (a folder): one PNG per image, 000000.png, 000001.png, ... (more digits past a
 //               million), 8-bit RGB, each encoded by stb_image_write and written whole.
@@ -24,11 +28,15 @@
 //               computed offsets into a scratch pixel file beside each PNG (the same placement as bmp),
 //               and once every image is in, encode_png() compresses each pixel file into its PNG. Under
 //               MPI each rank encodes its share of the files, so every output works with every driver.
+//
+// A layout holds no list of its files: file k's path, header, size and images are computed when asked
+// (file()), so that its memory does not depend on N, however many numbered files N calls for.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace facegen {
@@ -40,13 +48,27 @@ const char* format_name(OutputFormat format);                      // "txt", "bm
 // BMP's own limit under stb_image_write, kept by every mosaic: a file of at most 2^31 - 1 bytes,
 // 418 tiles per side.
 constexpr int kMaxMosaicTiles = 418;
+constexpr int kMaxGridPadding = 1024;  // --grid-padding, pixels
+
+// Where the tiles of one mosaic file go: `columns` x `rows` tiles of 64x64 with `padding` pixels
+// between and around them, as torchvision's make_grid lays them out.
+struct MosaicGrid {
+  int64_t columns = 0;
+  int64_t rows = 0;
+  int64_t padding = 0;
+  int64_t width() const { return columns * (64 + padding) + padding; }  // pixels
+  int64_t height() const { return rows * (64 + padding) + padding; }
+};
+// The grid of a mosaic of `images` tiles: `columns` 0 is the square s x s, s = ceil(sqrt(images));
+// otherwise min(columns, images) columns and ceil(images / that) rows.
+MosaicGrid mosaic_grid(int64_t images, int64_t columns, int64_t padding);
 
 // One file (or folder) of an output.
 struct OutputFile {
   enum class Kind {
     Data,    // written at offsets, renamed into place at commit
     Folder,  // a folder of whole files, renamed into place at commit
-    Pixels,  // scratch: 8-bit RGB pixels of the mosaic PNG that follows it in the list; never committed
+    Pixels,  // scratch: 8-bit RGB pixels of the mosaic PNG that follows it; never committed
     Encoded  // written by encode_png() from the pixel file before it, renamed into place at commit
   };
   Kind kind = Kind::Data;
@@ -55,8 +77,7 @@ struct OutputFile {
   int64_t size = -1;     // the whole file's size, known in advance; -1: it grows (text, PNGs)
   int64_t first = 0;     // the images [first, first + count) of the run that it holds
   int64_t count = 0;
-  int64_t side = 0;      // mosaics: tiles per row and per column
-  int64_t image_bytes = 0;  // bytes each image puts in the file, when fixed (npy, bmp, pixels)
+  MosaicGrid grid;       // mosaics: where the tiles go
 };
 
 // Where a format's bytes go: the temporary files of the output's files(), by index. Both drivers
@@ -66,8 +87,12 @@ class FileWriter {
   virtual ~FileWriter() = default;
   // Throws UserError naming the output ("writing PATH failed: REASON").
   virtual void write_at(size_t file, int64_t offset, const void* data, int64_t bytes) = 0;
-  // The temporary file or folder that file `file` is being built in, for whole-file writes.
-  virtual const std::string& temp_path(size_t file) const = 0;
+  // The temporary file or folder that file `file` is being built in, for whole-file writes (a driver
+  // that creates its files as they are needed creates it now).
+  virtual const std::string& temp_path(size_t file) = 0;
+  // `count` images are complete in `file` (their every byte written): a driver may close a file once
+  // all of its images are in.
+  virtual void images_written(size_t file, int64_t count) { (void)file, (void)count; }
   // Counts bytes written into the folder `file` by whole-file writes (png).
   virtual void add_bytes(size_t file, int64_t bytes) { (void)file, (void)bytes; }
   // Every byte of `file` is written (an encoded PNG): a driver may sync and close it now.
@@ -76,6 +101,8 @@ class FileWriter {
 
 struct OutputOptions {
   int mosaic_tiles = 128;  // largest mosaic file, in tiles per side (8,192 x 8,192 pixels); 0: never split
+  int64_t grid_columns = 0;  // mosaics: tiles per row; 0: a square grid
+  int64_t grid_padding = 0;  // mosaics: black pixels between and around the tiles
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
 };
 
@@ -86,7 +113,12 @@ class OutputLayout {
 
   OutputFormat format() const { return format_; }
   int64_t total_images() const { return total_; }
-  const std::vector<OutputFile>& files() const { return files_; }
+  // The output's files, numbered from 0, each computed when asked (O(1) memory whatever N is). A
+  // mosaic PNG's files come in pairs: 2k the pixels of mosaic k, 2k + 1 its PNG.
+  size_t file_count() const;
+  OutputFile file(size_t index) const;
+  // The files that images [first, first + count) land in: [begin, end) of file().
+  std::pair<size_t, size_t> files_of(int64_t first, int64_t count) const;
   std::string describe() const;  // the path for messages: "r.bmp", "r-0001.bmp ... r-0003.bmp (3 files)", "r/"
 
   // Every format but txt: writes images [first, first + count) of the run, (count, 64, 64, 3), at their
@@ -94,7 +126,7 @@ class OutputLayout {
   void write_run(const float* images, int64_t first, int64_t count, FileWriter& out) const;
 
   // txt: where the lines start (after "N\n").
-  int64_t text_data_offset() const { return static_cast<int64_t>(files_[0].header.size()); }
+  int64_t text_data_offset() const { return header_bytes_; }
 
   // mosaic-png: encodes the pixel file files()[pixels] into the PNG files()[pixels + 1] through
   // `out`, after every image was written. Returns the PNG's bytes.
@@ -107,11 +139,15 @@ class OutputLayout {
   void write_mosaic_run(const float* images, int64_t first, int64_t count, FileWriter& out, bool bmp) const;
   void write_png_files(const float* images, int64_t first, int64_t count, FileWriter& out) const;
 
+  int64_t mosaic_count() const;   // mosaic files (1 for the other formats)
+  std::string mosaic_file_path(int64_t mosaic) const;
+
   OutputFormat format_;
   std::string prefix_;
   int64_t total_;
-  int64_t per_file_ = 0;  // mosaics: images per file but the last
-  std::vector<OutputFile> files_;
+  int64_t per_file_ = 0;      // mosaics: images per file but the last
+  int64_t header_bytes_ = 0;  // txt, npy: the header's bytes
+  OutputOptions options_;
 };
 
 // txt: the lines of a run of images, formatted on `threads` threads into `blocks` (reused between
@@ -123,9 +159,12 @@ int64_t write_text_run(const float* images, int64_t count, int threads, std::vec
 
 // The pieces of each format, shared with tests and benchmarks.
 std::string npy_header(int64_t total_images);  // padded so that the data starts on a 64-byte boundary
-std::string bmp_header(int64_t side);          // the 54 bytes of a mosaic of side x side tiles
-std::vector<std::string> mosaic_paths(const std::string& prefix, const char* extension, int64_t total_images,
-                                      int mosaic_tiles);  // one path when N fits one file
+std::string bmp_header(const MosaicGrid& grid);  // the 54 bytes of a mosaic on this grid
+int64_t bmp_row_bytes(const MosaicGrid& grid);   // one pixel row, padded to a multiple of 4
+// Mosaic files for N images at most mosaic_tiles^2 a file (0: one file), and the path of file k of
+// them (from 0): PREFIX.EXT when there is one, else PREFIX-0001.EXT, PREFIX-0002.EXT, ...
+int64_t mosaic_file_count(int64_t total_images, int mosaic_tiles);
+std::string mosaic_path(const std::string& prefix, const char* extension, int64_t file, int64_t files);
 std::string png_file_name(int64_t index, int64_t total_images);  // "000042.png"
 // Bound on one formatted line: every value at its longest ("%.4f " of -FLT_MAX is 46 characters),
 // then "\n". Values in (-1, 1) take 7 or 8 characters each.

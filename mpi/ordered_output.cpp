@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <stdexcept>
 
 #include "common/clock.hpp"
@@ -23,92 +25,164 @@ namespace mpi {
 
 constexpr int64_t kMaxWriteBytes = int64_t{1} << 30;  // MPI counts are ints
 
-// Every output file of the job, opened on this rank with MPI_File_open (folders: their path only).
+// The output files of the job that this rank has open (or had: a finished mosaic file is closed, its
+// entry kept for its byte count and temporary name). Files are opened together by every rank,
+// a few at a time, when a round first needs them (open_files); rank 0 creates each just before.
 class MpiFiles : public FileWriter {
  public:
-  MpiFiles(std::vector<OutputFile> files, std::vector<std::string> temps, bool serialize)
-      : files_(std::move(files)), temps_(std::move(temps)), handles_(files_.size(), MPI_FILE_NULL),
-        bytes_(new std::atomic<int64_t>[files_.size()]), serialize_(serialize) {
-    for (size_t i = 0; i < files_.size(); ++i) bytes_[i] = 0;
-  }
+  explicit MpiFiles(bool serialize) : serialize_(serialize) {}
 
-  // Collective. Opens every file; errors go into `status`.
-  void open(MPI_Comm comm, RankStatus& status) {
+  // Collective over `comm`: rank 0 creates the files `wanted` (through `create`, which returns the
+  // temporary path or throws), every rank learns their names and opens them. A failure anywhere
+  // makes every rank broken() (nothing more is opened or written; the failed rank has it in `status`).
+  void open_files(MPI_Comm comm, const std::vector<std::pair<size_t, OutputFile>>& wanted,
+                  const std::function<std::string(size_t)>& create, RankStatus& status) {
+    if (broken_ || wanted.empty()) return;
+    int rank = 0;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    // Rank 0's temporary names, one a line, after a flag: 1 created, 0 not (rank 0 says why).
+    std::string joined = "1";
+    if (rank == 0) {
+      RankStatus creating;
+      attempt(creating, [&] {
+        for (const auto& [index, spec] : wanted) joined += create(index) + '\n';
+      });
+      if (creating.failed) {
+        joined = "0";
+        status.fail(creating.exit_code, creating.message);
+      }
+    }
+    int64_t length = static_cast<int64_t>(joined.size());
+    MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, 0, comm));
+    joined.resize(static_cast<size_t>(length));
+    MPI_CHECK(MPI_Bcast(joined.data(), static_cast<int>(length), MPI_CHAR, 0, comm));
+    if (joined[0] != '1') {
+      broken_ = true;
+      return;
+    }
+    std::vector<OpenFile*> opened;
+    {
+      std::lock_guard<std::mutex> lock(files_mutex_);
+      size_t start = 1;
+      for (const auto& [index, spec] : wanted) {
+        const size_t end = joined.find('\n', start);
+        auto file = std::make_unique<OpenFile>();
+        file->spec = spec;
+        file->temp = joined.substr(start, end - start);
+        start = end + 1;
+        opened.push_back(file.get());
+        files_[index] = std::move(file);
+      }
+    }
     // MPI_File_open is collective: a rank whose open fails returns while the others go on into the
     // open's own collectives, and the job hangs. On one host the ranks see the same directories, but
     // a node that lacks the output directory (or may not write there) is the one rank that fails.
     // So every rank first tries the files itself, and the ranks open them together only if all can.
     int usable = 1;
-    for (size_t i = 0; i < files_.size() && usable; ++i) {
-      const bool folder = files_[i].kind == OutputFile::Kind::Folder;
-      const int fd = ::open(temps_[i].c_str(), (folder ? O_RDONLY | O_DIRECTORY : O_WRONLY) | O_CLOEXEC);
+    for (const OpenFile* file : opened) {
+      const bool folder = file->spec.kind == OutputFile::Kind::Folder;
+      const int fd = ::open(file->temp.c_str(), (folder ? O_RDONLY | O_DIRECTORY : O_WRONLY) | O_CLOEXEC);
       if (fd < 0) {
         const int err = errno;
         usable = 0;
-        attempt(status, [&] {
-          throw UserError("cannot open for writing " + files_[i].path + " (as " + temps_[i] + "): " + std::strerror(err));
-        });
-      } else {
-        ::close(fd);
+        status.fail(1, "cannot open for writing " + file->spec.path + " (as " + file->temp + "): " + std::strerror(err));
+        break;
       }
+      ::close(fd);
+    }
+    for (OpenFile* file : opened) {
+      if (!usable || file->spec.kind == OutputFile::Kind::Folder) continue;
+      const int code = MPI_File_open(comm, file->temp.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file->handle);
+      if (code != MPI_SUCCESS) usable = 0;
+      attempt(status, [&] { check_file(code, "cannot open for writing", file->spec.path + " (as " + file->temp + ")"); });
     }
     int all_usable = 0;
     MPI_CHECK(MPI_Allreduce(&usable, &all_usable, 1, MPI_INT, MPI_MIN, comm));
-    if (!all_usable) return;  // the failed ranks say why at the next agreement
-    for (size_t i = 0; i < files_.size(); ++i) {
-      if (files_[i].kind == OutputFile::Kind::Folder) continue;
-      const int code = MPI_File_open(comm, temps_[i].c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &handles_[i]);
-      attempt(status, [&] {
-        check_file(code, "cannot open for writing", files_[i].path + " (as " + temps_[i] + ")");
-      });
+    if (!all_usable) broken_ = true;  // the failed ranks say why at the next agreement
+  }
+
+  // Collective over the communicator the files were opened on: closes them (MPI_File_close syncs).
+  void close_files(const std::vector<size_t>& indices, RankStatus& status) {
+    for (size_t index : indices) {
+      OpenFile& file = find(index);
+      if (file.handle == MPI_FILE_NULL) continue;
+      const int code = MPI_File_close(&file.handle);
+      attempt(status, [&] { check_file(code, "cannot write", file.spec.path); });
     }
   }
 
-  void write_at(size_t file, int64_t offset, const void* data, int64_t bytes) override {
-    std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+  bool broken() const { return broken_; }
+  bool is_open(size_t index) const {
+    std::lock_guard<std::mutex> lock(files_mutex_);
+    return files_.count(index) != 0;
+  }
+
+  void write_at(size_t index, int64_t offset, const void* data, int64_t bytes) override {
+    OpenFile& file = find(index);
+    std::unique_lock<std::mutex> lock(mpi_mutex_, std::defer_lock);
     if (serialize_) lock.lock();
     const char* from = static_cast<const char*>(data);
     while (bytes > 0) {
       const int64_t piece = std::min(bytes, kMaxWriteBytes);
       MPI_Status mpi_status;
-      check_file(MPI_File_write_at(handles_[file], offset, from, static_cast<int>(piece), MPI_BYTE, &mpi_status),
-                 "cannot write", files_[file].path);
-      bytes_[file] += piece;
+      check_file(MPI_File_write_at(file.handle, offset, from, static_cast<int>(piece), MPI_BYTE, &mpi_status),
+                 "cannot write", file.spec.path);
+      file.bytes += piece;
       offset += piece;
       from += piece;
       bytes -= piece;
     }
   }
-  const std::string& temp_path(size_t file) const override { return temps_[file]; }
-  void add_bytes(size_t file, int64_t bytes) override { bytes_[file] += bytes; }
+  const std::string& temp_path(size_t index) override { return find(index).temp; }
+  void add_bytes(size_t index, int64_t bytes) override { find(index).bytes += bytes; }
 
-  int64_t bytes(size_t file) const {
-    return files_[file].kind == OutputFile::Kind::Pixels ? 0 : bytes_[file].load();
+  // Bytes this rank wrote into files [begin, end), headers included on `with_headers`; not pixel files.
+  int64_t bytes(size_t begin, size_t end, bool with_headers) const {
+    std::lock_guard<std::mutex> lock(files_mutex_);
+    int64_t sum = 0;
+    for (auto it = files_.lower_bound(begin); it != files_.end() && it->first < end; ++it) {
+      if (it->second->spec.kind == OutputFile::Kind::Pixels) continue;
+      sum += it->second->bytes.load();
+      if (with_headers) sum += static_cast<int64_t>(it->second->spec.header.size());
+    }
+    return sum;
   }
 
-  // Collective: every byte reaches the storage, so that any rank may read it back.
+  // Collective: every byte of the open files reaches the storage, so that any rank may read it back.
   void sync(MPI_Comm comm, RankStatus& status) {
-    for (size_t i = 0; i < files_.size(); ++i) {
-      if (handles_[i] == MPI_FILE_NULL) continue;
-      const int code = MPI_File_sync(handles_[i]);
-      attempt(status, [&] { check_file(code, "cannot write", files_[i].path); });
+    for (auto& [index, file] : files_) {
+      if (file->handle == MPI_FILE_NULL) continue;
+      const int code = MPI_File_sync(file->handle);
+      attempt(status, [&] { check_file(code, "cannot write", file->spec.path); });
     }
     MPI_CHECK(MPI_Barrier(comm));
   }
 
-  // Collective.
+  // Collective: closes what is open.
   void close() {
-    for (MPI_File& handle : handles_)
-      if (handle != MPI_FILE_NULL) MPI_CHECK(MPI_File_close(&handle));
+    for (auto& [index, file] : files_)
+      if (file->handle != MPI_FILE_NULL) MPI_CHECK(MPI_File_close(&file->handle));
   }
 
  private:
-  std::vector<OutputFile> files_;
-  std::vector<std::string> temps_;
-  std::vector<MPI_File> handles_;
-  std::unique_ptr<std::atomic<int64_t>[]> bytes_;
+  struct OpenFile {
+    OutputFile spec;
+    std::string temp;
+    MPI_File handle = MPI_FILE_NULL;  // none for a folder, nor once closed
+    std::atomic<int64_t> bytes{0};
+  };
+  OpenFile& find(size_t index) {
+    std::lock_guard<std::mutex> lock(files_mutex_);
+    auto found = files_.find(index);
+    if (found == files_.end()) throw std::logic_error("MPI output: file " + std::to_string(index) + " is not open");
+    return *found->second;
+  }
+
   bool serialize_;  // MPI without MPI_THREAD_MULTIPLE: one MPI call at a time
-  std::mutex mutex_;
+  bool broken_ = false;
+  std::mutex mpi_mutex_;
+  mutable std::mutex files_mutex_;  // guards the map, not the files
+  std::map<size_t, std::unique_ptr<OpenFile>> files_;
 };
 
 namespace {
@@ -120,7 +194,7 @@ class LayoutFiles : public FileWriter {
   void write_at(size_t file, int64_t offset, const void* data, int64_t bytes) override {
     all_.write_at(first_ + file, offset, data, bytes);
   }
-  const std::string& temp_path(size_t file) const override { return all_.temp_path(first_ + file); }
+  const std::string& temp_path(size_t file) override { return all_.temp_path(first_ + file); }
   void add_bytes(size_t file, int64_t bytes) override { all_.add_bytes(first_ + file, bytes); }
 
  private:
@@ -164,37 +238,43 @@ void OrderedOutputs::prepare(RankStatus& status) {
   attempt(status, [&] {
     OutputOptions layout_options;
     layout_options.mosaic_tiles = options_.mosaic_tiles;
+    layout_options.grid_columns = options_.grid_columns;
+    layout_options.grid_padding = options_.grid_padding;
     if (rank_ == 0) layout_options.on_notice = options_.on_notice;
     for (OutputFormat format : formats_) {
       layouts_.emplace_back(format, prefix_, total_, layout_options);
-      first_file_.push_back(all_files_.size());
-      all_files_.insert(all_files_.end(), layouts_.back().files().begin(), layouts_.back().files().end());
+      first_file_.push_back(file_count_);
+      file_count_ += layouts_.back().file_count();
     }
   });
 }
 
+OutputFile OrderedOutputs::job_file(size_t index) const {
+  size_t l = layouts_.size();
+  while (l > 0 && first_file_[l - 1] > index) --l;
+  if (l == 0 || index >= file_count_) throw std::out_of_range("MPI output: no file " + std::to_string(index));
+  return layouts_[l - 1].file(index - first_file_[l - 1]);
+}
+
 void OrderedOutputs::create() {
-  if (rank_ == 0) created_ = std::make_unique<OutputFiles>(all_files_);
+  if (rank_ != 0) return;
+  created_ = std::make_unique<OutputFiles>(FileList{file_count_, [this](size_t i) { return job_file(i); }});
+  // The first file of each output now, so that a directory that cannot take it fails before any
+  // computing; the others (numbered mosaics) when a round first reaches them.
+  for (size_t first : first_file_) created_->create(first);
+}
+
+void OrderedOutputs::open_job_files(const std::vector<size_t>& indices, RankStatus& status) {
+  std::vector<std::pair<size_t, OutputFile>> wanted;
+  for (size_t index : indices) {
+    if (!files_->is_open(index)) wanted.emplace_back(index, job_file(index));
+  }
+  files_->open_files(write_comm_, wanted, [this](size_t index) { return created_->create(index); }, status);
 }
 
 void OrderedOutputs::open(RankStatus& status) {
-  // Every rank learns the temporary names from rank 0.
-  std::string joined;
-  if (rank_ == 0) {
-    for (size_t i = 0; i < all_files_.size(); ++i) joined += created_->temp_path(i) + '\n';
-  }
-  int64_t length = static_cast<int64_t>(joined.size());
-  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, 0, comm_));
-  joined.resize(static_cast<size_t>(length));
-  MPI_CHECK(MPI_Bcast(joined.data(), static_cast<int>(length), MPI_CHAR, 0, comm_));
-  std::vector<std::string> temps;
-  for (size_t start = 0; start < joined.size();) {
-    const size_t end = joined.find('\n', start);
-    temps.push_back(joined.substr(start, end - start));
-    start = end + 1;
-  }
-  files_ = std::make_unique<MpiFiles>(all_files_, std::move(temps), !threaded_);
-  files_->open(comm_, status);
+  files_ = std::make_unique<MpiFiles>(!threaded_);
+  open_job_files(first_file_, status);
   for (const OutputLayout& layout : layouts_)
     if (layout.format() == OutputFormat::Text) text_base_ = layout.text_data_offset();
   for (int b = 0; b < 2; ++b) {
@@ -212,8 +292,8 @@ float* OrderedOutputs::next_buffer() {
   return buffer;
 }
 
-void OrderedOutputs::submit_round(float* buffer, ImageRange slice, const RankStatus& status) {
-  const Round round{buffer, slice, status.failed};
+void OrderedOutputs::submit_round(float* buffer, ImageRange all, ImageRange slice, const RankStatus& status) {
+  const Round round{buffer, all, slice, status.failed};
   if (!threaded_) {
     write_round(round);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -253,7 +333,22 @@ void OrderedOutputs::write_round(const Round& round) {
     std::lock_guard<std::mutex> lock(mutex_);
     status = writer_status_;
   }
-  const bool skip = round.skip || status.failed;
+  // The round's mosaic files, opened together by every rank (rank 0 creates them) as it first reaches
+  // them, and closed once the round has written their last images.
+  std::vector<size_t> mosaic_files, finished;
+  for (size_t l = 0; l < layouts_.size(); ++l) {
+    const OutputLayout& layout = layouts_[l];
+    if (layout.format() != OutputFormat::Bmp && layout.format() != OutputFormat::MosaicPng) continue;
+    const size_t step = layout.format() == OutputFormat::Bmp ? 1 : 2;  // a PNG is made at finish()
+    const auto [begin, end] = layout.files_of(round.all.begin, round.all.size());
+    for (size_t f = begin; f < end; f += step) {
+      mosaic_files.push_back(first_file_[l] + f);
+      const OutputFile file = layout.file(f);
+      if (file.first + file.count <= round.all.end) finished.push_back(first_file_[l] + f);
+    }
+  }
+  open_job_files(mosaic_files, status);
+  const bool skip = round.skip || status.failed || files_->broken();
   const int64_t count = skip ? 0 : round.slice.size();
   for (size_t l = 0; l < layouts_.size(); ++l) {
     const OutputLayout& layout = layouts_[l];
@@ -286,6 +381,7 @@ void OrderedOutputs::write_round(const Round& round) {
     attempt(status, [&] { write_text_run(round.buffer, text_count, options_.threads, text_blocks_, place, out); });
     if (!placed) place(0);
   }
+  if (!files_->broken()) files_->close_files(finished, status);
   std::lock_guard<std::mutex> lock(mutex_);
   if (status.failed) writer_status_.fail(status.exit_code, status.message);
   write_seconds_ += seconds_since(start);
@@ -310,25 +406,18 @@ void OrderedOutputs::finish(RankStatus& status) {
   if (!failed_anywhere) {
     const auto start = Clock::now();
     files_->sync(comm_, status);
-    // Mosaic PNGs: rank r encodes the mosaic files r, r + ranks, ... of the job.
-    int64_t mosaic = 0;
-    for (size_t l = 0; l < layouts_.size(); ++l) {
-      if (layouts_[l].format() != OutputFormat::MosaicPng) continue;
-      LayoutFiles out(*files_, first_file_[l]);
-      for (size_t f = 0; f < layouts_[l].files().size(); f += 2, ++mosaic) {
-        if (mosaic % ranks_ == rank_) attempt(status, [&] { layouts_[l].encode_png(f, out); });
-      }
-    }
+    encode_mosaic_pngs(status);
     files_->sync(comm_, status);
     // Per-image PNGs were written by plain writes: each rank syncs its host's view of them.
-    for (size_t i = 0; i < all_files_.size(); ++i) {
-      if (all_files_[i].kind != OutputFile::Kind::Folder || rank_ == 0) continue;
+    for (size_t l = 0; l < layouts_.size(); ++l) {
+      if (layouts_[l].format() != OutputFormat::Png || rank_ == 0) continue;
       attempt(status, [&] {
-        const int dir = ::open(files_->temp_path(i).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        const OutputFile folder = layouts_[l].file(0);
+        const int dir = ::open(files_->temp_path(first_file_[l]).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dir < 0 || ::syncfs(dir) != 0) {
           const int err = errno;
           if (dir >= 0) ::close(dir);
-          throw UserError("writing " + all_files_[i].path + " failed: " + std::strerror(err));
+          throw UserError("writing " + folder.path + " failed: " + std::strerror(err));
         }
         ::close(dir);
       });
@@ -337,6 +426,30 @@ void OrderedOutputs::finish(RankStatus& status) {
     write_seconds_ += seconds_since(start);
   }
   files_->close();
+}
+
+// Mosaic PNGs, `ranks` at a time: rank 0 creates their files, all open them, rank r encodes the r-th
+// of the batch (mosaic files r, r + ranks, ... of the job), and all close them.
+void OrderedOutputs::encode_mosaic_pngs(RankStatus& status) {
+  std::vector<std::pair<size_t, size_t>> mosaics;  // (layout, pixel file) of every mosaic PNG
+  for (size_t l = 0; l < layouts_.size(); ++l) {
+    if (layouts_[l].format() != OutputFormat::MosaicPng) continue;
+    for (size_t f = 0; f < layouts_[l].file_count(); f += 2) mosaics.emplace_back(l, f);
+  }
+  for (size_t batch = 0; batch < mosaics.size(); batch += static_cast<size_t>(ranks_)) {
+    const size_t end = std::min(mosaics.size(), batch + static_cast<size_t>(ranks_));
+    std::vector<size_t> pngs;
+    for (size_t m = batch; m < end; ++m) pngs.push_back(first_file_[mosaics[m].first] + mosaics[m].second + 1);
+    open_job_files(pngs, status);
+    if (files_->broken()) return;
+    const size_t mine = batch + static_cast<size_t>(rank_);
+    if (mine < end) {
+      const auto [l, pixels] = mosaics[mine];
+      LayoutFiles out(*files_, first_file_[l]);
+      attempt(status, [&] { layouts_[l].encode_png(pixels, out); });
+    }
+    files_->close_files(pngs, status);
+  }
 }
 
 void OrderedOutputs::commit() {
@@ -354,14 +467,8 @@ double OrderedOutputs::write_seconds() const {
 std::vector<int64_t> OrderedOutputs::bytes_per_format() const {
   std::vector<int64_t> bytes;
   for (size_t l = 0; l < layouts_.size(); ++l) {
-    int64_t sum = 0;
-    if (files_) {
-      for (size_t f = 0; f < layouts_[l].files().size(); ++f) sum += files_->bytes(first_file_[l] + f);
-    }
-    if (rank_ == 0) {
-      for (const OutputFile& file : layouts_[l].files()) sum += static_cast<int64_t>(file.header.size());
-    }
-    bytes.push_back(sum);
+    const size_t begin = first_file_[l];
+    bytes.push_back(files_ ? files_->bytes(begin, begin + layouts_[l].file_count(), rank_ == 0) : 0);
   }
   return bytes;
 }

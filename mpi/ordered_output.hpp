@@ -11,6 +11,10 @@
 // writer's own) where its text starts, and from a sum where the next round's starts. A mosaic PNG's
 // pixels go to scratch pixel files; at finish() rank r encodes mosaic files r, r + ranks, ... Then
 // rank 0 syncs every file and commits the whole set all or nothing (output_commit.hpp).
+// No list of the job's files is kept: the first file of each output is created and opened up front,
+// a numbered mosaic file when the first round reaches it (rank 0 creates it, the ranks open it
+// together) and it is closed by the round that completes it, so memory and descriptors follow the
+// files a job has actually begun, not N.
 // Memory per rank: two rounds of images, one round's text (about 86 KB per image), a tile-row part
 // per writer thread.
 #pragma once
@@ -59,7 +63,9 @@ class OrderedOutputs {
   // Every rank, every round, in order (a rank with no images passes an empty slice): the writer
   // writes images (slice.size(), 64, 64, 3) from `buffer` to every output. A rank that has failed
   // still takes part in the exchange of text offsets, writing nothing.
-  void submit_round(float* buffer, ImageRange slice, const RankStatus& status);
+  // `all` is the round's images over every rank; the mosaic files it reaches are opened before it is
+  // written and those it completes closed after (collective on the writer's communicator).
+  void submit_round(float* buffer, ImageRange all, ImageRange slice, const RankStatus& status);
   // Adds the writer's failure, if any, to `status` (without waiting).
   void collect_errors(RankStatus& status);
   // Collective: waits until every submitted round is written (then collect_errors), encodes the
@@ -76,11 +82,15 @@ class OrderedOutputs {
  private:
   struct Round {
     float* buffer;
-    ImageRange slice;
+    ImageRange all;    // the round, every rank's images
+    ImageRange slice;  // this rank's
     bool skip;  // the rank has failed: only the text exchange
   };
   void writer_loop();
   void write_round(const Round& round);
+  OutputFile job_file(size_t index) const;  // file `index` of the job's flat list, over every layout
+  void open_job_files(const std::vector<size_t>& indices, RankStatus& status);  // collective
+  void encode_mosaic_pngs(RankStatus& status);                                  // collective
 
   MPI_Comm comm_;        // the job's, for open/finish
   MPI_Comm write_comm_;  // the writer thread's, for the text offsets
@@ -95,7 +105,7 @@ class OrderedOutputs {
 
   std::vector<OutputLayout> layouts_;
   std::vector<size_t> first_file_;         // index of each layout's first file in the flat list
-  std::vector<OutputFile> all_files_;
+  size_t file_count_ = 0;                  // files of every layout (computed, never listed)
   std::unique_ptr<OutputFiles> created_;   // rank 0
   std::unique_ptr<MpiFiles> files_;        // every rank, after open()
   std::vector<std::vector<char>> text_blocks_;

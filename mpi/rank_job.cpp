@@ -306,7 +306,7 @@ int RankJob::run_steps() {
       });
       times_.compute += seconds_since(start);
     }
-    outputs.submit_round(images, mine, status);
+    outputs.submit_round(images, round, mine, status);
   }
 
   // 5. Nothing may follow the last number; then the files go into place.

@@ -21,29 +21,27 @@ WorkSplit::WorkSplit(int64_t total_images, int active_ranks, int64_t max_images_
     throw std::invalid_argument("WorkSplit(" + std::to_string(total_images) + ", " + std::to_string(active_ranks) +
                                 ", " + std::to_string(max_images_per_round) + ")");
   }
-  const int64_t per_round = static_cast<int64_t>(active_ranks) * max_images_per_round;
-  const int64_t rounds = (total_images + per_round - 1) / per_round;
-  first_extra_.resize(static_cast<size_t>(rounds));
-  int next = 0;  // extras are handed out cyclically, continuing where the last round stopped
-  for (int64_t q = 0; q < rounds; ++q) {
-    first_extra_[static_cast<size_t>(q)] = next;
-    next = static_cast<int>((next + round(q).size() % active_ranks) % active_ranks);
-  }
+  const int64_t per_round = std::min<int64_t>(total_images, static_cast<int64_t>(active_ranks) * max_images_per_round);
+  rounds_ = per_round == 0 ? 0 : (total_images + per_round - 1) / per_round;
 }
 
 ImageRange WorkSplit::round(int64_t q) const {
-  const int64_t rounds = this->rounds();
-  if (q < 0 || q >= rounds) throw std::out_of_range("WorkSplit::round " + std::to_string(q));
-  // q * total_ stays far below 2^63: rounds <= total_, and total_ is a count of images.
-  return {q * total_ / rounds, (q + 1) * total_ / rounds};
+  if (q < 0 || q >= rounds_) throw std::out_of_range("WorkSplit::round " + std::to_string(q));
+  // q * total_ may pass 2^63 for a huge N: the product in 128 bits.
+  const auto at = [&](int64_t k) {
+    return static_cast<int64_t>(static_cast<__int128>(k) * total_ / rounds_);
+  };
+  return {at(q), at(q + 1)};
 }
 
+// Extras are handed out cyclically, continuing where the last round stopped: the round's first extra
+// goes to the rank after the last one of every round before, which is rank (images before) % ranks.
 int64_t WorkSplit::slice_size(int64_t q, int rank) const {
-  const int64_t images = round(q).size();
-  const int64_t base = images / active_;
-  const int64_t extras = images % active_;
-  // Ranks first_extra, first_extra+1, ... (cyclically) get one more image each.
-  const int64_t position = (rank - first_extra_[static_cast<size_t>(q)] + active_) % active_;
+  const ImageRange images = round(q);
+  const int64_t base = images.size() / active_;
+  const int64_t extras = images.size() % active_;
+  const int64_t first_extra = images.begin % active_;
+  const int64_t position = (rank - first_extra + active_) % active_;
   return base + (position < extras ? 1 : 0);
 }
 
@@ -56,19 +54,22 @@ ImageRange WorkSplit::slice(int64_t q, int rank) const {
   return {begin, begin + slice_size(q, rank)};
 }
 
+// Rounds have floor(N / Q) or that plus one images (N % Q of them); over the job, the extras of all
+// rounds go round the ranks from rank 0 on.
 int64_t WorkSplit::rank_total(int rank) const {
-  if (rank < 0 || rank >= active_) return 0;
-  int64_t total = 0;
-  for (int64_t q = 0; q < rounds(); ++q) total += slice_size(q, rank);
-  return total;
+  if (rank < 0 || rank >= active_ || rounds_ == 0) return 0;
+  const int64_t small = total_ / rounds_;
+  const int64_t large_rounds = total_ % rounds_;
+  const int64_t small_rounds = rounds_ - large_rounds;
+  const int64_t base = large_rounds * ((small + 1) / active_) + small_rounds * (small / active_);
+  const int64_t extras = large_rounds * ((small + 1) % active_) + small_rounds * (small % active_);
+  return base + extras / active_ + (rank < extras % active_ ? 1 : 0);
 }
 
 int64_t WorkSplit::max_slice() const {
-  int64_t largest = 0;
-  for (int64_t q = 0; q < rounds(); ++q) {
-    largest = std::max(largest, (round(q).size() + active_ - 1) / active_);
-  }
-  return largest;
+  if (rounds_ == 0) return 0;
+  const int64_t largest_round = (total_ + rounds_ - 1) / rounds_;
+  return (largest_round + active_ - 1) / active_;
 }
 
 }  // namespace mpi

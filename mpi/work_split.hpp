@@ -37,11 +37,11 @@ class WorkSplit {
 
   int64_t total_images() const { return total_; }
   int active_ranks() const { return active_; }
-  int64_t rounds() const { return static_cast<int64_t>(first_extra_.size()); }
+  int64_t rounds() const { return rounds_; }
   ImageRange round(int64_t q) const;
   // The contiguous images of round q that `rank` generates; empty for rank >= active_ranks().
   ImageRange slice(int64_t q, int rank) const;
-  // Images `rank` generates over the whole job.
+  // Images `rank` generates over the whole job (closed form, O(1)).
   int64_t rank_total(int rank) const;
   // The largest slice any rank gets in any round (buffer size).
   int64_t max_slice() const;
@@ -51,7 +51,7 @@ class WorkSplit {
 
   int64_t total_;
   int active_;
-  std::vector<int> first_extra_;  // per round: the rank that gets the round's first extra image
+  int64_t rounds_ = 0;  // every answer is computed from N, the ranks and this: O(1) memory in N
 };
 
 }  // namespace mpi

@@ -103,14 +103,45 @@ TEST_CASE("text sink: the same bytes on 1, 2 and 5 threads, for runs that are no
 }
 
 TEST_CASE("mosaic: the splitting rule and its file names") {
-  CHECK(mosaic_paths("out/r", "bmp", 16384, 128) == std::vector<std::string>{"out/r.bmp"});
-  CHECK(mosaic_paths("r", "bmp", 1, 1) == std::vector<std::string>{"r.bmp"});
-  CHECK(mosaic_paths("r", "png", 5, 2) == std::vector<std::string>{"r-0001.png", "r-0002.png"});
-  const auto many = mosaic_paths("r", "bmp", 100000, 128);  // 16,384 per file
+  auto paths = [](const std::string& prefix, const char* extension, int64_t n, int tiles) {
+    std::vector<std::string> all;
+    const int64_t files = mosaic_file_count(n, tiles);
+    for (int64_t k = 0; k < files; ++k) all.push_back(mosaic_path(prefix, extension, k, files));
+    return all;
+  };
+  CHECK(paths("out/r", "bmp", 16384, 128) == std::vector<std::string>{"out/r.bmp"});
+  CHECK(paths("r", "bmp", 1, 1) == std::vector<std::string>{"r.bmp"});
+  CHECK(paths("r", "png", 5, 2) == std::vector<std::string>{"r-0001.png", "r-0002.png"});
+  const auto many = paths("r", "bmp", 100000, 128);  // 16,384 per file
   REQUIRE(many.size() == 7);
   CHECK(many.back() == "r-0007.bmp");
-  CHECK(mosaic_paths("r", "bmp", 20000, 1).size() == 20000);
-  CHECK(mosaic_paths("r", "bmp", 20000, 1)[9999] == "r-10000.bmp");
+  CHECK(mosaic_file_count(20000, 1) == 20000);
+  CHECK(mosaic_path("r", "bmp", 9999, 20000) == "r-10000.bmp");
+  CHECK(mosaic_file_count(16385, 0) == 1);
+}
+
+TEST_CASE("mosaic: a layout of N = 10^12 computes its files on demand, whatever their number") {
+  OutputOptions options;
+  options.mosaic_tiles = 1;
+  std::string notice;
+  options.on_notice = [&](const std::string& text) { notice = text; };
+  const int64_t n = 1000000000000;
+  const OutputLayout bmp(OutputFormat::Bmp, "r", n, options);
+  CHECK(bmp.file_count() == static_cast<size_t>(n));
+  CHECK(bmp.file(static_cast<size_t>(n - 1)).path == "r-1000000000000.bmp");
+  CHECK(bmp.file(static_cast<size_t>(n - 1)).first == n - 1);
+  CHECK(bmp.describe() == "r-0001.bmp ... r-1000000000000.bmp (1000000000000 files)");
+  CHECK(bmp.known_bytes() == n * (54 + 64 * 64 * 3));
+  CHECK(notice.find("writing 1,000,000,000,000 files") != std::string::npos);
+  CHECK(bmp.files_of(41, 3) == std::pair<size_t, size_t>{41, 44});
+  options.mosaic_tiles = 128;
+  const OutputLayout png(OutputFormat::MosaicPng, "r", n, options);
+  const size_t last = png.file_count() - 1;
+  CHECK(png.file(last).kind == OutputFile::Kind::Encoded);
+  CHECK(png.file(last - 1).kind == OutputFile::Kind::Pixels);
+  CHECK(png.file(last).count == n % 16384);
+  CHECK(png.files_of(16383, 2) == std::pair<size_t, size_t>{0, 4});
+  CHECK_THROWS_AS(png.file(last + 1), std::out_of_range);
 }
 
 TEST_CASE("mosaic: N at the limit is the old single BMP; above it, numbered files of at most the limit") {
@@ -376,7 +407,8 @@ struct MemoryFiles : FileWriter {
   std::vector<std::string> bytes;
   std::vector<std::string> temps;
   explicit MemoryFiles(const OutputLayout& layout) {
-    for (const OutputFile& file : layout.files()) {
+    for (size_t f = 0; f < layout.file_count(); ++f) {
+      const OutputFile file = layout.file(f);
       std::string content = file.header;
       if (file.size > 0) content.resize(static_cast<size_t>(file.size), '\0');
       bytes.push_back(content);
@@ -390,7 +422,7 @@ struct MemoryFiles : FileWriter {
     if (b.size() < static_cast<size_t>(offset + count)) b.resize(static_cast<size_t>(offset + count), '\0');
     std::memcpy(&b[static_cast<size_t>(offset)], data, static_cast<size_t>(count));
   }
-  const std::string& temp_path(size_t file) const override { return temps.at(file); }
+  const std::string& temp_path(size_t file) override { return temps.at(file); }
 };
 
 }  // namespace
@@ -424,7 +456,7 @@ TEST_CASE("formats at an offset: runs written in any order, by any split, give t
         format == OutputFormat::Text ? std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 4}, {7, 4}}
                                      : std::vector<std::pair<int64_t, int64_t>>{{7, 4}, {0, 3}, {3, 4}};
     MemoryFiles memory(layout);
-    int64_t text_end = layout.files()[0].header.size();
+    int64_t text_end = layout.file(0).header.size();
     std::vector<std::vector<char>> blocks;
     for (auto [first, count] : runs) {
       const float* run = images.data() + first * kImageValues;
@@ -435,8 +467,8 @@ TEST_CASE("formats at an offset: runs written in any order, by any split, give t
         layout.write_run(run, first, count, memory);
       }
     }
-    for (size_t f = 0; f < layout.files().size(); ++f) {
-      const OutputFile& file = layout.files()[f];
+    for (size_t f = 0; f < layout.file_count(); ++f) {
+      const OutputFile file = layout.file(f);
       CAPTURE(file.path);
       if (file.kind == OutputFile::Kind::Pixels) continue;
       if (file.kind == OutputFile::Kind::Encoded) {

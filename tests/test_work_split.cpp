@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "mpi/work_split.hpp"
 
@@ -100,4 +101,38 @@ TEST_CASE("active ranks: sit out until each rank has its minimum") {
   CHECK(active_rank_count(64, 5, 1) == 5);
   CHECK(active_rank_count(7, 2, 4) == 1);
   CHECK(active_rank_count(8, 2, 4) == 2);
+}
+
+TEST_CASE("work split: the closed forms of rank totals and the largest slice agree with a count of every round") {
+  for (int64_t n : {0, 1, 2, 7, 100, 1021, 4096, 10007}) {
+    for (int ranks : {1, 2, 3, 5, 8}) {
+      for (int64_t per : {1, 2, 3, 64, 1000}) {
+        CAPTURE(n);
+        CAPTURE(ranks);
+        CAPTURE(per);
+        const WorkSplit split(n, ranks, per);
+        std::vector<int64_t> counted(static_cast<size_t>(ranks), 0);
+        int64_t largest = 0;
+        for (int64_t q = 0; q < split.rounds(); ++q) {
+          for (int r = 0; r < ranks; ++r) {
+            counted[static_cast<size_t>(r)] += split.slice(q, r).size();
+            largest = std::max(largest, split.slice(q, r).size());
+          }
+        }
+        for (int r = 0; r < ranks; ++r) CHECK(split.rank_total(r) == counted[static_cast<size_t>(r)]);
+        CHECK(split.max_slice() == largest);
+      }
+    }
+  }
+}
+
+TEST_CASE("work split: N = 10^12 takes no memory or time per round") {
+  const int64_t n = 1000000000000;
+  const WorkSplit split(n, 2, 1024);
+  CHECK(split.rounds() == (n + 2047) / 2048);
+  CHECK(split.max_slice() == 1024);
+  CHECK(split.rank_total(0) + split.rank_total(1) == n);
+  const ImageRange last = split.round(split.rounds() - 1);
+  CHECK(last.end == n);
+  CHECK(split.slice(split.rounds() - 1, 1).end == n);
 }
