@@ -328,8 +328,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RUN_PACKAGES := build-essential make libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
 # slurm-wlm, munge: the Slurm suites; openssh-server, openssh-client, iproute2, util-linux: the
 # virtual cluster (sshd on each node, veth links and a bridge, unshare and nsenter); clang and its
-# runtimes: libFuzzer targets; valgrind: the leak and memory check of a whole run.
-TEST_PACKAGES := python3 python3-numpy python3-torch slurm-wlm munge openssh-server openssh-client iproute2 \
+# runtimes: libFuzzer targets; valgrind: the leak and memory check of a whole run; python3-pil: the
+# mosaic grid check decodes PNG mosaics.
+TEST_PACKAGES := python3 python3-numpy python3-torch python3-pil slurm-wlm munge openssh-server openssh-client iproute2 \
                  util-linux clang-14 libclang-rt-14-dev valgrind
 deps:
 	$(SUDO) apt-get update -qq

@@ -99,6 +99,21 @@ int64_t int_flag(const cxxopts::ParseResult& args, const char* name, int64_t low
   return value;
 }
 
+// --grid-columns and --grid-padding: the mosaics' grid, refused where no mosaic is written.
+void grid_flags(const cxxopts::ParseResult& args, const std::vector<facegen::OutputFormat>& formats,
+                facegen::SinkOptions* sinks) {
+  const bool mosaic = std::count(formats.begin(), formats.end(), facegen::OutputFormat::Bmp) +
+                          std::count(formats.begin(), formats.end(), facegen::OutputFormat::MosaicPng) > 0;
+  for (const char* name : {"grid-columns", "grid-padding"}) {
+    if (args.count(name) && !mosaic) {
+      throw facegen::UserError("--" + std::string(name) +
+                               " lays out the mosaic formats (bmp, mosaic-png), but --formats asks for none of them");
+    }
+  }
+  if (args.count("grid-columns")) sinks->grid_columns = int_flag(args, "grid-columns", 1, INT32_MAX);
+  sinks->grid_padding = int_flag(args, "grid-padding", 0, facegen::kMaxGridPadding);
+}
+
 uint64_t seed_flag(const cxxopts::ParseResult& args) {
   const std::string text = args["seed"].as<std::string>();
   errno = 0;
@@ -139,6 +154,10 @@ cxxopts::Options command_line() {
        value<std::string>()->default_value("txt,bmp"), "LIST")
       ("mosaic-tiles", "largest mosaic, in tiles per side; more images split into PREFIX-0001.bmp, ...",
        value<std::string>()->default_value("128"), "T")
+      ("grid-columns", "mosaics (bmp, mosaic-png): C tiles per row, as torchvision's save_image(nrow=C); each "
+       "file of a split is a grid of its own (default: square, ceil(sqrt(images)) a side)", value<std::string>(), "C")
+      ("grid-padding", "mosaics: P black pixels between and around the tiles, as save_image(padding=P)",
+       value<std::string>()->default_value("0"), "P")
       ("summary-json", "also write the run summary as JSON to FILE (atomically, like every output)",
        value<std::string>(), "FILE");
   options.add_options("Device")
@@ -326,6 +345,7 @@ int run_command_line(int argc, char** argv) {
     request.backend.threads = static_cast<int>(int_flag(args, "threads", 0, 4096));
     request.sinks.mosaic_tiles = static_cast<int>(int_flag(args, "mosaic-tiles", 1, facegen::kMaxMosaicTiles));
     request.sinks.threads = static_cast<int>(int_flag(args, "write-threads", 0, 4096));
+    grid_flags(args, request.formats, &request.sinks);
     // Taken as given: a chunk smaller than --batch makes GPU batches of the chunk's size.
     request.chunk_images = int_flag(args, "chunk", 1, 1 << 20);
     if (args.count("summary-json")) request.summary_json_path = args["summary-json"].as<std::string>();

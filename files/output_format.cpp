@@ -410,7 +410,7 @@ std::string bmp_header(const MosaicGrid& grid) {
 
 MosaicGrid mosaic_grid(int64_t images, int64_t columns, int64_t padding) {
   MosaicGrid grid;
-  grid.padding = padding;
+  grid.padding = images == 1 ? 0 : padding;  // make_grid returns a single image as it is
   if (columns == 0) {
     grid.columns = grid.rows = mosaic_side(images);
   } else {

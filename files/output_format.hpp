@@ -12,7 +12,8 @@
 //   bmp         PREFIX.bmp: a 24-bit mosaic of tiles of 64x64 on a grid (MosaicGrid): by default s x s
 //               tiles, s = ceil(sqrt(N)), no padding; with grid columns C, min(C, N) columns and as many
 //               rows as the images need; with padding P, P black pixels between and around the tiles
-//               (torchvision's make_grid(nrow=C, padding=P, pad_value=0)). Image n at tile row n / columns,
+//               (torchvision's make_grid(nrow=C, padding=P, pad_value=0); one image alone has no padding,
+//               as make_grid returns it unchanged). Image n at tile row n / columns,
 //               column n % columns; unused tiles black. A 54-byte header (the one stb_image_write writes),
 //               then the pixels BGR, rows bottom-up, each padded to a multiple of 4 bytes. The file is
 //               sized up front, so black tiles and padding read as zeros; a run of images becomes, per
@@ -60,7 +61,8 @@ struct MosaicGrid {
   int64_t height() const { return rows * (64 + padding) + padding; }
 };
 // The grid of a mosaic of `images` tiles: `columns` 0 is the square s x s, s = ceil(sqrt(images));
-// otherwise min(columns, images) columns and ceil(images / that) rows.
+// otherwise min(columns, images) columns and ceil(images / that) rows. One image gets no padding (as
+// make_grid returns a single image unchanged).
 MosaicGrid mosaic_grid(int64_t images, int64_t columns, int64_t padding);
 
 // One file (or folder) of an output.

@@ -126,6 +126,21 @@ for ranks in 1 2 3 5; do
   fi
 done
 
+# --- mosaic grids (--grid-columns, --grid-padding) over a split: the single process's bytes -----------
+grid_flags=(--formats bmp,mosaic-png --mosaic-tiles 3 --grid-columns 2 --grid-padding 3)
+"$prog" --device cpu --model "$model" --input "$work/l64.txt" --output "$work/grid-ref" "${grid_flags[@]}" \
+  --quiet 2> /dev/null
+for ranks in 2 3; do
+  name="$ranks rank(s), N=64, 8 mosaic files of 2 columns, padding 3 (odd BMP rows), rounds of 4: identical"
+  rm -f "$work/grid-got"*
+  if ! parallel "$ranks" "$work/grid-got" "$work/l64.txt" --all-ranks --images-per-round 4 "${grid_flags[@]}"; then
+    fail "$name" "exit status $?: $(head -c 400 "$work/stderr")"
+    continue
+  fi
+  for k in 1 2 3 4 5 6 7 8; do same_files "$name" "$work/grid-got-000$k" "$work/grid-ref-000$k" bmp png || continue 2; done
+  pass "$name"
+done
+
 # --- .npy latents, float32 and float64: every rank reads its own slice ---------------------------------
 if /usr/bin/python3 -c "import numpy" 2> /dev/null; then
   /usr/bin/python3 - "$work/l64.txt" "$work/l64_f4.npy" "$work/l64_f8.npy" <<'PY'
