@@ -248,12 +248,14 @@ set -e
 [ "$interrupted" -eq 0 ] || status=$interrupted
 if [ $status -ne 0 ]; then
   # A rank killed by a signal or by the launcher cannot remove its temporary files and folders.
-  # MPI-IO across nodes adds a lock file beside each (PREFIX.<ext>.tmp-TOKEN-XXXXXX-JOB-PID.lock).
+  # MPI-IO adds files of its own beside each: TEMP.data.RANK, TEMP.metadata.RANK (the shared file
+  # pointer facegen asks OpenMPI for), a lock file across nodes (TEMP-JOB-PID.lock).
   # A name too long for NAME_MAX with its suffix is cut before ".tmp-": the token finds it too.
   outdir=$(dirname -- "$output")
   mapfile -t leftovers < <({ compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????" || true
                              compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????" || true
-                             compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????-*.lock" || true; } | sort -u)
+                             compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????-*.lock" || true
+                             compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????.*" || true; } | sort -u)
   if [ ${#leftovers[@]} -gt 0 ]; then
     if rm -rf -- "${leftovers[@]}"; then
       echo "run_parallel: removed temporary files: ${leftovers[*]}" >&2

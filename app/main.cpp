@@ -236,6 +236,21 @@ void check_output_prefix(const std::string& prefix, const std::string& input_pat
                              " bytes, too long for its outputs (name + \".txt\") in " + dir + ", whose limit is " +
                              std::to_string(name_max) + " bytes a name");
   }
+  // PATH_MAX counts the terminating NUL: a path of at most PATH_MAX - 1 bytes can be opened.
+  // The longest path the formats make from the prefix: PREFIX.txt, or PREFIX/000000.png (png) and the
+  // scratch PREFIX.png.pixels (mosaic-png); a numbered mosaic's is checked as its file is created.
+  std::string longest = ".txt";
+  for (facegen::OutputFormat format : formats) {
+    if (format == facegen::OutputFormat::Png) longest = "/000000.png";
+    if (format == facegen::OutputFormat::MosaicPng) longest = longest.size() > 4 ? longest : ".png.pixels";
+  }
+  const long path_max = ::pathconf(dir.c_str(), _PC_PATH_MAX);
+  if (path_max > 0 && prefix.size() + longest.size() + 1 > static_cast<size_t>(path_max)) {
+    const std::string shown = prefix.size() <= 80 ? prefix : prefix.substr(0, 50) + "..." + prefix.substr(prefix.size() - 27);
+    throw facegen::UserError("--output " + shown + " is a path of " + facegen::with_commas(static_cast<int64_t>(prefix.size())) +
+                             " bytes, too long for its outputs (path + \"" + longest + "\"): the limit is " +
+                             facegen::with_commas(path_max - 1) + " bytes a path");
+  }
   struct stat input;
   if (input_path.empty() || ::stat(input_path.c_str(), &input) != 0) return;
   auto refuse = [&](const std::string& output) {

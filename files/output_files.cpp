@@ -2,6 +2,7 @@
 #include "files/output_files.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <stdexcept>
 
 #include "common/errors.hpp"
+#include "common/text_format.hpp"
 
 namespace facegen {
 namespace {
@@ -26,14 +28,15 @@ mode_t process_umask() {
   return mask;
 }
 
-// Makes PREFIX.tmp-XXXXXX beside `folder`, listed for a signal's cleanup; returns its path. Throws UserError.
-std::string make_temp_folder(const std::string& folder, TempRegistration* listed) {
+// Makes PREFIX.tmp-XXXXXX beside `folder`, listed for a signal's cleanup, with room for paths of
+// `inner_bytes` more inside it; returns its path. Throws UserError.
+std::string make_temp_folder(const std::string& folder, size_t inner_bytes, TempRegistration* listed) {
   struct stat st;
   if (::stat(folder.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
     throw UserError("cannot create output folder " + folder + ": a file of that name exists");
   }
   std::string pattern = folder + ".tmp-XXXXXX";
-  if (!create_registered_temp_folder(pattern, listed)) {
+  if (!create_registered_temp_folder(pattern, listed, inner_bytes)) {
     const int err = errno;
     throw UserError("cannot create output folder " + folder + ": " + std::strerror(err) +
                     (err == ENOENT ? " (does the directory exist?)" : ""));
@@ -89,7 +92,8 @@ OutputFiles::Slot& OutputFiles::slot(size_t file) {
 void OutputFiles::make(size_t file, Slot& slot) {
   const OutputFile& spec = slot.spec;
   if (spec.kind == OutputFile::Kind::Folder) {
-    slot.temp = make_temp_folder(spec.path, &slot.listed);
+    const size_t inner = 1 + png_file_name(spec.count, spec.count).size();  // "/000000.png"
+    slot.temp = make_temp_folder(spec.path, inner, &slot.listed);
     return;
   }
   // A pixel file is named after its PNG, with a suffix of its own.
@@ -132,8 +136,15 @@ void OutputFiles::remove_uncommitted() noexcept {
 }
 
 void OutputFiles::fail(const Slot& slot, int err) {
-  throw UserError("writing " + slot.spec.path + " failed: " + std::strerror(err) +
-                  (err == EFBIG ? " (the file size limit, ulimit -f)" : ""));
+  std::string why;
+  if (err == EFBIG) {
+    // A file sized up front (npy, a mosaic) may pass the file system's own limit before any image.
+    struct rlimit limit;
+    const bool ulimit = ::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+    why = ulimit ? " (the file size limit, ulimit -f)"
+                 : ": its " + with_commas(slot.spec.size) + " bytes are more than the file system allows";
+  }
+  throw UserError("writing " + slot.spec.path + " failed: " + std::strerror(err) + why);
 }
 
 int OutputFiles::descriptor(Slot& slot) {

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -170,24 +171,31 @@ void add_temp_tag(std::string& pattern) {
 }
 
 // A temporary name must fit the directory's NAME_MAX even where the final name only just does
-// (a prefix of 245 bytes: "P.txt" is 249, "P.txt.tmp-XXXXXX" 260). Where it would not, the
-// characters just before ".tmp-" are dropped until the name fits. It still ends ".tmp-[TAG-]XXXXXX"
+// (a prefix of 245 bytes: "P.txt" is 249, "P.txt.tmp-XXXXXX" 260), and the whole path PATH_MAX
+// where the final path only just does (a path of 4,090 bytes in deep folders). Where it would not,
+// the characters just before ".tmp-" are dropped until it fits (a folder's, with room for the
+// `inner_bytes` of the paths it will hold, "/000000.png"). It still ends ".tmp-[TAG-]XXXXXX"
 // and is unique (mkstemp); cleanup goes by the registry, or by TAG (run_parallel.sh), not by prefix.
 // False (errno ENAMETOOLONG) where the final name, the part before ".tmp-", is itself too long: the
 // run could never put the file in place, so it is refused before anything is created.
-bool fit_name_max(std::string& pattern) {
+bool fit_name_max(std::string& pattern, size_t inner_bytes = 0) {
   const size_t slash = pattern.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : pattern.substr(0, slash);
   const size_t base = slash == std::string::npos ? 0 : slash + 1;
   const long limit = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  const long path_limit = ::pathconf(dir.c_str(), _PC_PATH_MAX);  // counts the terminating NUL
   const size_t marker = pattern.rfind(".tmp-");
-  if (limit <= 0 || marker == std::string::npos || marker < base) return true;
-  if (marker - base > static_cast<size_t>(limit)) {
+  if (marker == std::string::npos || marker < base) return true;
+  if ((limit > 0 && marker - base > static_cast<size_t>(limit)) ||
+      (path_limit > 0 && marker + inner_bytes + 1 > static_cast<size_t>(path_limit))) {
     errno = ENAMETOOLONG;
     return false;
   }
   const size_t length = pattern.size() - base;
-  const size_t excess = length > static_cast<size_t>(limit) ? length - static_cast<size_t>(limit) : 0;
+  size_t excess = limit > 0 && length > static_cast<size_t>(limit) ? length - static_cast<size_t>(limit) : 0;
+  if (path_limit > 0 && pattern.size() + inner_bytes + 1 > static_cast<size_t>(path_limit)) {
+    excess = std::max(excess, pattern.size() + inner_bytes + 1 - static_cast<size_t>(path_limit));
+  }
   if (excess > 0 && marker - base > excess) pattern.erase(marker - excess, excess);
   return true;
 }
@@ -256,9 +264,9 @@ int create_registered_temp_file(std::string& pattern, TempRegistration* registra
   return fd;
 }
 
-bool create_registered_temp_folder(std::string& pattern, TempRegistration* registration) {
+bool create_registered_temp_folder(std::string& pattern, TempRegistration* registration, size_t inner_bytes) {
   add_temp_tag(pattern);
-  if (!fit_name_max(pattern)) return false;
+  if (!fit_name_max(pattern, inner_bytes)) return false;
   TempCreation creating;
   Node* node = claim_node(pattern.size() + 1);
   if (::mkdtemp(&pattern[0]) == nullptr) {

@@ -48,7 +48,8 @@ class TempRegistration {
  private:
   friend TempRegistration register_temp_path(const std::string& path, TempKind kind);
   friend int create_registered_temp_file(std::string& pattern, TempRegistration* registration);
-  friend bool create_registered_temp_folder(std::string& pattern, TempRegistration* registration);
+  friend bool create_registered_temp_folder(std::string& pattern, TempRegistration* registration,
+                                            size_t inner_bytes);
   void* node_ = nullptr;
 };
 
@@ -72,8 +73,9 @@ class TempCreation {
 // Throws std::bad_alloc before creating anything when no node can be had.
 int create_registered_temp_file(std::string& pattern, TempRegistration* registration);
 
-// mkdtemp(pattern) + listing as a folder; false with errno set when it cannot be created.
-bool create_registered_temp_folder(std::string& pattern, TempRegistration* registration);
+// mkdtemp(pattern) + listing as a folder; false with errno set when it cannot be created. The name
+// is shortened (as a file's is) so that paths of `inner_bytes` more inside it fit PATH_MAX.
+bool create_registered_temp_folder(std::string& pattern, TempRegistration* registration, size_t inner_bytes = 0);
 
 // Lists a path that already exists (or is about to, inside the caller's TempCreation). Throws
 // std::bad_alloc; the caller removes what it created if it does.

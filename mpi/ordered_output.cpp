@@ -17,6 +17,7 @@
 #include "common/errors.hpp"
 #include "common/model_shape.hpp"
 #include "common/threads.hpp"
+#include "files/temp_registry.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/polite_wait.hpp"
 
@@ -92,6 +93,12 @@ class MpiFiles : public FileWriter {
     }
     for (OpenFile* file : opened) {
       if (!usable || file->spec.kind == OutputFile::Kind::Folder) continue;
+      // OpenMPI's "individual" shared-file-pointer component (rank_job.cpp says why it is the one)
+      // keeps two files of each rank beside the file while it is open: listed, so that a signal's
+      // cleanup removes them too.
+      for (const char* aside : {".data.", ".metadata."}) {
+        file->asides.push_back(register_temp_path(file->temp + aside + std::to_string(rank), TempKind::File));
+      }
       const int code = MPI_File_open(comm, file->temp.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file->handle);
       if (code != MPI_SUCCESS) usable = 0;
       attempt(status, [&] { check_file(code, "cannot open for writing", file->spec.path + " (as " + file->temp + ")"); });
@@ -107,6 +114,7 @@ class MpiFiles : public FileWriter {
       OpenFile& file = find(index);
       if (file.handle == MPI_FILE_NULL) continue;
       const int code = MPI_File_close(&file.handle);
+      file.asides.clear();  // removed by the close
       attempt(status, [&] { check_file(code, "cannot write", file.spec.path); });
     }
   }
@@ -160,8 +168,10 @@ class MpiFiles : public FileWriter {
 
   // Collective: closes what is open.
   void close() {
-    for (auto& [index, file] : files_)
+    for (auto& [index, file] : files_) {
       if (file->handle != MPI_FILE_NULL) MPI_CHECK(MPI_File_close(&file->handle));
+      file->asides.clear();
+    }
   }
 
  private:
@@ -170,6 +180,7 @@ class MpiFiles : public FileWriter {
     std::string temp;
     MPI_File handle = MPI_FILE_NULL;  // none for a folder, nor once closed
     std::atomic<int64_t> bytes{0};
+    std::vector<TempRegistration> asides;  // MPI-IO's own files beside it while it is open
   };
   OpenFile& find(size_t index) {
     std::lock_guard<std::mutex> lock(files_mutex_);

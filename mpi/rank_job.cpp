@@ -436,6 +436,15 @@ RunSummary RankJob::gather_summary(const WorkSplit& split, const OrderedOutputs&
 bool mpi_available() { return true; }
 
 int run_as_rank(const GenerateRequest& request, const RankJobOptions& options) {
+  // OpenMPI's MPI-IO picks a shared-file-pointer component at every MPI_File_open, though this
+  // program never uses the shared pointer. In OpenMPI 4.1 two of them format the file's name into a
+  // fixed buffer: "sm" (a file in the session directory named after the file) and "lockedfile" (a
+  // lock file beside it); a name of about 200 bytes overflows it and glibc aborts the rank ("buffer
+  // overflow detected"). "lockedfile" also leaves PATH.locktest.N beside the file when a rank is
+  // stopped inside the open. "individual" sizes its names to the path: it keeps PATH.data.RANK and
+  // PATH.metadata.RANK beside an open file, which the output driver lists for a signal's cleanup
+  // (mpi/ordered_output.cpp). It is the one asked for, unless the user chose one.
+  ::setenv("OMPI_MCA_sharedfp", "individual", 0);
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "facegen: error: MPI_Init failed\n");
