@@ -2,6 +2,7 @@
 // (kernels/projection_any.cuh, tconv_any.cuh, tconv_output_any.cuh).
 #include "kernels/generic_generator.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -18,7 +19,7 @@ using gpu::Math;
 
 // Offsets of the blocks of the flat layout (generic_generator.hpp) for one spec.
 struct SpecLayout {
-  int64_t proj_weight, proj_bias, bn[4], tconv_weight[4], tconv_bias[4], total;
+  int64_t proj_weight, proj_bias, bn[4], tconv_weight[4], tconv_bias[4];
   explicit SpecLayout(const ModelSpec& s) {
     const int64_t k2 = int64_t{s.kernel_size} * s.kernel_size;
     int64_t o = 0;
@@ -29,7 +30,6 @@ struct SpecLayout {
       tconv_weight[i] = o; o += k2 * s.stage_channels(i + 1) * s.stage_channels(i);
       tconv_bias[i] = o;   o += s.stage_channels(i + 1);
     }
-    total = o;
   }
 };
 
@@ -89,8 +89,6 @@ void launch_output_any(const ModelSpec& s, const void* in, int n, const float* w
 }
 
 }  // namespace
-
-int64_t generic_network_floats(const ModelSpec& spec) { return SpecLayout(spec).total; }
 
 std::string generic_gpu_unsupported(const ModelSpec& s) {
   if (s.latent_dim < 1 || s.latent_dim > 1024) return "the latent size nz must be 1..1024, not " + std::to_string(s.latent_dim);

@@ -25,15 +25,12 @@
 
 namespace facegen {
 
-// Floats of the flat layout above for `spec`.
-int64_t generic_network_floats(const ModelSpec& spec);
-
 // Empty when the generic CUDA path runs `spec`, else one sentence saying which value it cannot take.
 std::string generic_gpu_unsupported(const ModelSpec& spec);
 
 class GenericDeviceNetwork {
  public:
-  // floats: the flat layout above, generic_network_floats(spec) of them. Throws std::invalid_argument
+  // floats: the flat layout above (Network::float_count(spec) of them). Throws std::invalid_argument
   // for a spec outside the range above.
   GenericDeviceNetwork(const float* floats, const ModelSpec& spec, Precision precision);
   ~GenericDeviceNetwork();
