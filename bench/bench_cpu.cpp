@@ -5,7 +5,8 @@
 // on a random network, "check: OK" or a non-zero exit. Then, best of --rounds: each fast layer on
 // one chunk of images, the whole backend on --images images with 1 and all threads (wall time and
 // CPU time: on a busy machine images per CPU-second shows the code's speed better than wall time),
-// and the FMA ceiling per thread.
+// and the FMA ceiling per thread. The layers are timed for the PyTorch DCGAN tutorial's generator
+// too (k = 4, ngf 64, random weights).
 //
 //   build/facegen-bench-cpu [--images N] [--rounds R] [--threads T]
 #include <sys/resource.h>
@@ -22,6 +23,7 @@
 
 #include "bench/fma_peak.hpp"
 #include "common/clock.hpp"
+#include "common/model_spec.hpp"
 #include "common/thread_pool.hpp"
 #include "common/threads.hpp"
 #include "generator/backend.hpp"
@@ -70,36 +72,90 @@ std::vector<float> reference_images(const Network& net, const std::vector<float>
                        x.data(), 0);
     const TConvView tc = net.tconv(s);
     y.assign(n * 4 * size * size * tc.c_out, 0.0f);
-    tconv_cpu(x.data(), n, size, size, tc.c_in, tc.kernel_size, tc.weight, tc.bias, tc.c_out, y.data(), 0);
+    tconv_cpu(x.data(), n, size, size, tc.c_in, tc.kernel_size, tc.weight, tc.bias, tc.c_out,
+              y.data(), 0);
     x.swap(y);
   }
   tanh_cpu(x.data(), int64_t(x.size()), x.data(), 0);
   return x;
 }
 
-// Each fast layer alone on `batch` images: seconds and GFLOP/s, best of `rounds`.
-void time_layers(const Network& net, CpuIsa isa, int64_t batch, int rounds, int threads) {
-  ThreadPool pool(threads);
+// The weights of one network's layers, as the fast layers take them.
+struct Layers {
+  const float* proj_weight;  // (nz, 16 * C0)
+  const float* proj_bias;
+  int nz;
+  BatchNormView bn[kNumStages];
+  TConvView tconv[kNumStages];
+};
+
+Layers layers_of(const Network& net) {
+  Layers l{net.proj_weight(), net.proj_bias(), kLatentDim, {}, {}};
+  for (int s = 0; s < kNumStages; ++s) {
+    l.bn[s] = net.batchnorm(s);
+    l.tconv[s] = net.tconv(s);
+  }
+  return l;
+}
+
+// Random layers of a network of `spec` (weights at fan-in scale, batch norms near identity, zero
+// biases where the spec has none), kept alive in `store`.
+Layers random_layers(const ModelSpec& spec, std::vector<std::vector<float>>& store) {
+  std::mt19937_64 rng(5);
+  auto floats = [&](int64_t count, float lo, float hi) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    store.emplace_back(count);
+    for (float& v : store.back()) v = dist(rng);
+    return store.back().data();
+  };
+  const int k = spec.kernel_size;
+  Layers l{};
+  l.nz = spec.latent_dim;
+  l.proj_weight = floats(int64_t(spec.latent_dim) * spec.proj_outputs(), -0.1f, 0.1f);
+  l.proj_bias =
+      floats(spec.proj_outputs(), spec.has_bias ? -0.1f : 0.0f, spec.has_bias ? 0.1f : 0.0f);
+  for (int s = 0; s < kNumStages; ++s) {
+    const int c = spec.stage_channels(s), c_out = spec.stage_channels(s + 1);
+    l.bn[s] = {floats(c, -0.2f, 0.2f), floats(c, 0.7f, 1.3f), floats(c, -0.2f, 0.2f),
+               floats(c, 0.5f, 1.5f), c};
+    const float scale = std::sqrt(8.0f / (c * k * k));
+    l.tconv[s] = {floats(int64_t(k) * k * c_out * c, -scale, scale),
+                  floats(c_out, spec.has_bias ? -0.1f : 0.0f, spec.has_bias ? 0.1f : 0.0f),
+                  c,
+                  c_out,
+                  ModelSpec::stage_size(s),
+                  k};
+  }
+  return l;
+}
+
+// Each fast layer alone on `batch` images: seconds and GFLOP/s, best of `rounds`; then the images
+// per CPU-second that the layers' CPU times add up to. Lines start with `label`.
+void time_layers(const char* label, const Layers& net, CpuIsa isa, int64_t batch, int rounds,
+                 ThreadPool& pool) {
   std::vector<std::vector<float>> act(kNumStages);
   for (int s = 0; s < kNumStages; ++s)
-    act[s].assign(batch * padded_floats(kStageSize[s], kStageChannels[s]), 0.5f);
-  std::vector<float> z(batch * kLatentDim, 0.25f), images(batch * kImageValues);
-  const PackedLayer proj =
-      pack_projection(net.proj_weight(), net.proj_bias(), kLatentDim, net.batchnorm(0), isa);
+    act[s].assign(batch * padded_floats(net.tconv[s].size_in, net.tconv[s].c_in), 0.5f);
+  const TConvView& last_tc = net.tconv[kNumStages - 1];
+  std::vector<float> z(batch * net.nz, 0.25f),
+      images(batch * 4 * last_tc.size_in * last_tc.size_in * last_tc.c_out);
+  const PackedLayer proj = pack_projection(net.proj_weight, net.proj_bias, net.nz, net.bn[0], isa);
+  double cpu_per_image = 0;
   auto report = [&](const char* name, double flops_per_image, const Timing& t) {
-    std::printf("layer %-10s %8.3f ms for %lld images  %7.1f GFLOP/s  %7.1f GFLOP per CPU-second\n",
-                name, t.wall * 1e3, static_cast<long long>(batch),
+    std::printf("%s %-10s %8.3f ms for %lld images  %7.1f GFLOP/s  %7.1f GFLOP per CPU-second\n",
+                label, name, t.wall * 1e3, static_cast<long long>(batch),
                 flops_per_image * batch / t.wall / 1e9, flops_per_image * batch / t.cpu / 1e9);
+    cpu_per_image += t.cpu / batch;
   };
-  report("projection", 2.0 * kLatentDim * kProjOutputs, best_of(rounds, [&] {
+  report("projection", 2.0 * net.nz * proj.c_out, best_of(rounds, [&] {
            projection_relu_fast(proj, z.data(), batch, act[0].data(), pool);
          }));
   for (int s = 0; s < kNumStages; ++s) {
     const bool last = s + 1 == kNumStages;
-    const BatchNormView next_bn = last ? BatchNormView{} : net.batchnorm(s + 1);
-    const PackedLayer layer = pack_tconv(net.tconv(s), last ? nullptr : &next_bn, isa);
-    const int size = kStageSize[s];
-    const double flops = 2.0 * size * size * 25 * kStageChannels[s] * kStageChannels[s + 1];
+    const TConvView& tc = net.tconv[s];
+    const PackedLayer layer = pack_tconv(tc, last ? nullptr : &net.bn[s + 1], isa);
+    const double flops =
+        2.0 * tc.size_in * tc.size_in * tc.kernel_size * tc.kernel_size * tc.c_in * tc.c_out;
     const std::string name = "tconv" + std::to_string(s + 1);
     report(name.c_str(), flops, best_of(rounds, [&] {
              if (last)
@@ -108,6 +164,8 @@ void time_layers(const Network& net, CpuIsa isa, int64_t batch, int rounds, int 
                tconv_relu_fast(layer, act[s].data(), batch, act[s + 1].data(), s == 2, pool);
            }));
   }
+  std::printf("%s all        %8.1f images per CPU-second, the layers' CPU times added\n", label,
+              1.0 / cpu_per_image);
 }
 
 }  // namespace
@@ -155,7 +213,14 @@ int main(int argc, char** argv) {
               ok && all_finite ? "OK" : "FAILED", static_cast<long long>(checked), worst);
   if (!ok || !all_finite) return 1;
 
-  time_layers(net, isa, 16, rounds, threads);
+  {
+    ThreadPool pool(threads);
+    time_layers("layer", layers_of(net), isa, 16, rounds, pool);
+    // The PyTorch DCGAN tutorial's generator: k = 4, 64 -> 3 channels at the end.
+    std::vector<std::vector<float>> store;
+    const ModelSpec tutorial{100, 64, 3, 4, false};
+    time_layers("dcgan-k4", random_layers(tutorial, store), isa, 16, rounds, pool);
+  }
   for (int t : {1, threads}) {
     options.threads = t;
     auto timed = make_cpu_backend(net, options);

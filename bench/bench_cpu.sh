@@ -35,6 +35,9 @@ best "^facegen $threads threads:" 4 6 8 "facegen, $threads threads"
 best '^RESULT eager ' 3 4 5 "PyTorch eager ConvTranspose2d"
 best '^RESULT pixelshuffle ' 3 4 5 "PyTorch 3x3 Conv2d + pixel_shuffle, frozen"
 best '^RESULT onednn-conv ' 3 4 5 "oneDNN 3x3 convolutions alone (own FLOPs)"
+# The layers alone, 16 images each: their CPU times per image added, for both networks.
+grep -E '^[a-z0-9-]+ all ' "$log" | awk '{ if ($3 + 0 > b[$1]) b[$1] = $3 + 0 }
+  END { for (k in b) printf "layers alone (%s lines) %30s %8.1f images per CPU-second\n", k, "", b[k] }' | sort
 # FMA ceilings: GFLOP/s, and GFLOP per CPU-second (the per-core peak while it runs).
 grep -E '^FMA ceiling' "$log" | awk '{ k = $3 " " $4 " " $5; if ($6 + 0 > b[k]) b[k] = $6 + 0; if ($13 + 0 > c[k]) c[k] = $13 + 0 }
   END { for (k in b) printf "FMA ceiling %-32s %8s %8.1f GFLOP/s, %.1f GFLOP per CPU-second per thread\n", k, "", b[k], c[k] }' | sort
