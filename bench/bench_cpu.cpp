@@ -1,12 +1,12 @@
 // bench_cpu.cpp: `make bench-cpu`, the CPU backend in images/s and GFLOP/s beside this CPU's
 // multiply-add ceiling (bench/cpu_pytorch.py then puts PyTorch beside it).
 //
-// First the check: the backend's images against the simple reference layers (kernels/layers_cpu)
-// on a random network, "check: OK" or a non-zero exit. Then, best of --rounds: each fast layer on
-// one chunk of images, the whole backend on --images images with 1 and all threads (wall time and
-// CPU time: on a busy machine images per CPU-second shows the code's speed better than wall time),
-// and the FMA ceiling per thread. The layers are timed for the PyTorch DCGAN tutorial's generator
-// too (k = 4, ngf 64, random weights).
+// Two random networks: the SHPC one and the PyTorch DCGAN tutorial's generator (k = 4, ngf 64). First
+// the check: each backend's images against the simple reference layers (reference_forward),
+// "check: OK" or a non-zero exit. Then, best of --rounds: each fast layer of both on one chunk of
+// images, the whole backend on --images images with 1 and all threads (the tutorial's with all;
+// wall time and CPU time: on a busy machine images per CPU-second shows the code's speed better
+// than wall time), and the FMA ceiling per thread.
 //
 //   build/facegen-bench-cpu [--images N] [--rounds R] [--threads T]
 #include <sys/resource.h>
@@ -28,7 +28,7 @@
 #include "common/threads.hpp"
 #include "generator/backend.hpp"
 #include "generator/network.hpp"
-#include "kernels/layers_cpu.hpp"
+#include "generator/reference_forward.hpp"
 #include "kernels/phase_gemm_cpu.hpp"
 
 using namespace facegen;
@@ -60,24 +60,25 @@ Timing best_of(int rounds, const std::function<void()>& body) {
   return best;
 }
 
-// The reference forward pass: the simple layers, float32, as the old CPU backend ran them.
-std::vector<float> reference_images(const Network& net, const std::vector<float>& z, int64_t n) {
-  std::vector<float> x(n * kProjOutputs), y;
-  projection_cpu(z.data(), n, kLatentDim, kProjOutputs, net.proj_weight(), net.proj_bias(),
-                 x.data(), 0);
-  for (int s = 0; s < kNumStages; ++s) {
-    const int size = kStageSize[s];
-    const BatchNormView bn = net.batchnorm(s);
-    batchnorm_relu_cpu(x.data(), n * size * size, bn.channels, bn.beta, bn.gamma, bn.mean, bn.var,
-                       x.data(), 0);
-    const TConvView tc = net.tconv(s);
-    y.assign(n * 4 * size * size * tc.c_out, 0.0f);
-    tconv_cpu(x.data(), n, size, size, tc.c_in, tc.kernel_size, tc.weight, tc.bias, tc.c_out,
-              y.data(), 0);
-    x.swap(y);
+// The backend's first `count` images of `net` against the reference layers (reference_forward,
+// float32, as the old CPU backend ran them): prints the verdict, returns whether every value is
+// finite and within 1e-4.
+bool check_backend(const char* name, const Network& net, const BackendOptions& options,
+                   const std::vector<float>& z, int64_t count) {
+  const int64_t values = count * net.spec().image_values();
+  std::vector<float> images(values, std::nanf("")), ref(values, std::nanf(""));
+  make_cpu_backend(net, options)->generate(z.data(), count, images.data());
+  const bool ran = reference_forward(net, z.data(), count, ref.data(), 0);
+  double worst = 0;
+  bool all_finite = ran;
+  for (int64_t i = 0; i < values; ++i) {
+    all_finite = all_finite && std::isfinite(images[i]) && std::isfinite(ref[i]);
+    worst = std::max(worst, double(std::fabs(images[i] - ref[i])));
   }
-  tanh_cpu(x.data(), int64_t(x.size()), x.data(), 0);
-  return x;
+  const bool ok = all_finite && worst <= 1e-4;
+  std::printf("check%s: %s (%lld images against the reference layers, largest difference %.2g)\n",
+              name, ok ? "OK" : "FAILED", static_cast<long long>(count), worst);
+  return ok;
 }
 
 // The weights of one network's layers, as the fast layers take them.
@@ -90,7 +91,7 @@ struct Layers {
 };
 
 Layers layers_of(const Network& net) {
-  Layers l{net.proj_weight(), net.proj_bias(), kLatentDim, {}, {}};
+  Layers l{net.proj_weight(), net.proj_bias(), net.spec().latent_dim, {}, {}};
   for (int s = 0; s < kNumStages; ++s) {
     l.bn[s] = net.batchnorm(s);
     l.tconv[s] = net.tconv(s);
@@ -98,35 +99,13 @@ Layers layers_of(const Network& net) {
   return l;
 }
 
-// Random layers of a network of `spec` (weights at fan-in scale, batch norms near identity, zero
-// biases where the spec has none), kept alive in `store`.
-Layers random_layers(const ModelSpec& spec, std::vector<std::vector<float>>& store) {
-  std::mt19937_64 rng(5);
-  auto floats = [&](int64_t count, float lo, float hi) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    store.emplace_back(count);
-    for (float& v : store.back()) v = dist(rng);
-    return store.back().data();
-  };
-  const int k = spec.kernel_size;
-  Layers l{};
-  l.nz = spec.latent_dim;
-  l.proj_weight = floats(int64_t(spec.latent_dim) * spec.proj_outputs(), -0.1f, 0.1f);
-  l.proj_bias =
-      floats(spec.proj_outputs(), spec.has_bias ? -0.1f : 0.0f, spec.has_bias ? 0.1f : 0.0f);
-  for (int s = 0; s < kNumStages; ++s) {
-    const int c = spec.stage_channels(s), c_out = spec.stage_channels(s + 1);
-    l.bn[s] = {floats(c, -0.2f, 0.2f), floats(c, 0.7f, 1.3f), floats(c, -0.2f, 0.2f),
-               floats(c, 0.5f, 1.5f), c};
-    const float scale = std::sqrt(8.0f / (c * k * k));
-    l.tconv[s] = {floats(int64_t(k) * k * c_out * c, -scale, scale),
-                  floats(c_out, spec.has_bias ? -0.1f : 0.0f, spec.has_bias ? 0.1f : 0.0f),
-                  c,
-                  c_out,
-                  ModelSpec::stage_size(s),
-                  k};
-  }
-  return l;
+// Multiply-adds x 2 of one image of a network of `spec`, every tap counted.
+double image_flops(const ModelSpec& spec) {
+  double flops = 2.0 * spec.latent_dim * spec.proj_outputs();
+  for (int s = 0; s < kNumStages; ++s)
+    flops += 2.0 * ModelSpec::stage_size(s) * ModelSpec::stage_size(s) * spec.kernel_size *
+             spec.kernel_size * spec.stage_channels(s) * spec.stage_channels(s + 1);
+  return flops;
 }
 
 // Each fast layer alone on `batch` images: seconds and GFLOP/s, best of `rounds`; then the images
@@ -188,6 +167,10 @@ int main(int argc, char** argv) {
   threads = resolve_threads(threads);
   const CpuIsa isa = best_cpu_isa();
   const Network net = make_random_network(1);
+  // The PyTorch DCGAN tutorial's generator (k = 4, nz 100, ngf 64, nc 3, no biases), random
+  // weights.
+  const ModelSpec tutorial{100, 64, 3, 4, false};
+  const Network tutorial_net = make_random_network(tutorial, 5);
   std::mt19937_64 rng(11);
   std::normal_distribution<float> normal;
   std::vector<float> z(n * kLatentDim);
@@ -200,26 +183,15 @@ int main(int argc, char** argv) {
   std::printf("backend %s\n", backend->describe().c_str());
 
   const int64_t checked = std::min<int64_t>(n, 8);
-  std::vector<float> images(n * kImageValues, std::nanf(""));
-  backend->generate(z.data(), checked, images.data());
-  const std::vector<float> ref = reference_images(net, z, checked);
-  double worst = 0;
-  for (size_t i = 0; i < ref.size(); ++i)
-    worst = std::max(worst, double(std::fabs(images[i] - ref[i])));
-  const bool ok = worst <= 1e-4;  // NaN fails: max() keeps the first, so test each instead
-  bool all_finite = true;
-  for (size_t i = 0; i < ref.size(); ++i) all_finite = all_finite && std::isfinite(images[i]);
-  std::printf("check: %s (%lld images against the reference layers, largest difference %.2g)\n",
-              ok && all_finite ? "OK" : "FAILED", static_cast<long long>(checked), worst);
-  if (!ok || !all_finite) return 1;
+  if (!check_backend("", net, options, z, checked) ||
+      !check_backend(" dcgan-k4", tutorial_net, options, z, checked))
+    return 1;
+  std::vector<float> images(n * kImageValues);
 
   {
     ThreadPool pool(threads);
     time_layers("layer", layers_of(net), isa, 16, rounds, pool);
-    // The PyTorch DCGAN tutorial's generator: k = 4, 64 -> 3 channels at the end.
-    std::vector<std::vector<float>> store;
-    const ModelSpec tutorial{100, 64, 3, 4, false};
-    time_layers("dcgan-k4", random_layers(tutorial, store), isa, 16, rounds, pool);
+    time_layers("dcgan-k4", layers_of(tutorial_net), isa, 16, rounds, pool);
   }
   for (int t : {1, threads}) {
     options.threads = t;
@@ -228,6 +200,14 @@ int main(int argc, char** argv) {
     std::printf("facegen %d thread%s %7.1f images/s  %6.1f GFLOP/s   %7.1f images per CPU-second\n",
                 t, t == 1 ? ": " : "s:", n / tm.wall, n * kImageFlops / tm.wall / 1e9, n / tm.cpu);
     if (t == threads) break;
+  }
+  {
+    options.threads = threads;
+    auto timed = make_cpu_backend(tutorial_net, options);
+    const Timing tm = best_of(rounds, [&] { timed->generate(z.data(), n, images.data()); });
+    std::printf(
+        "dcgan-k4 %d threads: %7.1f images/s  %6.1f GFLOP/s   %7.1f images per CPU-second\n",
+        threads, n / tm.wall, n * image_flops(tutorial) / tm.wall / 1e9, n / tm.cpu);
   }
   for (int lanes : {16, 8}) {
     if (!cpu_supports(lanes == 16 ? CpuIsa::Avx512 : CpuIsa::Avx2)) continue;

@@ -32,6 +32,7 @@ best() {  # best LABEL-REGEX FIELD-OF-IMAGES/S FIELD-OF-GFLOP/S FIELD-OF-PER-CPU
 threads=$(grep -m 1 '^backend' "$log" | sed -E 's/.*, ([0-9]+) threads?$/\1/')
 best '^facegen 1 thread:' 4 6 8 "facegen, 1 thread"
 best "^facegen $threads threads:" 4 6 8 "facegen, $threads threads"
+best "^dcgan-k4 $threads threads:" 4 6 8 "facegen, DCGAN tutorial network (k 4), $threads threads"
 best '^RESULT eager ' 3 4 5 "PyTorch eager ConvTranspose2d"
 best '^RESULT pixelshuffle ' 3 4 5 "PyTorch 3x3 Conv2d + pixel_shuffle, frozen"
 best '^RESULT onednn-conv ' 3 4 5 "oneDNN 3x3 convolutions alone (own FLOPs)"
