@@ -243,9 +243,9 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
     }
   }
   dn.use_output_mma(true);
-  if (p == Precision::Bf16 && dn.output_mma()) {
-    // tconv4 + tanh: variant 1 the direct FFMA kernel, variant 2 the tensor-core GEMM + col2im, on
-    // the act3 just made; variant 2 is compared with variant 1 first.
+  if (dn.output_mma()) {
+    // tconv4 + tanh (tf32, bf16): variant 1 the direct FFMA kernel, variant 2 the tensor-core GEMM +
+    // col2im, on the act3 just made; variant 2 is compared with variant 1 first.
     float* images[2];
     for (float*& im : images) CUDA_CHECK(cudaMalloc(&im, size_t(n) * kImageValues * 4));
     std::vector<float> got[2];
@@ -266,12 +266,13 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
       bad += !std::isfinite(got[1][i]) || !(d <= 2e-5);
     }
     mismatches += bad > 0;
-    const double bytes = double(n) * (32 * 32 * 64 * 2 + kImageValues * 4);  // read act3 once, write the images
-    std::printf("  tconv4 bf16 variant 1 direct FFMA     batch 8192 %7.3f ms %6.0f GB/s\n", ms[0], bytes / ms[0] / 1e6);
-    std::printf("  tconv4 bf16 variant 2 mma GEMM+col2im batch 8192 %7.3f ms %6.0f GB/s | max |diff| vs variant 1 %.2e%s\n",
-                ms[1], bytes / ms[1] / 1e6, worst, bad ? "  MISMATCH" : "");
-    js.add("bf16_tconv4_direct_ms", ms[0]);
-    js.add("bf16_tconv4_mma_ms", ms[1]);
+    // Bytes: act3 read once, the images written once.
+    const double bytes = double(n) * (dn.activation_bytes_per_image(3) + kImageValues * 4);
+    std::printf("  tconv4 %s variant 1 direct FFMA     batch 8192 %7.3f ms %6.0f GB/s\n", name(p), ms[0], bytes / ms[0] / 1e6);
+    std::printf("  tconv4 %s variant 2 mma GEMM+col2im batch 8192 %7.3f ms %6.0f GB/s | max |diff| vs variant 1 %.2e%s\n",
+                name(p), ms[1], bytes / ms[1] / 1e6, worst, bad ? "  MISMATCH" : "");
+    js.add(std::string(name(p)) + "_tconv4_direct_ms", ms[0]);
+    js.add(std::string(name(p)) + "_tconv4_mma_ms", ms[1]);
     for (float* q : images) cudaFree(q);
   }
   for (void* a : act) cudaFree(a);

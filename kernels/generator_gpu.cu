@@ -70,49 +70,27 @@ std::vector<T> phase_matrices(const float* w, int c_in, int c_out, Precision p) 
   return b;
 }
 
-// The last tconv's weights (5, 5, 3, 64) as the mma B fragments tconv_output_tanh_mma reads
-// (kernels/tconv_output_mma.cuh): W'(c, 3 * tap + k) = w[kh][kw][k][c], columns 75..79 zero, each value
-// split into bf16 terms (hi, then what hi left over). Fragment (n-tile, k step, term, lane) holds,
-// in register r, rows c = 16 * step + 2 * (lane % 4) + 8 * r and c + 1 (low half first) of column
-// 8 * n-tile + lane / 4.
-std::vector<uint32_t> output_weight_fragments(const float* w) {
-  auto w_prime = [&](int c, int col) -> float {
-    if (col >= 3 * kTaps * kTaps) return 0.f;
-    const int tap = col / 3, k = col % 3;
-    return w[(static_cast<size_t>(tap) * 3 + k) * 64 + c];
-  };
-  auto bits = [](__nv_bfloat16 b) {
-    uint16_t u;
-    std::memcpy(&u, &b, 2);
-    return static_cast<uint32_t>(u);
-  };
-  std::vector<uint32_t> f(gpu::kOmWeightWords);
-  for (int nt = 0; nt < gpu::kOmNTiles; ++nt)
-    for (int ks = 0; ks < gpu::kOmKSteps; ++ks)
-      for (int term = 0; term < gpu::kOmTerms; ++term)
-        for (int lane = 0; lane < 32; ++lane)
-          for (int r = 0; r < 2; ++r) {
-            uint32_t word = 0;
-            for (int e = 0; e < 2; ++e) {
-              float rest = w_prime(16 * ks + 2 * (lane % 4) + 8 * r + e, 8 * nt + lane / 4);
-              __nv_bfloat16 part = __float2bfloat16_rn(rest);
-              for (int k = 0; k < term; ++k) {  // term k: what the terms before it left over
-                rest -= __bfloat162float(part);
-                part = __float2bfloat16_rn(rest);
-              }
-              word |= bits(part) << (16 * e);
-            }
-            f[(((nt * gpu::kOmKSteps + ks) * gpu::kOmTerms + term) * 32 + lane) * 2 + r] = word;
-          }
-  return f;
-}
-
 template <typename T>
 T* upload(const std::vector<T>& v) {
   T* d = nullptr;
   CUDA_CHECK(cudaMalloc(&d, v.size() * sizeof(T)));
   CUDA_CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   return d;
+}
+
+// tconv4 on tensor cores (kernels/tconv_output_mma.cuh): its weight fragments on the device, or null
+// where the device cannot give a block the kernel's shared memory (then the direct kernel runs).
+template <Math M>
+uint32_t* setup_output_mma(const float* weight) {
+  static_assert(kStageChannels[3] == 64 && kStageChannels[4] == 3 && kStageSize[3] == 32,
+                "tconv_output_tanh_mma is written for 64 -> 3 channels at 32 x 32");
+  constexpr int kSmem = gpu::OutputMmaShape<M>::kSmemBytes;
+  int device = 0, smem_optin = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (smem_optin < kSmem) return nullptr;  // sm_90: 227 KB; sm_80: 163 KB, sm_86/89: 99 KB
+  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh_mma<M>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  return upload(gpu::output_mma_weight_fragments<M>(weight));
 }
 
 // Tile shapes per stage. Two per stage: Large for batches that fill the GPU, Small (half the
@@ -239,20 +217,9 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
   const int64_t out_w = int64_t{kTaps} * kTaps * kStageChannels[4] * kStageChannels[3];
   out_weight_ = upload(std::vector<float>(f + L.tconv_weight[3], f + L.tconv_weight[3] + out_w));
   out_bias_ = upload(std::vector<float>(f + L.tconv_bias[3], f + L.tconv_bias[3] + kStageChannels[4]));
-  if (precision == Precision::Bf16) {
-    static_assert(kStageChannels[3] == 64 && kStageChannels[4] == 3 && kStageSize[3] == 32,
-                  "tconv_output_tanh_mma is written for 64 -> 3 channels at 32 x 32");
-    int device = 0, smem_optin = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    output_mma_possible_ = smem_optin >= gpu::kOmSmemBytes;  // sm_90: 227 KB; sm_80: 163 KB, sm_86/89: 99 KB
-    if (output_mma_possible_) {
-      out_weight_fragments_ = upload(output_weight_fragments(f + L.tconv_weight[3]));
-      CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh_mma, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      gpu::kOmSmemBytes));
-      output_mma_ = true;
-    }
-  }
+  if (precision == Precision::Bf16) out_weight_fragments_ = setup_output_mma<Math::Bf16>(f + L.tconv_weight[3]);
+  if (precision == Precision::Tf32) out_weight_fragments_ = setup_output_mma<Math::Tf32>(f + L.tconv_weight[3]);
+  output_mma_possible_ = output_mma_ = out_weight_fragments_ != nullptr;
   CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Fp32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  gpu::OutShape<Math::Fp32>::kSmemBytes));
   CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -363,10 +330,10 @@ void DeviceNetwork::output_layer(const void* act3, int n, float* images, cudaStr
   if (n <= 0) return;
   static_assert(gpu::kOutHin % gpu::kOutRowsPerBlock == 0, "output-layer blocks must tile the rows");
   if (output_mma_) {
-    const int tiles = n * gpu::kOmTilesPerImage;  // persistent: one block per SM at most
-    gpu::tconv_output_tanh_mma<<<std::min(tiles, sm_count_), gpu::kOmThreads, gpu::kOmSmemBytes, stream>>>(
-        static_cast<const __nv_bfloat16*>(act3), out_weight_fragments_, out_bias_, images, tiles);
-    CUDA_CHECK_LAUNCH();
+    if (precision_ == Precision::Bf16)
+      gpu::launch_tconv_output_tanh_mma<Math::Bf16>(act3, n, out_weight_fragments_, out_bias_, images, sm_count_, stream);
+    else
+      gpu::launch_tconv_output_tanh_mma<Math::Tf32>(act3, n, out_weight_fragments_, out_bias_, images, sm_count_, stream);
     return;
   }
   dim3 grid(gpu::kOutHin / gpu::kOutRowsPerBlock, n);

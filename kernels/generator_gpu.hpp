@@ -52,9 +52,9 @@ class DeviceNetwork {
   // act_s -> act_{s+1} for s = 0, 1, 2: relu(bn_{s+1}(tconv_s(act_s) + bias_s)). Small batches get
   // smaller tiles (more blocks); the bits of every output stay the same.
   void tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
-  // bf16 only: tconv4 on tensor cores (kernels/tconv_output_mma.cuh, the default where the device
-  // gives a block its 220 KB of shared memory, i.e. sm_90) or the direct FFMA kernel
-  // (kernels/phase_gemm.cuh), for the benchmark and the tests; fp32 and tf32 always run FFMA.
+  // bf16 and tf32: tconv4 on tensor cores (kernels/tconv_output_mma.cuh, the default where the device
+  // gives a block its 220 / 199 KB of shared memory, i.e. sm_90) or the direct FFMA kernel
+  // (kernels/phase_gemm.cuh), for the benchmark and the tests; fp32 always runs FFMA.
   void use_output_mma(bool on) { output_mma_ = on && output_mma_possible_; }
   bool output_mma() const { return output_mma_; }
   // act3 -> images: tanh(tconv_3(act3) + bias_3).
@@ -68,8 +68,8 @@ class DeviceNetwork {
   int tiles_ = 0;                 // 0: by grid size; 1: always Small; 2: always Large (FACEGEN_GPU_TILES)
   bool wgmma_available_ = false;  // the device is sm_90 and the binary has the sm_90a kernels
   GemmKernel gemm_ = GemmKernel::MmaSync;
-  bool output_mma_possible_ = false;  // bf16 and enough shared memory per block for it
-  bool output_mma_ = false;       // bf16 tconv4 on tensor cores
+  bool output_mma_possible_ = false;  // bf16 or tf32, and enough shared memory per block for it
+  bool output_mma_ = false;       // tconv4 on tensor cores
   std::unique_ptr<gpu::PhaseWeightMaps[]> wgmma_weights_;  // tensor maps over tconv_weight_[0..2]
   float* proj_weight_ = nullptr;  // (100, 8192)
   float* proj_scale_ = nullptr;   // (8192)
@@ -79,7 +79,7 @@ class DeviceNetwork {
   float* tconv_shift_[3] = {};
   float* out_weight_ = nullptr;   // (5, 5, 3, 64)
   float* out_bias_ = nullptr;     // (3)
-  uint32_t* out_weight_fragments_ = nullptr;  // bf16: the same weights as mma fragments (tconv_output_mma.cuh)
+  uint32_t* out_weight_fragments_ = nullptr;  // bf16, tf32: the same weights as mma fragments (tconv_output_mma.cuh)
 };
 
 // Floating-point operations of one image, per layer (0: projection, 1..3: phase GEMMs, 4: the last

@@ -1,6 +1,6 @@
 // tconv_output_mma.cuh: the last transposed convolution (64 -> 3 channels, 32x32 -> 64x64) with bias
-// and tanh, for bf16 activations, on tensor cores (mma.sync, sm_80 and later), as a GEMM and a
-// col2im inside one block.
+// and tanh, for bf16 and tf32 activations, on tensor cores (mma.sync, sm_80 and later), as a GEMM and
+// a col2im inside one block.
 //
 // With 3 output channels the direct form (kernels/phase_gemm.cuh, tconv_output_tanh) is bound by
 // FFMA issue. Here every input pixel q first gets all its products at once:
@@ -11,88 +11,198 @@
 // The GEMM is 4800 multiply-adds per input pixel, as in the direct form, but on tensor cores it is
 // far below the time it takes to read the activations, so the kernel is bound by memory.
 //
-// Accuracy: the activations are bf16 already (exact); each weight is split into three bf16 terms
-// (hi = bf16(w), mid = bf16(w - hi), lo = bf16(w - hi - mid)), three mma steps, so W' keeps float32's
-// 24 significant bits and products accumulate in float32. (Two terms, 16 bits, ran 1.20 ms at batch
-// 8192 on an H200 against the direct kernel's 2.11, but their error against float64 reached about
-// 1e-5, the GPU tests' bound for this layer, on some random draws.)
+// Accuracy: the activations are exact in the mma's input type already (bf16, or tf32-rounded float32).
+// Each weight is split into terms of that type (hi = round(w), then what hi left over, ...), one mma
+// step per term, so W' keeps (nearly) float32's 24 significant bits and products accumulate in
+// float32: bf16 three terms (24 bits), tf32 two (22 bits; about 1e-7 after tanh). (Two bf16 terms,
+// 16 bits, ran 1.20 ms at batch 8192 on an H200 against the direct kernel's 2.11, but their error
+// against float64 reached about 1e-5, the GPU tests' bound for this layer, on some random draws.)
 //
-// A tile is 16 output rows (8 input rows) of one image: its A tile is the 8 rows with one halo row
-// each side (zeros outside the map, which makes their Y zero), 320 positions; 8 warps compute Y
-// (320 x 80 float32) into shared memory; then 256 threads make 4 output pixels each. The grid is
-// persistent (one block per SM, tiles t, t + grid, ...): the next tile's rows load with cp.async into
-// the other of two A buffers while this tile is computed. Every output is the same sequence of operations whatever the batch size and the
-// image's position: fixed K order inside the GEMM, taps in a fixed order in the sum.
+// A tile is 2 x kInRows output rows (kInRows input rows) of one image: its A tile is those rows with
+// one halo row each side (zeros outside the map, which makes their Y zero); 8 warps compute Y (float32,
+// 80 columns) into shared memory, each warp a 16-position x 40-column piece at a time; then 256 threads
+// make the tile's output pixels. bf16 tiles are 8 input rows (320 positions), tf32 tiles 4 (192: the
+// float32 rows are twice the bytes). The grid is persistent (one block per SM, tiles t, t + grid, ...):
+// the next tile's rows load with cp.async into the other of two A buffers while this tile is computed.
+// Every output is the same sequence of operations whatever the batch size and the image's position:
+// fixed K order inside the GEMM, taps in a fixed order in the sum.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
+#include "common/cuda_check.cuh"
 #include "kernels/phase_gemm.cuh"
 
 namespace facegen {
 namespace gpu {
 
-constexpr int kOmInRows = 8;                          // input rows per block
-constexpr int kOmPositions = (kOmInRows + 2) * 32;    // with a halo row each side: 320 (20 m-tiles)
-constexpr int kOmNTiles = 10;                         // 80 columns: 25 taps x 3 channels, padded
-constexpr int kOmKSteps = 64 / 16;                    // input channels in mma k steps of 16
-constexpr int kOmThreads = 256;
-constexpr int kOmApitch = 64 + 8;                     // bf16 per position: 144 bytes, ldmatrix conflict-free
-constexpr int kOmYpitch = 76;                         // float32 per position of Y (75 used)
-constexpr int kOmTerms = 3;                           // bf16 terms per weight: hi, mid, lo
-// Weight fragments: (n-tile, k step, term, lane) -> two 32-bit registers, in the order lanes read them.
-constexpr int kOmWeightWords = kOmNTiles * kOmKSteps * kOmTerms * 32 * 2;
-constexpr int kOmABytes = kOmPositions * kOmApitch * 2;
-// 220 KB: fits the 227 KB a block may have on sm_90; devices with less run the direct kernel.
-constexpr int kOmSmemBytes = 2 * kOmABytes + kOmWeightWords * 4 + kOmPositions * kOmYpitch * 4;
-constexpr int kOmTilesPerImage = 32 / kOmInRows;
+// What differs between the two precisions; everything else is shared.
+template <Math M> struct OutputMmaTraits;
+template <> struct OutputMmaTraits<Math::Bf16> {
+  using Act = __nv_bfloat16;
+  static constexpr int kInRows = 8;   // input rows per tile
+  static constexpr int kKStep = 16;   // m16n8k16
+  static constexpr int kTerms = 3;    // bf16 terms per weight: hi, mid, lo
+};
+template <> struct OutputMmaTraits<Math::Tf32> {
+  using Act = float;
+  static constexpr int kInRows = 4;
+  static constexpr int kKStep = 8;    // m16n8k8
+  static constexpr int kTerms = 2;    // tf32 terms per weight: hi, lo
+};
 
-// Stage 1 (issued, not awaited): the activation rows of tile t (with halo) into As.
-__device__ __forceinline__ void output_mma_load_rows(const __nv_bfloat16* __restrict__ in, int t, __nv_bfloat16* As) {
-  const __nv_bfloat16* in_img = in + static_cast<int64_t>(t / kOmTilesPerImage) * 32 * 32 * 64;
-  const int y0 = (t % kOmTilesPerImage) * kOmInRows;
-  for (int q = threadIdx.x; q < kOmPositions * 8; q += kOmThreads) {
-    const int p = q / 8, chunk = q % 8;
-    const int iy = y0 - 1 + p / 32, ix = p % 32;
-    const bool valid = iy >= 0 && iy < 32;
-    const __nv_bfloat16* src = valid ? in_img + (iy * 32 + ix) * 64 + chunk * 8 : in_img;
-    cp_async16(As + p * kOmApitch + chunk * 8, src, valid);
+constexpr int kOmCin = 64;
+constexpr int kOmNTiles = 10;     // 80 columns: 25 taps x 3 channels, padded
+constexpr int kOmNHalf = kOmNTiles / 2;  // a warp's piece of Y is 5 n-tiles
+constexpr int kOmThreads = 256;
+constexpr int kOmYpitch = 76;     // float32 per position of Y (75 used)
+
+template <Math M> struct OutputMmaShape : OutputMmaTraits<M> {
+  using T = OutputMmaTraits<M>;
+  using Act = typename T::Act;
+  static constexpr int kPositions = (T::kInRows + 2) * 32;  // with a halo row each side
+  static constexpr int kMTiles = kPositions / 16;
+  static constexpr int kKSteps = kOmCin / T::kKStep;
+  static constexpr int kChunksPerPosition = kOmCin * static_cast<int>(sizeof(Act)) / 16;
+  // Activation row pitch: 64 values + 16 bytes, so the 8 rows of an ldmatrix fall in 8 bank groups.
+  static constexpr int kApitch = kOmCin + 16 / static_cast<int>(sizeof(Act));
+  static constexpr int kABytes = kPositions * kApitch * static_cast<int>(sizeof(Act));
+  // Weight fragments: (n-tile, k step, term, lane) -> two 32-bit registers, in the order lanes read them.
+  static constexpr int kWeightWords = kOmNTiles * kKSteps * T::kTerms * 32 * 2;
+  static constexpr int kYBytes = kPositions * kOmYpitch * 4;
+  // bf16 220 KB, tf32 199 KB: within the 227 KB a block may have on sm_90; devices with less run the
+  // direct kernel.
+  static constexpr int kSmemBytes = 2 * kABytes + kWeightWords * 4 + kYBytes;
+  static constexpr int kTilesPerImage = 32 / T::kInRows;
+};
+
+// Splits x into `terms` values of the mma's input type (each what the ones before it left over) and
+// returns term `term`'s bits as the 32-bit register half (bf16) or register (tf32) the mma reads.
+template <Math M>
+inline uint32_t output_mma_weight_term(float x, int term) {
+  float rest = x;
+  for (int k = 0;; ++k) {
+    if constexpr (M == Math::Bf16) {
+      const __nv_bfloat16 part = __float2bfloat16_rn(rest);
+      if (k == term) {
+        uint16_t u;
+        std::memcpy(&u, &part, 2);
+        return u;
+      }
+      rest -= __bfloat162float(part);
+    } else {
+      uint32_t u;  // nearest, ties away from zero, as cvt.rna.tf32.f32
+      std::memcpy(&u, &rest, 4);
+      if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+      if (k == term) return u;
+      float part;
+      std::memcpy(&part, &u, 4);
+      rest -= part;
+    }
   }
 }
 
-// Stage 2: Y for m-tiles warp, warp + 8, ... (16 positions x 80 columns each) into shared memory.
-__device__ __forceinline__ void output_mma_products(const __nv_bfloat16* As, const uint32_t* Ws, float* Ys) {
+// The last tconv's weights (5, 5, 3, 64) as the B fragments tconv_output_tanh_mma<M> reads:
+// W'(c, 3 * tap + k) = w[kh][kw][k][c], columns 75..79 zero. Fragment (n-tile, k step, term, lane),
+// register r, column 8 * n-tile + lane / 4, holds: bf16 rows c = 16 * step + 2 * (lane % 4) + 8 * r
+// and c + 1 (low half first); tf32 row c = 8 * step + lane % 4 + 4 * r.
+template <Math M>
+std::vector<uint32_t> output_mma_weight_fragments(const float* w) {
+  using S = OutputMmaShape<M>;
+  auto w_prime = [&](int c, int col) -> float {
+    if (col >= 3 * 25) return 0.f;
+    const int tap = col / 3, k = col % 3;
+    return w[(static_cast<size_t>(tap) * 3 + k) * kOmCin + c];
+  };
+  std::vector<uint32_t> f(S::kWeightWords);
+  for (int nt = 0; nt < kOmNTiles; ++nt)
+    for (int ks = 0; ks < S::kKSteps; ++ks)
+      for (int term = 0; term < S::kTerms; ++term)
+        for (int lane = 0; lane < 32; ++lane)
+          for (int r = 0; r < 2; ++r) {
+            const int col = 8 * nt + lane / 4;
+            uint32_t word;
+            if constexpr (M == Math::Bf16) {
+              const int c = 16 * ks + 2 * (lane % 4) + 8 * r;
+              word = output_mma_weight_term<M>(w_prime(c, col), term) |
+                     output_mma_weight_term<M>(w_prime(c + 1, col), term) << 16;
+            } else {
+              word = output_mma_weight_term<M>(w_prime(8 * ks + lane % 4 + 4 * r, col), term);
+            }
+            f[(((nt * S::kKSteps + ks) * S::kTerms + term) * 32 + lane) * 2 + r] = word;
+          }
+  return f;
+}
+
+// Load: the activation rows of tile t (with halo) into As, issued as cp.async, not awaited.
+template <Math M>
+__device__ __forceinline__ void output_mma_load_rows(const typename OutputMmaShape<M>::Act* __restrict__ in, int t,
+                                                     typename OutputMmaShape<M>::Act* As) {
+  using S = OutputMmaShape<M>;
+  constexpr int kElemsPerChunk = 16 / sizeof(typename S::Act);
+  const auto* in_img = in + static_cast<int64_t>(t / S::kTilesPerImage) * 32 * 32 * kOmCin;
+  const int y0 = (t % S::kTilesPerImage) * S::kInRows;
+  for (int q = threadIdx.x; q < S::kPositions * S::kChunksPerPosition; q += kOmThreads) {
+    const int p = q / S::kChunksPerPosition, chunk = q % S::kChunksPerPosition;
+    const int iy = y0 - 1 + p / 32, ix = p % 32;
+    const bool valid = iy >= 0 && iy < 32;
+    const auto* src = valid ? in_img + (iy * 32 + ix) * kOmCin + chunk * kElemsPerChunk : in_img;
+    cp_async16(As + p * S::kApitch + chunk * kElemsPerChunk, src, valid);
+  }
+}
+
+template <Math M>
+__device__ __forceinline__ void output_mma_step(float (&c)[4], const uint32_t (&a)[4], uint2 b) {
+  if constexpr (M == Math::Bf16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+  }
+}
+
+// Multiply: Y into shared memory, in pieces of one m-tile (16 positions) x 5 n-tiles (40 columns),
+// piece w, w + 8, ... for warp w. Each Y value is k steps in order, the terms in order within each.
+template <Math M>
+__device__ __forceinline__ void output_mma_products(const typename OutputMmaShape<M>::Act* As, const uint32_t* Ws,
+                                                    float* Ys) {
+  using S = OutputMmaShape<M>;
+  constexpr int kHalfK = 16 / sizeof(typename S::Act);  // elements in 16 bytes: 8 bf16, 4 tf32
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t4 = lane % 4;
-  for (int mt = warp; mt < kOmPositions / 16; mt += kOmThreads / 32) {
-    float acc[kOmNTiles][4];
+  for (int piece = warp; piece < 2 * S::kMTiles; piece += kOmThreads / 32) {
+    const int mt = piece / 2, n0 = (piece % 2) * kOmNHalf;
+    float acc[kOmNHalf][4];
 #pragma unroll
-    for (int n = 0; n < kOmNTiles; ++n)
+    for (int n = 0; n < kOmNHalf; ++n)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[n][i] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < kOmKSteps; ++ks) {
+    for (int ks = 0; ks < S::kKSteps; ++ks) {
       uint32_t a[4];
-      ldmatrix_x4(a, As + (mt * 16 + lane % 16) * kOmApitch + ks * 16 + (lane / 16) * 8);
+      ldmatrix_x4(a, As + (mt * 16 + lane % 16) * S::kApitch + ks * S::kKStep + (lane / 16) * kHalfK);
 #pragma unroll
-      for (int n = 0; n < kOmNTiles; ++n) {
+      for (int n = 0; n < kOmNHalf; ++n)
 #pragma unroll
-        for (int term = 0; term < kOmTerms; ++term) {
-          const uint2 b = reinterpret_cast<const uint2*>(Ws)[((n * kOmKSteps + ks) * kOmTerms + term) * 32 + lane];
-          asm volatile(
-              "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-              "{%0,%1,%2,%3};\n"
-              : "+f"(acc[n][0]), "+f"(acc[n][1]), "+f"(acc[n][2]), "+f"(acc[n][3])
-              : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+        for (int term = 0; term < S::kTerms; ++term) {
+          const uint2 b = reinterpret_cast<const uint2*>(Ws)[(((n0 + n) * S::kKSteps + ks) * S::kTerms + term) * 32 + lane];
+          output_mma_step<M>(acc[n], a, b);
         }
-      }
     }
 #pragma unroll
-    for (int n = 0; n < kOmNTiles; ++n) {
-      const int col = n * 8 + 2 * t4;
+    for (int n = 0; n < kOmNHalf; ++n) {
+      const int col = (n0 + n) * 8 + 2 * t4;
       if (col >= kOmYpitch) continue;  // padding columns 76..79
 #pragma unroll
       for (int half = 0; half < 2; ++half)
@@ -103,13 +213,16 @@ __device__ __forceinline__ void output_mma_products(const __nv_bfloat16* As, con
   __syncthreads();
 }
 
-// Stage 3: the output pixels of local output row oyl (0..15), column x: tanh(bias + sum of taps).
-__device__ __forceinline__ void output_mma_col2im(const float* Ys, const float* __restrict__ bias, float* __restrict__ out_img,
-                                                  int y0) {
+// Epilogue (col2im + tanh): the tile's output pixels, row oyl (0 .. 2 kInRows - 1) of the tile,
+// column x, each thread 2 kInRows * 64 / 256 of them: tanh(bias + sum of taps).
+template <Math M>
+__device__ __forceinline__ void output_mma_col2im(const float* Ys, const float* __restrict__ bias,
+                                                  float* __restrict__ out_img, int y0) {
+  using S = OutputMmaShape<M>;
   const int x = threadIdx.x % 64, px = x & 1, ox = x >> 1;
   const float b0 = bias[0], b1 = bias[1], b2 = bias[2];
 #pragma unroll
-  for (int i = 0; i < 2 * kOmInRows * 64 / kOmThreads; ++i) {
+  for (int i = 0; i < 2 * S::kInRows * 64 / kOmThreads; ++i) {
     const int oyl = threadIdx.x / 64 + (kOmThreads / 64) * i, py = oyl & 1, r = (oyl >> 1) + 1;
     float s0 = 0.f, s1 = 0.f, s2 = 0.f;
 #pragma unroll
@@ -134,32 +247,45 @@ __device__ __forceinline__ void output_mma_col2im(const float* Ys, const float* 
   }
 }
 
+template <Math M>
 __global__ void __launch_bounds__(kOmThreads, 1)
-tconv_output_tanh_mma(const __nv_bfloat16* __restrict__ in,  // (n, 32, 32, 64)
-                      const uint32_t* __restrict__ wfrag,    // kOmWeightWords, see output_weight_fragments
-                      const float* __restrict__ bias,        // (3)
-                      float* __restrict__ out,               // (n, 64, 64, 3)
-                      int tiles) {                           // n * kOmTilesPerImage
+tconv_output_tanh_mma(const typename OutputMmaShape<M>::Act* __restrict__ in,  // (n, 32, 32, 64)
+                      const uint32_t* __restrict__ wfrag,  // kWeightWords, see output_mma_weight_fragments
+                      const float* __restrict__ bias,      // (3)
+                      float* __restrict__ out,             // (n, 64, 64, 3)
+                      int tiles) {                         // n * kTilesPerImage
+  using S = OutputMmaShape<M>;
+  using Act = typename S::Act;
   extern __shared__ __align__(16) unsigned char om_smem[];
-  __nv_bfloat16* const a_buffers = reinterpret_cast<__nv_bfloat16*>(om_smem);  // two of kOmABytes
-  auto As = [&](int i) { return a_buffers + (i % 2) * (kOmABytes / 2); };
-  uint32_t* Ws = reinterpret_cast<uint32_t*>(om_smem + 2 * kOmABytes);
-  float* Ys = reinterpret_cast<float*>(om_smem + 2 * kOmABytes + kOmWeightWords * 4);
-  for (int q = threadIdx.x; q < kOmWeightWords / 4; q += kOmThreads) cp_async16(Ws + 4 * q, wfrag + 4 * q, true);
-  if (blockIdx.x < tiles) output_mma_load_rows(in, blockIdx.x, As(0));
+  Act* const a_buffers = reinterpret_cast<Act*>(om_smem);  // two of kABytes
+  auto As = [&](int i) { return a_buffers + (i % 2) * (S::kABytes / static_cast<int>(sizeof(Act))); };
+  uint32_t* Ws = reinterpret_cast<uint32_t*>(om_smem + 2 * S::kABytes);
+  float* Ys = reinterpret_cast<float*>(om_smem + 2 * S::kABytes + S::kWeightWords * 4);
+  for (int q = threadIdx.x; q < S::kWeightWords / 4; q += kOmThreads) cp_async16(Ws + 4 * q, wfrag + 4 * q, true);
+  if (blockIdx.x < tiles) output_mma_load_rows<M>(in, blockIdx.x, As(0));
   cp_async_commit();
   for (int t = blockIdx.x, i = 0; t < tiles; t += gridDim.x, ++i) {
     // The other buffer was last read by the previous tile's products, which ended with a barrier.
-    if (t + static_cast<int>(gridDim.x) < tiles) output_mma_load_rows(in, t + gridDim.x, As(i + 1));
+    if (t + static_cast<int>(gridDim.x) < tiles) output_mma_load_rows<M>(in, t + gridDim.x, As(i + 1));
     cp_async_commit();
     cp_async_wait<1>();  // this tile's rows (and, the first time, the weights) have landed
     __syncthreads();
-    output_mma_products(As(i), Ws, Ys);
-    const int img = t / kOmTilesPerImage, y0 = (t % kOmTilesPerImage) * kOmInRows;
-    output_mma_col2im(Ys, bias, out + static_cast<int64_t>(img) * 64 * 64 * 3, y0);
+    output_mma_products<M>(As(i), Ws, Ys);
+    const int img = t / S::kTilesPerImage, y0 = (t % S::kTilesPerImage) * S::kInRows;
+    output_mma_col2im<M>(Ys, bias, out + static_cast<int64_t>(img) * 64 * 64 * 3, y0);
     __syncthreads();  // Ys is rewritten by the next tile's products
   }
   cp_async_wait<0>();
+}
+
+// Launch: a persistent grid of at most one block per SM over n images' tiles.
+template <Math M>
+void launch_tconv_output_tanh_mma(const void* act3, int n, const uint32_t* wfrag, const float* bias, float* images,
+                                  int sm_count, cudaStream_t stream) {
+  const int tiles = n * OutputMmaShape<M>::kTilesPerImage;
+  tconv_output_tanh_mma<M><<<std::min(tiles, sm_count), kOmThreads, OutputMmaShape<M>::kSmemBytes, stream>>>(
+      static_cast<const typename OutputMmaShape<M>::Act*>(act3), wfrag, bias, images, tiles);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace gpu

@@ -161,14 +161,14 @@ TEST_CASE("last transposed convolution + tanh matches the float64 reference") {
   std::mt19937_64 rng(test_seed() + 4);
   const auto net = reference::random_network(test_seed() + 5);
   const reference::Offsets o;
-  for (Precision p : {Precision::Fp32, Precision::Bf16}) {  // tf32 runs the fp32 kernel
+  for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
     DeviceNetwork dn(net.data(), p);
     const size_t in_per = size_t(32) * 32 * 64;
-    for (bool mma : {false, true}) {  // bf16: the direct FFMA kernel, then tensor cores (GEMM + col2im)
-    if (mma && p != Precision::Bf16) continue;
+    for (bool mma : {false, true}) {  // tf32, bf16: the direct FFMA kernel, then tensor cores (GEMM + col2im)
+    if (mma && p == Precision::Fp32) continue;
     dn.use_output_mma(mma);
-    if (dn.output_mma() != mma) {  // a device with less than 220 KB of shared memory per block
-      MESSAGE("bf16 tconv4 on tensor cores: not on this device (too little shared memory per block)");
+    if (dn.output_mma() != mma) {  // a device with too little shared memory per block
+      MESSAGE(name(p) << " tconv4 on tensor cores: not on this device (too little shared memory per block)");
       continue;
     }
     for (int n : batch_sizes()) {
