@@ -53,7 +53,7 @@ class DeviceNetwork {
   // smaller tiles (more blocks); the bits of every output stay the same.
   void tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
   // bf16 and tf32: tconv4 on tensor cores (kernels/tconv_output_mma.cuh, the default where the device
-  // gives a block its 220 / 199 KB of shared memory, i.e. sm_90) or the direct FFMA kernel
+  // gives a block its 185 / 159 KB of shared memory: bf16 sm_90, tf32 sm_80 and sm_90) or the direct FFMA kernel
   // (kernels/phase_gemm.cuh), for the benchmark and the tests; fp32 always runs FFMA.
   void use_output_mma(bool on) { output_mma_ = on && output_mma_possible_; }
   bool output_mma() const { return output_mma_; }

@@ -20,8 +20,8 @@
 //
 // A tile is 2 x kInRows output rows (kInRows input rows) of one image: its A tile is those rows with
 // one halo row each side (zeros outside the map, which makes their Y zero); 8 warps compute Y (float32,
-// 80 columns) into shared memory, each warp a 16-position x 40-column piece at a time; then 256 threads
-// make the tile's output pixels. bf16 tiles are 8 input rows (320 positions), tf32 tiles 4 (192: the
+// 80 columns) into shared memory, each warp 40 of the columns (its weight fragments stay in registers)
+// for 16 positions at a time; then 256 threads make the tile's output pixels. bf16 tiles are 8 input rows (320 positions), tf32 tiles 4 (192: the
 // float32 rows are twice the bytes). The grid is persistent (one block per SM, tiles t, t + grid, ...):
 // the next tile's rows load with cp.async into the other of two A buffers while this tile is computed.
 // Every output is the same sequence of operations whatever the batch size and the image's position:
@@ -76,9 +76,9 @@ template <Math M> struct OutputMmaShape : OutputMmaTraits<M> {
   // Weight fragments: (n-tile, k step, term, lane) -> two 32-bit registers, in the order lanes read them.
   static constexpr int kWeightWords = kOmNTiles * kKSteps * T::kTerms * 32 * 2;
   static constexpr int kYBytes = kPositions * kOmYpitch * 4;
-  // bf16 220 KB, tf32 199 KB: within the 227 KB a block may have on sm_90; devices with less run the
-  // direct kernel.
-  static constexpr int kSmemBytes = 2 * kABytes + kWeightWords * 4 + kYBytes;
+  // bf16 185 KB (within the 227 KB a block may have on sm_90), tf32 159 KB (also within sm_80's 163 KB);
+  // devices with less run the direct kernel.
+  static constexpr int kSmemBytes = 2 * kABytes + kYBytes;
   static constexpr int kTilesPerImage = 32 / T::kInRows;
 };
 
@@ -172,17 +172,40 @@ __device__ __forceinline__ void output_mma_step(float (&c)[4], const uint32_t (&
   }
 }
 
-// Multiply: Y into shared memory, in pieces of one m-tile (16 positions) x 5 n-tiles (40 columns),
-// piece w, w + 8, ... for warp w. Each Y value is k steps in order, the terms in order within each.
+// A warp's B fragments, held in registers for the whole kernel: its half of the n-tiles (warp % 2),
+// every k step and term (bf16 120 registers, tf32 160). Reading them from shared memory for every
+// mma made shared memory the kernel's limit (two wavefronts per mma, more than the A, Y and col2im
+// traffic together).
+template <Math M> struct OutputMmaWeights {
+  uint2 b[kOmNHalf][OutputMmaShape<M>::kKSteps][OutputMmaShape<M>::kTerms];
+};
+
+// Load: this warp's B fragments from global memory (wfrag: (n-tile, k step, term, lane) -> uint2).
 template <Math M>
-__device__ __forceinline__ void output_mma_products(const typename OutputMmaShape<M>::Act* As, const uint32_t* Ws,
-                                                    float* Ys) {
+__device__ __forceinline__ void output_mma_load_weights(const uint32_t* __restrict__ wfrag, OutputMmaWeights<M>& w) {
+  using S = OutputMmaShape<M>;
+  const int lane = threadIdx.x % 32, n0 = (threadIdx.x / 32 % 2) * kOmNHalf;
+  const uint2* frag = reinterpret_cast<const uint2*>(wfrag);
+#pragma unroll
+  for (int n = 0; n < kOmNHalf; ++n)
+#pragma unroll
+    for (int ks = 0; ks < S::kKSteps; ++ks)
+#pragma unroll
+      for (int term = 0; term < S::kTerms; ++term)
+        w.b[n][ks][term] = __ldg(frag + (((n0 + n) * S::kKSteps + ks) * S::kTerms + term) * 32 + lane);
+}
+
+// Multiply: Y into shared memory. Warp w makes the n-tiles of its weights (half w % 2) for m-tiles
+// w / 2, w / 2 + 4, ...: pieces of 16 positions x 40 columns. Each Y value is k steps in order, the
+// terms in order within each.
+template <Math M>
+__device__ __forceinline__ void output_mma_products(const typename OutputMmaShape<M>::Act* As,
+                                                    const OutputMmaWeights<M>& w, float* Ys) {
   using S = OutputMmaShape<M>;
   constexpr int kHalfK = 16 / sizeof(typename S::Act);  // elements in 16 bytes: 8 bf16, 4 tf32
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int g = lane / 4, t4 = lane % 4;
-  for (int piece = warp; piece < 2 * S::kMTiles; piece += kOmThreads / 32) {
-    const int mt = piece / 2, n0 = (piece % 2) * kOmNHalf;
+  const int g = lane / 4, t4 = lane % 4, n0 = (warp % 2) * kOmNHalf;
+  for (int mt = warp / 2; mt < S::kMTiles; mt += kOmThreads / 64) {
     float acc[kOmNHalf][4];
 #pragma unroll
     for (int n = 0; n < kOmNHalf; ++n)
@@ -195,10 +218,7 @@ __device__ __forceinline__ void output_mma_products(const typename OutputMmaShap
 #pragma unroll
       for (int n = 0; n < kOmNHalf; ++n)
 #pragma unroll
-        for (int term = 0; term < S::kTerms; ++term) {
-          const uint2 b = reinterpret_cast<const uint2*>(Ws)[(((n0 + n) * S::kKSteps + ks) * S::kTerms + term) * 32 + lane];
-          output_mma_step<M>(acc[n], a, b);
-        }
+        for (int term = 0; term < S::kTerms; ++term) output_mma_step<M>(acc[n], a, w.b[n][ks][term]);
     }
 #pragma unroll
     for (int n = 0; n < kOmNHalf; ++n) {
@@ -259,18 +279,18 @@ tconv_output_tanh_mma(const typename OutputMmaShape<M>::Act* __restrict__ in,  /
   extern __shared__ __align__(16) unsigned char om_smem[];
   Act* const a_buffers = reinterpret_cast<Act*>(om_smem);  // two of kABytes
   auto As = [&](int i) { return a_buffers + (i % 2) * (S::kABytes / static_cast<int>(sizeof(Act))); };
-  uint32_t* Ws = reinterpret_cast<uint32_t*>(om_smem + 2 * S::kABytes);
-  float* Ys = reinterpret_cast<float*>(om_smem + 2 * S::kABytes + S::kWeightWords * 4);
-  for (int q = threadIdx.x; q < S::kWeightWords / 4; q += kOmThreads) cp_async16(Ws + 4 * q, wfrag + 4 * q, true);
+  float* Ys = reinterpret_cast<float*>(om_smem + 2 * S::kABytes);
   if (blockIdx.x < tiles) output_mma_load_rows<M>(in, blockIdx.x, As(0));
   cp_async_commit();
+  OutputMmaWeights<M> w;
+  output_mma_load_weights<M>(wfrag, w);
   for (int t = blockIdx.x, i = 0; t < tiles; t += gridDim.x, ++i) {
     // The other buffer was last read by the previous tile's products, which ended with a barrier.
     if (t + static_cast<int>(gridDim.x) < tiles) output_mma_load_rows<M>(in, t + gridDim.x, As(i + 1));
     cp_async_commit();
-    cp_async_wait<1>();  // this tile's rows (and, the first time, the weights) have landed
+    cp_async_wait<1>();  // this tile's rows have landed
     __syncthreads();
-    output_mma_products<M>(As(i), Ws, Ys);
+    output_mma_products<M>(As(i), w, Ys);
     const int img = t / S::kTilesPerImage, y0 = (t % S::kTilesPerImage) * S::kInRows;
     output_mma_col2im<M>(Ys, bias, out + static_cast<int64_t>(img) * 64 * 64 * 3, y0);
     __syncthreads();  // Ys is rewritten by the next tile's products
