@@ -1,6 +1,8 @@
-// generator_gpu.cu: weights rearranged for the phase GEMMs, and the launches of each layer. Each
-// layer has a Large and a Small tile shape (StageConfig); fp32 Small runs 4 x 8 outputs per thread
-// (TM = 4) so that small batches get twice the threads and half-length FFMA chains per thread.
+// generator_gpu.cu: the network's weights rearranged for each layer's kernels, and the choice of kernel
+// per layer and device. The kernels and their launchers live one layer per file: kernels/projection.cuh,
+// kernels/phase_gemm.cuh (tconv1-3 on mma.sync or FFMA, with their tile shapes) and
+// kernels/phase_gemm_wgmma.cuh (the same on sm_90a), kernels/tconv_output.cuh and
+// kernels/tconv_output_mma.cuh (tconv4 + tanh direct, or on tensor cores).
 #include "kernels/generator_gpu.hpp"
 
 #include <algorithm>
@@ -14,6 +16,8 @@
 #include "common/model_shape.hpp"
 #include "common/cuda_check.cuh"
 #include "kernels/phase_gemm.cuh"
+#include "kernels/projection.cuh"
+#include "kernels/tconv_output.cuh"
 #include "kernels/phase_gemm_wgmma.hpp"
 #include "kernels/tconv_output_mma.cuh"
 #include "kernels/weight_folding.hpp"
@@ -93,101 +97,6 @@ uint32_t* setup_output_mma(const float* weight) {
   return upload(gpu::output_mma_weight_fragments<M>(weight));
 }
 
-// Tile shapes per stage. Two per stage: Large for batches that fill the GPU, Small (half the
-// columns per block, so twice the blocks) for batches whose Large grid would leave SMs idle
-// (DeviceNetwork::tconv picks). The tile shape only decides which threads compute which outputs:
-// every output is the same sequence of multiply-adds over K in the same order (one FFMA chain in
-// fp32, the same mma.sync steps in tf32/bf16), so both give the same bits and an image never
-// depends on the batch size (the GPU tests compare batches 1, 3, 127, 1000 and 8192 byte for byte).
-// fp32 Small: TM = 4 rows per thread, 4 x 8 outputs (TM = 8 everywhere else), in blocks of 128 x 64
-// (256 threads), and 64 x 64 (128 threads) for tconv1. At 64 images tconv1's K is up to 4608 and its
-// 8 x 8 threads' FFMA chains were the critical path (128 x 64 x TM 8: 0.458 ms; x TM 4: 0.292 ms);
-// 64 x 64 blocks spread the 9-tap phase's rows over twice the SMs. Each output keeps the same FFMA
-// sequence over K, so the bits do not change.
-// tconv3 (stage 2, C_OUT = 64) Large in the tensor-core flavours: blocks of 256 x 64 as 4 warps of
-// 64 x 64 (the 128 x 64 blocks' 64 x 32 warp tiles read a third more shared memory per multiply), two
-// stages so that two blocks (8 warps) still fit in an SM's shared memory (2 x 92 KB).
-template <Math M, int S, bool Small> struct StageConfig;
-template <Math M, bool Small> struct StageConfig<M, 0, Small> {
-  static constexpr bool kFp32Small = M == Math::Fp32 && Small;
-  static constexpr int C_IN = 512, C_OUT = 256, H = 4, BM = kFp32Small ? 64 : 128, BN = Small ? 64 : 128, STAGES = 3;
-  static constexpr int TM = kFp32Small ? 4 : 8;
-};
-template <Math M, bool Small> struct StageConfig<M, 1, Small> {
-  static constexpr int C_IN = 256, C_OUT = 128, H = 8, BM = 128, BN = Small ? 64 : 128, STAGES = 3;
-  static constexpr int TM = M == Math::Fp32 && Small ? 4 : 8;
-};
-template <Math M, bool Small> struct StageConfig<M, 2, Small> {
-  static constexpr bool kWide = M != Math::Fp32 && !Small;
-  static constexpr int C_IN = 128, C_OUT = 64, H = 16, BM = kWide ? 256 : 128, BN = 64, STAGES = kWide ? 2 : 3;
-  static constexpr int TM = M == Math::Fp32 && Small ? 4 : 8;
-};
-
-template <Math M, int S, bool Small>
-void configure_stage() {
-  using C = StageConfig<M, S, Small>;
-  using Shape = gpu::TileShape<M, C::BM, C::BN, C::STAGES, C::TM>;
-  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN, C::STAGES, C::TM>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
-}
-
-// Blocks of the stage's grid for n images.
-template <Math M, int S, bool Small>
-int64_t stage_blocks(int n) {
-  using C = StageConfig<M, S, Small>;
-  return (int64_t{n} * C::H * C::H + C::BM - 1) / C::BM * (C::C_OUT / C::BN) * 4;
-}
-
-template <Math M, int S, bool Small>
-void launch_stage(const void* in, int n, const void* weight, const float* scale, const float* shift,
-                  void* out, cudaStream_t stream) {
-  using C = StageConfig<M, S, Small>;
-  using Shape = gpu::TileShape<M, C::BM, C::BN, C::STAGES, C::TM>;
-  using Act = typename gpu::MathTypes<M>::Act;
-  const int m_total = n * C::H * C::H;
-  dim3 grid((m_total + C::BM - 1) / C::BM, C::C_OUT / C::BN, 4);
-  gpu::tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN, C::STAGES, C::TM>
-      <<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(
-          static_cast<const Act*>(in), static_cast<const Act*>(weight), scale, shift,
-          static_cast<Act*>(out), m_total);
-  CUDA_CHECK_LAUNCH();
-}
-
-// Small tiles when the Large grid would not give every SM two blocks (the Large tensor-core tiles
-// fit two per SM): at 64 images, tconv1's Large grid is 64 blocks for 132 SMs.
-// tiles: 0 picks by the grid as above; 1 forces Small, 2 Large (FACEGEN_GPU_TILES, for the
-// sanitizer runs that must see both shapes at a few images).
-template <Math M, int S>
-void launch_stage_for(int n, int sm_count, int tiles, const void* in, const void* weight, const float* scale,
-                      const float* shift, void* out, cudaStream_t stream) {
-  const bool small = tiles == 0 ? stage_blocks<M, S, false>(n) < 2 * int64_t{sm_count} : tiles == 1;
-  if (small)
-    launch_stage<M, S, true>(in, n, weight, scale, shift, out, stream);
-  else
-    launch_stage<M, S, false>(in, n, weight, scale, shift, out, stream);
-}
-
-template <Math M>
-void launch_tconv(int stage, int sm_count, int tiles, const void* in, int n, const void* weight, const float* scale,
-                  const float* shift, void* out, cudaStream_t stream) {
-  switch (stage) {
-    case 0: launch_stage_for<M, 0>(n, sm_count, tiles, in, weight, scale, shift, out, stream); break;
-    case 1: launch_stage_for<M, 1>(n, sm_count, tiles, in, weight, scale, shift, out, stream); break;
-    case 2: launch_stage_for<M, 2>(n, sm_count, tiles, in, weight, scale, shift, out, stream); break;
-    default: throw std::logic_error("tconv stage must be 0, 1 or 2");
-  }
-}
-
-template <Math M>
-void configure_all() {
-  configure_stage<M, 0, false>();
-  configure_stage<M, 1, false>();
-  configure_stage<M, 2, false>();
-  configure_stage<M, 0, true>();
-  configure_stage<M, 1, true>();
-  configure_stage<M, 2, true>();
-}
-
 gpu::Math math_of(Precision p) {
   return p == Precision::Fp32 ? Math::Fp32 : p == Precision::Tf32 ? Math::Tf32 : Math::Bf16;
 }
@@ -220,10 +129,7 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
   if (precision == Precision::Bf16) out_weight_fragments_ = setup_output_mma<Math::Bf16>(f + L.tconv_weight[3]);
   if (precision == Precision::Tf32) out_weight_fragments_ = setup_output_mma<Math::Tf32>(f + L.tconv_weight[3]);
   output_mma_possible_ = output_mma_ = out_weight_fragments_ != nullptr;
-  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Fp32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 gpu::OutShape<Math::Fp32>::kSmemBytes));
-  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh<Math::Bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 gpu::OutShape<Math::Bf16>::kSmemBytes));
+  gpu::configure_tconv_output_tanh();
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
@@ -234,9 +140,9 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
     tiles_ = t == "small" ? 1 : t == "large" ? 2 : 0;
   }
   switch (precision) {
-    case Precision::Fp32: configure_all<Math::Fp32>(); break;
-    case Precision::Tf32: configure_all<Math::Tf32>(); break;
-    case Precision::Bf16: configure_all<Math::Bf16>(); break;
+    case Precision::Fp32: gpu::configure_phase_gemms<Math::Fp32>(); break;
+    case Precision::Tf32: gpu::configure_phase_gemms<Math::Tf32>(); break;
+    case Precision::Bf16: gpu::configure_phase_gemms<Math::Bf16>(); break;
   }
   wgmma_available_ = precision != Precision::Fp32 && gpu::wgmma_available(device);
   if (wgmma_available_) {
@@ -284,24 +190,17 @@ size_t DeviceNetwork::activation_bytes_per_image(int stage) const {
 void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t stream) const {
   static_assert(kLatentDim % 4 == 0 && kLatentDim <= 128, "projection_bn_relu reads z four at a time, at most 128");
   static_assert(kProjOutputs % gpu::kProjColumnsPerBlock == 0, "projection blocks must tile the columns");
-  if (n <= 0) return;
-  dim3 grid(kProjOutputs / gpu::kProjColumnsPerBlock, (n + gpu::kProjImagesPerBlock - 1) / gpu::kProjImagesPerBlock);
   switch (precision_) {
     case Precision::Fp32:
-      gpu::projection_bn_relu<Math::Fp32><<<grid, gpu::kProjThreads, 0, stream>>>(
-          z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_, static_cast<float*>(act0));
+      gpu::launch_projection_bn_relu<Math::Fp32>(z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_, act0, stream);
       break;
     case Precision::Tf32:
-      gpu::projection_bn_relu<Math::Tf32><<<grid, gpu::kProjThreads, 0, stream>>>(
-          z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_, static_cast<float*>(act0));
+      gpu::launch_projection_bn_relu<Math::Tf32>(z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_, act0, stream);
       break;
     case Precision::Bf16:
-      gpu::projection_bn_relu<Math::Bf16><<<grid, gpu::kProjThreads, 0, stream>>>(
-          z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_,
-          static_cast<__nv_bfloat16*>(act0));
+      gpu::launch_projection_bn_relu<Math::Bf16>(z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_, act0, stream);
       break;
   }
-  CUDA_CHECK_LAUNCH();
 }
 
 void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const {
@@ -315,20 +214,19 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
   }
   switch (precision_) {
     case Precision::Fp32:
-      launch_tconv<Math::Fp32>(stage, sm_count_, tiles_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      gpu::launch_tconv_phase_gemm<Math::Fp32>(stage, sm_count_, tiles_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
     case Precision::Tf32:
-      launch_tconv<Math::Tf32>(stage, sm_count_, tiles_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      gpu::launch_tconv_phase_gemm<Math::Tf32>(stage, sm_count_, tiles_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
     case Precision::Bf16:
-      launch_tconv<Math::Bf16>(stage, sm_count_, tiles_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      gpu::launch_tconv_phase_gemm<Math::Bf16>(stage, sm_count_, tiles_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
   }
 }
 
 void DeviceNetwork::output_layer(const void* act3, int n, float* images, cudaStream_t stream) const {
   if (n <= 0) return;
-  static_assert(gpu::kOutHin % gpu::kOutRowsPerBlock == 0, "output-layer blocks must tile the rows");
   if (output_mma_) {
     if (precision_ == Precision::Bf16)
       gpu::launch_tconv_output_tanh_mma<Math::Bf16>(act3, n, out_weight_fragments_, out_bias_, images, sm_count_, stream);
@@ -336,14 +234,10 @@ void DeviceNetwork::output_layer(const void* act3, int n, float* images, cudaStr
       gpu::launch_tconv_output_tanh_mma<Math::Tf32>(act3, n, out_weight_fragments_, out_bias_, images, sm_count_, stream);
     return;
   }
-  dim3 grid(gpu::kOutHin / gpu::kOutRowsPerBlock, n);
   if (precision_ == Precision::Bf16)
-    gpu::tconv_output_tanh<Math::Bf16><<<grid, gpu::kOutThreads, gpu::OutShape<Math::Bf16>::kSmemBytes, stream>>>(
-        static_cast<const __nv_bfloat16*>(act3), out_weight_, out_bias_, images);
+    gpu::launch_tconv_output_tanh<Math::Bf16>(act3, n, out_weight_, out_bias_, images, stream);
   else
-    gpu::tconv_output_tanh<Math::Fp32><<<grid, gpu::kOutThreads, gpu::OutShape<Math::Fp32>::kSmemBytes, stream>>>(
-        static_cast<const float*>(act3), out_weight_, out_bias_, images);
-  CUDA_CHECK_LAUNCH();
+    gpu::launch_tconv_output_tanh<Math::Fp32>(act3, n, out_weight_, out_bias_, images, stream);
 }
 
 void DeviceNetwork::forward(const float* z, int n, void* const act[4], float* images,

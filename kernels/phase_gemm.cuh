@@ -13,6 +13,11 @@
 // Every output element is one thread's (or one tensor-core fragment's) sum over K in a fixed order,
 // independent of the batch size and of the image's position in the batch: no split-K, no atomics.
 //
+// The projection and the last layer have their own files (kernels/projection.cuh,
+// kernels/tconv_output.cuh, kernels/tconv_output_mma.cuh); the sm_90a form of these GEMMs is
+// kernels/phase_gemm_wgmma.cuh. Below the kernel: its launchers, the tile shape of each stage and
+// the choice between the two shapes.
+//
 // Three arithmetic flavours share the tile loader (cp.async, three stages):
 //   Fp32: float32 FFMA, TM x 8 outputs per thread (TM = 8 or 4).
 //   Tf32: mma.sync m16n8k8 tf32, operands already rounded to tf32 in memory.
@@ -27,6 +32,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <stdexcept>
+
+#include "common/cuda_check.cuh"
 
 namespace facegen {
 namespace gpu {
@@ -347,211 +355,99 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
   }
 }
 
-// Projection z (n, 100) · W (100, 8192) with the first batch norm and ReLU folded into the epilogue:
-// out(img, j) = relu(scale[j] * sum_k z(img, k) W(k, j) + shift[j]). Float32 FFMA in every flavour
-// (0.5% of the network's work); the output is stored in the flavour's activation type. Each thread
-// makes two adjacent columns for 32 images, so one 16-byte broadcast of z feeds eight FMAs per
-// column pair and the weights arrive as coalesced 8-byte loads.
-constexpr int kProjImagesPerBlock = 32;
-constexpr int kProjThreads = 256;
-constexpr int kProjColumnsPerBlock = 2 * kProjThreads;
-
-template <Math M>
-__global__ void __launch_bounds__(kProjThreads)
-projection_bn_relu(const float* __restrict__ z, int n, int k_in, int k_out,
-                   const float* __restrict__ weight, const float* __restrict__ scale,
-                   const float* __restrict__ shift, typename MathTypes<M>::Act* __restrict__ out) {
-  constexpr int kMaxK = 128;
-  __shared__ __align__(16) float zs[kProjImagesPerBlock][kMaxK];
-  const int img0 = blockIdx.y * kProjImagesPerBlock;
-  for (int q = threadIdx.x; q < kProjImagesPerBlock * k_in; q += blockDim.x) {
-    int i = q / k_in, k = q % k_in;
-    zs[i][k] = img0 + i < n ? z[static_cast<int64_t>(img0 + i) * k_in + k] : 0.f;
-  }
-  __syncthreads();
-  const int j = blockIdx.x * kProjColumnsPerBlock + 2 * threadIdx.x;  // columns j, j + 1 (k_out even)
-  if (j >= k_out) return;
-  float acc[kProjImagesPerBlock][2];
-#pragma unroll
-  for (int i = 0; i < kProjImagesPerBlock; ++i) acc[i][0] = acc[i][1] = 0.f;
-  // k in steps of 4 so one 16-byte shared load feeds eight FMAs (k_in % 4 == 0, checked by the caller);
-  // each sum still runs over k in ascending order.
-  for (int k = 0; k < k_in; k += 4) {
-    float2 w[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) w[e] = *reinterpret_cast<const float2*>(weight + static_cast<int64_t>(k + e) * k_out + j);
-#pragma unroll
-    for (int i = 0; i < kProjImagesPerBlock; ++i) {
-      float4 zv = *reinterpret_cast<const float4*>(&zs[i][k]);
-      const float zk[4] = {zv.x, zv.y, zv.z, zv.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        acc[i][0] = fmaf(zk[e], w[e].x, acc[i][0]);
-        acc[i][1] = fmaf(zk[e], w[e].y, acc[i][1]);
-      }
-    }
-  }
-#pragma unroll
-  for (int c = 0; c < 2; ++c) {
-    const float sc = scale[j + c], sh = shift[j + c];
-#pragma unroll
-    for (int i = 0; i < kProjImagesPerBlock; ++i) {
-      if (img0 + i >= n) break;
-      float v = fmaxf(fmaf(acc[i][c], sc, sh), 0.f);
-      int64_t o = static_cast<int64_t>(img0 + i) * k_out + j + c;
-      if constexpr (M == Math::Bf16) out[o] = __float2bfloat16_rn(v);
-      else if constexpr (M == Math::Tf32) out[o] = round_tf32(v);
-      else out[o] = v;
-    }
-  }
-}
-
-// The last transposed convolution (64 -> 3 channels, 32x32 -> 64x64) with bias and tanh, direct, in
-// float32 FFMA with float32 weights in every precision.
-//
-// With only 3 output channels, a thread that makes one output pixel does 3 FMAs per input value it
-// loads: any such kernel is bound by shared-memory loads, not by the FMAs. The reuse is in the
-// convolution itself: an input pixel feeds 25 (output pixel, tap) pairs. So each thread makes the
-// whole 2x2 output block (all four phases) of kOutRowsPerThread input positions in one column: per
-// four channels it loads the (rows + 2) x 3 input pixels around them once into registers, then for
-// each of the 25 taps and 3 output channels one warp-uniform (broadcast) weight float4 feeds
-// 4 x kOutRowsPerThread FMAs. Per four channels and thread: 1200 FFMA against 18 input and 75
-// weight loads.
-//
-// A block is 128 threads = kOutRowsPerBlock input rows x 32 columns of one image. The input rows it
-// needs (with one halo row each side, zero outside the map) stream through shared memory eight
-// channels at a time, double buffered with cp.async; the weights (5, 5, 3, 64) stay in shared memory.
-// Every output's sum runs over channel groups of 4 in order, taps in a fixed order within each,
-// the same for any batch size and any image position.
-constexpr int kOutCin = 64, kOutCout = 3, kOutHin = 32;
-constexpr int kOutRowsPerThread = 4;
-constexpr int kOutThreads = 128;
-constexpr int kOutRowsPerBlock = kOutRowsPerThread * kOutThreads / 32;  // 16
-constexpr int kOutTileRows = kOutRowsPerBlock + 2, kOutTileCols = kOutHin + 2;
-constexpr int kOutTilePixels = kOutTileRows * kOutTileCols;
-constexpr int kOutStageChannels = 8;  // 32 bytes of fp32 (one sector), 16 of bf16 per pixel per stage
-constexpr int kOutStages = 2;
-constexpr int kOutWeightFloats = 25 * kOutCout * kOutCin;
-template <Math M> struct OutShape {
-  using Act = typename MathTypes<M>::Act;
-  static constexpr int kChunksPerPixel = kOutStageChannels * sizeof(Act) / 16;  // 16-byte chunks: 2 or 1
-  static constexpr int kStageBytes = kOutTilePixels * kOutStageChannels * sizeof(Act);
-  static constexpr int kSmemBytes = kOutWeightFloats * 4 + kOutStages * kStageBytes;
+// The launchers. Tile shapes per stage, two per stage: Large for batches that fill the GPU, Small (half the
+// columns per block, so twice the blocks) for batches whose Large grid would leave SMs idle
+// (DeviceNetwork::tconv picks). The tile shape only decides which threads compute which outputs:
+// every output is the same sequence of multiply-adds over K in the same order (one FFMA chain in
+// fp32, the same mma.sync steps in tf32/bf16), so both give the same bits and an image never
+// depends on the batch size (the GPU tests compare batches 1, 3, 127, 1000 and 8192 byte for byte).
+// fp32 Small: TM = 4 rows per thread, 4 x 8 outputs (TM = 8 everywhere else), in blocks of 128 x 64
+// (256 threads), and 64 x 64 (128 threads) for tconv1. At 64 images tconv1's K is up to 4608 and its
+// 8 x 8 threads' FFMA chains were the critical path (128 x 64 x TM 8: 0.458 ms; x TM 4: 0.292 ms);
+// 64 x 64 blocks spread the 9-tap phase's rows over twice the SMs. Each output keeps the same FFMA
+// sequence over K, so the bits do not change.
+// tconv3 (stage 2, C_OUT = 64) Large in the tensor-core flavours: blocks of 256 x 64 as 4 warps of
+// 64 x 64 (the 128 x 64 blocks' 64 x 32 warp tiles read a third more shared memory per multiply), two
+// stages so that two blocks (8 warps) still fit in an SM's shared memory (2 x 92 KB).
+template <Math M, int S, bool Small> struct PhaseGemmStage;
+template <Math M, bool Small> struct PhaseGemmStage<M, 0, Small> {
+  static constexpr bool kFp32Small = M == Math::Fp32 && Small;
+  static constexpr int C_IN = 512, C_OUT = 256, H = 4, BM = kFp32Small ? 64 : 128, BN = Small ? 64 : 128, STAGES = 3;
+  static constexpr int TM = kFp32Small ? 4 : 8;
+};
+template <Math M, bool Small> struct PhaseGemmStage<M, 1, Small> {
+  static constexpr int C_IN = 256, C_OUT = 128, H = 8, BM = 128, BN = Small ? 64 : 128, STAGES = 3;
+  static constexpr int TM = M == Math::Fp32 && Small ? 4 : 8;
+};
+template <Math M, bool Small> struct PhaseGemmStage<M, 2, Small> {
+  static constexpr bool kWide = M != Math::Fp32 && !Small;
+  static constexpr int C_IN = 128, C_OUT = 64, H = 16, BM = kWide ? 256 : 128, BN = 64, STAGES = kWide ? 2 : 3;
+  static constexpr int TM = M == Math::Fp32 && Small ? 4 : 8;
 };
 
-// Four channels (half h of a stage's eight) of tile pixel p as float32. fp32 stage layout: two planes
-// [pixel] of float4 (channels 0-3, 4-7), so a warp's 32 consecutive pixels are 512 contiguous bytes;
-// bf16: [pixel] of 8 bfloat16, read 8 bytes at a time.
+template <Math M, int S, bool Small>
+void configure_phase_gemm() {
+  using C = PhaseGemmStage<M, S, Small>;
+  using Shape = TileShape<M, C::BM, C::BN, C::STAGES, C::TM>;
+  CUDA_CHECK(cudaFuncSetAttribute(tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN, C::STAGES, C::TM>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
+}
+
+// Blocks of the stage's grid for n images.
+template <Math M, int S, bool Small>
+int64_t phase_gemm_blocks(int n) {
+  using C = PhaseGemmStage<M, S, Small>;
+  return (int64_t{n} * C::H * C::H + C::BM - 1) / C::BM * (C::C_OUT / C::BN) * 4;
+}
+
+template <Math M, int S, bool Small>
+void launch_phase_gemm(const void* in, int n, const void* weight, const float* scale, const float* shift,
+                  void* out, cudaStream_t stream) {
+  using C = PhaseGemmStage<M, S, Small>;
+  using Shape = TileShape<M, C::BM, C::BN, C::STAGES, C::TM>;
+  using Act = typename MathTypes<M>::Act;
+  const int m_total = n * C::H * C::H;
+  dim3 grid((m_total + C::BM - 1) / C::BM, C::C_OUT / C::BN, 4);
+  tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN, C::STAGES, C::TM>
+      <<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(
+          static_cast<const Act*>(in), static_cast<const Act*>(weight), scale, shift,
+          static_cast<Act*>(out), m_total);
+  CUDA_CHECK_LAUNCH();
+}
+
+// Small tiles when the Large grid would not give every SM two blocks (the Large tensor-core tiles
+// fit two per SM): at 64 images, tconv1's Large grid is 64 blocks for 132 SMs.
+// tiles: 0 picks by the grid as above; 1 forces Small, 2 Large (FACEGEN_GPU_TILES, for the
+// sanitizer runs that must see both shapes at a few images).
+template <Math M, int S>
+void launch_phase_gemm_for(int n, int sm_count, int tiles, const void* in, const void* weight, const float* scale,
+                           const float* shift, void* out, cudaStream_t stream) {
+  const bool small = tiles == 0 ? phase_gemm_blocks<M, S, false>(n) < 2 * int64_t{sm_count} : tiles == 1;
+  if (small)
+    launch_phase_gemm<M, S, true>(in, n, weight, scale, shift, out, stream);
+  else
+    launch_phase_gemm<M, S, false>(in, n, weight, scale, shift, out, stream);
+}
+
 template <Math M>
-__device__ __forceinline__ float4 out_tile_load(const unsigned char* stage, int half, int p) {
-  if constexpr (M == Math::Bf16) {
-    uint2 u = reinterpret_cast<const uint2*>(stage)[2 * p + half];
-    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
-                       __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
-  } else {
-    return reinterpret_cast<const float4*>(stage)[half * kOutTilePixels + p];
+void launch_tconv_phase_gemm(int stage, int sm_count, int tiles, const void* in, int n, const void* weight,
+                             const float* scale, const float* shift, void* out, cudaStream_t stream) {
+  switch (stage) {
+    case 0: launch_phase_gemm_for<M, 0>(n, sm_count, tiles, in, weight, scale, shift, out, stream); break;
+    case 1: launch_phase_gemm_for<M, 1>(n, sm_count, tiles, in, weight, scale, shift, out, stream); break;
+    case 2: launch_phase_gemm_for<M, 2>(n, sm_count, tiles, in, weight, scale, shift, out, stream); break;
+    default: throw std::logic_error("tconv stage must be 0, 1 or 2");
   }
 }
 
 template <Math M>
-__global__ void __launch_bounds__(kOutThreads, 3)
-tconv_output_tanh(const typename MathTypes<M>::Act* __restrict__ in,  // (n, 32, 32, 64)
-                  const float* __restrict__ weight,                   // (5, 5, 3, 64)
-                  const float* __restrict__ bias,                     // (3)
-                  float* __restrict__ out) {                          // (n, 64, 64, 3)
-  using O = OutShape<M>;
-  using Act = typename MathTypes<M>::Act;
-  extern __shared__ __align__(16) unsigned char out_smem[];
-  float* w_s = reinterpret_cast<float*>(out_smem);  // (25, 3, 64)
-  unsigned char* tiles = out_smem + kOutWeightFloats * 4;
-  const int tid = threadIdx.x;
-  const int y0 = blockIdx.x * kOutRowsPerBlock, img = blockIdx.y;
-  const Act* in_img = in + static_cast<int64_t>(img) * kOutHin * kOutHin * kOutCin;
-
-  // Stage s: channels 8s..8s+7 of tile pixels (rows y0-1 .. y0+16, columns -1..32).
-  auto load_stage = [&](int buf, int s) {
-    unsigned char* t = tiles + buf * O::kStageBytes;
-    for (int q = tid; q < kOutTilePixels * O::kChunksPerPixel; q += kOutThreads) {
-      const int p = q / O::kChunksPerPixel, h = q % O::kChunksPerPixel;
-      const int iy = y0 + p / kOutTileCols - 1, ix = p % kOutTileCols - 1;
-      const bool valid = iy >= 0 && iy < kOutHin && ix >= 0 && ix < kOutHin;
-      const Act* src = valid ? in_img + (iy * kOutHin + ix) * kOutCin + s * kOutStageChannels + h * 4 : in;
-      unsigned char* dst = (M == Math::Bf16) ? t + p * 16 : t + (h * kOutTilePixels + p) * 16;
-      cp_async16(dst, src, valid);
-    }
-  };
-  for (int q = tid; q < kOutWeightFloats / 4; q += kOutThreads)
-    cp_async16(w_s + 4 * q, weight + 4 * q, true);
-  load_stage(0, 0);
-  cp_async_commit();
-
-  const int warp = tid / 32, ox = tid % 32;
-  const int r0 = warp * kOutRowsPerThread;  // first tile row of this thread's window (input row y0 + r0 - 1)
-  float acc[kOutRowsPerThread][2][2][kOutCout];
-#pragma unroll
-  for (int r = 0; r < kOutRowsPerThread; ++r)
-#pragma unroll
-    for (int a = 0; a < 2; ++a)
-#pragma unroll
-      for (int b = 0; b < 2; ++b)
-#pragma unroll
-        for (int k = 0; k < kOutCout; ++k) acc[r][a][b][k] = 0.f;
-
-  constexpr int kNumStages = kOutCin / kOutStageChannels;
-#pragma unroll 1
-  for (int s = 0; s < kNumStages; ++s) {
-    if (s + 1 < kNumStages) load_stage((s + 1) % kOutStages, s + 1);
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
-    const unsigned char* t = tiles + (s % kOutStages) * O::kStageBytes;
-#pragma unroll 1
-    for (int half = 0; half < 2; ++half) {
-      float4 v[kOutRowsPerThread + 2][3];
-#pragma unroll
-      for (int r = 0; r < kOutRowsPerThread + 2; ++r)
-#pragma unroll
-        for (int c = 0; c < 3; ++c) v[r][c] = out_tile_load<M>(t, half, (r0 + r) * kOutTileCols + ox + c);
-      const float4* wq = reinterpret_cast<const float4*>(w_s) + s * 2 + half;  // channel group 2s + half
-#pragma unroll
-      for (int kh = 0; kh < 5; ++kh) {
-        const int py = (kh & 1) ? 0 : 1, dy = (py + 1 - kh) / 2;
-#pragma unroll
-        for (int kw = 0; kw < 5; ++kw) {
-          const int px = (kw & 1) ? 0 : 1, dx = (px + 1 - kw) / 2;
-#pragma unroll
-          for (int k = 0; k < kOutCout; ++k) {
-            const float4 w = wq[((kh * 5 + kw) * kOutCout + k) * (kOutCin / 4)];
-#pragma unroll
-            for (int r = 0; r < kOutRowsPerThread; ++r) {
-              const float4 x = v[r + 1 + dy][1 + dx];
-              float a = acc[r][py][px][k];
-              a = fmaf(x.x, w.x, a);
-              a = fmaf(x.y, w.y, a);
-              a = fmaf(x.z, w.z, a);
-              a = fmaf(x.w, w.w, a);
-              acc[r][py][px][k] = a;
-            }
-          }
-        }
-      }
-    }
-    __syncthreads();  // the buffer just read is the one the next iteration refills
-  }
-
-  const float b0 = bias[0], b1 = bias[1], b2 = bias[2];
-#pragma unroll
-  for (int r = 0; r < kOutRowsPerThread; ++r)
-#pragma unroll
-    for (int py = 0; py < 2; ++py) {
-      const int y = 2 * (y0 + r0 + r) + py;
-      float* o = out + ((static_cast<int64_t>(img) * 64 + y) * 64 + 2 * ox) * kOutCout;  // 6 floats, 8-byte aligned
-      const float* a0 = acc[r][py][0];
-      const float* a1 = acc[r][py][1];
-      reinterpret_cast<float2*>(o)[0] = make_float2(tanhf(a0[0] + b0), tanhf(a0[1] + b1));
-      reinterpret_cast<float2*>(o)[1] = make_float2(tanhf(a0[2] + b2), tanhf(a1[0] + b0));
-      reinterpret_cast<float2*>(o)[2] = make_float2(tanhf(a1[1] + b1), tanhf(a1[2] + b2));
-    }
+void configure_phase_gemms() {
+  configure_phase_gemm<M, 0, false>();
+  configure_phase_gemm<M, 1, false>();
+  configure_phase_gemm<M, 2, false>();
+  configure_phase_gemm<M, 0, true>();
+  configure_phase_gemm<M, 1, true>();
+  configure_phase_gemm<M, 2, true>();
 }
 
 }  // namespace gpu
