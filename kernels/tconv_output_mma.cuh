@@ -38,6 +38,7 @@
 
 #include "common/cuda_check.cuh"
 #include "kernels/phase_gemm.cuh"
+#include "kernels/weight_folding.hpp"
 
 namespace facegen {
 namespace gpu {
@@ -97,12 +98,12 @@ inline uint32_t output_mma_weight_term(float x, int term) {
       }
       rest -= __bfloat162float(part);
     } else {
-      uint32_t u;  // nearest, ties away from zero, as cvt.rna.tf32.f32
-      std::memcpy(&u, &rest, 4);
-      if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
-      if (k == term) return u;
-      float part;
-      std::memcpy(&part, &u, 4);
+      const float part = round_to_tf32(rest);
+      if (k == term) {
+        uint32_t u;
+        std::memcpy(&u, &part, 4);
+        return u;
+      }
       rest -= part;
     }
   }
