@@ -54,7 +54,7 @@ class DeviceNetwork {
   void tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
   // bf16 and tf32: tconv4 on tensor cores (kernels/tconv_output_mma.cuh, the default where the device
   // gives a block its 185 / 159 KB of shared memory: bf16 sm_90, tf32 sm_80 and sm_90) or the direct FFMA kernel
-  // (kernels/phase_gemm.cuh), for the benchmark and the tests; fp32 always runs FFMA.
+  // (kernels/tconv_output.cuh), for the benchmark and the tests; fp32 always runs FFMA.
   void use_output_mma(bool on) { output_mma_ = on && output_mma_possible_; }
   bool output_mma() const { return output_mma_; }
   // act3 -> images: tanh(tconv_3(act3) + bias_3).
