@@ -47,12 +47,12 @@ class FormatSink : public ImageSink {
         return at;
       };
       for (int64_t done = 0; done < count; done += step) {
-        write_text_run(images + done * kImageValues, std::min(step, count - done), threads_, text_blocks_, place,
-                       files_);
+        write_text_run(images + done * layout_.image_values(), std::min(step, count - done), threads_, text_blocks_,
+                       place, files_, layout_.image_values());
       }
     } else {
       parallel_for(count, threads_, [&](int64_t begin, int64_t end) {
-        layout_.write_run(images + begin * kImageValues, first + begin, end - begin, files_);
+        layout_.write_run(images + begin * layout_.image_values(), first + begin, end - begin, files_);
       });
     }
     written_ += count;
@@ -116,6 +116,7 @@ std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& pre
                                      const SinkOptions& options) {
   OutputOptions layout_options;
   layout_options.mosaic_tiles = options.mosaic_tiles;
+  layout_options.image_channels = options.image_channels;
   layout_options.on_notice = options.on_notice;
   layout_options.grid_columns = options.grid_columns;
   layout_options.grid_padding = options.grid_padding;

@@ -27,8 +27,7 @@ namespace facegen {
 namespace {
 
 constexpr int64_t kBmpHeaderBytes = 14 + 40;
-constexpr int64_t kTileRowBytes = kImageSize * kImageChannels;  // one pixel row of one tile: 192
-constexpr int64_t kNpyImageBytes = int64_t{kImageValues} * 4;
+constexpr int64_t kTileRowBytes = kImageSize * 3;  // one RGB pixel row of one tile: 192 bytes
 
 void put_u16(std::string& out, uint32_t v) {
   out.push_back(static_cast<char>(v & 0xff));
@@ -146,8 +145,14 @@ OutputLayout::OutputLayout(OutputFormat format, const std::string& prefix, int64
     : format_(format), prefix_(prefix), total_(total_images), options_(options) {
   if (total_images < 0) throw std::invalid_argument("output: negative image count");
   options_.on_notice = nullptr;  // told here once, not kept
+  if (options.image_channels != 1 && options.image_channels != 3) {
+    throw std::invalid_argument("output: images of " + std::to_string(options.image_channels) +
+                                " channels (1 or 3 are written)");
+  }
   if (format == OutputFormat::Text) header_bytes_ = static_cast<int64_t>(std::to_string(total_images).size()) + 1;
-  if (format == OutputFormat::Npy) header_bytes_ = static_cast<int64_t>(npy_header(total_images).size());
+  if (format == OutputFormat::Npy) {
+    header_bytes_ = static_cast<int64_t>(npy_header(total_images, options.image_channels).size());
+  }
   if (format != OutputFormat::Bmp && format != OutputFormat::MosaicPng) return;
   // The mosaics. mosaic_tiles 0: one file, however large.
   const int tiles = options.mosaic_tiles;
@@ -198,7 +203,8 @@ OutputFile OutputLayout::file(size_t index) const {
     case OutputFormat::Text:
       return {Kind::Data, prefix_ + ".txt", std::to_string(total_) + "\n", -1, 0, total_, {}};
     case OutputFormat::Npy:
-      return {Kind::Data, prefix_ + ".npy", npy_header(total_), header_bytes_ + total_ * kNpyImageBytes, 0, total_, {}};
+      return {Kind::Data, prefix_ + ".npy", npy_header(total_, image_channels()),
+              header_bytes_ + total_ * image_values() * 4, 0, total_, {}};
     case OutputFormat::Png:
       return {Kind::Folder, prefix_, "", -1, 0, total_, {}};
     case OutputFormat::Bmp:
@@ -257,8 +263,8 @@ void OutputLayout::write_run(const float* images, int64_t first, int64_t count, 
   if (count == 0) return;
   switch (format_) {
     case OutputFormat::Npy:
-      // (count, 64, 64, 3) float32, little-endian like the machines this runs on.
-      out.write_at(0, header_bytes_ + first * kNpyImageBytes, images, count * kNpyImageBytes);
+      // (count, 64, 64, nc) float32, little-endian like the machines this runs on.
+      out.write_at(0, header_bytes_ + first * image_values() * 4, images, count * image_values() * 4);
       out.images_written(0, count);
       return;
     case OutputFormat::Bmp: write_mosaic_run(images, first, count, out, true); return;
@@ -269,8 +275,8 @@ void OutputLayout::write_run(const float* images, int64_t first, int64_t count, 
   throw std::logic_error("OutputLayout::write_run: text goes through write_text_run");
 }
 
-// A run's images land in parts of tile rows; each part is 64 pixel rows of its tiles (with the padding
-// between them, black), gathered in file order in a buffer of the thread's own and written with one
+// A run's images land in parts of tile rows; each part is 64 RGB pixel rows of its tiles (a grey value
+// repeated in R, G and B; the padding between them black), gathered in file order in a buffer of the thread's own and written with one
 // call per pixel row, or one call when the part spans the whole mosaic row.
 void OutputLayout::write_mosaic_run(const float* images, int64_t first, int64_t count, FileWriter& out,
                                     bool bmp) const {
@@ -301,9 +307,11 @@ void OutputLayout::write_mosaic_run(const float* images, int64_t first, int64_t 
         // BMP rows are bottom-up: the tile's last pixel row comes first.
         unsigned char* row = part.data() + (bmp ? kImageSize - 1 - y : y) * span;
         for (int64_t t = 0; t < tiles; ++t) {
-          const float* src = images + (n - first + t) * kImageValues + y * kTileRowBytes;
+          const float* src = images + (n - first + t) * image_values() + y * kImageSize * image_channels();
           unsigned char* dst = row + t * pitch * 3;
-          if (bmp) {
+          if (image_channels() == 1) {
+            for (int x = 0; x < kImageSize; ++x) dst[3 * x] = dst[3 * x + 1] = dst[3 * x + 2] = channel_to_byte(src[x]);
+          } else if (bmp) {
             for (int x = 0; x < kImageSize; ++x) {  // RGB in, BGR out
               dst[3 * x + 0] = channel_to_byte(src[3 * x + 2]);
               dst[3 * x + 1] = channel_to_byte(src[3 * x + 1]);
@@ -330,12 +338,12 @@ void OutputLayout::write_mosaic_run(const float* images, int64_t first, int64_t 
 }
 
 void OutputLayout::write_png_files(const float* images, int64_t first, int64_t count, FileWriter& out) const {
-  thread_local std::vector<unsigned char> pixels;  // (64, 64, 3) RGB
+  thread_local std::vector<unsigned char> pixels;  // (64, 64, 3) RGB, a grey value repeated
   thread_local std::string png;
-  pixels.resize(kImageValues);
+  pixels.resize(kImageSize * kImageSize * 3);
   for (int64_t i = 0; i < count; ++i) {
-    const float* image = images + i * kImageValues;
-    for (int k = 0; k < kImageValues; ++k) pixels[static_cast<size_t>(k)] = channel_to_byte(image[k]);
+    const float* image = images + i * image_values();
+    for (size_t k = 0; k < pixels.size(); ++k) pixels[k] = channel_to_byte(image[image_channels() == 1 ? k / 3 : k]);
     png.clear();
     if (stbi_write_png_to_func(append_to_string, &png, kImageSize, kImageSize, 3, pixels.data(), kImageSize * 3) == 0) {
       throw std::runtime_error("stb_image_write could not encode a 64 x 64 PNG (out of memory?)");
@@ -372,9 +380,9 @@ int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out) const {
   return target.bytes;
 }
 
-std::string npy_header(int64_t total_images) {
+std::string npy_header(int64_t total_images, int image_channels) {
   std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(total_images) +
-                     ", 64, 64, 3), }";
+                     ", 64, 64, " + std::to_string(image_channels) + "), }";
   const size_t preamble = 10;
   const size_t header = dict.size() + 1;  // + '\n'
   const size_t padded = (preamble + header + 63) / 64 * 64 - preamble;

@@ -3,9 +3,10 @@
 // process writing with pwrite from several threads (files/output_files.hpp, run/), and MPI ranks
 // writing with MPI-IO (mpi/ordered_output.hpp). Neither knows a format; both give the same bytes.
 //
-// Images are (count, 64, 64, 3) floats, C fastest, values in (-1, 1); a channel value v becomes the
-// byte channel_to_byte(v) in the 8-bit formats. The formats:
-//   txt         PREFIX.txt: "N\n", then one line per image: its 12,288 values in (H, W, C) order, each
+// Images are (count, 64, 64, nc) floats, C fastest, values in (-1, 1), nc = 3 (RGB) or 1 (grey,
+// OutputOptions::image_channels); a channel value v becomes the byte channel_to_byte(v) in the 8-bit
+// formats, which are RGB always: a grey value is repeated in R, G and B. The formats:
+//   txt         PREFIX.txt: "N\n", then one line per image: its 4,096 nc values in (H, W, C) order, each
 //               as printf's "%.4f " writes it, then "\n". Lines vary in length, so a run's bytes are
 //               made first (format_text_run) and the driver places them after the bytes of every image
 //               before the run (its running total, or an exclusive scan over ranks).
@@ -21,7 +22,7 @@
 //               Above mosaic_tiles^2 images the mosaic is split: PREFIX-0001.bmp, PREFIX-0002.bmp, ...,
 //               file k holding images [(k-1) L, min(k L, N)), L = mosaic_tiles^2, as a mosaic (and grid)
 //               of its own.
-//   npy         PREFIX.npy: NumPy 1.0, float32 (N, 64, 64, 3), C order; fixed offsets.
+//   npy         PREFIX.npy: NumPy 1.0, float32 (N, 64, 64, nc), C order; fixed offsets.
 //   png         PREFIX/ (a folder): one PNG per image, 000000.png, 000001.png, ... (more digits past a
 //               million), 8-bit RGB, each encoded by stb_image_write and written whole.
 //   mosaic-png  PREFIX.png (split as bmp is, PREFIX-0001.png, ...): the mosaic as an 8-bit RGB PNG. Its
@@ -39,6 +40,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/model_shape.hpp"
 
 namespace facegen {
 
@@ -105,6 +108,7 @@ struct OutputOptions {
   int mosaic_tiles = 128;  // largest mosaic file, in tiles per side (8,192 x 8,192 pixels); 0: never split
   int64_t grid_columns = 0;  // mosaics: tiles per row; 0: a square grid
   int64_t grid_padding = 0;  // mosaics: black pixels between and around the tiles
+  int image_channels = 3;    // nc of the images: 3 (RGB) or 1 (grey)
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
 };
 
@@ -115,6 +119,8 @@ class OutputLayout {
 
   OutputFormat format() const { return format_; }
   int64_t total_images() const { return total_; }
+  int image_channels() const { return options_.image_channels; }                 // nc
+  int64_t image_values() const { return int64_t{4096} * options_.image_channels; }  // floats per image
   // The output's files, numbered from 0, each computed when asked (O(1) memory whatever N is). A
   // mosaic PNG's files come in pairs: 2k the pixels of mosaic k, 2k + 1 its PNG.
   size_t file_count() const;
@@ -123,7 +129,7 @@ class OutputLayout {
   std::pair<size_t, size_t> files_of(int64_t first, int64_t count) const;
   std::string describe() const;  // the path for messages: "r.bmp", "r-0001.bmp ... r-0003.bmp (3 files)", "r/"
 
-  // Every format but txt: writes images [first, first + count) of the run, (count, 64, 64, 3), at their
+  // Every format but txt: writes images [first, first + count) of the run, (count, 64, 64, nc), at their
   // offsets through `out`. Any thread; several threads may write disjoint runs at once.
   void write_run(const float* images, int64_t first, int64_t count, FileWriter& out) const;
 
@@ -152,15 +158,18 @@ class OutputLayout {
   OutputOptions options_;
 };
 
-// txt: the lines of a run of images, formatted on `threads` threads into `blocks` (reused between
-// calls; one per piece of the run), then placed by `place(run_bytes)`, which returns where the run's
-// text starts in the file, and written at that offset through `out` (file 0). Returns the run's bytes.
-// `place` is called exactly once, also for an empty run (MPI ranks exchange byte counts in it).
+// txt: the lines of a run of images (count, image_values), formatted on `threads` threads into
+// `blocks` (reused between calls; one per piece of the run), then placed by `place(run_bytes)`, which
+// returns where the run's text starts in the file, and written at that offset through `out` (file 0).
+// Returns the run's bytes. `place` is called exactly once, also for an empty run (MPI ranks exchange
+// byte counts in it).
 int64_t write_text_run(const float* images, int64_t count, int threads, std::vector<std::vector<char>>& blocks,
-                       const std::function<int64_t(int64_t)>& place, FileWriter& out);
+                       const std::function<int64_t(int64_t)>& place, FileWriter& out,
+                       int64_t image_values = kImageValues);
 
 // The pieces of each format, shared with tests and benchmarks.
-std::string npy_header(int64_t total_images);  // padded so that the data starts on a 64-byte boundary
+// Padded so that the data starts on a 64-byte boundary; shape (N, 64, 64, image_channels).
+std::string npy_header(int64_t total_images, int image_channels = 3);
 std::string bmp_header(const MosaicGrid& grid);  // the 54 bytes of a mosaic on this grid
 int64_t bmp_row_bytes(const MosaicGrid& grid);   // one pixel row, padded to a multiple of 4
 // Mosaic files for N images at most mosaic_tiles^2 a file (0: one file), and the path of file k of
@@ -171,7 +180,8 @@ std::string png_file_name(int64_t index, int64_t total_images);  // "000042.png"
 // Bound on one formatted line: every value at its longest ("%.4f " of -FLT_MAX is 46 characters),
 // then "\n". Values in (-1, 1) take 7 or 8 characters each.
 constexpr size_t kMaxImageTextBytes = 12288 * 46 + 1;
-size_t format_image_text(const float* image, char* out);  // one line with its "\n"; returns bytes
+// One line of `values` values (64 * 64 * nc) with its "\n"; returns bytes.
+size_t format_image_text(const float* image, char* out, int64_t values = kImageValues);
 size_t format_value_text(float v, char* out);  // printf("%.4f ", v) exactly, at most 46 bytes, no NUL
 unsigned char channel_to_byte(float v);
 int64_t mosaic_side(int64_t n);  // ceil(sqrt(n)), exact for every n >= 0

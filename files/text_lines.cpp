@@ -1,4 +1,4 @@
-// text_lines.cpp: the txt output's lines: "N\n" then one line per image: its 12,288 values (64, 64, 3),
+// text_lines.cpp: the txt output's lines: "N\n" then one line per image: its 4,096 nc values (64, 64, nc),
 // C fastest, each as printf("%.4f ") writes it, then "\n".
 //
 // printf is exact: it rounds the float's exact binary value to 4 decimals, ties to even, and keeps
@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,7 @@ constexpr size_t kUsualImageTextBytes = 98305;
 }  // namespace
 
 int64_t write_text_run(const float* images, int64_t count, int threads, std::vector<std::vector<char>>& blocks,
-                       const std::function<int64_t(int64_t)>& place, FileWriter& out) {
+                       const std::function<int64_t(int64_t)>& place, FileWriter& out, int64_t image_values) {
   const int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(resolve_threads(threads), count));
   if (static_cast<int64_t>(blocks.size()) < pieces) blocks.resize(static_cast<size_t>(pieces));
   std::vector<int64_t> piece_bytes(static_cast<size_t>(pieces), 0);
@@ -46,7 +47,7 @@ int64_t write_text_run(const float* images, int64_t count, int threads, std::vec
         if (text.size() - used < kMaxImageTextBytes) {
           text.resize(std::max(used + kMaxImageTextBytes, used + static_cast<size_t>(end - i) * kUsualImageTextBytes));
         }
-        used += format_image_text(images + i * kImageValues, text.data() + used);
+        used += format_image_text(images + i * image_values, text.data() + used, image_values);
       }
       piece_bytes[static_cast<size_t>(b)] = static_cast<int64_t>(used);
     }
@@ -122,9 +123,10 @@ size_t format_value_text(float v, char* out) {
   return static_cast<size_t>(p + 6 - out);
 }
 
-size_t format_image_text(const float* image, char* out) {
+size_t format_image_text(const float* image, char* out, int64_t values) {
+  if (values < 0 || values > kImageValues) throw std::invalid_argument("format_image_text: more values than a line holds");
   char* p = out;
-  for (int i = 0; i < kImageValues; ++i) p += format_value_text(image[i], p);
+  for (int64_t i = 0; i < values; ++i) p += format_value_text(image[i], p);
   *p++ = '\n';
   return static_cast<size_t>(p - out);
 }

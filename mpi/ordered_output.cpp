@@ -251,6 +251,7 @@ void OrderedOutputs::prepare(RankStatus& status) {
     layout_options.mosaic_tiles = options_.mosaic_tiles;
     layout_options.grid_columns = options_.grid_columns;
     layout_options.grid_padding = options_.grid_padding;
+    layout_options.image_channels = options_.image_channels;
     if (rank_ == 0) layout_options.on_notice = options_.on_notice;
     for (OutputFormat format : formats_) {
       layouts_.emplace_back(format, prefix_, total_, layout_options);
@@ -289,7 +290,7 @@ void OrderedOutputs::open(RankStatus& status) {
   for (const OutputLayout& layout : layouts_)
     if (layout.format() == OutputFormat::Text) text_base_ = layout.text_data_offset();
   for (int b = 0; b < 2; ++b) {
-    storage_.emplace_back(new float[static_cast<size_t>(round_images_) * kImageValues]);
+    storage_.emplace_back(new float[static_cast<size_t>(round_images_) * 4096 * options_.image_channels]);
     free_.push_back(storage_.back().get());
   }
   if (threaded_) writer_ = std::thread(&OrderedOutputs::writer_loop, this);
@@ -367,7 +368,7 @@ void OrderedOutputs::write_round(const Round& round) {
     if (layout.format() != OutputFormat::Text) {
       attempt(status, [&] {
         parallel_for(count, options_.threads, [&](int64_t begin, int64_t end) {
-          layout.write_run(round.buffer + begin * kImageValues, round.slice.begin + begin, end - begin, out);
+          layout.write_run(round.buffer + begin * layout.image_values(), round.slice.begin + begin, end - begin, out);
         });
       });
       continue;
@@ -389,7 +390,10 @@ void OrderedOutputs::write_round(const Round& round) {
       return at;
     };
     const int64_t text_count = status.failed ? 0 : count;
-    attempt(status, [&] { write_text_run(round.buffer, text_count, options_.threads, text_blocks_, place, out); });
+    attempt(status, [&] {
+      write_text_run(round.buffer, text_count, options_.threads, text_blocks_, place, out,
+                     int64_t{4096} * options_.image_channels);
+    });
     if (!placed) place(0);
   }
   if (!files_->broken()) files_->close_files(finished, status);

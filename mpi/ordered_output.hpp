@@ -58,10 +58,10 @@ class OrderedOutputs {
   // Collective: every rank opens every temporary file; starts the writer thread. Errors go into `status`.
   void open(RankStatus& status);
 
-  // A free buffer for one round's images (round_images, 64, 64, 3); waits while the writer holds both.
+  // A free buffer for one round's images (round_images, 64, 64, nc); waits while the writer holds both.
   float* next_buffer();
   // Every rank, every round, in order (a rank with no images passes an empty slice): the writer
-  // writes images (slice.size(), 64, 64, 3) from `buffer` to every output. A rank that has failed
+  // writes images (slice.size(), 64, 64, nc) from `buffer` to every output. A rank that has failed
   // still takes part in the exchange of text offsets, writing nothing.
   // `all` is the round's images over every rank; the mosaic files it reaches are opened before it is
   // written and those it completes closed after (collective on the writer's communicator).

@@ -129,7 +129,9 @@ int64_t RankJob::default_min_images() const {
 
 void RankJob::start_backend(int active, const std::vector<int>& node_of_rank) {
   const auto start = Clock::now();
-  net_ = load_network(request_.model_path);
+  // The synthetic backend computes no network: like the single-process driver, it reads no model.
+  net_ = request_.backend.device == DeviceKind::Synthetic ? Network() : load_network(request_.model_path);
+  if (net_->spec() != spec_) throw UserError("model file " + request_.model_path + " changed while it was read");
   const Network& net = *net_;
   const DeviceChoice choice = choose_device(request_.backend, topo_.local_rank);
   BackendOptions backend = choice.options;
@@ -165,8 +167,9 @@ void RankJob::generate_slice(const float* latents, int64_t count, int64_t first_
   const int64_t step = on_cpu_ ? kCpuProgressStep : std::max<int64_t>(count, 1);
   for (int64_t first = 0; first < count; first += step) {
     const int64_t n = std::min(step, count - first);
-    backend_->generate(latents + first * latents_.latent_dim, n, images + first * kImageValues);
-    require_finite_images(*net_, request_.model_path, latents + first * latents_.latent_dim, images + first * kImageValues, n,
+    backend_->generate(latents + first * latents_.latent_dim, n, images + first * spec_.image_values());
+    require_finite_images(*net_, request_.model_path, latents + first * latents_.latent_dim,
+                          images + first * spec_.image_values(), n,
                           first_index + first);
     progress_->own_count().store(generated_ + first + n, std::memory_order_relaxed);
     progress_->publish();
@@ -225,6 +228,7 @@ int RankJob::run_steps() {
   WorkSplit split(total, active, per_round);
   SinkOptions sink_options = request_.sinks;
   if (sink_options.threads <= 0) sink_options.threads = cpu_threads_;
+  sink_options.image_channels = spec_.image_channels;
   if (!sink_options.on_notice) sink_options.on_notice = request_.on_notice;
   OrderedOutputs outputs(world_, request_.output_prefix, request_.formats, total, sink_options, split.max_slice());
   outputs.prepare(status);
@@ -296,7 +300,7 @@ int RankJob::run_steps() {
                               &request));
       wait_politely(&request);
     }
-    // (slice, 64, 64, 3); written by the outputs' writer thread while the next round is generated.
+    // (slice, 64, 64, nc); written by the outputs' writer thread while the next round is generated.
     float* images = outputs.next_buffer();
     if (!mine.empty()) {
       const auto start = Clock::now();

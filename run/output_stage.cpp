@@ -10,12 +10,12 @@
 
 namespace facegen {
 OutputStage::OutputStage(std::vector<std::unique_ptr<ImageSink>> sinks, int64_t chunk_images, int buffers,
-                         std::function<void(int64_t)> on_written)
+                         std::function<void(int64_t)> on_written, int64_t image_values)
     : sinks_(std::move(sinks)), on_written_(std::move(on_written)) {
   if (chunk_images < 1 || buffers < 1) throw std::invalid_argument("OutputStage: empty chunk or no buffers");
   for (int b = 0; b < buffers; ++b) {
     // new[] without initialisation: a buffer's pages become resident as images land in it.
-    storage_.emplace_back(new float[static_cast<size_t>(chunk_images) * kImageValues]);
+    storage_.emplace_back(new float[static_cast<size_t>(chunk_images * image_values)]);
     free_.push_back(storage_.back().get());
   }
   writer_ = std::thread(&OutputStage::writer_loop, this);

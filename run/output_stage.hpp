@@ -1,7 +1,7 @@
 // output_stage.hpp: writing overlapped with generation, in bounded memory.
 //
 // The stage owns the sinks, a writer thread and a fixed number of image buffers, each
-// (chunk_images, 64, 64, 3) floats. The generating thread takes a free buffer (acquire), fills it and
+// (chunk_images, 64, 64, nc) floats. The generating thread takes a free buffer (acquire), fills it and
 // hands it over (submit); the writer thread appends it to every sink, in order, and frees it. With two
 // buffers, chunk i is written while chunk i + 1 is computed; when the writer falls behind, acquire()
 // waits, so memory never grows with N. A sink's error is rethrown on the generating thread at its next
@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/model_shape.hpp"
 #include "files/image_sink.hpp"
 
 namespace facegen {
@@ -25,8 +26,9 @@ namespace facegen {
 class OutputStage {
  public:
   // on_written(images_done) runs on the writer thread after each chunk reached every sink.
+  // image_values: floats per image, 64 * 64 * nc.
   OutputStage(std::vector<std::unique_ptr<ImageSink>> sinks, int64_t chunk_images, int buffers,
-              std::function<void(int64_t)> on_written);
+              std::function<void(int64_t)> on_written, int64_t image_values = kImageValues);
   ~OutputStage();  // stops the writer; uncommitted sinks leave no files
   OutputStage(const OutputStage&) = delete;
   OutputStage& operator=(const OutputStage&) = delete;

@@ -65,13 +65,14 @@ RunSummary run_generation(const GenerateRequest& request) {
   // Every output exists as a temporary file before any image is computed.
   SinkOptions sink_options = request.sinks;
   if (!sink_options.on_notice) sink_options.on_notice = request.on_notice;
+  sink_options.image_channels = net.spec().image_channels;
   std::vector<std::unique_ptr<ImageSink>> sinks;
   for (OutputFormat format : request.formats) {
     sinks.push_back(make_sink(format, request.output_prefix, total, sink_options));
   }
 
   const int64_t chunk = std::max<int64_t>(1, std::min(request.chunk_images, total));
-  OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), nullptr);
+  OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), nullptr, net.spec().image_values());
   ProgressDisplay progress(stderr, request.progress, total, [&generated] { return generated.load(); });
   std::vector<float> latents(static_cast<size_t>(chunk) * net.spec().latent_dim);  // (chunk, nz)
   for (int64_t done = 0; done < total;) {
@@ -79,7 +80,7 @@ RunSummary run_generation(const GenerateRequest& request) {
     const int64_t count = reader->read(latents.data(), chunk);
     parse_seconds += seconds_since(start);
 
-    float* images = stage.acquire();  // (chunk, 64, 64, 3); waits while the writer is behind
+    float* images = stage.acquire();  // (chunk, 64, 64, nc); waits while the writer is behind
     start = Clock::now();
     backend->generate(latents.data(), count, images);
     require_finite_images(net, request.model_path, latents.data(), images, count, done);

@@ -447,3 +447,52 @@ TEST_CASE("AtomicFile: clear errors for a missing directory, a directory in the 
   }
   CHECK(dir.entries() == 1);  // only "sub"
 }
+
+TEST_CASE("grey images (nc = 1): text of 4,096 values a line, npy (N, 64, 64, 1), BMP and PNG as grey RGB") {
+  TempDir dir;
+  const int64_t n = 5;
+  // (n, 64, 64, 1) grey images, and the same as RGB with each value repeated in R, G and B.
+  std::vector<float> grey = random_images(n, 31, -1.1f, 1.1f);
+  grey.resize(static_cast<size_t>(n) * 4096);
+  std::vector<float> rgb(static_cast<size_t>(n) * kImageValues);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = grey[i / 3];
+  SinkOptions grey_options, rgb_options;
+  grey_options.image_channels = 1;
+  grey_options.threads = 3;
+  rgb_options.threads = 2;
+  for (OutputFormat format : {OutputFormat::Text, OutputFormat::Npy, OutputFormat::Bmp, OutputFormat::Png,
+                              OutputFormat::MosaicPng}) {
+    CAPTURE(format_name(format));
+    auto grey_sink = make_sink(format, dir.file(std::string("g-") + format_name(format)), n, grey_options);
+    auto rgb_sink = make_sink(format, dir.file(std::string("c-") + format_name(format)), n, rgb_options);
+    grey_sink->append(grey.data(), 0, 2);  // two runs: the second starts at an offset
+    grey_sink->append(grey.data() + 2 * 4096, 2, n - 2);
+    rgb_sink->append(rgb.data(), 0, n);
+    grey_sink->commit();
+    rgb_sink->commit();
+  }
+  std::string text = std::to_string(n) + "\n";
+  char token[64];
+  for (int64_t k = 0; k < n; ++k) {
+    for (int i = 0; i < 4096; ++i) {
+      std::snprintf(token, sizeof token, "%.4f ", static_cast<double>(grey[static_cast<size_t>(k * 4096 + i)]));
+      text += token;
+    }
+    text += "\n";
+  }
+  CHECK(read_file(dir.file("g-txt.txt")) == text);
+  const std::string npy = read_file(dir.file("g-npy.npy"));
+  const std::string npy_start = std::string("\x93NUMPY\x01\x00\x76\x00", 10) +
+                                "{'descr': '<f4', 'fortran_order': False, 'shape': (5, 64, 64, 1), }";
+  CHECK(npy.compare(0, npy_start.size(), npy_start) == 0);
+  REQUIRE(npy.size() == 128 + grey.size() * 4);
+  CHECK(std::memcmp(npy.data() + 128, grey.data(), grey.size() * 4) == 0);
+  CHECK(read_file(dir.file("g-bmp.bmp")) == expected_bmp(rgb, n));
+  CHECK(read_file(dir.file("g-mosaic-png.png")) == read_file(dir.file("c-mosaic-png.png")));
+  for (int64_t k = 0; k < n; ++k) {
+    const std::string name = png_file_name(k, n);
+    CHECK(read_file(dir.file("g-png/" + name)) == read_file(dir.file("c-png/" + name)));
+  }
+  // The grey file's images differ from one another, so a mix-up of strides would show.
+  CHECK(read_file(dir.file("g-png/" + png_file_name(0, n))) != read_file(dir.file("g-png/" + png_file_name(1, n))));
+}
