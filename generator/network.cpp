@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "files/atomic_file.hpp"
+#include "generator/safetensors_model.hpp"
 #include "common/errors.hpp"
 #include "common/text_format.hpp"
 
@@ -197,12 +198,22 @@ TConvView Network::tconv(int stage) const {
           spec_.kernel_size};
 }
 
-ModelSpec read_model_spec(const std::string& path) {
-  (void)path;  // network.bin is the one model format: its size is checked when it is loaded
-  return kShpcSpec;
+namespace {
+
+// A regular file is told apart by its content or its name; a pipe is read as a network.bin.
+bool is_safetensors_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  const bool named = path.size() >= 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0;
+  std::string start(9, '\0');
+  if (std::FILE* file = std::fopen(path.c_str(), "rb")) {
+    start.resize(std::fread(start.data(), 1, start.size(), file));
+    std::fclose(file);
+  }
+  return named || looks_like_safetensors(start);
 }
 
-Network load_network(const std::string& path) {
+Network load_network_bin(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -253,6 +264,16 @@ Network load_network(const std::string& path) {
   Network net(kShpcSpec, std::move(floats));
   validate_network(net, path);
   return net;
+}
+
+}  // namespace
+
+ModelSpec read_model_spec(const std::string& path) {
+  return is_safetensors_file(path) ? read_safetensors_spec(path) : kShpcSpec;
+}
+
+Network load_network(const std::string& path) {
+  return is_safetensors_file(path) ? load_safetensors_network(path) : load_network_bin(path);
 }
 
 void validate_network(const Network& net, const std::string& source) {

@@ -62,12 +62,14 @@ std::string model_spec_problem(const ModelSpec& spec);
 std::string describe_spec(const ModelSpec& spec);
 
 // The shape of the model in the file at `path`, without reading its weights, for what must be sized
-// before the model is loaded (an MPI job's latent readers). A network.bin holds kShpcSpec; a file
-// that is not a valid model is explained by load_network.
+// before the model is loaded (an MPI job's latent readers): a safetensors file's __metadata__, else
+// kShpcSpec (a network.bin; a file that is not one is explained by load_network). Throws UserError.
 ModelSpec read_model_spec(const std::string& path);
 
-// Reads and validates a network.bin. Throws UserError naming the file and the problem: unreadable,
-// wrong byte count (expected and actual), a NaN or Inf (which block, which index), var + eps <= 0.
+// Reads and validates a model file: a safetensors file (generator/safetensors_model.hpp), told apart
+// by its content or a name ending in .safetensors, or else a network.bin. Throws UserError naming the
+// file and the problem: unreadable, a network.bin's wrong byte count (expected and actual), a NaN or
+// Inf (which block or tensor, which index), var + eps <= 0, or any flaw of a safetensors file.
 Network load_network(const std::string& path);
 
 // Throws UserError if any value is NaN or Inf or any batch-norm var + eps <= 0; `source` names the file.

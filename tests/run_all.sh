@@ -45,8 +45,8 @@ suite() {
 suite "unit tests (doctest)" "$build/facegen-tests"
 suite "command line" tests/test_cli.sh "$build"
 if [ "$sanitize" = 1 ]; then
-  echo; echo "=== cross-check against PyTorch, GPU tests: skipped (plain pass only: PyTorch and CUDA need no sanitized build)"
-  skipped=$((skipped + 2))
+  echo; echo "=== cross-check against PyTorch, model files against PyTorch, GPU tests: skipped (plain pass only: PyTorch and CUDA need no sanitized build)"
+  skipped=$((skipped + 3))
   for extra in tests/suites/*.sh; do
     name=$(basename "$extra" .sh)
     case $sanitized_suites in
@@ -63,6 +63,7 @@ fi
 if [ -f tests/torch_crosscheck.py ]; then
   suite "cross-check against PyTorch" /usr/bin/python3 tests/torch_crosscheck.py .
 fi
+suite "model files against PyTorch" /usr/bin/python3 tests/model_files.py .
 if [ -x "$build/facegen-gpu-tests" ]; then
   suite "GPU tests" "$build/facegen-gpu-tests"
 else
