@@ -16,6 +16,10 @@
 #   commit fails midway        a rename of the output set fails (injected), or an old output is
 #                              immutable (chattr +i): every old output byte-identical, nothing left
 #
+# Each case waits for its moment by an event (a temporary file appears, the signal's handler is
+# installed: /proc/PID/status SigCgt), not by a guessed sleep; the cases that are independent of one
+# another (the overflowing layers, the signals while a PNG folder fills, the ulimit sizes) run
+# concurrently, one per CPU, each in a folder of its own, and print in order.
 # Mounting needs root; where it is missing the case is skipped with the reason. Usage: faults.sh [build]
 set -u
 cd "$(dirname "$0")/../.."
@@ -92,7 +96,40 @@ wait_for_temp() {
   return 1
 }
 
+# wait_for_handler PID SIGNAL: until process PID catches SIGNAL (its handler is installed), 20 s at most.
+wait_for_handler() {
+  local pid=$1 bit=$(($(kill -l "$2") - 1)) tries=0 mask
+  while [ $tries -lt 200 ]; do
+    mask=$(awk '/^SigCgt:/ { print $2 }' "/proc/$pid/status" 2> /dev/null) || return 1
+    [ -n "$mask" ] && [ $(((16#$mask >> bit) & 1)) = 1 ] && return 0
+    sleep 0.05
+    tries=$((tries + 1))
+  done
+  return 1
+}
+
+# concurrently FUNCTION ARG...: FUNCTION ARG for each ARG, up to one per CPU at a time, each in a
+# subshell with a $work of its own (the inputs stay in $inputs); their lines then print in the order
+# of the ARGs and count as this shell's passes, failures and skips.
+jobs_at_once=$(nproc)
+concurrently() {
+  local fn=$1 arg
+  shift
+  for arg in "$@"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_at_once" ]; do wait -n; done
+    (work=$inputs/$fn-$arg; mkdir -p "$work/out"; "$fn" "$arg") > "$inputs/$fn-$arg.log" 2>&1 &
+  done
+  wait
+  for arg in "$@"; do
+    cat "$inputs/$fn-$arg.log"
+    passed=$((passed + $(grep -c '^  ok ' "$inputs/$fn-$arg.log")))
+    failed=$((failed + $(grep -c '^  FAIL ' "$inputs/$fn-$arg.log")))
+    skipped=$((skipped + $(grep -c '^  skip ' "$inputs/$fn-$arg.log")))
+  done
+}
+
 echo "faults:"
+inputs=$work  # shared inputs (latents, models); a concurrent case's $work is a folder of its own
 make_latents "$work/l60.txt" 60
 make_latents "$work/l300.txt" 300
 make_latents "$work/l3000.txt" 3000
@@ -169,10 +206,12 @@ check_after "model from a pipe that ends early" "$work/out" $? 1 "has 5,000,000 
 
 # --- a finite model that overflows ------------------------------------------------------------------
 # tests/lib/overflowing_model.py: one block of the test model set to +-3e38, finite but overflowing.
-for block in proj bn2 tconv1 tconv3 tconv4; do
+overflowing() {  # overflowing BLOCK
+  local block=$1 status
   /usr/bin/python3 tests/lib/overflowing_model.py "$model" "$work/overflow-$block.bin" "$block" ||
-    { fail "model overflowing in $block" "python3 failed"; continue; }
-  "$prog" --device cpu --model "$work/overflow-$block.bin" --input "$work/l2.txt" --output "$work/out/r" \
+    { fail "model overflowing in $block" "python3 failed"; return; }
+  old_output "$work/out"
+  "$prog" --device cpu --model "$work/overflow-$block.bin" --input "$inputs/l2.txt" --output "$work/out/r" \
     > /dev/null 2> "$work/stderr"
   status=$?
   if [ "$(wc -l < "$work/stderr")" != 1 ]; then
@@ -181,7 +220,8 @@ for block in proj bn2 tconv1 tconv3 tconv4; do
     check_after "model overflowing in $block (finite weights of 3e38)" "$work/out" $status 1 \
       "overflow-$block.bin is a bad model: .*output of layer $block is NaN or Inf for image 0"
   fi
-done
+}
+concurrently overflowing proj bn2 tconv1 tconv3 tconv4
 
 # --- SIGINT and SIGTERM mid-run ---------------------------------------------------------------------
 for signal in INT TERM; do
@@ -217,27 +257,35 @@ check_clean() {
 }
 # Synthetic images (no network): fast enough for many cases, sanitizers included.
 synth=(--device synthetic)
-# Before any output exists: the latents come from a pipe that never delivers.
+# Before any output exists: the latents come from a pipe that never delivers (a FIFO this shell holds
+# open for writing, so the reader never sees its end); the signal goes as soon as the program's
+# handler for it is installed (/proc/PID/status SigCgt), not after a guessed sleep.
+mkfifo "$work/never"
+exec 7<> "$work/never"
 for signal in HUP INT QUIT PIPE TERM USR1 ALRM; do
   old_output "$work/out"
-  sleep 30 | env --default-signal=INT,QUIT "$prog" "${synth[@]}" --input /dev/stdin --output "$work/out/r" -q > /dev/null 2> "$work/stderr" &
+  env --default-signal=INT,QUIT "$prog" "${synth[@]}" --input /dev/stdin --output "$work/out/r" -q \
+    < "$work/never" > /dev/null 2> "$work/stderr" &
   pid=$!
-  sleep 0.5
+  wait_for_handler $pid $signal || echo "(the handler of SIG$signal did not appear within 20 s)" >> "$work/stderr"
   kill -$signal $pid
   wait $pid
   check_clean "SIG$signal before any output exists" "$work/out" $? $((128 + $(kill -l $signal))) "^facegen: (interrupted|terminated) \(SIG$signal\); temporary files removed$"
 done
-# Mid-write: text, mosaic and a PNG folder being filled.
-for signal in HUP TERM XCPU; do
+exec 7>&-
+# Mid-write: text, mosaic and a PNG folder being filled (chunks of 64 images: the first PNGs come soon).
+signal_while_pngs_fill() {  # signal_while_pngs_fill SIGNAL
+  local signal=$1 pid tries=0
   old_output "$work/out"
-  env --default-signal=INT "$prog" "${synth[@]}" --random 200000 --formats txt,bmp,png --output "$work/out/r" -q > /dev/null 2> "$work/stderr" &
+  env --default-signal=INT "$prog" "${synth[@]}" --random 200000 --chunk 64 --formats txt,bmp,png \
+    --output "$work/out/r" -q > /dev/null 2> "$work/stderr" &
   pid=$!
-  tries=0
   until [ -n "$(ls "$work"/out/r.tmp-*/ 2>/dev/null | head -n1)" ] || [ $tries -ge 300 ]; do sleep 0.1; tries=$((tries + 1)); done
   kill -$signal $pid
   wait $pid
   check_clean "SIG$signal while the PNG folder fills" "$work/out" $? $((128 + $(kill -l $signal))) "^facegen: (interrupted|terminated) \(SIG$signal\); temporary files removed$"
-done
+}
+concurrently signal_while_pngs_fill HUP TERM XCPU
 # stderr a pipe whose reader is gone: the error cannot be said; SIGPIPE ends the run (141), cleaned up.
 old_output "$work/out"
 { "$prog" "${synth[@]}" --input "$work/cut-between.txt" --output "$work/out/r" -q 2>&1 > /dev/null; echo $? > "$work/status"; } | true
@@ -257,13 +305,12 @@ else
     mid=$(((low + high) / 2))
     if (ulimit -v $mid; exec "$prog" --version > /dev/null 2>&1); then high=$mid; else low=$mid; fi
   done
-  failed_sizes=0
-  for kib in $((high + 1000)) $((high + 20000)) $((high + 70000)) $((high + 1000000)); do
+  address_limit() {  # address_limit KIB
+    local kib=$1 got
     old_output "$work/out"
     (ulimit -v $kib; exec timeout 120 "$prog" "${synth[@]}" --random 3000 --formats txt,bmp,png,mosaic-png,npy --output "$work/out/r" -q > /dev/null 2> "$work/stderr")
     got=$?
     if [ $got = 3 ]; then
-      failed_sizes=$((failed_sizes + 1))
       check_clean "ulimit -v $kib" "$work/out" $got 3 "^facegen: fault: out of host memory"
     elif [ $got = 0 ] && [ -s "$work/out/r.bmp" ] && [ -d "$work/out/r" ] && [ ! -s "$work/stderr" ] &&
          [ -z "$(ls -A "$work/out" | grep -E '\.tmp-')" ]; then
@@ -271,16 +318,21 @@ else
     else
       fail "ulimit -v $kib" "status $got: $(head -c 300 "$work/stderr")"
     fi
-    rm -rf "$work/out/r" "$work/out/r".*
-  done
-  [ $failed_sizes -ge 2 ] || fail "ulimit -v" "only $failed_sizes sizes failed: the sizes no longer span start to success"
+  }
+  sizes=($((high + 1000)) $((high + 20000)) $((high + 70000)) $((high + 1000000)))
+  concurrently address_limit "${sizes[@]}"
+  failed_sizes=$(for kib in "${sizes[@]}"; do cat "$inputs/address_limit-$kib.log"; done | grep -c 'out of host memory')
+  [ "$failed_sizes" -ge 2 ] || fail "ulimit -v" "only $failed_sizes sizes failed: the sizes no longer span start to success"
+  grep -q "ulimit -v $((high + 1000000)): enough" "$inputs/address_limit-$((high + 1000000)).log" ||
+    fail "ulimit -v" "the largest size, $((high + 1000000)) KiB, did not succeed"
 fi
 # ulimit -f: a write over the limit fails (SIGXFSZ ignored) and is reported like a full disk.
-for kib in 1 100 2000; do
+file_size_limit() {  # file_size_limit KIB
   old_output "$work/out"
-  (ulimit -f $kib; exec "$prog" "${synth[@]}" --random 300 --formats txt,bmp,png --output "$work/out/r" -q > /dev/null 2> "$work/stderr")
-  check_clean "ulimit -f $kib" "$work/out" $? 1 "^facegen: error: writing .*failed: File too large \(the file size limit, ulimit -f\)$"
-done
+  (ulimit -f $1; exec "$prog" "${synth[@]}" --random 300 --formats txt,bmp,png --output "$work/out/r" -q > /dev/null 2> "$work/stderr")
+  check_clean "ulimit -f $1" "$work/out" $? 1 "^facegen: error: writing .*failed: File too large \(the file size limit, ulimit -f\)$"
+}
+concurrently file_size_limit 1 100 2000
 
 # --- standard descriptors closed, stdout full --------------------------------------------------------
 for closed in 0 2 012; do
