@@ -185,6 +185,27 @@ TEST_CASE("mosaic: N at the limit is the old single BMP; above it, numbered file
   CHECK_THROWS_AS(make_mosaic_sink(MosaicEncoding::Bmp, dir.file("x"), 1, options), UserError);
 }
 
+TEST_CASE("mosaic: a numbered file is created by its first image, not before") {
+  TempDir dir;
+  const std::vector<float> images = some_images(11, 9);
+  SinkOptions options;
+  options.mosaic_tiles = 2;  // files of 4, 4 and 3 images
+  for (MosaicEncoding encoding : {MosaicEncoding::Bmp, MosaicEncoding::Png}) {
+    auto sink = make_mosaic_sink(encoding, dir.file("m"), 11, options);
+    CHECK(dir.entries() == 1);  // the first file (its pixels, for a PNG), so that a bad directory fails early
+    sink->append(images.data(), 0, 4);
+    CHECK(dir.entries() == 1);
+    sink->append(images.data() + 4 * kImageValues, 4, 1);  // the second file's first image
+    CHECK(dir.entries() == 2);
+    sink->append(images.data() + 5 * kImageValues, 5, 6);
+    CHECK(dir.entries() == 3);
+    sink->commit();
+    sink.reset();
+    CHECK(dir.entries() == 3);  // the three mosaics; a PNG's scratch pixel files went with the sink
+    for (const std::string& name : dir.names()) std::filesystem::remove(dir.file(name));
+  }
+}
+
 TEST_CASE("png: folder of one PNG per image and the PNG mosaic decode to the mosaic's bytes") {
   TempDir dir;
   const int64_t n = 5;
