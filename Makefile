@@ -17,6 +17,8 @@
 #   make bench           (GPU machine) build/facegen-bench, then bench/pytorch_reference.py beside it
 #   make bench-io        the output writers in MB/s and images/s, on the CPU (BENCH_IO_ARGS=--images N)
 #   make bench-cpu       the CPU backend beside PyTorch on the CPU and the FMA ceiling (BENCH_CPU_ROUNDS=3)
+#   make bench-write     one file's write ceiling against separate files' by writer count and way of writing
+#                        (pwrite, the program's mapped windows, whole-file mmap), BENCH_WRITE_DIR=/dev/shm BENCH_WRITE_ARGS="--mib 8192"
 #   make bench-latents   the latent text parser in MB/s and images/s per thread count (BENCH_LATENTS_ARGS=--images N)
 #   make bench-scaling   (2-GPU machine) the user's jobs on 1 GPU, 2 GPUs and 2 ranks per GPU against the
 #                        file systems' write ceilings (bench/scaling.sh; DEVICE=cpu SCALE=tiny anywhere)
@@ -156,6 +158,7 @@ BENCH := $(BUILD)/facegen-bench
 BENCH_IO := $(BUILD)/facegen-bench-io
 BENCH_CPU := $(BUILD)/facegen-bench-cpu
 BENCH_LATENTS := $(BUILD)/facegen-bench-latents
+BENCH_WRITE := $(BUILD)/facegen-bench-write
 BENCH_OUT := $(BUILD)/bench-run
 TEST_MODEL := $(BUILD)/random-network.bin
 
@@ -198,7 +201,7 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-cpu bench-latents bench-scaling clean deps test-deps data-deps faces-data
+.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-cpu bench-latents bench-write bench-scaling clean deps test-deps data-deps faces-data
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -231,6 +234,9 @@ $(BENCH_CPU): $(BUILD)/bench/bench_cpu.o $(BUILD)/bench/fma_peak.o $(BUILD)/libf
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BENCH_LATENTS): $(BUILD)/bench/bench_latents.o $(BUILD)/libfacegen.a
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BENCH_WRITE): $(BUILD)/bench/bench_write.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.cpp $(FLAGS_STAMP)
@@ -319,7 +325,11 @@ bench-cpu: $(BENCH_CPU)
 bench-latents: $(BENCH_LATENTS)
 	$(BENCH_LATENTS) $(BENCH_LATENTS_ARGS)
 
-bench-scaling: $(PROGRAM) $(LATENTS_TOOL) $(TEST_MODEL)
+BENCH_WRITE_DIR ?= /tmp
+bench-write: $(BENCH_WRITE)
+	$(BENCH_WRITE) $(BENCH_WRITE_DIR) $(BENCH_WRITE_ARGS)
+
+bench-scaling: $(PROGRAM) $(LATENTS_TOOL) $(TEST_MODEL) $(BENCH_WRITE)
 	bash bench/scaling.sh
 
 clean:

@@ -1,0 +1,333 @@
+// bench_write.cpp: `make bench-write`, how fast one directory's file system takes bytes into ONE file
+// against into separate files, by writer count and by way of writing: the write ceilings that a
+// fixed-offset output (npy, bmp) can reach there.
+//
+//   build/facegen-bench-write DIR [--mib M] [--writers 1,4,16] [--ways pwrite,mmap,...] [--processes]
+//                                 [--best]
+//
+// M MiB in all per measurement (default 8192), cut into one contiguous range per writer, written in
+// blocks of 4 MiB from a buffer of pseudo-random bytes (each block stamped with its index). Ways:
+//   files      each writer pwrite()s its own file: the many-files ceiling;
+//   pwrite     every writer pwrite()s its range of one file (buffered writes to one inode);
+//   mmap       one file sized with fallocate, mapped MAP_SHARED, each writer memcpy()s into its range;
+//   mmap-madv  the same, each writer first populating its range with MADV_POPULATE_WRITE;
+//   mmap-pop   the same, the whole mapping populated by mmap(MAP_POPULATE) (by one thread);
+//   window     the program's way (files/mapped_write.hpp): the file sized with ftruncate, each block
+//              reserved with fallocate, mapped alone, populated in one madvise, copied and unmapped;
+// pwrite and the mmap ways fallocate the whole file first. Every timing covers
+// creating the file(s), writing, and the flush (msync(MS_SYNC) of each range, then fdatasync) and
+// closing; removing the file is outside it. --processes: the writers are forked processes, each
+// opening and mapping the file itself (as MPI ranks would), not threads of one process.
+// After each measurement, 64 blocks spread over the file are read back and compared (the stamp and
+// the bytes): a wrong byte ends the benchmark with "MISMATCH" and exit status 1 before its figure
+// is printed. --best prints, last, "best one-file: WAY N writers R MB/s" and "best files: ...".
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "files/mapped_write.hpp"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack the name
+#endif
+
+namespace {
+
+constexpr int64_t kBlock = int64_t{4} << 20;
+constexpr int kSampledBlocks = 64;
+
+[[noreturn]] void die(const std::string& what, int err) {
+  std::fprintf(stderr, "bench_write: %s: %s\n", what.c_str(), std::strerror(err));
+  std::exit(1);
+}
+
+// The source block: pseudo-random bytes, the same in every writer; bytes [0, 8) carry the block index.
+std::vector<char> source_block() {
+  std::vector<char> block(kBlock);
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (int64_t i = 0; i < kBlock; i += 8) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    std::memcpy(block.data() + i, &state, 8);
+  }
+  return block;
+}
+
+struct Plan {
+  std::string dir;
+  int64_t blocks = 0;  // in all
+  int writers = 1;
+  std::string way;
+  bool processes = false;
+};
+
+// Blocks [begin, end) of writer w.
+void writer_range(const Plan& plan, int w, int64_t* begin, int64_t* end) {
+  *begin = plan.blocks * w / plan.writers;
+  *end = plan.blocks * (w + 1) / plan.writers;
+}
+
+bool maps_whole_file(const std::string& way) { return way.compare(0, 4, "mmap") == 0; }
+
+std::string one_file(const Plan& plan) { return plan.dir + "/bench-write.one"; }
+std::string own_file(const Plan& plan, int w) { return plan.dir + "/bench-write." + std::to_string(w); }
+
+void pwrite_fully(int fd, const char* data, int64_t bytes, int64_t offset, const std::string& path) {
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd, data, static_cast<size_t>(bytes), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) die("pwrite " + path, n < 0 ? errno : ENOSPC);
+    data += n;
+    bytes -= n;
+    offset += n;
+  }
+}
+
+// One writer's part: blocks [begin, end) at their offsets. `fd` is the file's (for `files`, the
+// writer's own file, whose offsets start at its first block).
+void write_part(const Plan& plan, int w, int fd, char* mapping) {
+  int64_t begin, end;
+  writer_range(plan, w, &begin, &end);
+  std::vector<char> block = source_block();
+  const bool own = plan.way == "files";
+  const std::string path = own ? own_file(plan, w) : one_file(plan);
+  if (mapping != nullptr && plan.way == "mmap-madv" && end > begin &&
+      ::madvise(mapping + begin * kBlock, (end - begin) * kBlock, MADV_POPULATE_WRITE) != 0) {
+    die("madvise(MADV_POPULATE_WRITE) " + path, errno);
+  }
+  for (int64_t b = begin; b < end; ++b) {
+    std::memcpy(block.data(), &b, 8);
+    if (mapping != nullptr) {
+      std::memcpy(mapping + b * kBlock, block.data(), kBlock);
+    } else if (plan.way == "window") {
+      int err = 0;
+      if (facegen::mapped_write(fd, b * kBlock, block.data(), kBlock, &err) != facegen::MappedWrite::Done) {
+        die("mapped_write " + path, err != 0 ? err : EOPNOTSUPP);
+      }
+    } else {
+      pwrite_fully(fd, block.data(), kBlock, (own ? b - begin : b) * kBlock, path);
+    }
+  }
+  if (mapping != nullptr && end > begin && ::msync(mapping + begin * kBlock, (end - begin) * kBlock, MS_SYNC) != 0) {
+    die("msync " + path, errno);
+  }
+  if (own && ::fdatasync(fd) != 0) die("fdatasync " + path, errno);
+}
+
+int open_file(const std::string& path, int64_t bytes) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) die("open " + path, errno);
+  if (bytes > 0) {
+    const int err = ::posix_fallocate(fd, 0, bytes);
+    if (err != 0) die("fallocate " + path, err);
+  }
+  return fd;
+}
+
+char* map_file(const Plan& plan, int fd) {
+  const int flags = MAP_SHARED | (plan.way == "mmap-pop" ? MAP_POPULATE : 0);
+  void* p = ::mmap(nullptr, static_cast<size_t>(plan.blocks * kBlock), PROT_READ | PROT_WRITE, flags, fd, 0);
+  if (p == MAP_FAILED) die("mmap " + one_file(plan), errno);
+  return static_cast<char*>(p);
+}
+
+// One writer, as a thread or in a child process: opens (and maps) the file itself in a process.
+void run_writer(const Plan& plan, int w, int shared_fd, char* shared_mapping) {
+  if (plan.way == "files") {
+    const int fd = open_file(own_file(plan, w), 0);
+    write_part(plan, w, fd, nullptr);
+    if (::close(fd) != 0) die("close " + own_file(plan, w), errno);
+    return;
+  }
+  if (!plan.processes) {
+    write_part(plan, w, shared_fd, shared_mapping);
+    return;
+  }
+  const int fd = ::open(one_file(plan).c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) die("open " + one_file(plan), errno);
+  char* mapping = maps_whole_file(plan.way) ? map_file(plan, fd) : nullptr;
+  write_part(plan, w, fd, mapping);
+  if (mapping != nullptr && ::munmap(mapping, static_cast<size_t>(plan.blocks * kBlock)) != 0) die("munmap", errno);
+  if (::close(fd) != 0) die("close " + one_file(plan), errno);
+}
+
+void run_writers(const Plan& plan, int shared_fd, char* shared_mapping) {
+  if (plan.processes) {
+    std::vector<pid_t> children;
+    for (int w = 0; w < plan.writers; ++w) {
+      const pid_t pid = ::fork();
+      if (pid < 0) die("fork", errno);
+      if (pid == 0) {
+        run_writer(plan, w, -1, nullptr);
+        std::_Exit(0);
+      }
+      children.push_back(pid);
+    }
+    for (pid_t pid : children) {
+      int status = 0;
+      if (::waitpid(pid, &status, 0) < 0) die("waitpid", errno);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        std::fprintf(stderr, "bench_write: a writer process failed\n");
+        std::exit(1);
+      }
+    }
+    return;
+  }
+  std::vector<std::thread> threads;
+  for (int w = 0; w < plan.writers; ++w) threads.emplace_back(run_writer, std::cref(plan), w, shared_fd, shared_mapping);
+  for (auto& t : threads) t.join();
+}
+
+// Times one measurement, flush and close included; returns seconds.
+double measure(const Plan& plan) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool one = plan.way != "files";
+  const int64_t bytes = plan.blocks * kBlock;
+  int fd = -1;
+  char* mapping = nullptr;
+  if (one) {
+    fd = open_file(one_file(plan), plan.way == "window" ? 0 : bytes);
+    if (plan.way == "window" && ::ftruncate(fd, bytes) != 0) die("ftruncate " + one_file(plan), errno);
+    if (!plan.processes && maps_whole_file(plan.way)) mapping = map_file(plan, fd);
+  }
+  run_writers(plan, fd, mapping);
+  if (mapping != nullptr && ::munmap(mapping, static_cast<size_t>(bytes)) != 0) die("munmap", errno);
+  if (one) {
+    if (::fdatasync(fd) != 0) die("fdatasync " + one_file(plan), errno);
+    if (::close(fd) != 0) die("close " + one_file(plan), errno);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Reads back kSampledBlocks blocks spread over the data; true when each holds its stamp and bytes.
+bool verify(const Plan& plan) {
+  const std::vector<char> expected = source_block();
+  std::vector<char> got(kBlock);
+  for (int s = 0; s < kSampledBlocks; ++s) {
+    const int64_t b = plan.blocks * s / kSampledBlocks + (s % 3) * (plan.blocks > 3 ? 1 : 0);
+    if (b >= plan.blocks) continue;
+    std::string path = one_file(plan);
+    int64_t offset = b * kBlock;
+    if (plan.way == "files") {
+      int w = 0;
+      int64_t begin, end;
+      for (;; ++w) {
+        writer_range(plan, w, &begin, &end);
+        if (b < end) break;
+      }
+      path = own_file(plan, w);
+      offset = (b - begin) * kBlock;
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) die("open " + path, errno);
+    const ssize_t n = ::pread(fd, got.data(), kBlock, offset);
+    ::close(fd);
+    int64_t stamp = -1;
+    std::memcpy(&stamp, got.data(), 8);
+    if (n != kBlock || stamp != b || std::memcmp(got.data() + 8, expected.data() + 8, kBlock - 8) != 0) {
+      std::printf("MISMATCH: %s, %d writers: block %lld of %s reads wrong\n", plan.way.c_str(), plan.writers,
+                  static_cast<long long>(b), path.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+void remove_files(const Plan& plan) {
+  ::unlink(one_file(plan).c_str());
+  for (int w = 0; w < plan.writers; ++w) ::unlink(own_file(plan, w).c_str());
+}
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> items;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') {
+    std::fprintf(stderr,
+                 "usage: facegen-bench-write DIR [--mib M] [--writers 1,4,16] "
+                 "[--ways files,pwrite,window,mmap,mmap-madv,mmap-pop] [--processes] [--best]\n");
+    return 2;
+  }
+  Plan plan;
+  plan.dir = argv[1];
+  int64_t mib = 8192;
+  std::string writers_list = "1,4,16", ways_list = "files,pwrite,window,mmap,mmap-madv,mmap-pop";
+  bool best = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (flag == "--mib" && has_value) mib = std::atoll(argv[++i]);
+    else if (flag == "--writers" && has_value) writers_list = argv[++i];
+    else if (flag == "--ways" && has_value) ways_list = argv[++i];
+    else if (flag == "--processes") plan.processes = true;
+    else if (flag == "--best") best = true;
+    else {
+      std::fprintf(stderr, "bench_write: unknown or incomplete flag '%s'\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (mib < 4) {
+    std::fprintf(stderr, "bench_write: --mib expects at least 4\n");
+    return 2;
+  }
+  plan.blocks = mib * (int64_t{1} << 20) / kBlock;
+  for (const std::string& way : split(ways_list)) {
+    if (way != "files" && way != "pwrite" && way != "mmap" && way != "mmap-madv" && way != "mmap-pop" &&
+        way != "window") {
+      std::fprintf(stderr, "bench_write: unknown way '%s'\n", way.c_str());
+      return 2;
+    }
+  }
+  std::printf("%s: %lld MiB per measurement in 4 MiB blocks, writers as %s, flush inside the timing\n",
+              plan.dir.c_str(), static_cast<long long>(plan.blocks * 4), plan.processes ? "processes" : "threads");
+  std::string best_one, best_files;
+  double best_one_rate = 0, best_files_rate = 0;
+  for (const std::string& way : split(ways_list)) {
+    for (const std::string& writers : split(writers_list)) {
+      plan.way = way;
+      plan.writers = std::atoi(writers.c_str());
+      if (plan.writers < 1 || plan.writers > plan.blocks) {
+        std::fprintf(stderr, "bench_write: writer count '%s' out of range\n", writers.c_str());
+        return 2;
+      }
+      remove_files(plan);
+      const double seconds = measure(plan);
+      const bool ok = verify(plan);
+      remove_files(plan);
+      if (!ok) return 1;
+      const double rate = plan.blocks * kBlock / 1e6 / seconds;
+      std::printf("  %-9s %2d writers: %7.3f s %8.0f MB/s  %s\n", way.c_str(), plan.writers, seconds, rate,
+                  way == "files" ? "(separate files)" : "(one file)");
+      std::fflush(stdout);
+      char line[96];
+      std::snprintf(line, sizeof line, "%s %d writers %.0f MB/s", way.c_str(), plan.writers, rate);
+      if (way == "files" && rate > best_files_rate) best_files_rate = rate, best_files = line;
+      if (way != "files" && rate > best_one_rate) best_one_rate = rate, best_one = line;
+    }
+  }
+  std::printf("verified: every measurement's sampled blocks read back right\n");
+  if (best) {
+    if (!best_one.empty()) std::printf("best one-file: %s\n", best_one.c_str());
+    if (!best_files.empty()) std::printf("best files: %s\n", best_files.c_str());
+  }
+  return 0;
+}
