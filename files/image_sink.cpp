@@ -1,17 +1,19 @@
 // image_sink.cpp: the single-process driver of every output format (see image_sink.hpp).
 //
 // A run handed to append() is cut into pieces written by several threads at once, each piece at its
-// own offsets (pwrite through OutputFiles). Text is made in sub-runs of a few images per thread, so
-// its buffers stay small whatever the chunk size: formatted in parallel, placed at the running end
-// of the file, written in parallel.
+// own offsets (through OutputFiles: pwrite, or mapped writes where the first runs found them
+// faster). Text is made in sub-runs of a few images per thread, so its buffers stay small whatever
+// the chunk size: formatted in parallel, placed at the running end of the file, written in parallel.
 #include "files/image_sink.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 #include <utility>
 
 #include "common/model_shape.hpp"
 #include "common/threads.hpp"
+#include "files/mapped_write.hpp"
 #include "files/output_files.hpp"
 
 namespace facegen {
@@ -39,6 +41,9 @@ class FormatSink : public ImageSink {
                              std::to_string(first + count) + ") after " + std::to_string(written_) + " of " +
                              std::to_string(total) + "; runs must be consecutive and in order");
     }
+    files_.use_mapped_writes(way_.mapped_now());
+    const int64_t bytes_before = files_.bytes_written();
+    const auto start = std::chrono::steady_clock::now();
     if (layout_.format() == OutputFormat::Text) {
       const int64_t step = kTextImagesPerThread * threads_;
       auto place = [this](int64_t bytes) {
@@ -55,6 +60,8 @@ class FormatSink : public ImageSink {
         layout_.write_run(images + begin * layout_.image_values(), first + begin, end - begin, files_);
       });
     }
+    way_.ran(files_.bytes_written() - bytes_before,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     written_ += count;
   }
 
@@ -87,6 +94,7 @@ class FormatSink : public ImageSink {
   int threads_;
   int64_t written_ = 0;
   int64_t text_end_ = 0;  // text: where the next run's lines go
+  WriteWayTrial way_;     // pwrite or mapped writes, by measuring the first runs
   std::vector<std::vector<char>> text_blocks_;
 };
 

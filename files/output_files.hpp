@@ -9,9 +9,11 @@
 //
 // Each file is created beside its final path as an unbuffered AtomicFile (a folder with mkdtemp as
 // PREFIX.tmp-XXXXXX), its header written and its size set up front, so a mosaic's black tiles read as
-// zeros. write_at() is pwrite on a descriptor opened on first use; a fixed-size file is synced and
-// closed as soon as its last image is in (images_written), so a mosaic split into many files holds few
-// descriptors. finish() syncs the rest (syncfs once for a folder); renames() then lists what
+// zeros. write_at() is pwrite on a descriptor opened on first use, or, while use_mapped_writes(true)
+// holds, for a write of 1 MiB or more (npy runs, text pieces) mapped_write(), which lets threads
+// write one file at once (pwrite where the file system cannot reserve space or map files); a
+// fixed-size file is synced and closed as soon as its last image is in (images_written), so a mosaic
+// split into many files holds few descriptors. finish() syncs the rest (syncfs once for a folder); renames() then lists what
 // commit_all_or_nothing() moves into place. Destroyed before commit, it removes every file and folder
 // it made.
 #pragma once
@@ -56,6 +58,9 @@ class OutputFiles : public FileWriter {
   void images_written(size_t file, int64_t count) override;
   void file_complete(size_t file) override;
 
+  // Whether large writes go through mapped_write (the caller's WriteWayTrial decides); off at first.
+  void use_mapped_writes(bool on) { mapped_writes_ = on; }
+
   size_t created_count() const;
   int64_t bytes_written() const;  // headers and every write, but not into scratch pixel files
 
@@ -74,6 +79,7 @@ class OutputFiles : public FileWriter {
     bool done = false;                 // synced and closed: every image is in
     std::atomic<int64_t> images_left{-1};  // images still to come, for fixed-size files
     std::atomic<int64_t> bytes{0};         // written so far
+    std::atomic<bool> mappable{true};      // large writes may go through mapped_write until it says Unsupported
   };
   Slot& slot(size_t file);  // created if need be
   void make(size_t file, Slot& slot);
@@ -87,6 +93,7 @@ class OutputFiles : public FileWriter {
   mutable std::mutex slots_mutex_;                       // guards the map (not the slots)
   std::map<size_t, std::unique_ptr<Slot>> slots_;        // the files created so far, by number
   bool committed_ = false;
+  std::atomic<bool> mapped_writes_{false};
 };
 
 }  // namespace facegen

@@ -3,6 +3,7 @@
 #include "mpi/ordered_output.hpp"
 
 #include <fcntl.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "common/errors.hpp"
 #include "common/model_shape.hpp"
 #include "common/threads.hpp"
+#include "files/mapped_write.hpp"
 #include "files/temp_registry.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/polite_wait.hpp"
@@ -26,12 +28,36 @@ namespace mpi {
 
 constexpr int64_t kMaxWriteBytes = int64_t{1} << 30;  // MPI counts are ints
 
+// A file system of one kernel's page cache (tmpfs, ext4, xfs, btrfs, overlayfs): every rank that
+// sees the file there runs on the host that holds it, so its mapped writes and the other ranks' meet
+// in one page cache. Elsewhere (NFS, Lustre, GPFS, BeeGFS) every byte goes through MPI-IO.
+bool on_local_file_system(const std::string& path) {
+  struct statfs fs;
+  if (::statfs(path.c_str(), &fs) != 0) return false;
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case 0x01021994:  // tmpfs
+    case 0xEF53:      // ext2, ext3, ext4
+    case 0x58465342:  // xfs
+    case 0x9123683E:  // btrfs
+    case 0x794C7630:  // overlayfs (a container's root)
+      return true;
+    default: return false;
+  }
+}
+
 // The output files of the job that this rank has open (or had: a finished mosaic file is closed, its
 // entry kept for its byte count and temporary name). Files are opened together by every rank,
 // a few at a time, when a round first needs them (open_files); rank 0 creates each just before.
+// On a local file system a write of 1 MiB or more (npy runs, text pieces) may go through
+// mapped_write() on a descriptor of the rank's own instead, so that ranks and their threads write one
+// file at once: the rank's first rounds measure both ways (WriteWayTrial).
 class MpiFiles : public FileWriter {
  public:
   explicit MpiFiles(bool serialize) : serialize_(serialize) {}
+  ~MpiFiles() override {
+    for (auto& [index, file] : files_)
+      if (file->fd >= 0) ::close(file->fd);
+  }
 
   // Collective over `comm`: rank 0 creates the files `wanted` (through `create`, which returns the
   // temporary path or throws), every rank learns their names and opens them. A failure anywhere
@@ -80,9 +106,9 @@ class MpiFiles : public FileWriter {
     // a node that lacks the output directory (or may not write there) is the one rank that fails.
     // So every rank first tries the files itself, and the ranks open them together only if all can.
     int usable = 1;
-    for (const OpenFile* file : opened) {
+    for (OpenFile* file : opened) {
       const bool folder = file->spec.kind == OutputFile::Kind::Folder;
-      const int fd = ::open(file->temp.c_str(), (folder ? O_RDONLY | O_DIRECTORY : O_WRONLY) | O_CLOEXEC);
+      const int fd = ::open(file->temp.c_str(), (folder ? O_RDONLY | O_DIRECTORY : O_RDWR) | O_CLOEXEC);
       if (fd < 0) {
         const int err = errno;
         usable = 0;
@@ -90,6 +116,7 @@ class MpiFiles : public FileWriter {
         break;
       }
       ::close(fd);
+      file->mappable = !folder && on_local_file_system(file->temp);
     }
     for (OpenFile* file : opened) {
       if (!usable || file->spec.kind == OutputFile::Kind::Folder) continue;
@@ -112,6 +139,7 @@ class MpiFiles : public FileWriter {
   void close_files(const std::vector<size_t>& indices, RankStatus& status) {
     for (size_t index : indices) {
       OpenFile& file = find(index);
+      attempt(status, [&] { close_descriptor(file); });
       if (file.handle == MPI_FILE_NULL) continue;
       const int code = MPI_File_close(&file.handle);
       file.asides.clear();  // removed by the close
@@ -125,8 +153,24 @@ class MpiFiles : public FileWriter {
     return files_.count(index) != 0;
   }
 
+  // Whether large writes go through mapped_write (the rank's WriteWayTrial decides); off at first.
+  void use_mapped_writes(bool on) { mapped_writes_ = on; }
+
   void write_at(size_t index, int64_t offset, const void* data, int64_t bytes) override {
     OpenFile& file = find(index);
+    if (bytes >= kMappedWriteMinBytes && mapped_writes_.load(std::memory_order_relaxed) && file.mappable.load()) {
+      int err = 0;
+      const MappedWrite mapped = mapped_write(descriptor(file), offset, data, bytes, &err);
+      if (mapped == MappedWrite::Failed) {
+        throw UserError("cannot write " + file.spec.path + ": " + std::strerror(err) +
+                        (err == EFBIG ? " (the file size limit, ulimit -f)" : ""));
+      }
+      if (mapped == MappedWrite::Done) {
+        file.bytes += bytes;
+        return;
+      }
+      file.mappable = false;  // Unsupported: MPI-IO from now on
+    }
     std::unique_lock<std::mutex> lock(mpi_mutex_, std::defer_lock);
     if (serialize_) lock.lock();
     const char* from = static_cast<const char*>(data);
@@ -159,6 +203,7 @@ class MpiFiles : public FileWriter {
   // Collective: every byte of the open files reaches the storage, so that any rank may read it back.
   void sync(MPI_Comm comm, RankStatus& status) {
     for (auto& [index, file] : files_) {
+      attempt(status, [&] { sync_descriptor(*file); });
       if (file->handle == MPI_FILE_NULL) continue;
       const int code = MPI_File_sync(file->handle);
       attempt(status, [&] { check_file(code, "cannot write", file->spec.path); });
@@ -169,6 +214,9 @@ class MpiFiles : public FileWriter {
   // Collective: closes what is open.
   void close() {
     for (auto& [index, file] : files_) {
+      std::lock_guard<std::mutex> lock(file->fd_mutex);
+      if (file->fd >= 0) ::close(file->fd);  // synced by sync(), or the run failed
+      file->fd = -1;
       if (file->handle != MPI_FILE_NULL) MPI_CHECK(MPI_File_close(&file->handle));
       file->asides.clear();
     }
@@ -181,7 +229,41 @@ class MpiFiles : public FileWriter {
     MPI_File handle = MPI_FILE_NULL;  // none for a folder, nor once closed
     std::atomic<int64_t> bytes{0};
     std::vector<TempRegistration> asides;  // MPI-IO's own files beside it while it is open
+    std::atomic<bool> mappable{false};     // a local file system, and mapped_write not Unsupported there
+    std::mutex fd_mutex;                   // guards fd
+    int fd = -1;                           // this rank's own, opened by the first mapped write
   };
+  // The rank's descriptor of `file` for mapped writes, opened by the first: a mosaic's many small
+  // files never hold one.
+  static int descriptor(OpenFile& file) {
+    std::lock_guard<std::mutex> lock(file.fd_mutex);
+    if (file.fd < 0) {
+      file.fd = ::open(file.temp.c_str(), O_RDWR | O_CLOEXEC);
+      if (file.fd < 0) {
+        const int err = errno;
+        throw UserError("cannot open for writing " + file.spec.path + " (as " + file.temp + "): " + std::strerror(err));
+      }
+    }
+    return file.fd;
+  }
+  // Its mapped writes reach the storage (MPI_File_sync need not sync another descriptor's pages).
+  static void sync_descriptor(OpenFile& file) {
+    std::lock_guard<std::mutex> lock(file.fd_mutex);
+    if (file.fd >= 0 && ::fdatasync(file.fd) != 0 && errno != EINVAL) {
+      const int err = errno;
+      throw UserError("cannot write " + file.spec.path + ": " + std::strerror(err));
+    }
+  }
+  static void close_descriptor(OpenFile& file) {
+    sync_descriptor(file);
+    std::lock_guard<std::mutex> lock(file.fd_mutex);
+    if (file.fd >= 0 && ::close(file.fd) != 0) {
+      const int err = errno;
+      file.fd = -1;
+      throw UserError("cannot write " + file.spec.path + ": " + std::strerror(err));
+    }
+    file.fd = -1;
+  }
   OpenFile& find(size_t index) {
     std::lock_guard<std::mutex> lock(files_mutex_);
     auto found = files_.find(index);
@@ -191,6 +273,7 @@ class MpiFiles : public FileWriter {
 
   bool serialize_;  // MPI without MPI_THREAD_MULTIPLE: one MPI call at a time
   bool broken_ = false;
+  std::atomic<bool> mapped_writes_{false};
   std::mutex mpi_mutex_;
   mutable std::mutex files_mutex_;  // guards the map, not the files
   std::map<size_t, std::unique_ptr<OpenFile>> files_;
@@ -362,6 +445,9 @@ void OrderedOutputs::write_round(const Round& round) {
   open_job_files(mosaic_files, status);
   const bool skip = round.skip || status.failed || files_->broken();
   const int64_t count = skip ? 0 : round.slice.size();
+  files_->use_mapped_writes(write_way_.mapped_now());
+  const int64_t bytes_before = bytes_written();
+  const auto writing = Clock::now();
   for (size_t l = 0; l < layouts_.size(); ++l) {
     const OutputLayout& layout = layouts_[l];
     LayoutFiles out(*files_, first_file_[l]);
@@ -396,6 +482,7 @@ void OrderedOutputs::write_round(const Round& round) {
     });
     if (!placed) place(0);
   }
+  write_way_.ran(bytes_written() - bytes_before, seconds_since(writing));
   if (!files_->broken()) files_->close_files(finished, status);
   std::lock_guard<std::mutex> lock(mutex_);
   if (status.failed) writer_status_.fail(status.exit_code, status.message);

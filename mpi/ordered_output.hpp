@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "files/image_sink.hpp"
+#include "files/mapped_write.hpp"
 #include "files/output_files.hpp"
 #include "files/output_format.hpp"
 #include "mpi/agreement.hpp"
@@ -119,6 +120,7 @@ class OrderedOutputs {
   bool stopping_ = false;
   RankStatus writer_status_;
   double write_seconds_ = 0;
+  WriteWayTrial write_way_;  // pwrite/MPI-IO or mapped writes, by measuring the first rounds (writer thread)
   std::thread writer_;
 };
 

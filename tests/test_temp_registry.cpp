@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -166,6 +167,25 @@ TEST_CASE("stop signals: a crash cleans up, then ends as it would have") {
   CHECK(WIFSIGNALED(end.status));
   CHECK(WTERMSIG(end.status) == SIGABRT);
   CHECK(end.stderr_text == "facegen: fault: crashed (SIGABRT); temporary files removed\n");
+  CHECK(only_done_left(dir));
+}
+
+TEST_CASE("stop signals: a SIGBUS on a store into a mapped output (truncated from outside) cleans up") {
+  TempDir dir;
+  const ChildEnd end = run_in_child(dir, [&] {
+    install_stop_handlers(StopStyle::Message);
+    make_many_temporaries(dir);
+    auto* output = new AtomicFile(dir.file("r.npy"), AtomicFile::Unbuffered{});
+    const int fd = ::open(output->temp_path().c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0 || ::ftruncate(fd, 1 << 20) != 0) ::_exit(96);
+    auto* mapping = static_cast<volatile char*>(::mmap(nullptr, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    if (mapping == MAP_FAILED || ::ftruncate(fd, 0) != 0) ::_exit(95);
+    mapping[4096] = 1;  // past the end of the file now
+    ::_exit(94);
+  });
+  CHECK(WIFSIGNALED(end.status));
+  CHECK(WTERMSIG(end.status) == SIGBUS);
+  CHECK(end.stderr_text == "facegen: fault: crashed (SIGBUS); temporary files removed\n");
   CHECK(only_done_left(dir));
 }
 

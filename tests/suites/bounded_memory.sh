@@ -41,8 +41,8 @@ a=$(peak_kb $small) || { echo "run of $small images failed"; exit 1; }
 b=$(peak_kb $large) || { echo "run of $large images failed"; exit 1; }
 threads=$(nproc)
 # The README's bound, for these settings (no model: the synthetic backend holds none; no mosaic-png):
-# 64 MB + 2 x chunk x 49,152 B + 2 MB per writer thread.
-bound=$(( 64000 + 2 * chunk * 49152 / 1000 + 2000 * threads ))
+# 64 MB + 2 x chunk x 49,152 B + 6 MB per writer thread.
+bound=$(( 64000 + 2 * chunk * 49152 / 1000 + 6000 * threads ))
 echo "peak memory: $small images ${a} KB, $large images ${b} KB (chunk $chunk, 10x the images: $((large / chunk)) chunks); bound ${bound} KB"
 failed=0
 if [ "$b" -gt $((a + 8000)) ]; then
