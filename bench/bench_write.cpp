@@ -3,10 +3,11 @@
 // fixed-offset output (npy, bmp) can reach there.
 //
 //   build/facegen-bench-write DIR [--mib M] [--writers 1,4,16] [--ways pwrite,mmap,...] [--processes]
-//                                 [--best]
+//                                 [--block-kib K] [--best]
 //
 // M MiB in all per measurement (default 8192), cut into one contiguous range per writer, written in
-// blocks of 4 MiB from a buffer of pseudo-random bytes (each block stamped with its index). Ways:
+// blocks of K KiB (default 4096; the program's npy pieces are 384 KiB at a chunk of 1024 on 16
+// threads) from a buffer of pseudo-random bytes (each block stamped with its index). Ways:
 //   files      each writer pwrite()s its own file: the many-files ceiling;
 //   pwrite     every writer pwrite()s its range of one file (buffered writes to one inode);
 //   mmap       one file sized with fallocate, mapped MAP_SHARED, each writer memcpy()s into its range;
@@ -46,7 +47,7 @@
 
 namespace {
 
-constexpr int64_t kBlock = int64_t{4} << 20;
+int64_t kBlock = int64_t{4} << 20;  // --block-kib; set once before any writer starts
 constexpr int kSampledBlocks = 64;
 
 [[noreturn]] void die(const std::string& what, int err) {
@@ -264,7 +265,7 @@ int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
                  "usage: facegen-bench-write DIR [--mib M] [--writers 1,4,16] "
-                 "[--ways files,pwrite,window,mmap,mmap-madv,mmap-pop] [--processes] [--best]\n");
+                 "[--ways files,pwrite,window,mmap,mmap-madv,mmap-pop] [--processes] [--block-kib K] [--best]\n");
     return 2;
   }
   Plan plan;
@@ -279,14 +280,19 @@ int main(int argc, char** argv) {
     else if (flag == "--writers" && has_value) writers_list = argv[++i];
     else if (flag == "--ways" && has_value) ways_list = argv[++i];
     else if (flag == "--processes") plan.processes = true;
+    else if (flag == "--block-kib" && has_value) kBlock = std::atoll(argv[++i]) * 1024;
     else if (flag == "--best") best = true;
     else {
       std::fprintf(stderr, "bench_write: unknown or incomplete flag '%s'\n", flag.c_str());
       return 2;
     }
   }
-  if (mib < 4) {
-    std::fprintf(stderr, "bench_write: --mib expects at least 4\n");
+  if (kBlock < 4096 || kBlock % 4096 != 0) {
+    std::fprintf(stderr, "bench_write: --block-kib expects a positive multiple of 4\n");
+    return 2;
+  }
+  if (mib * (int64_t{1} << 20) < kBlock) {
+    std::fprintf(stderr, "bench_write: --mib expects at least one block\n");
     return 2;
   }
   plan.blocks = mib * (int64_t{1} << 20) / kBlock;
@@ -297,8 +303,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("%s: %lld MiB per measurement in 4 MiB blocks, writers as %s, flush inside the timing\n",
-              plan.dir.c_str(), static_cast<long long>(plan.blocks * 4), plan.processes ? "processes" : "threads");
+  std::printf("%s: %lld MiB per measurement in %lld KiB blocks, writers as %s, flush inside the timing\n",
+              plan.dir.c_str(), static_cast<long long>(plan.blocks * kBlock >> 20), static_cast<long long>(kBlock >> 10),
+              plan.processes ? "processes" : "threads");
   std::string best_one, best_files;
   double best_one_rate = 0, best_files_rate = 0;
   for (const std::string& way : split(ways_list)) {

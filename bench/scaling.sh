@@ -8,9 +8,9 @@
 #   1. the write ceilings of each target file system (build/facegen-bench-write, the same total size
 #      from 1, 4 and 16 writers, flush timed), after /dev/shm was pre-faulted (a file as large as the
 #      largest output written and deleted, so that tmpfs pages are not first touched by the jobs):
-#      into separate files (one per writer, as parallel dd), and into ONE file with the best of
-#      pwrite and the program's mapped writes (files/mapped_write.hpp), the most an output that is
-#      one file (npy, txt) can take;
+#      into separate files (one per writer, as parallel dd, 4 MiB blocks), and into ONE file with the
+#      best of pwrite and the program's mapped writes (files/mapped_write.hpp) in the program's npy
+#      pieces (384 KiB), the most an output that is one file (npy, txt) can take;
 #   2. the read ceiling of the latent text file (dd to /dev/null);
 #   3. the user's jobs as a user runs them (run_parallel.sh, wall time): 1 GPU, 2 GPUs and 2 ranks per
 #      GPU, for 65,536 latents from a text file -> txt,bmp and -> npy, --random 262,144 -> npy and
@@ -65,8 +65,11 @@ declare -A ceiling one_file  # MB/s: into separate files, and into ONE file, eac
 echo
 echo "write ceilings (build/facegen-bench-write: $dd_mb MiB in all, 1, 4 and 16 writers, flush timed):"
 for dir in "${targets[@]}"; do
-  "$bench_write" "$dir" --mib "$dd_mb" --writers 1,4,16 --ways files,pwrite,window --best > "$shm_dir/ceiling.out" 2>&1 ||
-    { cat "$shm_dir/ceiling.out"; exit 1; }
+  # Separate files in 4 MiB blocks (as dd); one file in the blocks the program writes npy in (384 KiB:
+  # a chunk of 1024 images on 16 writer threads).
+  { "$bench_write" "$dir" --mib "$dd_mb" --writers 1,4,16 --ways files --best &&
+    "$bench_write" "$dir" --mib "$dd_mb" --writers 1,4,16 --ways pwrite,window --block-kib 384 --best; } \
+    > "$shm_dir/ceiling.out" 2>&1 || { cat "$shm_dir/ceiling.out"; exit 1; }
   sed 's/^/  /' "$shm_dir/ceiling.out"
   ceiling[$dir]=$(grep -m1 '^best files:' "$shm_dir/ceiling.out" | grep -oE '[0-9]+ MB/s' | grep -oE '[0-9]+')
   one_file[$dir]=$(grep -m1 '^best one-file:' "$shm_dir/ceiling.out" | grep -oE '[0-9]+ MB/s' | grep -oE '[0-9]+')

@@ -10,7 +10,7 @@
 // Each file is created beside its final path as an unbuffered AtomicFile (a folder with mkdtemp as
 // PREFIX.tmp-XXXXXX), its header written and its size set up front, so a mosaic's black tiles read as
 // zeros. write_at() is pwrite on a descriptor opened on first use, or, while use_mapped_writes(true)
-// holds, for a write of 1 MiB or more (npy runs, text pieces) mapped_write(), which lets threads
+// holds, for a write of 256 KiB or more (npy runs, text pieces) mapped_write(), which lets threads
 // write one file at once (pwrite where the file system cannot reserve space or map files); a
 // fixed-size file is synced and closed as soon as its last image is in (images_written), so a mosaic
 // split into many files holds few descriptors. finish() syncs the rest (syncfs once for a folder); renames() then lists what

@@ -48,7 +48,7 @@ bool on_local_file_system(const std::string& path) {
 // The output files of the job that this rank has open (or had: a finished mosaic file is closed, its
 // entry kept for its byte count and temporary name). Files are opened together by every rank,
 // a few at a time, when a round first needs them (open_files); rank 0 creates each just before.
-// On a local file system a write of 1 MiB or more (npy runs, text pieces) may go through
+// On a local file system a write of 256 KiB or more (npy runs, text pieces) may go through
 // mapped_write() on a descriptor of the rank's own instead, so that ranks and their threads write one
 // file at once: the rank's first rounds measure both ways (WriteWayTrial).
 class MpiFiles : public FileWriter {

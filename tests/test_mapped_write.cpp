@@ -162,14 +162,14 @@ std::vector<float> random_images(std::mt19937_64& rng, int64_t n) {
 TEST_CASE("OutputFiles with mapped writes: npy runs from several threads give the header and the raw floats") {
   TempDir dir;
   std::mt19937_64 rng(std::random_device{}());
-  const int64_t n = 67 + static_cast<int64_t>(rng() % 40);  // 3.3-5.2 MB: runs of 1 MiB and more
+  const int64_t n = 67 + static_cast<int64_t>(rng() % 40);  // 3.3-5.2 MB: runs of 1 MiB and more, over kMappedWriteMinBytes
   CAPTURE(n);
   const std::vector<float> images = random_images(rng, n);
   const OutputLayout layout(OutputFormat::Npy, dir.file("r"), n, OutputOptions{});
   {
     OutputFiles files(FileList{layout.file_count(), [&](size_t file) { return layout.file(file); }});
     files.use_mapped_writes(true);
-    const int64_t cut[] = {0, 3, 3 + (n - 3) / 2, n};  // one run under 1 MiB (pwrite), two over (mapped)
+    const int64_t cut[] = {0, 3, 3 + (n - 3) / 2, n};  // one run under 256 KiB (pwrite), two over (mapped)
     std::vector<std::thread> pool;
     for (int t = 0; t < 3; ++t) {
       pool.emplace_back([&, t] {

@@ -142,7 +142,7 @@ for ranks in 2 3; do
 done
 
 # --- mapped writes (fixed by the test hook) give pwrite's bytes: one process and 2 ranks ------------
-# Runs of 64 images: npy pieces of 3 MB, text pieces of 1.5 MB, above mapped_write's 1 MiB.
+# Runs of 64 images: npy pieces of 3 MB, text pieces of 1.5 MB, above mapped_write's 256 KiB.
 name="mapped writes (FACEGEN_TEST_WRITE_WAY=mapped), one process and 2 ranks: txt and npy identical to pwrite's"
 drawn=(--device synthetic --formats txt,npy --seed 4 --quiet)
 if ! FACEGEN_TEST_WRITE_WAY=pwrite "$prog" --model "$model" --random 150 "${drawn[@]}" --output "$work/wref" \
