@@ -21,6 +21,7 @@
 // the crash of stop_signals.hpp, which removes the run's temporary files before the process dies.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace facegen {
@@ -41,30 +42,33 @@ enum class MappedWrite { Done, Unsupported, Failed };
 MappedWrite mapped_write(int fd, int64_t offset, const void* data, int64_t bytes, int* err);
 
 // The choice between pwrite and mapped writes for a writer that writes runs one after another, each
-// with all its threads (a sink's chunk, a rank's round): the first run of at least kTrialBytes goes
-// through pwrite, the second through mappings, and the way of the higher rate (bytes over the run's
-// seconds) writes every later run. Not thread-safe: called by the one thread that hands out runs.
+// with all its threads (a sink's chunk, a rank's round): its first four runs of at least kTrialBytes
+// go through pwrite, mappings, pwrite, mappings, and the way of the higher best rate (bytes over the
+// run's seconds) writes every later run. Two runs each, so that one run slowed by a busy machine or
+// by being first does not decide. Not thread-safe: called by the one thread that hands out runs.
 //
 // For tests only, FACEGEN_TEST_WRITE_WAY=mapped (or =pwrite) fixes the way from the first run on.
 class WriteWayTrial {
  public:
   static constexpr int64_t kTrialBytes = int64_t{8} << 20;  // shorter runs are timed too coarsely
+  static constexpr int kTrials = 4;
   WriteWayTrial();
   bool mapped_now() const {
     if (fixed_ != 0) return fixed_ > 0;
-    return trials_ == 1 || (trials_ == 2 && mapped_rate_ > pwrite_rate_);
+    return trials_ < kTrials ? trials_ % 2 == 1 : best_rate_[1] > best_rate_[0];
   }
   void ran(int64_t bytes, double seconds) {
-    if (fixed_ != 0 || trials_ >= 2 || bytes < kTrialBytes || seconds <= 0) return;
-    (trials_ == 0 ? pwrite_rate_ : mapped_rate_) = static_cast<double>(bytes) / seconds;
+    if (fixed_ != 0 || trials_ >= kTrials || bytes < kTrialBytes || seconds <= 0) return;
+    double& best = best_rate_[trials_ % 2];
+    best = std::max(best, static_cast<double>(bytes) / seconds);
     ++trials_;
   }
-  bool decided() const { return fixed_ != 0 || trials_ == 2; }
+  bool decided() const { return fixed_ != 0 || trials_ == kTrials; }
 
  private:
   int fixed_ = 0;  // the test hook: 1 mapped, -1 pwrite, 0 measure
   int trials_ = 0;
-  double pwrite_rate_ = 0, mapped_rate_ = 0;
+  double best_rate_[2] = {0, 0};  // pwrite, mapped
 };
 
 }  // namespace facegen

@@ -213,23 +213,30 @@ TEST_CASE("OutputFiles with mapped writes: text past ulimit -f fails with the fi
   CHECK(dir.entries() == 0);
 }
 
-TEST_CASE("WriteWayTrial: pwrite first, then mapped, then the faster; short runs are not trials") {
+TEST_CASE("WriteWayTrial: pwrite, mapped, pwrite, mapped, then the better best; short runs are not trials") {
+  const int64_t bytes = WriteWayTrial::kTrialBytes;
   WriteWayTrial slower_mapped;
   CHECK_FALSE(slower_mapped.mapped_now());
-  slower_mapped.ran(WriteWayTrial::kTrialBytes - 1, 0.001);  // too short to count
+  slower_mapped.ran(bytes - 1, 0.001);  // too short to count
   CHECK_FALSE(slower_mapped.mapped_now());
-  slower_mapped.ran(WriteWayTrial::kTrialBytes, 0.010);  // pwrite
+  slower_mapped.ran(bytes, 0.030);  // pwrite, slowed by being first
+  CHECK(slower_mapped.mapped_now());
+  slower_mapped.ran(bytes, 0.020);  // mapped
+  CHECK_FALSE(slower_mapped.mapped_now());
+  slower_mapped.ran(bytes, 0.010);  // pwrite: its best
   CHECK(slower_mapped.mapped_now());
   CHECK_FALSE(slower_mapped.decided());
-  slower_mapped.ran(WriteWayTrial::kTrialBytes, 0.020);  // mapped, half the rate
+  slower_mapped.ran(bytes, 0.025);  // mapped: best 0.020, slower than pwrite's 0.010
   CHECK(slower_mapped.decided());
   CHECK_FALSE(slower_mapped.mapped_now());
-  slower_mapped.ran(WriteWayTrial::kTrialBytes, 0.001);  // later runs change nothing
+  slower_mapped.ran(bytes, 0.001);  // later runs change nothing
   CHECK_FALSE(slower_mapped.mapped_now());
 
   WriteWayTrial faster_mapped;
-  faster_mapped.ran(3 * WriteWayTrial::kTrialBytes, 0.030);
-  faster_mapped.ran(WriteWayTrial::kTrialBytes, 0.005);
+  faster_mapped.ran(3 * bytes, 0.030);  // pwrite: one trial size per 10 ms
+  faster_mapped.ran(bytes, 0.050);      // mapped, slow once
+  faster_mapped.ran(bytes, 0.012);      // pwrite
+  faster_mapped.ran(bytes, 0.005);      // mapped: the best rate of all
   CHECK(faster_mapped.decided());
   CHECK(faster_mapped.mapped_now());
 }
@@ -249,10 +256,10 @@ TEST_CASE("WriteWayTrial: FACEGEN_TEST_WRITE_WAY fixes the way from the first ru
   }
 }
 
-TEST_CASE("npy and text sinks: the trial's runs (pwrite, then mapped) and the runs after keep every byte") {
+TEST_CASE("npy and text sinks: the trial's runs (pwrite, then mapped) and a short run after keep every byte") {
   TempDir dir;
   std::mt19937_64 rng(std::random_device{}());
-  // Runs of at least 8 MiB, each a trial: 171 images of npy, 91 of text; two trials, then the chosen way.
+  // Runs of at least 8 MiB, each a trial: 171 images of npy, 91 of text; pwrite, mapped, then a short run.
   const int64_t npy_run = 180, text_run = 95;
   const int64_t n = 2 * npy_run + 1 + static_cast<int64_t>(rng() % 50);
   const int64_t text_n = 2 * text_run + 1 + static_cast<int64_t>(rng() % 20);
