@@ -118,6 +118,12 @@ class MpiFiles : public FileWriter {
       ::close(fd);
       file->mappable = !folder && on_local_file_system(file->temp);
     }
+    int all_tried = 0;
+    MPI_CHECK(MPI_Allreduce(&usable, &all_tried, 1, MPI_INT, MPI_MIN, comm));
+    if (!all_tried) {
+      broken_ = true;  // the failed ranks say why at the next agreement
+      return;
+    }
     for (OpenFile* file : opened) {
       if (!usable || file->spec.kind == OutputFile::Kind::Folder) continue;
       // OpenMPI's "individual" shared-file-pointer component (rank_job.cpp says why it is the one)
