@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""model_files.py: model files end to end against PyTorch itself, on the CPU.
+"""model_files.py: model files end to end against PyTorch itself, on the CPU or the GPU.
 
-    /usr/bin/python3 tests/model_files.py [PROJECT_ROOT] [--seed S]
+    /usr/bin/python3 tests/model_files.py [PROJECT_ROOT] [--seed S] [--device cpu|cuda]
 
 For nc 1 and 3, ngf 32 and 64, nz 100 and 128: the PyTorch DCGAN tutorial's Generator (written out
 below), random weights and batch-norm statistics, saved with torch.save (one with DataParallel's
@@ -13,7 +13,9 @@ network.bin itself, and PyTorch's ConvTranspose2d(k=5, stride 2, padding 1) crop
 projection's per-output bias, loaded from that file, matches facegen within 1e-5. Under MPI (when
 mpirun is there), 2 ranks write byte-identical files to one process, for a grey model. Last, bad
 inputs: the exporter and facegen refuse each in one line with exit status 1. Exit 77 (skipped) only
-when torch cannot be imported.
+when torch cannot be imported. With --device cuda (the GPU machine) every facegen run is on the GPU,
+and each tutorial model is run in fp32, tf32 and bf16, within each precision's tolerance
+(PRECISION_TOLERANCE) of PyTorch's float32 forward pass.
 """
 
 import argparse
@@ -34,6 +36,9 @@ except ImportError as e:
 import numpy as np  # noqa: E402
 
 ATOL = 1e-5
+# The largest |facegen - PyTorch float32| allowed per GPU precision: tests/run_on_gpu.sh's limits.
+PRECISION_TOLERANCE = {"fp32": ATOL, "tf32": 7.5e-3, "bf16": 5e-2}
+DEVICE = ["--device", "cpu"]  # every facegen run's device flags; main() sets them from --device
 failures = []
 
 
@@ -146,11 +151,11 @@ def run(cmd, expect=0):
 def facegen_images(root, model, latents, tmp, name, extra=()):
     prefix = os.path.join(tmp, name)
     run([os.path.join(root, "build", "facegen"), "--model", model, "--input", latents, "--output", prefix,
-         "--formats", "npy", "--device", "cpu", "--quiet", *extra])
+         "--formats", "npy", *DEVICE, "--quiet", *extra])
     return np.load(prefix + ".npy", allow_pickle=False)
 
 
-def compare(name, got, gen, z):
+def compare(name, got, gen, z, atol=ATOL):
     """facegen's (N, 64, 64, nc) against the module's float32 forward pass (N, nc, 64, 64)."""
     with torch.no_grad():
         ref = gen.float()(torch.from_numpy(z)).permute(0, 2, 3, 1).numpy()
@@ -159,8 +164,8 @@ def compare(name, got, gen, z):
         return
     err = np.abs(got.astype(np.float64) - ref)
     spread, saturated = float(np.std(ref)), float(np.mean(np.abs(ref) > 0.99))
-    report(err.max() <= ATOL and 0.05 < spread and saturated < 0.01,
-           f"{name}: max |facegen - PyTorch| = {err.max():.2e} (<= {ATOL:g}), image std {spread:.3f}, "
+    report(err.max() <= atol and 0.05 < spread and saturated < 0.01,
+           f"{name}: max |facegen - PyTorch| = {err.max():.2e} (<= {atol:g}), image std {spread:.3f}, "
            f"{100 * saturated:.2f}% beyond 0.99")
 
 
@@ -187,7 +192,12 @@ def tutorial_models(root, tmp, rng, exporter):
                 z = rng.standard_normal((5, nz)).astype(np.float32)
                 latents = os.path.join(tmp, name + "-z.npy")
                 np.save(latents, z)
-                compare(name, facegen_images(root, st, latents, tmp, name), gen, z)
+                if "cuda" not in DEVICE:
+                    compare(name, facegen_images(root, st, latents, tmp, name), gen, z)
+                    continue
+                for precision, atol in PRECISION_TOLERANCE.items():
+                    got = facegen_images(root, st, latents, tmp, f"{name}-{precision}", ("--precision", precision))
+                    compare(f"{name} {precision}", got, gen, z, atol)
 
 
 def shpc_model(root, tmp, rng, exporter):
@@ -201,7 +211,7 @@ def shpc_model(root, tmp, rng, exporter):
     for label, path in (("bin", model), ("st", st)):
         prefix = os.path.join(tmp, f"shpc-{label}")
         run([os.path.join(root, "build", "facegen"), "--model", path, "--input", latents, "--output", prefix,
-             "--formats", "txt,bmp,npy", "--device", "cpu", "--quiet"])
+             "--formats", "txt,bmp,npy", *DEVICE, "--quiet"])
         outputs[label] = [open(prefix + ext, "rb").read() for ext in (".txt", ".bmp", ".npy")]
     report(outputs["bin"] == outputs["st"], "shpc: network.bin and its safetensors export give byte-identical txt, bmp, npy")
     meta, tensors = read_safetensors(st)
@@ -229,7 +239,7 @@ def mpi_grey(root, tmp, rng, exporter):
         prefix = os.path.join(tmp, f"grey-{label}")
         proc = subprocess.run(launcher + [os.path.join(root, "build", "facegen"), "--model", st, "--input", latents,
                                           "--output", prefix, "--formats", "txt,bmp,npy,png,mosaic-png",
-                                          "--device", "cpu", "--quiet"],
+                                          *DEVICE, "--quiet"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         if proc.returncode != 0:
             report(False, f"MPI grey ({label}): exit {proc.returncode}: {proc.stderr.strip()}")
@@ -295,9 +305,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("root", nargs="?", default=".")
     parser.add_argument("--seed", type=int, default=int.from_bytes(os.urandom(4), "little"))
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
     root = os.path.abspath(args.root)
-    print(f"model files against PyTorch {torch.__version__}, seed {args.seed}")
+    DEVICE[:] = ["--device", args.device]
+    print(f"model files against PyTorch {torch.__version__}, seed {args.seed}, facegen --device {args.device}")
     rng = np.random.default_rng(args.seed)
     torch.manual_seed(args.seed)
     exporter = [sys.executable, os.path.join(root, "tools", "export_model.py")]
