@@ -175,7 +175,7 @@ FUZZ_LIB_SRC := files/latents.cpp files/latent_index.cpp files/text_latents.cpp 
                 files/temp_registry.cpp files/stop_signals.cpp common/text_format.cpp
 FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))
 
-MODEL  ?= models/facegen-faces.bin
+MODEL  ?= models/facegen-faces.safetensors
 INPUT  ?=
 COUNT  ?= 64
 SEED   ?= 1
@@ -277,7 +277,7 @@ install: $(PROGRAM)
 	install -d $(DESTDIR)$(PREFIX)/bin $(INSTALL_SHARE)/models $(INSTALL_SHARE)/slurm
 	install -m 755 $(PROGRAM) $(DESTDIR)$(PREFIX)/bin/facegen
 	install -m 755 run_parallel.sh $(DESTDIR)$(PREFIX)/bin/facegen-run-parallel
-	install -m 644 models/facegen-faces.bin models/facegen-fashion.bin $(INSTALL_SHARE)/models/
+	install -m 644 models/facegen-faces.safetensors models/facegen-fashion.bin $(INSTALL_SHARE)/models/
 	for f in slurm/*.sbatch; do \
 	  sed 's|\./run_parallel\.sh|$(PREFIX)/bin/facegen-run-parallel|g' "$$f" > $(INSTALL_SHARE)/slurm/$$(basename "$$f") && \
 	  chmod 644 $(INSTALL_SHARE)/slurm/$$(basename "$$f") || exit 1; \

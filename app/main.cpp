@@ -49,7 +49,7 @@ using facegen::kExitFault;
 // (build/facegen), <dir>/../share/facegen/models/ where make install put it (PREFIX/bin/facegen).
 // Returned without "..": the summary names the file, not the way to it.
 std::string default_model_path() {
-  const std::string shipped = "models/facegen-faces.bin";
+  const std::string shipped = "models/facegen-faces.safetensors";
   char exe[4096];
   const ssize_t length = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (length <= 0) return shipped;

@@ -157,8 +157,8 @@ else
   fail "--interpolate" "no 3 x 3 grid"
 fi
 if "$prog" --device cpu --random 1 --output "$work/good/default" --formats npy > "$work/stdout" 2>&1 &&
-   grep -q "^model .*models/facegen-faces.bin" "$work/stdout"; then
-  pass "without --model: the shipped models/facegen-faces.bin, found beside the program"
+   grep -q "^model .*models/facegen-faces.safetensors" "$work/stdout"; then
+  pass "without --model: the shipped models/facegen-faces.safetensors, found beside the program"
 else
   fail "default model" "$(head -c 300 "$work/stdout")"
 fi

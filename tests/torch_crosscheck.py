@@ -3,10 +3,12 @@
 
     /usr/bin/python3 tests/torch_crosscheck.py [PROJECT_ROOT] [--seed S] [--device cpu|cuda] [--images N]
 
-The reference is train/facegen_torch.py's module run in float64, a second implementation that shares
-no code with the C++ engines. Checks, one line each:
+The reference is train/facegen_torch.py's module (network.bin) or train/tutorial_torch.py's, the PyTorch
+DCGAN tutorial's generator (a safetensors file of that architecture, read by tests/model_files.py's
+reader), run in float64: second implementations that share no code with the C++ engines. Checks, one
+line each:
   random:  a network from build/make-random-network --seed S, max |error| <= 1e-5
-  trained: the shipped models/facegen-*.bin, max |error| <= 1e-4
+  trained: the shipped models/facegen-*.bin and models/facegen-*.safetensors, max |error| <= 1e-4
 Each runs build/facegen --model F --input LAT.txt --output PREFIX --formats npy --device DEVICE on fresh
 random latents (an odd count; the seed is printed so a failure reproduces) and reads PREFIX.npy,
 (N, 64, 64, 3) float32. Exits non-zero on any failure; exits 0 with "SKIPPED: <why>" only when torch
@@ -44,6 +46,21 @@ def run(cmd):
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout.strip()}")
 
 
+def reference_generator(model):
+    """The PyTorch module of a model file: network.bin, or a safetensors file of the tutorial's generator."""
+    import facegen_torch as ft
+    if not model.endswith(".safetensors"):
+        return ft.load_network(model)
+    import tutorial_torch as tt
+    from model_files import read_safetensors  # the one reader of the format in Python
+    meta, tensors = read_safetensors(model)
+    if meta.get("architecture") != "dcgan":
+        raise RuntimeError(f"{model}: architecture {meta.get('architecture')!r}, expected 'dcgan'")
+    gen = tt.TutorialGenerator(nz=int(meta["nz"]), ngf=int(meta["ngf"]), nc=int(meta["nc"]))
+    gen.load_state_dict(tensors, strict=True)
+    return gen.eval()
+
+
 def check(name, root, model, label, n, seed, atol, tmp, device="cpu"):
     """Runs facegen on n latents and compares with the float64 module; returns True if within atol."""
     import facegen_torch as ft
@@ -56,7 +73,7 @@ def check(name, root, model, label, n, seed, atol, tmp, device="cpu"):
     if got.dtype != np.float32 or got.shape != (n, 64, 64, 3):
         print(f"FAIL {name}: {prefix}.npy is {got.dtype} {got.shape}, expected float32 ({n}, 64, 64, 3)")
         return False
-    gen = ft.load_network(model).double()
+    gen = reference_generator(model).double()
     with torch.no_grad():
         want = gen(torch.from_numpy(z.astype(np.float64))).permute(0, 2, 3, 1).numpy()
     err = np.abs(got.astype(np.float64) - want)
@@ -89,7 +106,8 @@ def main():
     if missing:
         print(f"FAIL: {', '.join('build/' + b for b in missing)} not found under {root}: run make first")
         return 1
-    shipped = sorted(glob.glob(os.path.join(root, "models", "facegen-*.bin")))
+    shipped = sorted(glob.glob(os.path.join(root, "models", "facegen-*.bin")) +
+                     glob.glob(os.path.join(root, "models", "facegen-*.safetensors")))
     ok = True
     with tempfile.TemporaryDirectory(prefix="torch-crosscheck-") as tmp:
         model = os.path.join(tmp, "random.bin")
@@ -101,7 +119,7 @@ def main():
             print(f"FAIL random: {e}")
             ok = False
         if not shipped:
-            print(f"FAIL trained: no models/facegen-*.bin under {root}")
+            print(f"FAIL trained: no models/facegen-*.bin or facegen-*.safetensors under {root}")
             ok = False
         for model in shipped:
             try:

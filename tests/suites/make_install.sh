@@ -66,7 +66,7 @@ if ! mk install PREFIX="$prefix" DESTDIR="$stage" > "$work/out" 2>&1; then
 else
   root=$stage$prefix
   missing=
-  for f in bin/facegen bin/facegen-run-parallel share/facegen/models/facegen-faces.bin \
+  for f in bin/facegen bin/facegen-run-parallel share/facegen/models/facegen-faces.safetensors \
            share/facegen/models/facegen-fashion.bin \
            share/facegen/slurm/facegen-one-node.sbatch; do
     [ -e "$root/$f" ] || missing="$missing $f"
@@ -81,8 +81,8 @@ else
   fi
   # The installed program is run from elsewhere, with no --model: it must find share/facegen/models/.
   if (cd "$work" && "$root/bin/facegen" --random 3 --seed 5 --device cpu --output "$work/installed") \
-       > "$work/out" 2>&1 && grep -q "^model .*$root/share/facegen/models/facegen-faces.bin" "$work/out"; then
-    "$prog" --model models/facegen-faces.bin --random 3 --seed 5 --device cpu --quiet --output "$work/tree"
+       > "$work/out" 2>&1 && grep -q "^model .*$root/share/facegen/models/facegen-faces.safetensors" "$work/out"; then
+    "$prog" --model models/facegen-faces.safetensors --random 3 --seed 5 --device cpu --quiet --output "$work/tree"
     cmp -s "$work/installed.txt" "$work/tree.txt" && cmp -s "$work/installed.bmp" "$work/tree.bmp" &&
       pass "installed facegen finds its model, same files as the build tree's" ||
       fail "installed facegen" "its files differ from the build tree's"

@@ -16,7 +16,7 @@ repo=$(pwd)
 build=${1:-build}
 case $build in /*) ;; *) build=$repo/$build ;; esac
 skip() { echo "slurm_local: skipped: $*"; exit 77; }
-[ -x "$build/facegen" ] && [ -f models/facegen-faces.bin ] || { echo "slurm_local: $build/facegen or models/facegen-faces.bin is missing (run make)"; exit 1; }
+[ -x "$build/facegen" ] && [ -f models/facegen-faces.safetensors ] || { echo "slurm_local: $build/facegen or models/facegen-faces.safetensors is missing (run make)"; exit 1; }
 [ "$(id -u)" = 0 ] || skip "starting slurmd and munged needs root (this runs as $(id -un))"
 for tool in slurmctld slurmd sbatch sinfo scontrol munged munge unmunge mpirun; do
   command -v "$tool" > /dev/null || skip "$tool is not installed (make test-deps installs slurm-wlm, munge and openmpi-bin)"

@@ -26,7 +26,7 @@ build=${1:-build}
 case $build in /*) ;; *) build=$repo/$build ;; esac
 skip() { echo "virtual_cluster: skipped: $*"; exit 77; }
 [ -x "$build/facegen" ] && [ -x "$build/make-latents" ] || { echo "virtual_cluster: $build/facegen is missing (run make)"; exit 1; }
-[ -f models/facegen-faces.bin ] || { echo "virtual_cluster: models/facegen-faces.bin is missing"; exit 1; }
+[ -f models/facegen-faces.safetensors ] || { echo "virtual_cluster: models/facegen-faces.safetensors is missing"; exit 1; }
 [ "$(id -u)" = 0 ] || skip "making network namespaces and starting sshd needs root (this runs as $(id -un))"
 for tool in unshare nsenter ip mpirun ssh ssh-keygen /usr/sbin/sshd make; do
   command -v "$tool" > /dev/null || skip "$tool is not installed (make test-deps installs openssh-server, openssh-client, iproute2, util-linux)"
