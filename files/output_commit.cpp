@@ -2,8 +2,6 @@
 #include "files/output_commit.hpp"
 
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +14,7 @@
 #include <set>
 
 #include "common/errors.hpp"
+#include "files/temp_registry.hpp"
 
 namespace facegen {
 namespace {
@@ -31,21 +30,6 @@ std::string base_name(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
-
-// Holds SIGINT, SIGTERM and SIGHUP on this thread while it lives.
-class StopSignalsHeld {
- public:
-  StopSignalsHeld() {
-    sigset_t stop;
-    sigemptyset(&stop);
-    for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, s);
-    pthread_sigmask(SIG_BLOCK, &stop, &previous_);
-  }
-  ~StopSignalsHeld() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
-
- private:
-  sigset_t previous_;
-};
 
 // A hard link to `path` under a new hidden name beside it: ".NAME.old-XXXXXX". Returns errno or 0.
 int link_backup(const std::string& path, std::string* backup) {
@@ -79,7 +63,7 @@ void warn(const std::string& what, int err) {
 }  // namespace
 
 void commit_all_or_nothing(const std::vector<PendingRename>& renames) {
-  StopSignalsHeld held;
+  CommitInProgress committing;  // a stop from outside waits for the whole commit
   const size_t n = renames.size();
   std::vector<bool> existed(n, false);
   std::vector<std::string> backups(n);  // files only; an old folder is exchanged instead

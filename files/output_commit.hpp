@@ -10,8 +10,9 @@
 //      its backup, the old folder by exchanging again; each new one goes back to its temporary name)
 //      and throws: the old set is as it was;
 //   3. removes the backups (an old folder, now at its temporary name) and syncs the directories.
-// SIGINT, SIGTERM and SIGHUP are held on the calling thread for the few system calls of steps 1-3,
-// so that a stop from outside finds either the old set or the new one.
+// Steps 1-3 run inside a CommitInProgress (temp_registry.hpp): a signal that ends the run waits for
+// them, in whichever thread it lands, so that a stop from outside finds either the whole old set or
+// the whole new one, and no backup or temporary left by the commit.
 //
 // For fault tests only, FACEGEN_TEST_FAIL_RENAME=K makes the K-th rename of step 2 (counted from 1)
 // fail with EIO.

@@ -51,6 +51,7 @@ std::atomic<int> g_live{0};
 
 std::atomic<bool> g_stopping{false};  // a handler is removing everything: no creation may start
 std::atomic<int> g_creating{0};       // TempCreations under way
+std::atomic<long> g_committer{0};     // the thread id of a CommitInProgress, 0 when none
 
 int size_class_for(size_t bytes) {
   int size_class = kSmallestClass;
@@ -237,6 +238,21 @@ TempCreation::~TempCreation() {
   ::pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
 }
 
+CommitInProgress::CommitInProgress() {
+  ::pthread_sigmask(SIG_BLOCK, &stop_signal_set(), &saved_mask_);
+  g_committer.store(::syscall(SYS_gettid));
+  if (g_stopping.load()) {
+    // A handler is removing the list and will end the process: replace nothing.
+    g_committer.store(0);
+    for (;;) ::pause();
+  }
+}
+
+CommitInProgress::~CommitInProgress() {
+  g_committer.store(0);
+  ::pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
+}
+
 TempRegistration register_temp_path(const std::string& path, TempKind kind) {
   TempCreation creating;
   TempRegistration registration;
@@ -283,6 +299,13 @@ bool create_registered_temp_folder(std::string& pattern, TempRegistration* regis
 
 int remove_registered_temps(const char** first_failure) noexcept {
   g_stopping.store(true);
+  // A commit under way in another thread ends first, however long it takes: stopped midway, it would
+  // leave part of the new set in place and its backups behind. (In this thread: a crash inside it.)
+  const long self = ::syscall(SYS_gettid);
+  for (long committer = g_committer.load(); committer != 0 && committer != self; committer = g_committer.load()) {
+    const struct timespec one_ms = {0, 1000000};
+    ::nanosleep(&one_ms, nullptr);
+  }
   // Creations under way finish (at most a few system calls); a thread stuck for 2 s is given up on.
   for (int waited_ms = 0; g_creating.load() != 0 && waited_ms < 2000; ++waited_ms) {
     const struct timespec one_ms = {0, 1000000};

@@ -67,6 +67,23 @@ class TempCreation {
   sigset_t saved_mask_;
 };
 
+// While one lives, the listed paths are being renamed into place (an all-or-nothing commit): this
+// thread holds the signals that end a run, and a handler in another thread waits for it to end, with
+// no time limit (a commit of thousands of files may take seconds; it is a bounded list of renames),
+// so that a stop from outside finds the whole old set or the whole new one and no backup or
+// temporary name made during the commit. A commit that starts after a handler did parks the thread.
+// Does not nest; a crash inside the commit itself is not waited for.
+class CommitInProgress {
+ public:
+  CommitInProgress();
+  ~CommitInProgress();
+  CommitInProgress(const CommitInProgress&) = delete;
+  CommitInProgress& operator=(const CommitInProgress&) = delete;
+
+ private:
+  sigset_t saved_mask_;
+};
+
 // mkostemp(pattern, O_CLOEXEC) + listing, inside one TempCreation. pattern ends in XXXXXX and names
 // the file on return (with FACEGEN_TEMP_TAG set, "-TAG" goes before the XXXXXX: a parallel job's
 // launcher knows its ranks' temporaries by it). Returns the descriptor, or -1 with errno set (nothing created, nothing listed).
@@ -81,8 +98,9 @@ bool create_registered_temp_folder(std::string& pattern, TempRegistration* regis
 // std::bad_alloc; the caller removes what it created if it does.
 TempRegistration register_temp_path(const std::string& path, TempKind kind);
 
-// For a signal handler (async-signal-safe, no allocation, no lock): stops new creations, waits (up to
-// about 2 s) for creations under way, then removes every listed path. Returns the number of paths
+// For a signal handler (async-signal-safe, no allocation, no lock): stops new creations and commits,
+// waits for a commit under way in another thread and (up to about 2 s) for creations under way, then
+// removes every listed path. Returns the number of paths
 // that could not be removed (0: nothing listed is left; a path already gone counts as removed) and
 // the first of them in first_failure (a pointer into the list, valid until the process ends).
 int remove_registered_temps(const char** first_failure) noexcept;

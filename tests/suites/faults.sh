@@ -15,6 +15,7 @@
 #   descriptors 0, 2, all closed; stdout closed or full (exit 1); two runs on one prefix, one failing
 #   commit fails midway        a rename of the output set fails (injected), or an old output is
 #                              immutable (chattr +i): every old output byte-identical, nothing left
+#   stopped during the commit  SIGTERM, SIGQUIT while 2,001 files are renamed (concurrently): one whole set, nothing left
 #
 # Each case waits for its moment by an event (a temporary file appears, the signal's handler is
 # installed: /proc/PID/status SigCgt), not by a guessed sleep; the cases that are independent of one
@@ -415,6 +416,33 @@ if chattr +i "$work/set/r.npy" 2> /dev/null; then
 else
   skip "an immutable old output: chattr +i does not work here (needs root and ext4 or a recent tmpfs)"
 fi
+
+# A stop from outside while the commit renames 2,000 mosaic files (and links their backups): it waits
+# for the commit, in whichever thread it lands; the old set or the new set whole, no backup or
+# temporary left. The signal goes when the first backup appears (a builtin loop: no fork between polls).
+signal_during_commit() {  # signal_during_commit SIGNAL
+  local signal=$1 pid got sizes left
+  local many=("$prog" "${synth[@]}" --random 8000 --mosaic-tiles 2 --formats txt,bmp --output "$work/out/r" -q)
+  "${many[@]}" > /dev/null 2> "$work/stderr" || { fail "SIG$signal during the commit" "the first run failed"; return; }
+  env --default-signal=INT,QUIT "${many[@]}" --grid-padding 2 > /dev/null 2> "$work/stderr" &
+  pid=$!
+  while kill -0 $pid 2> /dev/null && ! compgen -G "$work/out/.r-*.old-*" > /dev/null; do :; done
+  kill -$signal $pid 2> /dev/null
+  wait $pid
+  got=$?
+  sizes=$(stat -c %s "$work"/out/r-*.bmp | sort | uniq -c | awk '{ print $1 " of " $2 " bytes" }' | tr '\n' ' ')
+  left=$(ls -A "$work/out" | grep -vE '^r(-[0-9]{4}\.bmp|\.txt)$' | head -n 3 | tr '\n' ' ')
+  if [ $got != $((128 + $(kill -l $signal))) ] || ! grep -qxE "facegen: (interrupted|terminated) \(SIG$signal\); temporary files removed" "$work/stderr"; then
+    fail "SIG$signal during the commit" "status $got: $(head -c 300 "$work/stderr")"
+  elif [ "$(echo "$sizes" | wc -w)" != 4 ] || ! echo "$sizes" | grep -q '^2000 of'; then
+    fail "SIG$signal during the commit" "the mosaic files are a mix of two sets: $sizes"
+  elif [ -n "$left" ]; then
+    fail "SIG$signal during the commit" "entries left: $left"
+  else
+    pass "SIG$signal during the commit of 2,001 files: one whole set ($sizes), nothing left"
+  fi
+}
+concurrently signal_during_commit TERM QUIT
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
