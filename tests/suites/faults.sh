@@ -426,6 +426,8 @@ signal_during_commit() {  # signal_during_commit SIGNAL
   "${many[@]}" > /dev/null 2> "$work/stderr" || { fail "SIG$signal during the commit" "the first run failed"; return; }
   env --default-signal=INT,QUIT "${many[@]}" --grid-padding 2 > /dev/null 2> "$work/stderr" &
   pid=$!
+  # Sleeps until the last mosaic file is begun, then polls without a pause.
+  while kill -0 $pid 2> /dev/null && ! compgen -G "$work/out/r-2000.bmp.tmp-*" > /dev/null; do sleep 0.05; done
   while kill -0 $pid 2> /dev/null && ! compgen -G "$work/out/.r-*.old-*" > /dev/null; do :; done
   kill -$signal $pid 2> /dev/null
   wait $pid
