@@ -66,21 +66,12 @@ class RandomLatents : public LatentSource {
   int latent_dim_;  // nz
 };
 
-class InterpolationLatents : public LatentSource {
+class InterpolationLatents : public RangeLatentSource {
  public:
   InterpolationLatents(int64_t side, uint64_t seed, int latent_dim) : side_(side), seed_(seed), latent_dim_(latent_dim) {}
   int64_t count() const override { return side_ * side_; }
-  int64_t read(float* dst, int64_t max_images) override {
-    const int64_t n = std::min(max_images, count() - next_);
-    read_range(next_, n, dst);
-    next_ += n;
-    return n;
-  }
-  bool random_access() const override { return true; }
   void read_range(int64_t first, int64_t count, float* dst) override {
-    if (first < 0 || count < 0 || first + count > this->count()) {
-      throw std::invalid_argument("read_range: images out of range");
-    }
+    check_range(first, count);
     for (int64_t i = 0; i < count; ++i) {
       const int64_t row = (first + i) / side_, step = (first + i) % side_;
       const double t = side_ > 1 ? static_cast<double>(step) / static_cast<double>(side_ - 1) : 0.0;
@@ -118,7 +109,6 @@ class InterpolationLatents : public LatentSource {
   int64_t side_;
   uint64_t seed_;
   int latent_dim_;  // nz
-  int64_t next_ = 0;
 };
 
 }  // namespace
@@ -135,6 +125,20 @@ void LatentSource::read_range(int64_t, int64_t, float*) {
 }
 
 int LatentSource::threads() const { return resolve_threads(threads_); }
+
+int64_t RangeLatentSource::read(float* dst, int64_t max_images) {
+  const int64_t images = std::min(max_images, count() - next_);
+  read_range(next_, images, dst);
+  next_ += images;
+  return images;
+}
+
+void RangeLatentSource::check_range(int64_t first, int64_t images) const {
+  if (first < 0 || images < 0 || first + images > count()) {
+    throw std::invalid_argument("read_range: images [" + std::to_string(first) + ", " +
+                                std::to_string(first + images) + ") of " + std::to_string(count()));
+  }
+}
 
 std::unique_ptr<LatentSource> open_latent_file(const std::string& path, int latent_dim) {
   // Only a regular file is looked into: the bytes of a pipe would be gone for the reader.

@@ -49,6 +49,22 @@ class LatentSource {
   int threads_ = 0;
 };
 
+// A source that reads any range of images: read() walks read_range from image 0, and read_range
+// checks its range with check_range (the .npy and text files, the interpolations).
+class RangeLatentSource : public LatentSource {
+ public:
+  int64_t read(float* dst, int64_t max_images) final;
+  bool random_access() const final { return true; }
+
+ protected:
+  // Throws std::invalid_argument (a bug, not a user's mistake) unless [first, first + images) lies
+  // within [0, count()).
+  void check_range(int64_t first, int64_t images) const;
+
+ private:
+  int64_t next_ = 0;  // read()'s position
+};
+
 // A latent file, told apart by its content: a NumPy .npy file (it starts with "\x93NUMPY", see
 // npy_latents.hpp), else text: N, then N*nz numbers (latents.hpp). A regular file is read with random
 // access; a pipe or other stream only in order, as text. A file named *.npy must be a .npy file.

@@ -41,7 +41,7 @@ std::string value_of(const std::string& header, const std::string& key) {
   return header.substr(i);
 }
 
-class NpyLatents : public LatentSource {
+class NpyLatents : public RangeLatentSource {
  public:
   NpyLatents(const std::string& path, int latent_dim) : path_(path), file_(path), latent_dim_(latent_dim) {
     read_header();
@@ -51,22 +51,11 @@ class NpyLatents : public LatentSource {
 
   int64_t count() const override { return count_; }
   std::string describe() const override { return path_ + " (.npy, " + (item_bytes_ == 4 ? "float32" : "float64") + ")"; }
-  bool random_access() const override { return true; }
   int64_t file_bytes() const override { return file_size_; }
   void finish() override {}
 
-  int64_t read(float* dst, int64_t max_images) override {
-    const int64_t images = std::min(max_images, count_ - next_);
-    read_range(next_, images, dst);
-    next_ += images;
-    return images;
-  }
-
   void read_range(int64_t first, int64_t images, float* dst) override {
-    if (first < 0 || images < 0 || first + images > count_) {
-      throw std::invalid_argument("read_range: images [" + std::to_string(first) + ", " +
-                                  std::to_string(first + images) + ") of " + std::to_string(count_));
-    }
+    check_range(first, images);
     const int64_t row = latent_dim_ * item_bytes_;
     if (item_bytes_ == 4) {
       read_bytes(data_offset_ + first * row, images * row, reinterpret_cast<char*>(dst));
@@ -185,7 +174,6 @@ class NpyLatents : public LatentSource {
   int64_t data_offset_ = 0;
   int64_t item_bytes_ = 4;
   int64_t count_ = 0;
-  int64_t next_ = 0;
 };
 
 }  // namespace

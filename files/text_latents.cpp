@@ -31,13 +31,12 @@ class StreamedTextLatents : public LatentSource {
 };
 
 // A regular file: N from the header, then any range of images through the token map.
-class IndexedTextLatents : public LatentSource {
+class IndexedTextLatents : public RangeLatentSource {
  public:
   IndexedTextLatents(const std::string& path, int64_t file_size, int latent_dim)
       : path_(path), file_size_(file_size), latent_dim_(latent_dim), count_(LatentReader(path, latent_dim).count()) {}
   int64_t count() const override { return count_; }
   std::string describe() const override { return path_; }
-  bool random_access() const override { return true; }
   int64_t file_bytes() const override { return file_size_; }
 
   std::vector<int64_t> map_part(int part, int parts) override {
@@ -47,18 +46,8 @@ class IndexedTextLatents : public LatentSource {
     index_ = std::make_unique<LatentIndex>(path_, file_size_, std::move(sum));
   }
 
-  int64_t read(float* dst, int64_t max_images) override {
-    const int64_t images = std::min(max_images, count_ - next_);
-    read_range(next_, images, dst);
-    next_ += images;
-    return images;
-  }
-
   void read_range(int64_t first, int64_t images, float* dst) override {
-    if (first < 0 || images < 0 || first + images > count_) {
-      throw std::invalid_argument("read_range: images [" + std::to_string(first) + ", " +
-                                  std::to_string(first + images) + ") of " + std::to_string(count_));
-    }
+    check_range(first, images);
     if (images == 0) return;
     map_if_needed();
     // Pieces in file order; each stops at its own first error, and the first piece's error wins.
@@ -98,7 +87,6 @@ class IndexedTextLatents : public LatentSource {
   int64_t file_size_;
   int latent_dim_;  // nz
   int64_t count_;
-  int64_t next_ = 0;
   std::unique_ptr<LatentIndex> index_;
 };
 
