@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include <cxxopts.hpp>
 
 #include "files/latent_source.hpp"
+#include "tools/tool_options.hpp"
 
 namespace {
 
@@ -35,14 +37,9 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   std::string output;
   try {
-    const cxxopts::ParseResult args = options.parse(argc, argv);
-    if (args.count("help")) {
-      std::printf("%s", options.help().c_str());
-      return 0;
-    }
-    if (!args.unmatched().empty()) {
-      throw cxxopts::exceptions::exception("unexpected argument '" + args.unmatched().front() + "'");
-    }
+    const std::optional<cxxopts::ParseResult> parsed = facegen::parse_tool_options(options, argc, argv);
+    if (!parsed) return 0;
+    const cxxopts::ParseResult& args = *parsed;
     if (!args.count("count") || !args.count("output")) {
       throw cxxopts::exceptions::exception("--count N and --output PATH are required");
     }

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include <cxxopts.hpp>
 
 #include "common/errors.hpp"
 #include "generator/network.hpp"
+#include "tools/tool_options.hpp"
 
 int main(int argc, char** argv) {
   cxxopts::Options options("make-random-network",
@@ -27,14 +29,9 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   std::string output;
   try {
-    const cxxopts::ParseResult args = options.parse(argc, argv);
-    if (args.count("help")) {
-      std::printf("%s", options.help().c_str());
-      return 0;
-    }
-    if (!args.unmatched().empty()) {
-      throw cxxopts::exceptions::exception("unexpected argument '" + args.unmatched().front() + "'");
-    }
+    const std::optional<cxxopts::ParseResult> parsed = facegen::parse_tool_options(options, argc, argv);
+    if (!parsed) return 0;
+    const cxxopts::ParseResult& args = *parsed;
     if (!args.count("output")) throw cxxopts::exceptions::exception("--output PATH is required");
     seed = args["seed"].as<uint64_t>();
     output = args["output"].as<std::string>();
