@@ -60,7 +60,7 @@ huge=1000000000000
 limit_kb=1500000
 printf '%s 0.5 -0.25' $huge > "$work/huge.txt"
 mpi=0
-model=$build/random-network.bin  # MPI ranks load a model even for --device synthetic
+model=$build/random-network.bin
 if command -v mpirun > /dev/null && ldd "$prog" | grep -q libmpi && [ -f "$model" ]; then
   mpi=1
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # CI runs as root

@@ -159,6 +159,18 @@ elif same_files "$name" "$work/wone" "$work/wref" txt npy && same_files "$name" 
   pass "$name"
 fi
 
+# --- --device synthetic needs no model file, over MPI as in one process ------------------------------
+name="2 ranks, --device synthetic without --model: no model read, txt and npy identical to one process"
+drawn=(--device synthetic --formats txt,npy --seed 6 --quiet)
+if ! "$prog" --random 9 "${drawn[@]}" --output "$work/sref" 2> "$work/stderr"; then
+  fail "$name" "one process: $(head -c 300 "$work/stderr")"
+elif ! timeout 60 ./run_parallel.sh --program "$prog" --random 9 --output "$work/stwo" --ranks-per-node 2 -- "${drawn[@]}" \
+     --all-ranks > "$work/stdout" 2> "$work/stderr"; then
+  fail "$name" "2 ranks: $(head -c 300 "$work/stderr")"
+elif same_files "$name" "$work/stwo" "$work/sref" txt npy; then
+  pass "$name"
+fi
+
 # --- .npy latents, float32 and float64: every rank reads its own slice ---------------------------------
 if /usr/bin/python3 -c "import numpy" 2> /dev/null; then
   /usr/bin/python3 - "$work/l64.txt" "$work/l64_f4.npy" "$work/l64_f8.npy" <<'PY'
