@@ -65,7 +65,10 @@ void write_fully(int fd, int64_t offset, const char* data, int64_t bytes, int* e
 
 OutputFiles::OutputFiles(FileList files) : files_(std::move(files)) {}
 
-OutputFiles::~OutputFiles() { remove_uncommitted(); }
+OutputFiles::~OutputFiles() {
+  remove_uncommitted();
+  if (sync_fd_ >= 0) ::close(sync_fd_);
+}
 
 const std::string& OutputFiles::create(size_t file) { return slot(file).temp; }
 
@@ -101,6 +104,11 @@ void OutputFiles::make(size_t file, Slot& slot) {
   const std::string final_path = spec.kind == OutputFile::Kind::Pixels ? spec.path + ".pixels" : spec.path;
   slot.file = std::make_unique<AtomicFile>(final_path, AtomicFile::Unbuffered{});
   slot.temp = slot.file->temp_path();
+  if (files_.count >= kSyncAtOnceFiles && sync_fd_ < 0) {
+    // Before any byte is written, so that syncfs through it reports every writeback error since.
+    sync_fd_ = ::open(slot.temp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (sync_fd_ < 0) fail(slot, errno);
+  }
   if (spec.size > 0) slot.images_left = spec.count;
   if (!spec.header.empty()) write_bytes(slot, 0, spec.header.data(), static_cast<int64_t>(spec.header.size()));
   if (spec.size > 0) {
@@ -168,7 +176,9 @@ void OutputFiles::sync_and_close(Slot& slot) {
   const int fd = slot.fd;
   slot.fd = -1;
   const bool scratch = slot.spec.kind == OutputFile::Kind::Pixels;
-  if (!scratch && ::fsync(fd) != 0 && errno != EINVAL) {  // EINVAL: a file that cannot be synced
+  if (!scratch && sync_fd_ >= 0) {
+    unsynced_ = true;  // one of many files: finish() syncs them all at once
+  } else if (!scratch && ::fsync(fd) != 0 && errno != EINVAL) {  // EINVAL: a file that cannot be synced
     const int err = errno;
     ::close(fd);
     fail(slot, err);
@@ -249,6 +259,8 @@ void OutputFiles::finish() {
     ::close(dir);
     if (synced != 0) fail(slot, err);
   }
+  if (unsynced_ && ::syncfs(sync_fd_) != 0) fail(*slots_.begin()->second, errno);
+  unsynced_ = false;
 }
 
 std::vector<PendingRename> OutputFiles::renames() const {

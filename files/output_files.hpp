@@ -13,7 +13,10 @@
 // holds, for a write of 256 KiB or more (npy runs, text pieces) mapped_write(), which lets threads
 // write one file at once (pwrite where the file system cannot reserve space or map files); a
 // fixed-size file is synced and closed as soon as its last image is in (images_written), so a mosaic
-// split into many files holds few descriptors. finish() syncs the rest (syncfs once for a folder); renames() then lists what
+// split into many files holds few descriptors. An output of kSyncAtOnceFiles files or more closes
+// its files unsynced and finish() syncs them all with one syncfs (4,000 one-tile BMPs on ext4 of a
+// 2-core VM: 2.64 s with an fsync each, 1.48 s so). finish() syncs the rest (syncfs once for a
+// folder); renames() then lists what
 // commit_all_or_nothing() moves into place. Destroyed before commit, it removes every file and folder
 // it made.
 #pragma once
@@ -39,6 +42,8 @@ struct FileList {
   size_t count = 0;
   std::function<OutputFile(size_t)> at;
 };
+
+constexpr size_t kSyncAtOnceFiles = 8;
 
 class OutputFiles : public FileWriter {
  public:
@@ -94,6 +99,12 @@ class OutputFiles : public FileWriter {
   std::map<size_t, std::unique_ptr<Slot>> slots_;        // the files created so far, by number
   bool committed_ = false;
   std::atomic<bool> mapped_writes_{false};
+  // An output of kSyncAtOnceFiles files or more (a mosaic split): a descriptor of its first file,
+  // opened before anything is written, whose syncfs in finish() syncs every file closed unsynced
+  // (unsynced_) at once and reports any writeback error on the file system since (Linux 5.8 and
+  // later). Fewer files are each fsynced: syncfs also writes other programs' data.
+  int sync_fd_ = -1;
+  std::atomic<bool> unsynced_{false};
 };
 
 }  // namespace facegen
