@@ -215,11 +215,20 @@ bool same_file(const std::string& output, const struct stat& input) {
   return ::stat(output.c_str(), &existing) == 0 && existing.st_dev == input.st_dev && existing.st_ino == input.st_ino;
 }
 
+// A file the run reads, which no output may replace.
+struct ReadFile {
+  std::string what;  // "input file", "model file"
+  std::string path;
+};
+
+void refuse_overwriting(const std::string& prefix, const std::vector<facegen::OutputFormat>& formats,
+                        const ReadFile& read);
+
 // An empty prefix or one naming a folder would write hidden files (".txt", "dir/.bmp"); a prefix
-// whose outputs, in the formats asked for, include the input file would replace it (PREFIX.txt for
-// txt, a numbered mosaic PREFIX-0001.bmp, the folder PREFIX/ of per-image PNGs that holds it, ...).
-// Both are refused in one sentence.
-void check_output_prefix(const std::string& prefix, const std::string& input_path,
+// whose outputs, in the formats asked for, include a file the run reads (its input, its model) would
+// replace it (PREFIX.txt for txt, a numbered mosaic PREFIX-0001.bmp, the folder PREFIX/ of per-image
+// PNGs that holds it, ...). Both are refused in one sentence.
+void check_output_prefix(const std::string& prefix, const std::vector<ReadFile>& read_files,
                          const std::vector<facegen::OutputFormat>& formats) {
   if (prefix.empty() || prefix.back() == '/') {
     throw facegen::UserError("--output takes a path prefix such as outputs/run1 (it writes outputs/run1.txt, ...), got '" +
@@ -251,10 +260,17 @@ void check_output_prefix(const std::string& prefix, const std::string& input_pat
                              " bytes, too long for its outputs (path + \"" + longest + "\"): the limit is " +
                              facegen::with_commas(path_max - 1) + " bytes a path");
   }
+  for (const ReadFile& read : read_files) refuse_overwriting(prefix, formats, read);
+}
+
+// Refuses a prefix whose outputs include the file `read` (the run's input or model).
+void refuse_overwriting(const std::string& prefix, const std::vector<facegen::OutputFormat>& formats,
+                        const ReadFile& read) {
+  const std::string& input_path = read.path;
   struct stat input;
   if (input_path.empty() || ::stat(input_path.c_str(), &input) != 0) return;
   auto refuse = [&](const std::string& output) {
-    throw facegen::UserError("--output " + prefix + " would overwrite the input file " + input_path + " (as " +
+    throw facegen::UserError("--output " + prefix + " would overwrite the " + read.what + " " + input_path + " (as " +
                              output + "); choose another prefix");
   };
   // A numbered mosaic file of this prefix: PREFIX-<digits>.<extension>.
@@ -306,6 +322,54 @@ void check_output_prefix(const std::string& prefix, const std::string& input_pat
   }
 }
 
+// PATH with its folder resolved (as far up as folders exist), so that two spellings of one name,
+// or a name inside a folder not made yet, compare equal.
+std::string resolved_name(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string base = path.substr(slash == std::string::npos ? 0 : slash + 1);
+  char resolved[PATH_MAX];
+  if (::realpath(dir.c_str(), resolved) != nullptr) return std::string(resolved) + "/" + base;
+  return dir == path || slash == std::string::npos ? path : resolved_name(dir) + "/" + base;
+}
+
+// --summary-json FILE may name neither a file the run reads nor one of its outputs (the summary,
+// written last, would replace the output, or the output the summary).
+void check_summary_path(const std::string& summary, const std::string& prefix,
+                        const std::vector<facegen::OutputFormat>& formats, const std::vector<ReadFile>& read_files) {
+  struct stat existing;
+  for (const ReadFile& read : read_files) {
+    if (!read.path.empty() && ::stat(read.path.c_str(), &existing) == 0 && same_file(summary, existing)) {
+      throw facegen::UserError("--summary-json " + summary + " would overwrite the " + read.what + " " + read.path +
+                               "; choose another path");
+    }
+  }
+  const std::string name = resolved_name(summary);
+  const std::string stem = resolved_name(prefix);
+  auto refuse = [&] {
+    throw facegen::UserError("--summary-json " + summary + " is one of the outputs of --output " + prefix +
+                             "; choose another path");
+  };
+  for (facegen::OutputFormat format : formats) {
+    if (format == facegen::OutputFormat::Png) {
+      if (name.compare(0, stem.size() + 1, stem + "/") == 0) refuse();
+      continue;
+    }
+    const std::string extension = format == facegen::OutputFormat::Text  ? ".txt"
+                                  : format == facegen::OutputFormat::Npy ? ".npy"
+                                  : format == facegen::OutputFormat::Bmp ? ".bmp"
+                                                                         : ".png";
+    if (name == stem + extension) refuse();
+    // A numbered mosaic: PREFIX-<digits>.<extension>.
+    const bool mosaic = format == facegen::OutputFormat::Bmp || format == facegen::OutputFormat::MosaicPng;
+    if (mosaic && name.size() > stem.size() + 1 + extension.size() && name.compare(0, stem.size() + 1, stem + "-") == 0 &&
+        name.compare(name.size() - extension.size(), extension.size(), extension) == 0 &&
+        name.substr(stem.size() + 1, name.size() - stem.size() - 1 - extension.size()).find_first_not_of("0123456789") ==
+            std::string::npos)
+      refuse();
+  }
+}
+
 int run_command_line(int argc, char** argv) {
   cxxopts::Options options = command_line();
 
@@ -352,7 +416,8 @@ int run_command_line(int argc, char** argv) {
     if (args.count("interpolate")) request.latents.interpolate_side = int_flag(args, "interpolate", 1, 1000);
     request.output_prefix = args["output"].as<std::string>();
     request.formats = facegen::parse_formats(args["formats"].as<std::string>());
-    check_output_prefix(request.output_prefix, request.latents.path, request.formats);
+    const std::vector<ReadFile> read_files = {{"input file", request.latents.path}, {"model file", request.model_path}};
+    check_output_prefix(request.output_prefix, read_files, request.formats);
     request.backend.device = parse_device(args["device"].as<std::string>());
     request.backend.cuda_device = static_cast<int>(int_flag(args, "gpu", 0, 1 << 20));
     request.backend.precision = facegen::parse_precision(args["precision"].as<std::string>());
@@ -363,7 +428,10 @@ int run_command_line(int argc, char** argv) {
     grid_flags(args, request.formats, &request.sinks);
     // Taken as given: a chunk smaller than --batch makes GPU batches of the chunk's size.
     request.chunk_images = int_flag(args, "chunk", 1, 1 << 20);
-    if (args.count("summary-json")) request.summary_json_path = args["summary-json"].as<std::string>();
+    if (args.count("summary-json")) {
+      request.summary_json_path = args["summary-json"].as<std::string>();
+      check_summary_path(request.summary_json_path, request.output_prefix, request.formats, read_files);
+    }
     const bool quiet = args.count("quiet") > 0;
     request.progress.style = facegen::progress_style_for(STDERR_FILENO, quiet);
     request.progress.every_seconds = seconds_flag(args, "progress-every");

@@ -304,6 +304,16 @@ cp "$work/l3.txt" "$work/l3-0002.bmp"
 expect_error "--output whose numbered mosaic names the input" 1 "--output $work/l3 would overwrite the input file $work/l3-0002.bmp" --model "$model" --input "$work/l3-0002.bmp" --output "$work/l3" --formats bmp --device cpu
 mkdir -p "$work/pngs" && cp "$work/l3.txt" "$work/pngs/l3.txt"
 expect_error "--output whose PNG folder holds the input" 1 "--output $work/pngs would overwrite the input file $work/pngs/l3.txt" --model "$model" --input "$work/pngs/l3.txt" --output "$work/pngs" --formats png --device cpu
+# The model is read as well: a model named m.txt, m.bmp, ... is not an output's to replace.
+cp "$model" "$work/m.txt"
+expect_error "--output over the model file" 1 "--output $work/m would overwrite the model file $work/m.txt \(as $work/m.txt\)" --model "$work/m.txt" --input "$work/l3.txt" --output "$work/m" --device cpu
+cmp -s "$model" "$work/m.txt" || fail "--output over the model file" "the model file was changed"
+# --summary-json may replace neither a file the run reads nor one of its outputs, however spelt.
+expect_error "--summary-json over the input file" 1 "--summary-json $work/../${work##*/}/l3.txt would overwrite the input file $work/l3.txt; choose another path" --model "$model" --input "$work/l3.txt" --output "$work/out/r" --device cpu --summary-json "$work/../${work##*/}/l3.txt"
+expect_error "--summary-json over the model file" 1 "--summary-json $work/m.txt would overwrite the model file" --model "$work/m.txt" --input "$work/l3.txt" --output "$work/out/r" --device cpu --summary-json "$work/m.txt"
+expect_error "--summary-json over the text output" 1 "--summary-json $work/out/./r.txt is one of the outputs of --output $work/out/r; choose another path" --model "$model" --input "$work/l3.txt" --output "$work/out/r" --device cpu --summary-json "$work/out/./r.txt"
+expect_error "--summary-json over a numbered mosaic" 1 "is one of the outputs of --output" --model "$model" --input "$work/l3.txt" --output "$work/out/r" --device cpu --mosaic-tiles 1 --summary-json "$work/out/r-0003.bmp"
+expect_error "--summary-json inside the PNG folder" 1 "is one of the outputs of --output" --model "$model" --input "$work/l3.txt" --output "$work/out/r" --formats png --device cpu --summary-json "$work/out/r/summary.json"
 if "$prog" --model "$model" --input "$work/l3.txt" --output "$work/l3" --formats npy --device cpu -q 2> "$work/stderr" &&
    [ -s "$work/l3.npy" ] && [ "$(head -c 2 "$work/l3.txt")" = "3" ]; then
   pass "--output beside the input, in a format that does not touch it"
