@@ -286,6 +286,39 @@ std::string element_text(const std::vector<int64_t>& shape, int64_t index) {
   return out + "]";
 }
 
+// Calls at(torch, internal) once for each value of the slot's tensor: its index in PyTorch's layout
+// (the file's) and in the internal floats from slot.offset. Place::ProjBias visits pixel 0 only.
+template <typename At>
+void for_each_value(const Slot& slot, const ModelSpec& spec, At at) {
+  switch (slot.place) {
+    case Place::Copy:
+    case Place::ProjBias: {
+      int64_t count = 1;
+      for (int64_t d : slot.shape) count *= d;
+      for (int64_t i = 0; i < count; ++i) at(i, i);
+      return;
+    }
+    case Place::ProjBiasPixels:  // (c0, 16) in the file, (16, c0) inside
+      for (int64_t o = 0; o < slot.shape[0]; ++o)
+        for (int64_t p = 0; p < 16; ++p) at(o * 16 + p, p * slot.shape[0] + o);
+      return;
+    case Place::ProjWeight: {  // (nz, c0 * 16) in the file, (nz * 16, c0) inside
+      const int64_t c0 = slot.shape[1];
+      for (int64_t c = 0; c < spec.latent_dim; ++c)
+        for (int64_t o = 0; o < c0; ++o)
+          for (int64_t p = 0; p < 16; ++p) at((c * c0 + o) * 16 + p, (c * 16 + p) * c0 + o);
+      return;
+    }
+    case Place::TConvWeight: {  // (c_in, c_out, kh, kw) in the file, (taps, c_out, c_in) inside
+      const int64_t c_in = slot.shape[0], c_out = slot.shape[1], taps = slot.shape[2] * slot.shape[3];
+      for (int64_t c = 0; c < c_in; ++c)
+        for (int64_t o = 0; o < c_out; ++o)
+          for (int64_t t = 0; t < taps; ++t) at((c * c_out + o) * taps + t, (t * c_out + o) * c_in + c);
+      return;
+    }
+  }
+}
+
 // Copies one tensor's values (PyTorch's layout) into the internal floats, after checking them.
 void place_tensor(const Slot& slot, const float* v, std::vector<float>& f, const ModelSpec& spec,
                   const std::string& source) {
@@ -305,29 +338,9 @@ void place_tensor(const Slot& slot, const float* v, std::vector<float>& f, const
     }
   }
   float* dst = f.data() + slot.offset;
-  switch (slot.place) {
-    case Place::Copy: std::copy(v, v + count, dst); return;
-    case Place::ProjBias:
-      for (int64_t p = 0; p < 16; ++p) std::copy(v, v + count, dst + p * count);
-      return;
-    case Place::ProjBiasPixels:
-      for (int64_t o = 0; o < slot.shape[0]; ++o)
-        for (int64_t p = 0; p < 16; ++p) dst[p * slot.shape[0] + o] = v[o * 16 + p];
-      return;
-    case Place::ProjWeight: {
-      const int64_t c0 = slot.shape[1];
-      for (int64_t c = 0; c < spec.latent_dim; ++c)
-        for (int64_t o = 0; o < c0; ++o)
-          for (int64_t p = 0; p < 16; ++p) dst[(c * 16 + p) * c0 + o] = v[(c * c0 + o) * 16 + p];
-      return;
-    }
-    case Place::TConvWeight: {
-      const int64_t c_in = slot.shape[0], c_out = slot.shape[1], taps = slot.shape[2] * slot.shape[3];
-      for (int64_t c = 0; c < c_in; ++c)
-        for (int64_t o = 0; o < c_out; ++o)
-          for (int64_t t = 0; t < taps; ++t) dst[(t * c_out + o) * c_in + c] = v[(c * c_out + o) * taps + t];
-      return;
-    }
+  for_each_value(slot, spec, [&](int64_t torch, int64_t internal) { dst[internal] = v[torch]; });
+  if (slot.place == Place::ProjBias) {  // pixel 0's bias, the same for all 16 pixels
+    for (int64_t p = 1; p < 16; ++p) std::copy(dst, dst + count, dst + p * count);
   }
 }
 
@@ -337,26 +350,7 @@ std::vector<float> take_tensor(const Slot& slot, const std::vector<float>& f, co
   for (int64_t d : slot.shape) count *= d;
   std::vector<float> v(static_cast<size_t>(count));
   const float* src = f.data() + slot.offset;
-  switch (slot.place) {
-    case Place::Copy:
-    case Place::ProjBias: std::copy(src, src + count, v.begin()); break;  // pixel 0's: the same for all 16
-    case Place::ProjBiasPixels:
-      for (int64_t o = 0; o < slot.shape[0]; ++o)
-        for (int64_t p = 0; p < 16; ++p) v[o * 16 + p] = src[p * slot.shape[0] + o];
-      break;
-    case Place::ProjWeight:
-      for (int64_t c = 0; c < spec.latent_dim; ++c)
-        for (int64_t o = 0; o < slot.shape[1]; ++o)
-          for (int64_t p = 0; p < 16; ++p) v[(c * slot.shape[1] + o) * 16 + p] = src[(c * 16 + p) * slot.shape[1] + o];
-      break;
-    case Place::TConvWeight: {
-      const int64_t c_in = slot.shape[0], c_out = slot.shape[1], taps = slot.shape[2] * slot.shape[3];
-      for (int64_t c = 0; c < c_in; ++c)
-        for (int64_t o = 0; o < c_out; ++o)
-          for (int64_t t = 0; t < taps; ++t) v[(c * c_out + o) * taps + t] = src[(t * c_out + o) * c_in + c];
-      break;
-    }
-  }
+  for_each_value(slot, spec, [&](int64_t torch, int64_t internal) { v[torch] = src[internal]; });
   return v;
 }
 
