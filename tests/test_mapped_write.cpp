@@ -45,23 +45,6 @@ int open_rw(const std::string& path) {
   return fd;
 }
 
-// Restores RLIMIT_FSIZE and SIGXFSZ's disposition on scope exit.
-struct FileSizeLimit {
-  rlimit saved{};
-  void (*saved_handler)(int) = nullptr;
-  explicit FileSizeLimit(rlim_t bytes) {
-    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
-    saved_handler = ::signal(SIGXFSZ, SIG_IGN);  // as the program does (stop_signals.hpp)
-    rlimit limit = saved;
-    limit.rlim_cur = bytes;
-    REQUIRE(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &saved);
-    ::signal(SIGXFSZ, saved_handler);
-  }
-};
-
 }  // namespace
 
 TEST_CASE("mapped_write: the bytes pwrite gives, at odd offsets and sizes, nothing written beside them") {

@@ -33,23 +33,6 @@ using namespace facegen_test;
 
 namespace {
 
-// Files written past `bytes` fail with EFBIG while this lives (SIGXFSZ ignored so the write returns).
-struct FileSizeLimit {
-  rlimit saved;
-  void (*saved_handler)(int);
-  explicit FileSizeLimit(rlim_t bytes) {
-    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
-    saved_handler = ::signal(SIGXFSZ, SIG_IGN);
-    rlimit limit = saved;
-    limit.rlim_cur = bytes;
-    REQUIRE(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &saved);
-    ::signal(SIGXFSZ, saved_handler);
-  }
-};
-
 // A small deterministic generator for test data.
 struct Lcg {
   uint64_t state;

@@ -1,10 +1,12 @@
 // test_support.hpp: small helpers the unit tests share: a temporary directory, whole-file reads and
-// writes, and the message of an expected UserError.
+// writes, a file-size limit, and the message of an expected UserError.
 #pragma once
 
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -40,6 +42,26 @@ struct TempDir {
     return out;
   }
   int entries() const { return static_cast<int>(names().size()); }
+};
+
+// Files written past `bytes` fail with EFBIG while this lives: SIGXFSZ is ignored, as the program
+// does (stop_signals.hpp), so the write returns. Restores the limit and the signal's disposition.
+struct FileSizeLimit {
+  rlimit saved{};
+  void (*saved_handler)(int) = nullptr;
+  explicit FileSizeLimit(rlim_t bytes) {
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+    saved_handler = ::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit = saved;
+    limit.rlim_cur = bytes;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    ::signal(SIGXFSZ, saved_handler);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
 };
 
 inline void write_file(const std::string& path, const void* data, size_t bytes) {
