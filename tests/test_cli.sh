@@ -5,6 +5,7 @@
 # any temporary file) is left behind; an existing output of the same name must survive a failed run
 # untouched. Usage: tests/test_cli.sh [build-dir]. Prints one line per case and "N passed, N failed".
 set -u
+. "$(dirname "$0")/lib/suite.sh" test_cli
 build=${1:-build}
 prog=$build/facegen
 model=$build/random-network.bin
@@ -18,10 +19,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-passed=0
-failed=0
-pass() { echo "  ok    $1"; passed=$((passed + 1)); }
-fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 
 # expect_error NAME STATUS MESSAGE-PATTERN PROGRAM-ARGS...: the run must fail with STATUS, print a
 # line matching MESSAGE-PATTERN (grep -E), and leave nothing named $work/out/result* behind.
@@ -342,5 +339,4 @@ else
   echo "  skip  disk full: cannot mount a tmpfs here (needs root)"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+suite_end --bare

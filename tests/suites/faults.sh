@@ -24,6 +24,7 @@
 # Mounting needs root; where it is missing the case is skipped with the reason. Usage: faults.sh [build]
 set -u
 cd "$(dirname "$0")/../.."
+. tests/lib/suite.sh faults
 build=${1:-build}
 prog=$build/facegen
 model=$build/random-network.bin
@@ -41,12 +42,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-passed=0
-failed=0
-skipped=0
-pass() { echo "  ok    $1"; passed=$((passed + 1)); }
-fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
-skip() { echo "  skip  $1"; skipped=$((skipped + 1)); }
 
 # A run long enough to be caught in the middle: the CPU backend does about 100 images/s on 2 cores.
 make_latents() {  # make_latents FILE N
@@ -446,5 +441,4 @@ signal_during_commit() {  # signal_during_commit SIGNAL
 }
 concurrently signal_during_commit TERM QUIT
 
-echo "$passed passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ]
+suite_end --bare --skipped

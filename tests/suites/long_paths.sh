@@ -9,16 +9,13 @@
 # nothing created. Usage: long_paths.sh [build-dir]; exit 0 pass, 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
+. tests/lib/suite.sh long_paths
 build=${1:-build}
 prog=$build/facegen
 model=$build/random-network.bin
 [ -x "$prog" ] || { echo "long_paths: $prog is missing (run make)"; exit 1; }
 work=$(mktemp -d /tmp/facegen-paths.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-pass() { echo "  ok    $1"; passed=$((passed + 1)); }
-fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 mpi=0
 if command -v mpirun > /dev/null && ldd "$prog" | grep -q libmpi && [ -f "$model" ]; then
   mpi=1
@@ -101,5 +98,4 @@ for length in 200 230 256 300 1024 4000 $((path_max - 11)) $((path_max - 10)) $p
   fi
 done
 
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+suite_end --bare

@@ -10,6 +10,7 @@
 # Usage: tests/suites/make_install.sh [build-dir]; exit 0 pass, 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
+. tests/lib/suite.sh make_install
 build=${1:-build}
 prog=$(cd "$(dirname "$build/facegen")" && pwd)/facegen
 [ -x "$prog" ] || { echo "make_install: $prog is missing (run make)"; exit 1; }
@@ -17,10 +18,6 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 work=$(mktemp -d /tmp/facegen-install.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-pass() { echo "  ok    $1"; passed=$((passed + 1)); }
-fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 mk() { make --no-print-directory -s BUILD="$work/mk" PROGRAM="$prog" -o "$prog" "$@"; }
 
 # dry_run NAME EXPECTED ARGS...: make -n ARGS prints a facegen command line containing EXPECTED.
@@ -105,5 +102,4 @@ else
   fail "run_parallel.sh --help" "exit status or stream wrong"
 fi
 
-echo "make_install: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+suite_end

@@ -11,15 +11,12 @@
 # the flag, exit 1. Usage: mosaic_grid.sh [build-dir]; exit 0 pass, 77 skipped (says why), 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
+. tests/lib/suite.sh mosaic_grid
 build=${1:-build}
 prog=$build/facegen
 [ -x "$prog" ] || { echo "mosaic_grid: $prog is missing (run make)"; exit 1; }
 work=$(mktemp -d /tmp/facegen-grid.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-pass() { echo "  ok    $1"; passed=$((passed + 1)); }
-fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 
 # --- bad values: one sentence naming the flag, exit 1 ----------------------------------------------
 bad() {  # bad NAME PATTERN FLAGS...
@@ -182,5 +179,4 @@ else
   fail "no grid flags" "the default mosaic changed"
 fi
 
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+suite_end --bare

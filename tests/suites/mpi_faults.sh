@@ -13,12 +13,13 @@
 # exit 0 pass, 77 skipped (says why), 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
+. tests/lib/suite.sh mpi_faults
 build=${1:-build}
 prog=$build/facegen
 model=$build/random-network.bin
 [ -x "$prog" ] && [ -f "$model" ] || { echo "mpi_faults: $prog or $model is missing (run make)"; exit 1; }
-command -v mpirun > /dev/null || { echo "mpi_faults: skipped: mpirun is not installed (make deps)"; exit 77; }
-ldd "$prog" | grep -q libmpi || { echo "mpi_faults: skipped: $prog was built without MPI"; exit 77; }
+command -v mpirun > /dev/null || skip_suite "mpirun is not installed (make deps)"
+ldd "$prog" | grep -q libmpi || skip_suite "$prog was built without MPI"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset FACEGEN_TEST_FAULT
 
@@ -29,10 +30,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-passed=0
-failed=0
-pass() { echo "  ok    $1"; passed=$((passed + 1)); }
-fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 
 "$build/make-latents" --count 3000 --seed 5 --output "$work/l3000.txt" > /dev/null || exit 1
 "$build/make-latents" --count 200 --seed 6 --output "$work/l200.txt" > /dev/null || exit 1
@@ -210,5 +207,4 @@ else
   fail "64 ranks" "exit status $? after $((SECONDS - start)) s: $(head -c 600 "$work/stderr")"
 fi
 
-echo "mpi_faults: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+suite_end

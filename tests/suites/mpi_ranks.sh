@@ -11,25 +11,19 @@
 # 77 skipped (says why), 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
+. tests/lib/suite.sh mpi_ranks
 build=${1:-build}
 prog=$build/facegen
 model=$build/random-network.bin
 [ -x "$prog" ] && [ -f "$model" ] || { echo "mpi_ranks: $prog or $model is missing (run make)"; exit 1; }
-command -v mpirun > /dev/null || { echo "mpi_ranks: skipped: mpirun is not installed (make deps installs openmpi-bin)"; exit 77; }
-if ! ldd "$prog" | grep -q libmpi; then
-  echo "mpi_ranks: skipped: $prog was built without MPI (libopenmpi-dev missing at build time)"
-  exit 77
-fi
+command -v mpirun > /dev/null || skip_suite "mpirun is not installed (make deps installs openmpi-bin)"
+ldd "$prog" | grep -q libmpi || skip_suite "$prog was built without MPI (libopenmpi-dev missing at build time)"
 # OpenMPI refuses root unless told; CI runs as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset FACEGEN_TEST_FAULT
 
 work=$(mktemp -d /tmp/facegen-mpi.XXXXXX)
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
-passed=0
-failed=0
-pass() { echo "  ok    $1"; passed=$((passed + 1)); }
-fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 
 latents() {  # latents FILE N: N seeded latent vectors
   /usr/bin/python3 - "$1" "$2" <<'PY'
@@ -339,5 +333,4 @@ else
   fail "srun without MPI" "status $got: $(cat "$work/stderr")"
 fi
 
-echo "mpi_ranks: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+suite_end

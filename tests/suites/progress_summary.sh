@@ -10,6 +10,7 @@
 # Usage: tests/suites/progress_summary.sh [build-dir]; exit 0 pass, 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
+. tests/lib/suite.sh progress_summary
 build=${1:-build}
 prog=$build/facegen
 model=$build/random-network.bin
@@ -18,10 +19,6 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 work=$(mktemp -d /tmp/facegen-progress.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-pass() { echo "  ok    $1"; passed=$((passed + 1)); }
-fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 
 # check_json JSON PREFIX IMAGES RANKS: the summary agrees with the run and the files on disk.
 check_json() {
@@ -131,5 +128,4 @@ if command -v mpirun > /dev/null && ldd "$prog" | grep -q libmpi && command -v s
   fi
 fi
 
-echo "progress_summary: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+suite_end

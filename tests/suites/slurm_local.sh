@@ -12,14 +12,14 @@
 # start), 1 fail. Usage: tests/suites/slurm_local.sh [build-dir]
 set -u
 cd "$(dirname "$0")/../.."
+. tests/lib/suite.sh slurm_local
 repo=$(pwd)
 build=${1:-build}
 case $build in /*) ;; *) build=$repo/$build ;; esac
-skip() { echo "slurm_local: skipped: $*"; exit 77; }
 [ -x "$build/facegen" ] && [ -f models/facegen-faces.safetensors ] || { echo "slurm_local: $build/facegen or models/facegen-faces.safetensors is missing (run make)"; exit 1; }
-[ "$(id -u)" = 0 ] || skip "starting slurmd and munged needs root (this runs as $(id -un))"
+[ "$(id -u)" = 0 ] || skip_suite "starting slurmd and munged needs root (this runs as $(id -un))"
 for tool in slurmctld slurmd sbatch sinfo scontrol munged munge unmunge mpirun; do
-  command -v "$tool" > /dev/null || skip "$tool is not installed (make test-deps installs slurm-wlm, munge and openmpi-bin)"
+  command -v "$tool" > /dev/null || skip_suite "$tool is not installed (make test-deps installs slurm-wlm, munge and openmpi-bin)"
 done
 
 work=$(mktemp -d /tmp/facegen-slurm.XXXXXX)
@@ -38,22 +38,18 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-passed=0
-failed=0
-pass() { echo "  ok    $1"; passed=$((passed + 1)); }
-fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 
 # --- munge: use the running one, or start our own as the munge user -------------------------------
 if ! munge -n 2>/dev/null | unmunge > /dev/null 2>&1; then
-  [ -f /etc/munge/munge.key ] || skip "/etc/munge/munge.key is missing (the munge package creates it)"
+  [ -f /etc/munge/munge.key ] || skip_suite "/etc/munge/munge.key is missing (the munge package creates it)"
   mkdir -p /run/munge /var/log/munge /var/lib/munge
   chown munge:munge /run/munge /var/log/munge /var/lib/munge /etc/munge/munge.key
   chmod 400 /etc/munge/munge.key
   runuser -u munge -- munged --pid-file=/run/munge/munged.pid > "$work/munged.out" 2>&1 ||
-    skip "munged would not start: $(cat "$work/munged.out")"
+    skip_suite "munged would not start: $(cat "$work/munged.out")"
   started_munged=/run/munge/munged.pid
   for _ in $(seq 50); do munge -n 2>/dev/null | unmunge > /dev/null 2>&1 && break; sleep 0.1; done
-  munge -n | unmunge > /dev/null 2>&1 || skip "munged started but does not answer"
+  munge -n | unmunge > /dev/null 2>&1 || skip_suite "munged started but does not answer"
 fi
 
 # --- a one-node cluster ------------------------------------------------------------------------
@@ -85,15 +81,15 @@ NodeName=$node CPUs=$cpus State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES State=UP OverSubscribe=YES
 CONF
 export SLURM_CONF=$work/etc/slurm.conf
-slurmctld -f "$SLURM_CONF" > "$work/slurmctld.out" 2>&1 || skip "slurmctld would not start: $(tail -n 3 "$work/slurmctld.log" "$work/slurmctld.out" 2>/dev/null)"
-slurmd -f "$SLURM_CONF" > "$work/slurmd.out" 2>&1 || skip "slurmd would not start: $(tail -n 3 "$work/slurmd.log" "$work/slurmd.out" 2>/dev/null)"
+slurmctld -f "$SLURM_CONF" > "$work/slurmctld.out" 2>&1 || skip_suite "slurmctld would not start: $(tail -n 3 "$work/slurmctld.log" "$work/slurmctld.out" 2>/dev/null)"
+slurmd -f "$SLURM_CONF" > "$work/slurmd.out" 2>&1 || skip_suite "slurmd would not start: $(tail -n 3 "$work/slurmd.log" "$work/slurmd.out" 2>/dev/null)"
 state=
 for _ in $(seq 60); do
   state=$(sinfo -h -n "$node" -o %T 2>/dev/null)
   [ "$state" = idle ] && break
   sleep 0.5
 done
-[ "$state" = idle ] || skip "the Slurm node did not become idle within 30 s (state '$state'): $(tail -n 3 "$work/slurmd.log")"
+[ "$state" = idle ] || skip_suite "the Slurm node did not become idle within 30 s (state '$state'): $(tail -n 3 "$work/slurmd.log")"
 echo "facegen under Slurm ($(sinfo --version), one node '$node' with $cpus CPUs, started by this test):"
 
 # --- the repository as sbatch sees it: inputs/, outputs/, slurm/, models/, build/, run_parallel.sh ---
@@ -170,5 +166,4 @@ else
   fail "a rank killed under srun" "sbatch status $status; outputs: $(ls "$work/repo/outputs"); log: $(cat "$log" 2>/dev/null | tail -n 6)"
 fi
 
-echo "slurm_local: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+suite_end

@@ -21,18 +21,18 @@
 # Usage: tests/suites/virtual_cluster.sh [build-dir]; exit 0 pass, 77 skipped (says why), 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
+. tests/lib/suite.sh virtual_cluster
 repo=$(pwd)
 build=${1:-build}
 case $build in /*) ;; *) build=$repo/$build ;; esac
-skip() { echo "virtual_cluster: skipped: $*"; exit 77; }
 [ -x "$build/facegen" ] && [ -x "$build/make-latents" ] || { echo "virtual_cluster: $build/facegen is missing (run make)"; exit 1; }
 [ -f models/facegen-faces.safetensors ] || { echo "virtual_cluster: models/facegen-faces.safetensors is missing"; exit 1; }
-[ "$(id -u)" = 0 ] || skip "making network namespaces and starting sshd needs root (this runs as $(id -un))"
+[ "$(id -u)" = 0 ] || skip_suite "making network namespaces and starting sshd needs root (this runs as $(id -un))"
 for tool in unshare nsenter ip mpirun ssh ssh-keygen /usr/sbin/sshd make; do
-  command -v "$tool" > /dev/null || skip "$tool is not installed (make test-deps installs openssh-server, openssh-client, iproute2, util-linux)"
+  command -v "$tool" > /dev/null || skip_suite "$tool is not installed (make test-deps installs openssh-server, openssh-client, iproute2, util-linux)"
 done
-ldd "$build/facegen" | grep -q libmpi || skip "$build/facegen was built without MPI"
-unshare --net --uts --mount true 2> /dev/null || skip "this machine does not allow new network, UTS and mount namespaces"
+ldd "$build/facegen" | grep -q libmpi || skip_suite "$build/facegen was built without MPI"
+unshare --net --uts --mount true 2> /dev/null || skip_suite "this machine does not allow new network, UTS and mount namespaces"
 
 source tests/lib/virtual_cluster.sh
 work=$(mktemp -d /var/tmp/facegen-cluster.XXXXXX)  # not /tmp: each node has its own
@@ -47,17 +47,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-passed=0
-failed=0
-pass() { echo "  ok    $1"; passed=$((passed + 1)); }
-fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 
 # A repository (or build) cloned under /tmp must still be seen by the nodes, which have /tmp's of their own.
 VC_SHARED_PATHS=("$repo")
 case $build in "$repo"/*) ;; *) VC_SHARED_PATHS+=("$build") ;; esac
-vc_up 3 "$work/cluster" || skip "the virtual nodes could not be made (see above)"
+vc_up 3 "$work/cluster" || skip_suite "the virtual nodes could not be made (see above)"
 for node in "${VC_NODES[@]}"; do
-  vc_start_sshd "$node" || skip "sshd would not start on $node: $(cat "$work/cluster/$node-sshd.log" 2> /dev/null)"
+  vc_start_sshd "$node" || skip_suite "sshd would not start on $node: $(cat "$work/cluster/$node-sshd.log" 2> /dev/null)"
 done
 declare -A sshd_pid=()
 for node in "${VC_NODES[@]}"; do sshd_pid[$node]=$(cat "$work/cluster/$node-sshd.pid"); done
@@ -328,5 +324,4 @@ no_gpu() {
 
 slurm_part
 
-echo "virtual_cluster: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+suite_end
