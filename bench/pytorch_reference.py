@@ -144,6 +144,32 @@ def time_images_per_s(fn, z, min_seconds=0.5):
         return z.shape[0] * reps / t
 
 
+def time_batches(model, z_all, dtype, prec, label, budget, compile_spent, rows):
+    """Eager images/s of model at batches 64, 1024 and 8192, and torch.compile's at 64 and 8192 while
+    compile_spent (seconds, all runs together) stays under budget; appends (prec, batch, eager,
+    compiled or None) to rows and returns compile_spent."""
+    compiled = None
+    for n in [64, 1024, 8192]:
+        z = z_all[:n].to(dtype).contiguous()
+        e = time_images_per_s(lambda x: model(x), z)
+        c = None
+        if n in (64, 8192):
+            if compile_spent < budget:
+                t0 = time.time()
+                try:
+                    if compiled is None:
+                        compiled = torch.compile(model, mode="max-autotune")
+                    c = time_images_per_s(compiled, z)
+                except Exception as ex:  # report, keep the eager numbers
+                    print(f"  torch.compile {label} batch {n} failed: {type(ex).__name__}: {ex}")
+                compile_spent += time.time() - t0
+            else:
+                print(f"  torch.compile {label} batch {n}: skipped, compile budget of {budget:.0f} s spent")
+        rows.append((prec, n, e, c))
+        print(f"  {prec} batch {n}: eager {e:,.0f} images/s" + (f", compiled {c:,.0f} images/s" if c else ""), flush=True)
+    return compile_spent
+
+
 def tutorial(args, z_all, ours, compile_spent):
     """The tutorial generator: errors vs float64 and images/s beside facegen's generic kernels."""
     dev = torch.device("cuda")
@@ -162,25 +188,7 @@ def tutorial(args, z_all, ours, compile_spent):
             out = model(z4[:256].to(dtype)).permute(0, 2, 3, 1).double()
         ours_img = torch.from_numpy(np.fromfile(os.path.join(args.dir, f"tutorial_images_{prec}.bin"), dtype=np.float32))
         errors[prec] = ((out - ref).abs().max().item(), (ours_img.to(dev).double().view_as(ref) - ref).abs().max().item())
-        compiled = None
-        for n in [64, 1024, 8192]:
-            z = z4[:n].to(dtype).contiguous()
-            e = time_images_per_s(lambda x: model(x), z)
-            c = None
-            if n in (64, 8192):
-                if compile_spent < args.compile_budget:
-                    t0 = time.time()
-                    try:
-                        if compiled is None:
-                            compiled = torch.compile(model, mode="max-autotune")
-                        c = time_images_per_s(compiled, z)
-                    except Exception as ex:  # report, keep the eager numbers
-                        print(f"  torch.compile tutorial {prec} batch {n} failed: {type(ex).__name__}: {ex}")
-                    compile_spent += time.time() - t0
-                else:
-                    print(f"  torch.compile tutorial {prec} batch {n}: skipped, compile budget of {args.compile_budget:.0f} s spent")
-            rows.append((prec, n, e, c))
-            print(f"  {prec} batch {n}: eager {e:,.0f} images/s" + (f", compiled {c:,.0f} images/s" if c else ""), flush=True)
+        compile_spent = time_batches(model, z4, dtype, prec, f"tutorial {prec}", args.compile_budget, compile_spent, rows)
     print("worst |error| vs float64, tutorial generator, first 256 images:")
     for prec, (pt, fg) in errors.items():
         print(f"  {prec}: PyTorch {pt:.2e}   facegen {fg:.2e}")
@@ -212,37 +220,17 @@ def main():
     with torch.no_grad():
         ref = Generator(params).to(dev).double()(z_all[:256].double())
 
-    batches = [64, 1024, 8192]
     rows, errors = [], {}
     compile_spent = 0.0
     for prec in ["fp32", "tf32", "bf16"]:
         set_precision(prec)
         dtype = torch.bfloat16 if prec == "bf16" else torch.float32
         model = Generator(params).to(dev).to(dtype).to(memory_format=torch.channels_last)
-        eager = lambda z: model(z)
         with torch.no_grad():
             out = model(z_all[:256].to(dtype)).double()
         ours_img = torch.from_numpy(np.fromfile(os.path.join(args.dir, f"images_{prec}.bin"), dtype=np.float32)).to(dev).double()
         errors[prec] = ((out - ref).abs().max().item(), (ours_img.view_as(ref) - ref).abs().max().item())
-        compiled = None
-        for n in batches:
-            z = z_all[:n].to(dtype).contiguous()
-            e = time_images_per_s(eager, z)
-            c = None
-            if n in (64, 8192):
-                if compile_spent < args.compile_budget:
-                    t0 = time.time()
-                    try:
-                        if compiled is None:
-                            compiled = torch.compile(model, mode="max-autotune")
-                        c = time_images_per_s(compiled, z)
-                    except Exception as ex:  # report, keep the eager numbers
-                        print(f"  torch.compile {prec} batch {n} failed: {type(ex).__name__}: {ex}")
-                    compile_spent += time.time() - t0
-                else:
-                    print(f"  torch.compile {prec} batch {n}: skipped, compile budget of {args.compile_budget:.0f} s spent")
-            rows.append((prec, n, e, c))
-            print(f"  {prec} batch {n}: eager {e:,.0f} images/s" + (f", compiled {c:,.0f} images/s" if c else ""), flush=True)
+        compile_spent = time_batches(model, z_all, dtype, prec, prec, args.compile_budget, compile_spent, rows)
 
     print("\nworst |error| vs float64, first 256 images:")
     for prec, (pt, fg) in errors.items():
