@@ -385,6 +385,20 @@ def image_report(clf, images, ref_features):
     }
 
 
+def frechet_judge(args, clf, classify_fn, real_train, device):
+    """judge(gen): the Frechet distance, in the features classify_fn(clf, images) gives, of 2,000 of
+    gen's samples to 10,000 training images drawn once with the run's seed."""
+    g = torch.Generator(device="cpu").manual_seed(args.seed + 9)
+    subset = torch.randperm(len(real_train), generator=g)[:10000].to(device)
+    train_feats, _, _ = classify_fn(clf, real_train[subset])
+    n = min(2000, args.eval_samples)
+
+    def judge(gen):
+        feats, _, _ = classify_fn(clf, generate(gen, n, device, args.seed + 8))
+        return frechet_distance(feats, train_feats)
+    return judge
+
+
 def make_fashion_judge(args, real_train, train_labels, device, log):
     """Trains the classifier; returns (judge, classifier, test accuracy, test images). judge(gen) is the
     Frechet distance of 2,000 of gen's samples to 10,000 training images, in classifier features: it
@@ -392,15 +406,7 @@ def make_fashion_judge(args, real_train, train_labels, device, log):
     test_x, test_y = load_fashion(args.data_dir, "test", device, limit=args.limit)
     clf, acc = train_classifier(real_train, train_labels, test_x, test_y, device,
                                 args.classifier_epochs, args.seed + 1, log)
-    g = torch.Generator(device="cpu").manual_seed(args.seed + 9)
-    subset = torch.randperm(len(real_train), generator=g)[:10000].to(device)
-    train_feats, _, _ = classify(clf, real_train[subset])
-    n = min(2000, args.eval_samples)
-
-    def judge(gen):
-        feats, _, _ = classify(clf, generate(gen, n, device, args.seed + 8))
-        return frechet_distance(feats, train_feats)
-    return judge, clf, acc, (test_x, test_y)
+    return frechet_judge(args, clf, classify, real_train, device), clf, acc, (test_x, test_y)
 
 
 def fashion_metrics(args, gen, real_train, clf, acc, test_set, device):
@@ -506,15 +512,7 @@ def make_face_judge(args, real_train, train_labels, heads, device, log):
     test_x, test_y, _ = load_faces(args.data_dir, device, "held_out", limit=args.limit)
     clf, acc = train_face_classifier(real_train, train_labels, test_x, test_y, heads, device,
                                      args.classifier_epochs, args.seed + 1, log)
-    g = torch.Generator(device="cpu").manual_seed(args.seed + 9)
-    subset = torch.randperm(len(real_train), generator=g)[:10000].to(device)
-    train_feats, _, _ = classify_faces(clf, real_train[subset])
-    n = min(2000, args.eval_samples)
-
-    def judge(gen):
-        feats, _, _ = classify_faces(clf, generate(gen, n, device, args.seed + 8))
-        return frechet_distance(feats, train_feats)
-    return judge, clf, acc, test_x
+    return frechet_judge(args, clf, classify_faces, real_train, device), clf, acc, test_x
 
 
 def face_metrics(args, gen, real_train, heads, clf, acc, held_out, device):
