@@ -15,7 +15,9 @@
 #   3. the user's jobs as a user runs them (run_parallel.sh, wall time): 1 GPU, 2 GPUs and 2 ranks per
 #      GPU, for 65,536 latents from a text file -> txt,bmp and -> npy, --random 262,144 -> npy and
 #      --random 1,048,576 -> npy (fp32; /dev/shm only: 51.5 GB), on /dev/shm and on the root disk,
-#      each with its start-up (the slowest rank's, from its summary) apart;
+#      each with its start-up (the slowest rank's, from its summary) apart; and, on /dev/shm, the 8-bit
+#      outputs alone (--random 262,144 -> bmp, in fp32 and bf16, beside npy in bf16): whether the host's
+#      conversion of floats to pixels, rather than the GPU or the storage, limits a job that writes bytes;
 #   4. the table of targets: each job's images/s without start-up against min(the GPUs' generation rate
 #      in that run, write ceiling / bytes per image), for both ceilings, and the 2-GPU / 1-GPU speed-ups.
 # Knobs: DEVICE (cuda), SCALE (full | tiny), DISK_DIR (a directory on the root disk, /var/tmp/facegen-scaling),
@@ -89,13 +91,14 @@ echo "read ceiling of $latents ($(stat -c %s "$latents") bytes, page cache): $(a
 results=$shm_dir/results.tsv
 : > "$results"
 # job LABEL N FORMATS RANKS DIR LATENT-FLAGS...: one run_parallel.sh job; appends a row to $results.
+# JOB_PRECISION overrides the precision of one job.
 job() {
   local label=$1 n=$2 formats=$3 ranks=$4 dir=$5
   shift 5
   local start t out=$dir/out
   start=$(now)
   ./run_parallel.sh --program "$prog" --model "$model" "$@" --output "$out" --ranks-per-node "$ranks" -- \
-    --device "$device" --precision "$precision" --formats "$formats" --all-ranks > "$shm_dir/job.out" 2>&1
+    --device "$device" --precision "${JOB_PRECISION:-$precision}" --formats "$formats" --all-ranks > "$shm_dir/job.out" 2>&1
   local status=$?
   t=$(elapsed "$start")
   if [ $status -ne 0 ]; then
@@ -114,6 +117,7 @@ job() {
   grep -E '^(parse|generate|write|total) ' "$shm_dir/job.out" | sed 's/^/      /'
 }
 configs="1 $gpus $((2 * gpus))"
+[ "$gpus" = 1 ] && configs="1 2"  # a one-GPU machine: one rank, and two ranks sharing the GPU
 echo
 echo "jobs ($device, $precision; ranks: 1 = one GPU, $gpus = one per GPU, $((2 * gpus)) = two per GPU):"
 for dir in "${targets[@]}"; do
@@ -124,6 +128,14 @@ for dir in "${targets[@]}"; do
     [ "$dir" = "$shm_dir" ] && job "--random $n_big -> npy" "$n_big" npy "$ranks" "$dir" --random "$n_big"
   done
 done
+if [ "${SKIP_SHM:-0}" != 1 ]; then
+  for ranks in $configs; do
+    job "--random $n_mid -> bmp" "$n_mid" bmp "$ranks" "$shm_dir" --random "$n_mid"
+    [ "$device" = cuda ] || continue  # bf16 runs on a GPU only
+    JOB_PRECISION=bf16 job "--random $n_mid -> bmp, bf16" "$n_mid" bmp "$ranks" "$shm_dir" --random "$n_mid"
+    JOB_PRECISION=bf16 job "--random $n_mid -> npy, bf16" "$n_mid" npy "$ranks" "$shm_dir" --random "$n_mid"
+  done
+fi
 
 # --- 4. the targets ---------------------------------------------------------------------------------------
 echo
