@@ -19,9 +19,11 @@
 namespace facegen {
 
 // images (count, 64, 64, nc) were computed from latents (count, nz) by `net`; `first_index` is the index of
-// images[0] in the whole run, `source` names the model file. Throws UserError on a non-finite value.
+// images[0] in the whole run, `source` names the model file. Throws UserError on a non-finite value,
+// naming the lowest-numbered bad image. The scan is split over `threads` (<= 0: every CPU
+// available_cpus() finds); what it decides does not depend on the split.
 void require_finite_images(const Network& net, const std::string& source, const float* latents,
-                           const float* images, int64_t count, int64_t first_index);
+                           const float* images, int64_t count, int64_t first_index, int threads);
 
 // The name of the first layer whose output is not finite for one latent (nz), e.g. "tconv4", or
 // "" if every layer of the float32 reference is finite.

@@ -169,8 +169,7 @@ void RankJob::generate_slice(const float* latents, int64_t count, int64_t first_
     const int64_t n = std::min(step, count - first);
     backend_->generate(latents + first * latents_.latent_dim, n, images + first * spec_.image_values());
     require_finite_images(*net_, request_.model_path, latents + first * latents_.latent_dim,
-                          images + first * spec_.image_values(), n,
-                          first_index + first);
+                          images + first * spec_.image_values(), n, first_index + first, cpu_threads_);
     progress_->own_count().store(generated_ + first + n, std::memory_order_relaxed);
     progress_->publish();
   }

@@ -83,7 +83,7 @@ RunSummary run_generation(const GenerateRequest& request) {
     float* images = stage.acquire();  // (chunk, 64, 64, nc); waits while the writer is behind
     start = Clock::now();
     backend->generate(latents.data(), count, images);
-    require_finite_images(net, request.model_path, latents.data(), images, count, done);
+    require_finite_images(net, request.model_path, latents.data(), images, count, done, request.backend.threads);
     compute_seconds += seconds_since(start);
     stage.submit(images, done, count);
     done += count;

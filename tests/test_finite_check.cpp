@@ -64,31 +64,77 @@ TEST_CASE("finite check: a NaN, an Inf or a saturated image is traced; the messa
   std::vector<float> images(static_cast<size_t>(count) * kImageValues, 0.25f);  // (5, 64, 64, 3)
 
   // Ordinary images, not the first of the run: nothing is traced, even for a bad model.
-  CHECK_NOTHROW(require_finite_images(bad, "m.bin", z.data(), images.data(), count, 7));
+  CHECK_NOTHROW(require_finite_images(bad, "m.bin", z.data(), images.data(), count, 7, 1));
   // The first image of the run is always traced.
-  CHECK_THROWS_WITH_AS(require_finite_images(bad, "m.bin", z.data(), images.data(), count, 0),
+  CHECK_THROWS_WITH_AS(require_finite_images(bad, "m.bin", z.data(), images.data(), count, 0, 1),
                        "m.bin is a bad model: its weights are finite but the output of layer tconv3 is NaN or "
                        "Inf for image 0",
                        UserError);
-  CHECK_NOTHROW(require_finite_images(sane, "m.bin", z.data(), images.data(), count, 0));
+  CHECK_NOTHROW(require_finite_images(sane, "m.bin", z.data(), images.data(), count, 0, 1));
 
   images[3 * kImageValues + 4095] = std::numeric_limits<float>::quiet_NaN();
-  CHECK_THROWS_WITH_AS(require_finite_images(bad, "m.bin", z.data(), images.data(), count, 7),
+  CHECK_THROWS_WITH_AS(require_finite_images(bad, "m.bin", z.data(), images.data(), count, 7, 1),
                        "m.bin is a bad model: its weights are finite but the output of layer tconv3 is NaN or "
                        "Inf for image 10",
                        UserError);
   // The reference finds nothing: the backend's arithmetic overflowed.
-  CHECK_THROWS_WITH_AS(require_finite_images(sane, "m.bin", z.data(), images.data(), count, 7),
+  CHECK_THROWS_WITH_AS(require_finite_images(sane, "m.bin", z.data(), images.data(), count, 7, 1),
                        doctest::Contains("gives a NaN or Inf in image 10 although every float32 reference layer "
                                          "is finite"),
                        UserError);
   images[3 * kImageValues + 4095] = -std::numeric_limits<float>::infinity();
-  CHECK_THROWS_AS(require_finite_images(sane, "m.bin", z.data(), images.data(), count, 7), UserError);
+  CHECK_THROWS_AS(require_finite_images(sane, "m.bin", z.data(), images.data(), count, 7, 1), UserError);
 
   // An image of +-1 alone: traced; a sane model's saturation is not an error.
   images[3 * kImageValues + 4095] = 0.25f;
   for (int v = 0; v < kImageValues; ++v) images[1 * kImageValues + v] = v % 3 ? 1.0f : -1.0f;
-  CHECK_THROWS_WITH_AS(require_finite_images(bad, "m.bin", z.data(), images.data(), count, 7),
+  CHECK_THROWS_WITH_AS(require_finite_images(bad, "m.bin", z.data(), images.data(), count, 7, 1),
                        doctest::Contains("layer tconv3 is NaN or Inf for image 8"), UserError);
-  CHECK_NOTHROW(require_finite_images(sane, "m.bin", z.data(), images.data(), count, 7));
+  CHECK_NOTHROW(require_finite_images(sane, "m.bin", z.data(), images.data(), count, 7, 1));
+}
+
+TEST_CASE("finite check: every kind of float is classed right, and the first bad image is named at any thread count") {
+  const Network sane = make_random_network(31);
+  Network bad = sane;
+  overflow_block(bad, sane.tconv_weight_offset(2), int64_t{25} * kStageChannels[2] * kStageChannels[3]);
+  const int64_t count = 257;  // odd, so that no split over threads is even
+  const std::vector<float> z = random_latents(count, 32);
+  std::vector<float> images(static_cast<size_t>(count) * kImageValues, -0.5f);  // (257, 64, 64, 3)
+  const float inf = std::numeric_limits<float>::infinity();
+  // Finite, so never traced past the first image, even by a bad model: zeros of both signs, the
+  // smallest denormal, the largest float, and +-1 beside a value one ulp above 1 (not saturated).
+  const float finite_values[] = {0.0f, -0.0f, std::numeric_limits<float>::denorm_min(),
+                                 -std::numeric_limits<float>::max(), std::nextafter(1.0f, 2.0f)};
+  for (float v : finite_values) {
+    CAPTURE(v);
+    std::vector<float> one = images;
+    for (int k = 0; k < kImageValues; ++k) one[200 * kImageValues + k] = k % 2 ? 1.0f : -1.0f;
+    one[200 * kImageValues + 4097] = v;
+    for (int threads : {1, 2, 3, 8}) CHECK_NOTHROW(require_finite_images(bad, "m.bin", z.data(), one.data(), count, 7, threads));
+  }
+  // Not finite: a quiet NaN, a signalling NaN, a negative NaN and both infinities, in the last value of
+  // image 250 and in the first of image 131; the message names image 131 (+7) at every thread count.
+  const float non_finite[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::signaling_NaN(),
+                              -std::numeric_limits<float>::quiet_NaN(), inf, -inf};
+  for (float v : non_finite) {
+    CAPTURE(v);
+    std::vector<float> one = images;
+    one[251 * kImageValues - 1] = v;
+    one[131 * kImageValues] = v;
+    for (int threads : {1, 2, 3, 8}) {
+      CAPTURE(threads);
+      CHECK_THROWS_WITH_AS(require_finite_images(bad, "m.bin", z.data(), one.data(), count, 7, threads),
+                           "m.bin is a bad model: its weights are finite but the output of layer tconv3 is NaN or "
+                           "Inf for image 138",
+                           UserError);
+    }
+  }
+  // Every value exactly +-1, signs mixed: traced, for image 256 alone (the last).
+  std::vector<float> saturated = images;
+  for (int k = 0; k < kImageValues; ++k) saturated[256 * kImageValues + k] = k % 5 ? -1.0f : 1.0f;
+  for (int threads : {1, 2, 3, 8}) {
+    CHECK_THROWS_WITH_AS(require_finite_images(bad, "m.bin", z.data(), saturated.data(), count, 7, threads),
+                         doctest::Contains("layer tconv3 is NaN or Inf for image 263"), UserError);
+    CHECK_NOTHROW(require_finite_images(sane, "m.bin", z.data(), saturated.data(), count, 7, threads));
+  }
 }
