@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
   run_sink("text sink, 1 thread", make_text_sink(dir + "/t.txt", n, one_thread), dir + "/t.txt", "(fsync)");
   run_sink("npy (PREFIX.npy)", make_npy_sink(dir + "/n.npy", n), dir + "/n.npy", "(fsync)");
   run_sink("bmp mosaic (PREFIX.bmp)", make_mosaic_sink(MosaicEncoding::Bmp, dir + "/m", n, sink_options),
-           dir + "/m.bmp", "(one file, stb_image_write)");
+           dir + "/m.bmp", "(one file)");
   std::snprintf(note, sizeof note, "(%d threads, stb level %d)", threads, 8);
   run_sink("png folder (PREFIX/000000.png)", make_png_folder_sink(dir + "/p", n, sink_options), dir + "/p", note);
   run_sink("png folder, 1 thread", make_png_folder_sink(dir + "/p", n, one_thread), dir + "/p", "");

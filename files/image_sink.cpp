@@ -56,9 +56,7 @@ class FormatSink : public ImageSink {
                        place, files_, layout_.image_values());
       }
     } else {
-      parallel_for(count, threads_, [&](int64_t begin, int64_t end) {
-        layout_.write_run(images + begin * layout_.image_values(), first + begin, end - begin, files_);
-      });
+      layout_.write_run_threaded(images, first, count, files_, threads_);
     }
     way_.ran(files_.bytes_written() - bytes_before,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -21,6 +21,7 @@
 #include "common/errors.hpp"
 #include "common/model_shape.hpp"
 #include "common/text_format.hpp"
+#include "common/threads.hpp"
 #include "files/temp_registry.hpp"
 
 namespace facegen {
@@ -275,6 +276,34 @@ void OutputLayout::write_run(const float* images, int64_t first, int64_t count, 
   throw std::logic_error("OutputLayout::write_run: text goes through write_text_run");
 }
 
+void OutputLayout::write_run_threaded(const float* images, int64_t first, int64_t count, FileWriter& out,
+                                      int threads) const {
+  if (format_ != OutputFormat::Bmp && format_ != OutputFormat::MosaicPng) {
+    parallel_for(count, threads, [&](int64_t begin, int64_t end) {
+      write_run(images + begin * image_values(), first + begin, end - begin, out);
+    });
+    return;
+  }
+  // Cuts at every tile-row start and file start inside the run: (pieces + 1) offsets from `first`.
+  std::vector<int64_t> cuts{0};
+  const auto [begin_file, end_file] = files_of(first, count);
+  for (size_t f = begin_file; f < end_file; f += format_ == OutputFormat::Bmp ? 1 : 2) {
+    const OutputFile mosaic = file(f);
+    const int64_t columns = mosaic.grid.columns;
+    const int64_t end = std::min(first + count, mosaic.first + mosaic.count);
+    int64_t n = std::max(first, mosaic.first);
+    while (n < end) {
+      n = std::min(end, mosaic.first + ((n - mosaic.first) / columns + 1) * columns);  // the next row's first tile
+      cuts.push_back(n - first);
+    }
+  }
+  parallel_for(static_cast<int64_t>(cuts.size()) - 1, threads, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      write_run(images + cuts[p] * image_values(), first + cuts[p], cuts[p + 1] - cuts[p], out);
+    }
+  });
+}
+
 // A run's images land in parts of tile rows; each part is 64 RGB pixel rows of its tiles (a grey value
 // repeated in R, G and B; the padding between them black), gathered in file order in a buffer of the thread's own and written with one
 // call per pixel row, or one call when the part spans the whole mosaic row.
@@ -426,13 +455,6 @@ MosaicGrid mosaic_grid(int64_t images, int64_t columns, int64_t padding) {
     grid.rows = (images + grid.columns - 1) / grid.columns;
   }
   return grid;
-}
-
-unsigned char channel_to_byte(float v) {
-  const float scaled = (v + 1.0f) / 2.0f * 255.0f;
-  if (!(scaled > 0.0f)) return 0;  // NaN too
-  if (scaled >= 255.0f) return 255;
-  return static_cast<unsigned char>(scaled);  // truncates toward zero
 }
 
 int64_t mosaic_side(int64_t n) {

@@ -132,6 +132,11 @@ class OutputLayout {
   // Every format but txt: writes images [first, first + count) of the run, (count, 64, 64, nc), at their
   // offsets through `out`. Any thread; several threads may write disjoint runs at once.
   void write_run(const float* images, int64_t first, int64_t count, FileWriter& out) const;
+  // The same run written by `threads` threads (both drivers call this), split where each piece takes
+  // the fewest write calls: a mosaic into pieces of at most one tile row, so that every whole row of
+  // tiles is converted by one thread and written with one call (64 pixel rows are contiguous in the
+  // file), rather than one call per pixel row of a few tiles from every thread into one file.
+  void write_run_threaded(const float* images, int64_t first, int64_t count, FileWriter& out, int threads) const;
 
   // txt: where the lines start (after "N\n").
   int64_t text_data_offset() const { return header_bytes_; }
@@ -183,7 +188,14 @@ constexpr size_t kMaxImageTextBytes = 12288 * 46 + 1;
 // One line of `values` values (64 * 64 * nc) with its "\n"; returns bytes.
 size_t format_image_text(const float* image, char* out, int64_t values = kImageValues);
 size_t format_value_text(float v, char* out);  // printf("%.4f ", v) exactly, at most 46 bytes, no NUL
-unsigned char channel_to_byte(float v);
+// (v + 1) / 2 * 255 in float, truncated toward zero, clamped to [0, 255], NaN to 0. Inline and
+// written with selects, so that the loops of every 8-bit format vectorise.
+inline unsigned char channel_to_byte(float v) {
+  const float scaled = (v + 1.0f) / 2.0f * 255.0f;
+  float c = scaled > 0.0f ? scaled : 0.0f;  // NaN too
+  c = c < 255.0f ? c : 255.0f;
+  return static_cast<unsigned char>(static_cast<int>(c));
+}
 int64_t mosaic_side(int64_t n);  // ceil(sqrt(n)), exact for every n >= 0
 
 }  // namespace facegen

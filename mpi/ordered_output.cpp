@@ -459,9 +459,7 @@ void OrderedOutputs::write_round(const Round& round) {
     LayoutFiles out(*files_, first_file_[l]);
     if (layout.format() != OutputFormat::Text) {
       attempt(status, [&] {
-        parallel_for(count, options_.threads, [&](int64_t begin, int64_t end) {
-          layout.write_run(round.buffer + begin * layout.image_values(), round.slice.begin + begin, end - begin, out);
-        });
+        layout.write_run_threaded(round.buffer, round.slice.begin, count, out, options_.threads);
       });
       continue;
     }

@@ -655,3 +655,60 @@ TEST_CASE("commit: the file system full at each output's last byte leaves every 
     CHECK(dir.entries() == 4);
   }
 }
+
+TEST_CASE("mosaics written by threads: pieces of whole tile rows, the bytes of one thread, one call per whole row") {
+  const int64_t n = 53;
+  const std::vector<float> images = some_images(n, 91);
+  struct Grid { int64_t columns, padding; int tiles; };
+  // A square grid split into files of 4 x 4 tiles; 5 columns with padding; 7 columns, one file.
+  for (Grid grid : {Grid{0, 0, 4}, Grid{5, 3, 0}, Grid{7, 0, 0}}) {
+    for (OutputFormat format : {OutputFormat::Bmp, OutputFormat::MosaicPng}) {
+      CAPTURE(format_name(format));
+      CAPTURE(grid.columns);
+      OutputOptions options;
+      options.grid_columns = grid.columns;
+      options.grid_padding = grid.padding;
+      options.mosaic_tiles = grid.tiles;
+      const OutputLayout layout(format, "/nonexistent/m", n, options);
+      MemoryFiles reference(layout);
+      layout.write_run(images.data(), 0, n, reference);
+      for (int threads : {1, 2, 3, 7}) {
+        for (auto [first, count] : std::vector<std::pair<int64_t, int64_t>>{{0, n}, {3, 23}, {26, 27}}) {
+          CAPTURE(threads);
+          CAPTURE(first);
+          struct Counting : MemoryFiles {
+            using MemoryFiles::MemoryFiles;
+            std::atomic<int64_t> calls{0};
+            void write_at(size_t file, int64_t offset, const void* data, int64_t bytes) override {
+              ++calls;
+              MemoryFiles::write_at(file, offset, data, bytes);
+            }
+          } out(layout);
+          // Every byte after each header poisoned; the threads' write must change exactly what one
+          // thread's write of the same run changes, to the same values.
+          std::vector<std::string> poisoned = reference.bytes;
+          for (size_t f = 0; f < poisoned.size(); ++f) {
+            const size_t header = layout.file(f).header.size();
+            std::fill(poisoned[f].begin() + static_cast<std::ptrdiff_t>(std::min(header, poisoned[f].size())),
+                      poisoned[f].end(), '\x5a');
+          }
+          out.bytes = poisoned;
+          layout.write_run_threaded(images.data() + first * kImageValues, first, count, out, threads);
+          MemoryFiles expect(layout);
+          expect.bytes = poisoned;
+          layout.write_run(images.data() + first * kImageValues, first, count, expect);
+          CHECK(out.bytes == expect.bytes);
+          if (first == 0 && count == n) {  // every tile of every file, unused tiles and padding black
+            MemoryFiles whole(layout);
+            layout.write_run_threaded(images.data(), 0, n, whole, threads);
+            CHECK(whole.bytes == reference.bytes);
+          }
+          if (grid.padding == 0 && grid.columns == 7 && first == 3) {
+            // [3, 7) partial, [7, 14) [14, 21) whole rows, [21, 26) partial: 64 + 1 + 1 + 64 calls.
+            CHECK(out.calls.load() == 130);
+          }
+        }
+      }
+    }
+  }
+}
