@@ -106,11 +106,11 @@ job() {
     return
   fi
   local bytes gen startup
-  bytes=$(du -sb "$out".* "$out" 2> /dev/null | awk '{ s += $1 } END { print s + 0 }')
+  bytes=$(du -sb "$out".* "$out"-* "$out" 2> /dev/null | awk '{ s += $1 } END { print s + 0 }')
   gen=$(grep -m1 '^generate' "$shm_dir/job.out" | grep -oE '\(([0-9]+) images/s' | grep -oE '[0-9]+' || echo 0)
   # Start-up: the summary's "model load" (reading the model and starting the backend, slowest rank).
   startup=$(grep -oE 'model load [0-9.]+' "$shm_dir/job.out" | grep -oE '[0-9.]+$' || echo 0)
-  rm -rf "$out" "$out".*
+  rm -rf "$out" "$out".* "$out"-*
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$dir" "$label" "$ranks" "$n" "$t" "$startup" "$gen" "$bytes" >> "$results"
   printf '  %-34s %-26s %d rank(s): %8.3f s, start-up %s s\n' "$label" "$dir" "$ranks" "$t" "$startup"
   # The job's own stage times say what it waited on.
