@@ -215,6 +215,27 @@ bool same_file(const std::string& output, const struct stat& input) {
   return ::stat(output.c_str(), &existing) == 0 && existing.st_dev == input.st_dev && existing.st_ino == input.st_ino;
 }
 
+// The extension of a format's file, or of its numbered mosaic files ("" for the folder of PNGs).
+std::string output_extension(facegen::OutputFormat format) {
+  switch (format) {
+    case facegen::OutputFormat::Text: return ".txt";
+    case facegen::OutputFormat::Npy: return ".npy";
+    case facegen::OutputFormat::Bmp: return ".bmp";
+    case facegen::OutputFormat::MosaicPng: return ".png";
+    case facegen::OutputFormat::Png: break;
+  }
+  return "";
+}
+
+// Whether `name` is a numbered mosaic file of `stem`: STEM-<digits>EXTENSION.
+bool numbered_mosaic_name(const std::string& name, const std::string& stem, const std::string& extension) {
+  const std::string head = stem + "-";
+  return name.size() > head.size() + extension.size() && name.compare(0, head.size(), head) == 0 &&
+         name.compare(name.size() - extension.size(), extension.size(), extension) == 0 &&
+         name.substr(head.size(), name.size() - head.size() - extension.size()).find_first_not_of("0123456789") ==
+             std::string::npos;
+}
+
 // A file the run reads, which no output may replace.
 struct ReadFile {
   std::string what;  // "input file", "model file"
@@ -274,10 +295,8 @@ void refuse_overwriting(const std::string& prefix, const std::vector<facegen::Ou
                              output + "); choose another prefix");
   };
   // A numbered mosaic file of this prefix: PREFIX-<digits>.<extension>.
-  auto numbered = [&](const char* extension) {
+  auto numbered = [&](const std::string& extension) {
     const std::string dir = prefix.find('/') == std::string::npos ? "." : prefix.substr(0, prefix.find_last_of('/'));
-    const std::string base = prefix.substr(prefix.find_last_of('/') + 1) + "-";
-    const std::string tail = std::string(".") + extension;
     char resolved_dir[PATH_MAX];
     char input_dir[PATH_MAX];
     const std::string input_parent = input_path.find('/') == std::string::npos
@@ -287,27 +306,19 @@ void refuse_overwriting(const std::string& prefix, const std::vector<facegen::Ou
         std::strcmp(resolved_dir, input_dir) != 0)
       return;
     const std::string name = input_path.substr(input_path.find_last_of('/') + 1);
-    if (name.size() <= base.size() + tail.size() || name.compare(0, base.size(), base) != 0 ||
-        name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
-      return;
-    const std::string digits = name.substr(base.size(), name.size() - base.size() - tail.size());
-    if (digits.find_first_not_of("0123456789") == std::string::npos) refuse(dir + "/" + name);
+    if (numbered_mosaic_name(name, prefix.substr(prefix.find_last_of('/') + 1), extension)) refuse(dir + "/" + name);
   };
   for (facegen::OutputFormat format : formats) {
+    const std::string extension = output_extension(format);
     switch (format) {
       case facegen::OutputFormat::Text:
-        if (same_file(prefix + ".txt", input)) refuse(prefix + ".txt");
-        break;
       case facegen::OutputFormat::Npy:
-        if (same_file(prefix + ".npy", input)) refuse(prefix + ".npy");
+        if (same_file(prefix + extension, input)) refuse(prefix + extension);
         break;
       case facegen::OutputFormat::Bmp:
-        if (same_file(prefix + ".bmp", input)) refuse(prefix + ".bmp");
-        numbered("bmp");
-        break;
       case facegen::OutputFormat::MosaicPng:
-        if (same_file(prefix + ".png", input)) refuse(prefix + ".png");
-        numbered("png");
+        if (same_file(prefix + extension, input)) refuse(prefix + extension);
+        numbered(extension);
         break;
       case facegen::OutputFormat::Png: {
         // The folder is replaced as a whole at the end: an input inside it would go with it.
@@ -355,18 +366,10 @@ void check_summary_path(const std::string& summary, const std::string& prefix,
       if (name.compare(0, stem.size() + 1, stem + "/") == 0) refuse();
       continue;
     }
-    const std::string extension = format == facegen::OutputFormat::Text  ? ".txt"
-                                  : format == facegen::OutputFormat::Npy ? ".npy"
-                                  : format == facegen::OutputFormat::Bmp ? ".bmp"
-                                                                         : ".png";
+    const std::string extension = output_extension(format);
     if (name == stem + extension) refuse();
-    // A numbered mosaic: PREFIX-<digits>.<extension>.
     const bool mosaic = format == facegen::OutputFormat::Bmp || format == facegen::OutputFormat::MosaicPng;
-    if (mosaic && name.size() > stem.size() + 1 + extension.size() && name.compare(0, stem.size() + 1, stem + "-") == 0 &&
-        name.compare(name.size() - extension.size(), extension.size(), extension) == 0 &&
-        name.substr(stem.size() + 1, name.size() - stem.size() - 1 - extension.size()).find_first_not_of("0123456789") ==
-            std::string::npos)
-      refuse();
+    if (mosaic && numbered_mosaic_name(name, stem, extension)) refuse();  // resolved: STEM-<digits>.EXT
   }
 }
 
