@@ -17,10 +17,12 @@
 # The program: facegen beside this script (as make install puts them: PREFIX/bin/facegen and
 # PREFIX/bin/facegen-run-parallel), else build/facegen beside it (the source tree); --program PATH
 # picks another. Without --model the program uses its shipped model.
-# It prints the command before running it. When the job fails it removes the temporary files that a
-# killed rank could not (PREFIX.<ext>.tmp-TOKEN-XXXXXX, TOKEN this job's own: another run's
-# temporaries of the same prefix stay) and exits with the job's status; SIGINT or SIGTERM
-# to this script stops the job the same way and exits 130 or 143.
+# It prints the command before running it. When the job fails it finishes a commit of the outputs
+# that the launcher cut short (facegen --finish-commit: the whole new set in place), removes the
+# temporary files that a killed rank could not (PREFIX.<ext>.tmp-TOKEN-XXXXXX, TOKEN this job's own:
+# another run's temporaries of the same prefix stay), says whether the outputs were replaced and exits
+# with the job's status; SIGINT or SIGTERM to this script stops the job the same way and exits 130
+# or 143.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -246,12 +248,32 @@ done
 trap - INT TERM
 set -e
 [ "$interrupted" -eq 0 ] || status=$interrupted
+
+# Rank 0 journals the commit of the outputs (DIR/.facegen-commit-TOKEN-XXXXXX, marked done when it
+# finished). A journal still under way means the launcher killed rank 0 mid-commit (mpirun sends
+# SIGKILL a second after the SIGTERM it hands on): facegen --finish-commit completes it, before the
+# temporaries (the new outputs it renames into place) could be removed below.
+outdir=$(dirname -- "$output")
+outputs_replaced=no
+mapfile -t journals < <(compgen -G "$outdir/.facegen-commit-$FACEGEN_TEMP_TAG-??????" || true)
+for journal in "${journals[@]}"; do
+  finish_status=0
+  finish_line=$("$program" --finish-commit "$journal" 2>&1) || finish_status=$?
+  case $finish_status in
+    0) outputs_replaced=yes
+       [[ $finish_line == *"had finished"* ]] || echo "run_parallel: ${finish_line#facegen: }" >&2 ;;
+    4) echo "run_parallel: ${finish_line#facegen: }" >&2 ;;
+    *) outputs_replaced=unknown
+       echo "run_parallel: ${finish_line#facegen: }" >&2
+       [ $status -ne 0 ] || status=1 ;;
+  esac
+done
+
 if [ $status -ne 0 ]; then
   # A rank killed by a signal or by the launcher cannot remove its temporary files and folders.
   # MPI-IO adds files of its own beside each: TEMP.data.RANK, TEMP.metadata.RANK (the shared file
   # pointer facegen asks OpenMPI for), a lock file across nodes (TEMP-JOB-PID.lock).
   # A name too long for NAME_MAX with its suffix is cut before ".tmp-": the token finds it too.
-  outdir=$(dirname -- "$output")
   mapfile -t leftovers < <({ compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????" || true
                              compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????" || true
                              compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????-*.lock" || true
@@ -264,9 +286,14 @@ if [ $status -ne 0 ]; then
     fi
   fi
   case $interrupted in
-    130) echo "run_parallel: interrupted (SIGINT); the job was stopped and no output was written" >&2 ;;
-    143) echo "run_parallel: terminated (SIGTERM); the job was stopped and no output was written" >&2 ;;
-    *) echo "run_parallel: the job failed (exit status $status); no output was written" >&2 ;;
+    130) what="interrupted (SIGINT); the job was stopped" ;;
+    143) what="terminated (SIGTERM); the job was stopped" ;;
+    *) what="the job failed (exit status $status)" ;;
+  esac
+  case $outputs_replaced in
+    no) echo "run_parallel: $what; no output was written" >&2 ;;
+    yes) echo "run_parallel: $what after its outputs were written: the new outputs are in place" >&2 ;;
+    *) echo "run_parallel: $what while its outputs were put in place, and that could not be finished (see above)" >&2 ;;
   esac
 fi
 exit $status

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "files/commit_journal.hpp"
 #include "files/stop_signals.hpp"
 #include "common/errors.hpp"
 #include "run/pipeline.hpp"
@@ -43,6 +44,7 @@ using facegen::DeviceKind;
 
 using facegen::kExitInput;
 using facegen::kExitUsage;
+using facegen::kExitRolledBack;
 using facegen::kExitFault;
 
 // The shipped model, found from the program's own location: <dir>/../models/ in the source tree
@@ -159,7 +161,10 @@ cxxopts::Options command_line() {
       ("grid-padding", "mosaics: P black pixels between and around the tiles, as save_image(padding=P)",
        value<std::string>()->default_value("0"), "P")
       ("summary-json", "also write the run summary as JSON to FILE (atomically, like every output)",
-       value<std::string>(), "FILE");
+       value<std::string>(), "FILE")
+      ("finish-commit", "only finish the commit of a run that was killed while it put its outputs in place "
+       "(DIR/.facegen-commit-*; a run into DIR does it itself): exit 0 when the run's new outputs are in "
+       "place, 4 when its old ones are", value<std::string>(), "JOURNAL");
   options.add_options("Device")
       ("d,device", "auto, cuda or cpu (auto: a usable NVIDIA GPU, else the CPU with a notice); synthetic: test "
        "images, not the network", value<std::string>()->default_value("auto"), "DEVICE")
@@ -189,6 +194,27 @@ cxxopts::Options command_line() {
        value<std::string>()->default_value("0"), "N")
       ("mpi", "run as one rank of an MPI job even where no launcher is detected");
   return options;
+}
+
+// --finish-commit JOURNAL: one line on stderr saying which outputs are in place.
+int finish_commit_command(const std::string& journal) {
+  const facegen::FinishReport report = facegen::finish_commit(journal);
+  const std::string outputs =
+      report.first_final + (report.outputs > 1 ? " and " + facegen::with_commas(static_cast<int64_t>(report.outputs) - 1) + " more" : "");
+  switch (report.outcome) {
+    case facegen::FinishOutcome::Busy:
+      throw facegen::UserError(journal + " belongs to a commit under way: its process still holds it");
+    case facegen::FinishOutcome::OldInPlace:
+      std::cerr << "facegen: a new output of the commit that " << journal << " recorded is gone; the commit was "
+                << "undone: " << outputs << " are as they were before that run\n";
+      return kExitRolledBack;
+    case facegen::FinishOutcome::NewInPlace:
+      std::cerr << "facegen: " << (report.was_done ? "the commit that " + journal + " recorded had finished: "
+                                                   : "finished the commit that " + journal + " recorded: ")
+                << "the new " << outputs << " are in place\n";
+      return 0;
+  }
+  return 0;
 }
 
 const std::vector<std::string> kHelpGroups = {"Input", "Output", "Device", "Memory", "Reporting",
@@ -385,7 +411,8 @@ int run_command_line(int argc, char** argv) {
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
       std::cout << options.help(kHelpGroups)
-                << "\nExit status: 0 success, 1 bad input, 2 bad command line, 3 internal or device fault.\n";
+                << "\nExit status: 0 success, 1 bad input, 2 bad command line, 3 internal or device fault; "
+                   "4 (--finish-commit) the old outputs are back.\n";
       return 0;
     }
     if (args.count("version")) {
@@ -396,6 +423,7 @@ int run_command_line(int argc, char** argv) {
       std::cerr << "facegen: unexpected argument '" << args.unmatched().front() << "' (see --help)\n";
       return kExitUsage;
     }
+    if (args.count("finish-commit")) return finish_commit_command(args["finish-commit"].as<std::string>());
     const int sources = static_cast<int>(args.count("input") + args.count("random") + args.count("interpolate"));
     if (sources != 1) {
       std::cerr << "facegen: give exactly one of --input PATH, --random N, --interpolate K (see --help)\n";

@@ -15,6 +15,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitInput = 1;  // a problem with the input: a file, a value, a flag
 constexpr int kExitUsage = 2;  // a malformed command line
 constexpr int kExitFault = 3;  // a fault of the program or its environment (CUDA, MPI, memory)
+constexpr int kExitRolledBack = 4;  // --finish-commit: the commit was undone, the old outputs are back
 
 struct UserError : std::runtime_error {
   using std::runtime_error::runtime_error;

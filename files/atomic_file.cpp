@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "common/errors.hpp"
+#include "files/path_parts.hpp"
 #include "files/temp_registry.hpp"
 
 namespace facegen {
@@ -43,13 +44,6 @@ const char* create_hint(int err) {
     case EROFS: return " (is the directory writable?)";
     default: return "";
   }
-}
-
-std::string directory_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
 }
 
 }  // namespace

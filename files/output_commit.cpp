@@ -7,125 +7,159 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <random>
-#include <set>
+#include <stdexcept>
 
 #include "common/errors.hpp"
+#include "files/commit_journal.hpp"
+#include "files/path_parts.hpp"
 #include "files/temp_registry.hpp"
 
 namespace facegen {
 namespace {
 
-std::string directory_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
+// For fault tests: FACEGEN_TEST_FAIL_RENAME=K fails the K-th rename of step 2 with EIO, and
+// FACEGEN_TEST_KILL_COMMIT=K ends the process by SIGKILL before the K-th change to the directory
+// (links, renames, removals, counted from 1), as mpirun or the OOM killer would. Read per commit.
+struct InjectedFaults {
+  int fail_rename = number("FACEGEN_TEST_FAIL_RENAME");
+  int kill_at = number("FACEGEN_TEST_KILL_COMMIT");
+  int changes = 0;
 
-std::string base_name(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-// A hard link to `path` under a new hidden name beside it: ".NAME.old-XXXXXX". Returns errno or 0.
-int link_backup(const std::string& path, std::string* backup) {
-  static thread_local std::mt19937_64 random{std::random_device{}()};
-  static const char kLetters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    std::string name = directory_of(path) + "/." + base_name(path) + ".old-";
-    for (int i = 0; i < 6; ++i) name.push_back(kLetters[random() % (sizeof kLetters - 1)]);
-    if (::link(path.c_str(), name.c_str()) == 0) {
-      *backup = name;
-      return 0;
-    }
-    if (errno != EEXIST) return errno;
+  static int number(const char* name) {
+    const char* text = std::getenv(name);
+    return text == nullptr ? 0 : std::atoi(text);
   }
-  return EEXIST;
-}
-
-// The rename of step 2, failing on request for fault tests.
-int rename_into_place(const PendingRename& r, bool exchange, int ordinal) {
-  const char* fail_at = std::getenv("FACEGEN_TEST_FAIL_RENAME");
-  if (fail_at != nullptr && std::atoi(fail_at) == ordinal) return EIO;
-  const int done = exchange ? ::renameat2(AT_FDCWD, r.temp.c_str(), AT_FDCWD, r.final.c_str(), RENAME_EXCHANGE)
-                            : ::rename(r.temp.c_str(), r.final.c_str());
-  return done == 0 ? 0 : errno;
-}
+  void before_change() {
+    if (kill_at > 0 && ++changes == kill_at) ::kill(::getpid(), SIGKILL);
+  }
+};
 
 void warn(const std::string& what, int err) {
   std::fprintf(stderr, "facegen: warning: %s: %s\n", what.c_str(), std::strerror(err));
 }
 
+// The journal's entries: names within the one directory, whether an old output is there, and the
+// inode of each new one.
+std::vector<CommitEntry> journal_entries(const std::vector<PendingRename>& renames, const std::string& directory) {
+  std::vector<CommitEntry> entries;
+  for (const PendingRename& r : renames) {
+    if (directory_of(r.temp) != directory || directory_of(r.final) != directory)
+      throw std::logic_error("commit_all_or_nothing: every output and temporary must be in " + directory);
+    CommitEntry e;
+    e.temp = base_name(r.temp);
+    e.final = base_name(r.final);
+    e.folder = r.folder;
+    struct stat st;
+    e.existed = ::lstat(r.final.c_str(), &st) == 0;
+    if (::lstat(r.temp.c_str(), &st) != 0)
+      throw UserError("the new output " + r.temp + " is gone: " + std::strerror(errno) + " (no output was replaced)");
+    e.inode = static_cast<uint64_t>(st.st_ino);
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
+// Step 2's undo for outputs 0 .. done - 1: the old file from its backup, the old folder by exchanging
+// again; each new one goes back to its temporary name. True when everything was put back.
+bool put_back(const std::vector<CommitEntry>& entries, const CommitJournal& journal, size_t done) {
+  const int dir = journal.directory_fd();
+  bool all = true;
+  for (size_t k = done; k-- > 0;) {
+    const CommitEntry& e = entries[k];
+    const char* temp = e.temp.c_str();
+    const char* final = e.final.c_str();
+    int undone;
+    if (e.folder && e.existed) {
+      undone = ::renameat2(dir, temp, dir, final, RENAME_EXCHANGE);
+    } else if (e.existed) {
+      // The new file back under its temporary name (a link: the final name is never empty), then
+      // the old one over it.
+      undone = ::linkat(dir, final, dir, temp, 0);
+      if (undone == 0) undone = ::renameat(dir, journal.backup_name(k).c_str(), dir, final);
+    } else {
+      undone = ::renameat(dir, final, dir, temp);
+    }
+    if (undone != 0) {
+      warn("cannot put back the old " + e.final, errno);
+      all = false;
+    }
+  }
+  return all;
+}
+
 }  // namespace
 
 void commit_all_or_nothing(const std::vector<PendingRename>& renames) {
+  if (renames.empty()) return;
   CommitInProgress committing;  // a stop from outside waits for the whole commit
-  const size_t n = renames.size();
-  std::vector<bool> existed(n, false);
-  std::vector<std::string> backups(n);  // files only; an old folder is exchanged instead
+  const std::string directory = directory_of(renames.front().final);
+  const std::vector<CommitEntry> entries = journal_entries(renames, directory);
+  CommitJournal journal(directory, entries);  // from here a kill leaves a commit others can finish
+  const int dir = journal.directory_fd();
+  const size_t n = entries.size();
+  InjectedFaults faults;
 
-  // 1. Backups of the old files.
+  // 1. Backups of the old files (hard links: the old file stays in place meanwhile).
   for (size_t i = 0; i < n; ++i) {
-    struct stat st;
-    existed[i] = ::lstat(renames[i].final.c_str(), &st) == 0;
-    if (!existed[i] || renames[i].folder) continue;
-    const int err = link_backup(renames[i].final, &backups[i]);
-    if (err != 0) {
-      for (size_t k = 0; k < i; ++k)
-        if (!backups[k].empty()) ::unlink(backups[k].c_str());
-      throw UserError("cannot replace " + renames[i].final + ": " + std::strerror(err) +
-                      " (no output was replaced)");
-    }
+    if (!entries[i].existed || entries[i].folder) continue;
+    faults.before_change();
+    if (::linkat(dir, entries[i].final.c_str(), dir, journal.backup_name(i).c_str(), 0) == 0) continue;
+    const int err = errno;
+    for (size_t k = 0; k < i; ++k)
+      if (entries[k].existed && !entries[k].folder) ::unlinkat(dir, journal.backup_name(k).c_str(), 0);
+    journal.abandon();
+    throw UserError("cannot replace " + renames[i].final + ": " + std::strerror(err) + " (no output was replaced)");
   }
 
-  // 2. The new outputs into place; on a failure, the old ones back.
+  // 2. The new outputs into place (a folder is exchanged with the old one); on a failure, the old
+  // ones back.
   for (size_t i = 0; i < n; ++i) {
-    const bool exchange = renames[i].folder && existed[i];
-    const int err = rename_into_place(renames[i], exchange, static_cast<int>(i) + 1);
+    const CommitEntry& e = entries[i];
+    faults.before_change();
+    int err = 0;
+    if (faults.fail_rename == static_cast<int>(i) + 1) {
+      err = EIO;
+    } else if (e.folder && e.existed
+                   ? ::renameat2(dir, e.temp.c_str(), dir, e.final.c_str(), RENAME_EXCHANGE) != 0
+                   : ::renameat(dir, e.temp.c_str(), dir, e.final.c_str()) != 0) {
+      err = errno;
+    }
     if (err == 0) continue;
-    for (size_t k = i; k-- > 0;) {
-      const PendingRename& r = renames[k];
-      int undone;
-      if (r.folder && existed[k]) {
-        undone = ::renameat2(AT_FDCWD, r.temp.c_str(), AT_FDCWD, r.final.c_str(), RENAME_EXCHANGE);
-      } else if (existed[k]) {
-        // The new file back under its temporary name (a link: the final name is never empty),
-        // then the old one over it.
-        undone = ::link(r.final.c_str(), r.temp.c_str());
-        if (undone == 0) undone = ::rename(backups[k].c_str(), r.final.c_str());
-      } else {
-        undone = ::rename(r.final.c_str(), r.temp.c_str());
-      }
-      if (undone != 0) warn("cannot put back the old " + r.final, errno);
+    const bool restored = put_back(entries, journal, i);
+    std::string outcome = "the old outputs are back in place";
+    if (restored) {
+      for (size_t k = 0; k < n; ++k)
+        if (entries[k].existed && !entries[k].folder) ::unlinkat(dir, journal.backup_name(k).c_str(), 0);
+      journal.abandon();
+    } else {
+      outcome = "not every old output could be put back; `facegen --finish-commit " + journal.path() +
+                "` puts the new ones in place";
     }
-    for (size_t k = 0; k < n; ++k)
-      if (!backups[k].empty() && k >= i) ::unlink(backups[k].c_str());
     throw UserError("renaming " + renames[i].temp + " to " + renames[i].final + " failed: " + std::strerror(err) +
-                    " (the old outputs are back in place)");
+                    " (" + outcome + ")");
   }
 
-  // 3. The old outputs go; the renames are made durable.
-  std::set<std::string> directories;
+  // 3. The old outputs go; the renames are made durable; then the journal.
   for (size_t i = 0; i < n; ++i) {
-    if (!backups[i].empty() && ::unlink(backups[i].c_str()) != 0) warn("cannot remove " + backups[i], errno);
-    if (renames[i].folder && existed[i]) {
+    const CommitEntry& e = entries[i];
+    if (e.existed && !e.folder) {
+      faults.before_change();
+      if (::unlinkat(dir, journal.backup_name(i).c_str(), 0) != 0) warn("cannot remove " + journal.backup_name(i), errno);
+    }
+    if (e.folder && e.existed) {
+      faults.before_change();
       std::error_code error;
       std::filesystem::remove_all(renames[i].temp, error);
       if (error) warn("cannot remove the old folder now at " + renames[i].temp, error.value());
     }
-    directories.insert(directory_of(renames[i].final));
   }
-  for (const std::string& directory : directories) {
-    const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
-    }
-  }
+  ::fsync(dir);
+  journal.done();
+  set_outputs_committed(true);
 }
 
 }  // namespace facegen

@@ -120,6 +120,7 @@ extern "C" void on_ending_signal(int signal_number) {
     line.add(crash ? "facegen: fault: crashed (" : signal_number == SIGINT ? "facegen: interrupted (" : "facegen: terminated (");
     add_signal_name(line, signal_number);
     line.add(")");
+    if (!crash && outputs_committed()) line.add(" after its outputs were in place");
     add_cleanup_result(line, failures, first_failure);
     line.write_to_stderr();
   }

@@ -149,9 +149,8 @@ bool remove_path(const char* path, TempKind kind) {
   return emptied && (::rmdir(path) == 0 || errno == ENOENT);
 }
 
-// FACEGEN_TEMP_TAG (letters and digits, at most 32; run_parallel.sh sets it to a token of its own):
-// put into every temporary name, "r.txt.tmp-TAG-XXXXXX", so that a job that failed can remove the
-// temporaries its killed ranks left without touching another run's of the same prefix.
+}  // namespace
+
 const std::string& temp_tag() {
   static const std::string tag = [] {
     const char* text = std::getenv("FACEGEN_TEMP_TAG");
@@ -164,6 +163,8 @@ const std::string& temp_tag() {
   }();
   return tag;
 }
+
+namespace {
 
 void add_temp_tag(std::string& pattern) {
   const std::string& tag = temp_tag();
@@ -326,5 +327,12 @@ int remove_registered_temps(const char** first_failure) noexcept {
 }
 
 int registered_temp_count() { return g_live.load(); }
+
+namespace {
+std::atomic<bool> g_outputs_committed{false};
+}  // namespace
+
+void set_outputs_committed(bool committed) noexcept { g_outputs_committed.store(committed); }
+bool outputs_committed() noexcept { return g_outputs_committed.load(); }
 
 }  // namespace facegen

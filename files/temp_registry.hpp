@@ -105,6 +105,17 @@ TempRegistration register_temp_path(const std::string& path, TempKind kind);
 // the first of them in first_failure (a pointer into the list, valid until the process ends).
 int remove_registered_temps(const char** first_failure) noexcept;
 
+// Said once a commit has put every new output in place; a signal that ends the run afterwards says
+// so in its line (async-signal-safe to read).
+void set_outputs_committed(bool committed) noexcept;  // true after a commit
+bool outputs_committed() noexcept;
+
+// FACEGEN_TEMP_TAG (letters and digits, at most 32; run_parallel.sh sets it to a token of its own),
+// or "" when unset or not such a token: put into every temporary name, "r.txt.tmp-TAG-XXXXXX", and
+// the commit journal's, so that a job that failed can tell its ranks' files from another run's of
+// the same prefix.
+const std::string& temp_tag();
+
 // How many paths are listed now (tests).
 int registered_temp_count();
 

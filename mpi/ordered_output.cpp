@@ -18,7 +18,9 @@
 #include "common/errors.hpp"
 #include "common/model_shape.hpp"
 #include "common/threads.hpp"
+#include "files/commit_journal.hpp"
 #include "files/mapped_write.hpp"
+#include "files/path_parts.hpp"
 #include "files/temp_registry.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/polite_wait.hpp"
@@ -359,6 +361,10 @@ OutputFile OrderedOutputs::job_file(size_t index) const {
 
 void OrderedOutputs::create() {
   if (rank_ != 0) return;
+  // A commit of an earlier run into this directory that a kill cut short is finished first.
+  for (const std::string& sentence : finish_dead_commits(directory_of(prefix_))) {
+    if (options_.on_notice) options_.on_notice(sentence);
+  }
   created_ = std::make_unique<OutputFiles>(FileList{file_count_, [this](size_t i) { return job_file(i); }});
   // The first file of each output now, so that a directory that cannot take it fails before any
   // computing; the others (numbered mosaics) when a round first reaches them.

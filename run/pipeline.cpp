@@ -12,6 +12,8 @@
 #include "common/errors.hpp"
 #include "common/model_shape.hpp"
 #include "common/precision.hpp"
+#include "files/commit_journal.hpp"
+#include "files/path_parts.hpp"
 #include "generator/finite_check.hpp"
 #include "run/output_stage.hpp"
 
@@ -62,6 +64,10 @@ RunSummary run_generation(const GenerateRequest& request) {
   const int64_t total = reader->count();
   parse_seconds += seconds_since(start);
 
+  // A commit of an earlier run into this directory that a kill cut short is finished first.
+  for (const std::string& sentence : finish_dead_commits(directory_of(request.output_prefix))) {
+    if (request.on_notice) request.on_notice(sentence);
+  }
   // Every output exists as a temporary file before any image is computed.
   SinkOptions sink_options = request.sinks;
   if (!sink_options.on_notice) sink_options.on_notice = request.on_notice;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "files/atomic_file.hpp"
+#include "files/output_commit.hpp"
 #include "files/stop_signals.hpp"
 #include "files/temp_registry.hpp"
 #include "test_support.hpp"
@@ -43,6 +44,7 @@ ChildEnd run_in_child(const TempDir& dir, Body body) {
   REQUIRE(pid >= 0);
   if (pid == 0) {
     for (int n = 1; n < NSIG; ++n) ::signal(n, SIG_DFL);  // doctest's crash handlers, as a fresh process
+    set_outputs_committed(false);  // and no outputs committed yet, whatever earlier tests did here
     const rlimit no_core = {0, 0};
     ::setrlimit(RLIMIT_CORE, &no_core);
     const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -140,6 +142,24 @@ TEST_CASE("stop signals: every terminating signal removes every listed file and 
     CHECK(end.stderr_text == "facegen: " + std::string(message) + "\n");
     CHECK(only_done_left(dir));
   }
+}
+
+TEST_CASE("stop signals: a signal after the commit says that the outputs are in place") {
+  TempDir dir;
+  const ChildEnd end = run_in_child(dir, [&] {
+    install_stop_handlers(StopStyle::Message);
+    make_many_temporaries(dir);
+    AtomicFile output(dir.file("r.txt"));
+    output.write("new", 3);
+    output.finish_writing();
+    commit_all_or_nothing({{output.temp_path(), dir.file("r.txt"), false}});
+    output.mark_committed();
+    ::kill(::getpid(), SIGTERM);
+    ::_exit(97);
+  });
+  CHECK(WIFEXITED(end.status));
+  CHECK(WEXITSTATUS(end.status) == 128 + SIGTERM);
+  CHECK(end.stderr_text == "facegen: terminated (SIGTERM) after its outputs were in place; temporary files removed\n");
 }
 
 TEST_CASE("stop signals: a rank dies of the signal itself, silently, after the cleanup") {

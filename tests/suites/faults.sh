@@ -16,6 +16,9 @@
 #   commit fails midway        a rename of the output set fails (injected), or an old output is
 #                              immutable (chattr +i): every old output byte-identical, nothing left
 #   stopped during the commit  SIGTERM, SIGQUIT while 2,001 files are renamed (concurrently): one whole set, nothing left
+#   killed during the commit   SIGKILL before change K of 20 (injected); the next run, or
+#                              --finish-commit, puts the killed run's new set in place whole
+#   --finish-commit refusals   a missing journal, a file that is not one, one a live process holds
 #
 # Each case waits for its moment by an event (a temporary file appears, the signal's handler is
 # installed: /proc/PID/status SigCgt), not by a guessed sleep; the cases that are independent of one
@@ -282,6 +285,23 @@ signal_while_pngs_fill() {  # signal_while_pngs_fill SIGNAL
   check_clean "SIG$signal while the PNG folder fills" "$work/out" $? $((128 + $(kill -l $signal))) "^facegen: (interrupted|terminated) \(SIG$signal\); temporary files removed$"
 }
 concurrently signal_while_pngs_fill HUP TERM XCPU
+# SIGKILL mid-write (no handler runs): the old output intact and no new one; the temporaries stay, as
+# no process is left to remove them (run_parallel.sh removes its ranks' by its token).
+old_output "$work/out"
+"$prog" "${synth[@]}" --random 200000 --chunk 64 --formats txt,bmp,png --output "$work/out/r" -q > /dev/null 2>&1 &
+pid=$!
+tries=0
+until [ -n "$(ls "$work"/out/r.tmp-*/ 2>/dev/null | head -n1)" ] || [ $tries -ge 300 ]; do sleep 0.1; tries=$((tries + 1)); done
+{ kill -KILL $pid; wait $pid; } 2> /dev/null
+got=$?
+if [ $got != 137 ]; then
+  fail "SIGKILL while the PNG folder fills" "status $got"
+elif ! cmp -s "$work/out/r.txt" "$work/old-r.txt" || [ -e "$work/out/r.bmp" ] || [ -e "$work/out/r" ]; then
+  fail "SIGKILL while the PNG folder fills" "an output changed or appeared: $(ls -A "$work/out" | tr '\n' ' ')"
+else
+  pass "SIGKILL while the PNG folder fills: the old output intact, no new one; temporaries left: $(ls -A "$work/out" | grep -c '\.tmp-')"
+fi
+rm -rf "$work/out" && mkdir -p "$work/out"
 # stderr a pipe whose reader is gone: the error cannot be said; SIGPIPE ends the run (141), cleaned up.
 old_output "$work/out"
 { "$prog" "${synth[@]}" --input "$work/cut-between.txt" --output "$work/out/r" -q 2>&1 > /dev/null; echo $? > "$work/status"; } | true
@@ -423,13 +443,13 @@ signal_during_commit() {  # signal_during_commit SIGNAL
   pid=$!
   # Sleeps until the last mosaic file is begun, then polls without a pause.
   while kill -0 $pid 2> /dev/null && ! compgen -G "$work/out/r-2000.bmp.tmp-*" > /dev/null; do sleep 0.05; done
-  while kill -0 $pid 2> /dev/null && ! compgen -G "$work/out/.r-*.old-*" > /dev/null; do :; done
+  while kill -0 $pid 2> /dev/null && ! compgen -G "$work/out/.facegen-old-*" > /dev/null; do :; done
   kill -$signal $pid 2> /dev/null
   wait $pid
   got=$?
   sizes=$(stat -c %s "$work"/out/r-*.bmp | sort | uniq -c | awk '{ print $1 " of " $2 " bytes" }' | tr '\n' ' ')
   left=$(ls -A "$work/out" | grep -vE '^r(-[0-9]{4}\.bmp|\.txt)$' | head -n 3 | tr '\n' ' ')
-  if [ $got != $((128 + $(kill -l $signal))) ] || ! grep -qxE "facegen: (interrupted|terminated) \(SIG$signal\); temporary files removed" "$work/stderr"; then
+  if [ $got != $((128 + $(kill -l $signal))) ] || ! grep -qxE "facegen: (interrupted|terminated) \(SIG$signal\)( after its outputs were in place)?; temporary files removed" "$work/stderr"; then
     fail "SIG$signal during the commit" "status $got: $(head -c 300 "$work/stderr")"
   elif [ "$(echo "$sizes" | wc -w)" != 4 ] || ! echo "$sizes" | grep -q '^2000 of'; then
     fail "SIG$signal during the commit" "the mosaic files are a mix of two sets: $sizes"
@@ -440,5 +460,72 @@ signal_during_commit() {  # signal_during_commit SIGNAL
   fi
 }
 concurrently signal_during_commit TERM QUIT
+
+# SIGKILL during the commit (no handler sees it: the OOM killer, mpirun's, a node's power), before
+# change K of the 20 it makes to the directory (6 backup links, 7 renames, 7 removals); the journal
+# it leaves is finished by the next run into the directory, or by --finish-commit: the killed run's
+# whole new set in place (the next run then replaces it whole), nothing of the commit left.
+small=("$prog" "${synth[@]}" --random 20 --mosaic-tiles 2 --formats txt,bmp,png)
+killed_commit() {  # killed_commit K:next-run or K:finish-commit
+  local k=${1%%:*} how=${1#*:} dir=$work/kill got sizes left finished
+  mkdir -p "$dir"
+  "${small[@]}" -q --output "$dir/r" 2> "$work/stderr" || { fail "SIGKILL before change $k of the commit" "the first run failed"; return; }
+  { FACEGEN_TEST_KILL_COMMIT=$k "${small[@]}" -q --output "$dir/r" --grid-padding 3; } 2> /dev/null  # no "Killed" line
+  got=$?
+  [ $got = 137 ] || { fail "SIGKILL before change $k of the commit" "status $got, not 137"; return; }
+  if [ "$how" = next-run ]; then
+    "${small[@]}" --output "$dir/r" --grid-padding 3 > /dev/null 2> "$dir/stderr"
+    finished='^facegen: finished the commit of an earlier run that was cut short \(.*/\.facegen-commit-[^)]*\): its new r\.txt and 6 more are in place$'
+    sed -i '/^facegen: 20 images are more than one mosaic holds/d' "$dir/stderr"
+  else
+    "$prog" --finish-commit "$dir"/.facegen-commit-* 2> "$dir/stderr"
+    finished='^facegen: finished the commit that .*/\.facegen-commit-[^ ]* recorded: the new r\.txt and 6 more are in place$'
+  fi
+  if [ "$(grep -cE "$finished" "$dir/stderr")" = 1 ]; then sed -i -E "\|$finished|d" "$dir/stderr"; else echo "(no line that says so)" >> "$dir/stderr"; fi
+  sizes=$(stat -c %s "$dir"/r-*.bmp | sort -u | tr '\n' ' ')
+  left=$(ls -A "$dir" | grep -vxE 'r|r\.txt|r-000[1-5]\.bmp|stderr' | head -n 3 | tr '\n' ' ')
+  if [ -s "$dir/stderr" ]; then
+    fail "SIGKILL before change $k of the commit, then $how" "unexpected or missing line: $(head -c 300 "$dir/stderr")"
+  elif [ "$sizes" != "56498 " ] || [ "$(ls "$dir/r" | wc -l)" != 20 ]; then
+    fail "SIGKILL before change $k of the commit, then $how" "not the new set: bmp sizes $sizes, $(ls "$dir/r" | wc -l) PNGs"
+  elif [ -n "$left" ]; then
+    fail "SIGKILL before change $k of the commit, then $how" "entries left: $left"
+  else
+    pass "SIGKILL before change $k of 20 of the commit, then $how: the new set whole, nothing left"
+  fi
+}
+concurrently killed_commit 1:next-run 7:next-run 13:next-run 20:next-run 2:finish-commit 10:finish-commit \
+  19:finish-commit
+
+# --finish-commit refusals: exit 1 and one line; a journal that a live process holds is left alone.
+mkdir -p "$work/journal"
+"$prog" --finish-commit "$work/journal/none" > /dev/null 2> "$work/stderr"
+got=$?
+if [ $got = 1 ] && grep -qx "facegen: error: cannot open commit journal $work/journal/none: No such file or directory" "$work/stderr"; then
+  pass "--finish-commit of a missing journal: $(cat "$work/stderr")"
+else
+  fail "--finish-commit of a missing journal" "status $got: $(head -c 300 "$work/stderr")"
+fi
+printf 'hello\n' > "$work/journal/.facegen-commit-abcdef"
+"$prog" --finish-commit "$work/journal/.facegen-commit-abcdef" > /dev/null 2> "$work/stderr"
+got=$?
+if [ $got = 1 ] && grep -q "is not a commit journal of facegen: its first line is not" "$work/stderr" &&
+   [ "$(cat "$work/journal/.facegen-commit-abcdef")" = hello ]; then
+  pass "--finish-commit of a file that is not a journal: refused, kept"
+else
+  fail "--finish-commit of a file that is not a journal" "status $got: $(head -c 300 "$work/stderr")"
+fi
+if command -v flock > /dev/null; then
+  flock "$work/journal/.facegen-commit-abcdef" "$prog" --finish-commit "$work/journal/.facegen-commit-abcdef" \
+    > /dev/null 2> "$work/stderr"
+  got=$?
+  if [ $got = 1 ] && grep -q "belongs to a commit under way: its process still holds it" "$work/stderr"; then
+    pass "--finish-commit of a journal held by a live process: left alone"
+  else
+    fail "--finish-commit of a journal held by a live process" "status $got: $(head -c 300 "$work/stderr")"
+  fi
+else
+  skip "--finish-commit of a held journal: flock(1) is missing"
+fi
 
 suite_end --bare --skipped

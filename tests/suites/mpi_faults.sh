@@ -5,6 +5,8 @@
 #     naming the rank, no output file, the old output intact, no temporary file
 #   the whole job interrupted mid-run (SIGINT to mpirun; SIGINT or SIGTERM to run_parallel.sh): the
 #     same, with exit status 1 (mpirun's own), 130 or 143
+#   SIGTERM to run_parallel.sh, or SIGKILL to rank 0, while rank 0 commits 2,001 outputs: the
+#     launcher finishes the commit from its journal: the new set whole, nothing left
 #   a model with finite weights that overflow (tconv1, tconv4): exit 1, one line naming the layer
 #   64 ranks oversubscribed on this machine: files byte-identical to one process's
 #
@@ -169,6 +171,54 @@ for target in mpirun INT TERM; do
     kill "$job" 2>/dev/null; wait "$job"; job=
   fi
 done
+
+# --- stopped or killed while rank 0 commits the outputs ---------------------------------------------
+# 2,001 outputs over an old set (2,000 mosaic files and the text). SIGTERM to run_parallel.sh once the
+# commit has begun (its first backup appears): mpirun hands it on and kills rank 0 a second later,
+# often before its renames are done; the launcher finishes the commit from rank 0's journal. And
+# rank 0 killed by SIGKILL before change 2,500 of the commit's 6,000 (injected): the same. Either
+# way the new set is in place whole, nothing of the commit is left, and the last line says so.
+commit_case() {  # commit_case NAME WANT-STATUS [sigterm]
+  local name=$1 want=$2 how=${3:-} got sizes left
+  local args=(--random 8000 --output "$work/many/r" --ranks-per-node 2 -- --device synthetic --all-ranks -q
+              --mosaic-tiles 2 --formats txt,bmp)
+  rm -rf "$work/many" && mkdir -p "$work/many"
+  ./run_parallel.sh --program "$prog" "${args[@]}" > /dev/null 2> "$work/stderr" ||
+    { fail "$name" "the first job failed: $(head -c 300 "$work/stderr")"; return; }
+  if [ "$how" = sigterm ]; then
+    start_job_args "${args[@]}" --grid-padding 2
+    while kill -0 "$job" 2> /dev/null && ! compgen -G "$work/many/r-2000.bmp.tmp-*" > /dev/null; do sleep 0.05; done
+    while kill -0 "$job" 2> /dev/null && ! compgen -G "$work/many/.facegen-old-*" > /dev/null; do :; done
+    kill -TERM "$job"
+  else
+    FACEGEN_TEST_KILL_COMMIT=2500 start_job_args "${args[@]}" --grid-padding 2
+  fi
+  timeout 60 tail --pid="$job" -f /dev/null
+  wait "$job"
+  got=$?
+  job=
+  sizes=$(stat -c %s "$work"/many/r-*.bmp | sort | uniq -c | awk '{ print $1 " of " $2 " bytes" }')
+  left=$(ls -A "$work/many" | grep -vxE 'r-[0-9]{4}\.bmp|r\.txt' | head -n 3 | tr '\n' ' ')
+  if [ "$got" -ne "$want" ]; then
+    fail "$name" "exit status $got, expected $want: $(head -c 400 "$work/stderr")"
+  elif ! tail -n 1 "$work/stderr" | grep -qE "^run_parallel: .* after its outputs were written: the new outputs are in place$"; then
+    fail "$name" "the last line does not say that the new outputs are in place: $(tail -n 3 "$work/stderr")"
+  elif [ "$sizes" != "2000 of 54190 bytes" ]; then
+    fail "$name" "not the whole new set of mosaic files: $sizes"
+  elif [ -n "$left" ]; then
+    fail "$name" "entries left: $left"
+  else
+    pass "$name: exit $got, the new set whole ($sizes), nothing left: $(grep -c 'finished the commit' "$work/stderr") commit(s) finished by the launcher"
+  fi
+}
+# start_job_args ARGS...: run_parallel.sh with these arguments in the background, as start_job.
+start_job_args() {
+  perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV or die "exec: $!"' \
+    ./run_parallel.sh --program "$prog" "$@" > "$work/stdout" 2> "$work/stderr" &
+  job=$!
+}
+commit_case "SIGTERM to run_parallel.sh while rank 0 commits 2,001 outputs" 143 sigterm
+commit_case "rank 0 killed (SIGKILL) in the middle of its commit of 2,001 outputs" 137
 
 # --- a finite model that overflows, on 2 ranks -----------------------------------------------------
 # Each rank checks its own images; the layer is named once, by the lowest rank that found it.
