@@ -237,6 +237,17 @@ if run_ok --random 2 --formats txt,bmp,npy,png --output "$work/long/$long245" --
 else
   fail "a prefix of 245 bytes" "$(head -c 300 "$work/stderr"); $(ls -A "$work/long" | head -c 300)"
 fi
+# Over an old set of the same names: the commit's backups (".facegen-old-TOKEN-K") are short
+# whatever the output's name (a backup named after a 255-byte output would not fit).
+long251=$(printf 'o%.0s' $(seq 251))
+run_ok --random 2 --formats txt,bmp,npy --output "$work/long/$long251" --quiet 2> "$work/stderr"
+if run_ok --random 2 --seed 9 --formats txt,bmp,npy --output "$work/long/$long251" --quiet 2>> "$work/stderr" &&
+   [ "$(ls -A "$work/long" | grep -c "^$long251")" = 3 ] && [ -z "$(ls -A "$work/long" | grep -E '^\.')" ]; then
+  pass "a prefix of 251 bytes (outputs of 255) over an old set: replaced, nothing left"
+else
+  fail "a prefix of 251 bytes over an old set" "$(head -c 300 "$work/stderr"); $(ls -A "$work/long" | grep -v '^p' | head -c 300)"
+fi
+rm -f "$work/long/$long251".*
 long252=$(printf 'q%.0s' $(seq 252))
 expect_error "a prefix of 252 bytes" 1 "^facegen: error: --output .*/q+ ends in a name of 252 bytes, too long for its outputs \(name \+ \".txt\"\) in .*, whose limit is 255 bytes a name$" \
   --device cpu --model "$model" --random 2 --output "$work/long/$long252"
