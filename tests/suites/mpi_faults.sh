@@ -7,6 +7,8 @@
 #     same, with exit status 1 (mpirun's own), 130 or 143
 #   SIGTERM to run_parallel.sh, or SIGKILL to rank 0, while rank 0 commits 2,001 outputs: the
 #     launcher finishes the commit from its journal: the new set whole, nothing left
+#   a job with a rank killed beside a single process writing the same prefix: the other run's
+#     temporaries stay and its outputs are whole
 #   a model with finite weights that overflow (tconv1, tconv4): exit 1, one line naming the layer
 #   64 ranks oversubscribed on this machine: files byte-identical to one process's
 #
@@ -219,6 +221,39 @@ start_job_args() {
 }
 commit_case "SIGTERM to run_parallel.sh while rank 0 commits 2,001 outputs" 143 sigterm
 commit_case "rank 0 killed (SIGKILL) in the middle of its commit of 2,001 outputs" 137
+
+# --- a failed job beside another run of the same prefix -------------------------------------------
+# A single process writes PREFIX.* from a pipe that holds back the second half of its latents until a
+# job on the same prefix, with a rank killed, has ended: the job removes its own ranks' temporaries
+# only (named with its token), so the other run's stay, and it then finishes with every output whole.
+rm -rf "$work/same" && mkdir -p "$work/same" && mkfifo "$work/latents.fifo"
+"$prog" --device synthetic --input "$work/latents.fifo" --formats txt,bmp,png --output "$work/same/o" -q \
+  2> "$work/other.stderr" &
+other=$!
+exec 8> "$work/latents.fifo"
+half=$(($(stat -c %s "$work/l200.txt") / 2))
+head -c $half "$work/l200.txt" >&8
+until [ "$(ls -A "$work/same" | grep -c '\.tmp-')" -ge 3 ] || ! kill -0 $other 2> /dev/null; do sleep 0.05; done
+FACEGEN_TEST_FAULT=1:kill timeout 120 ./run_parallel.sh --program "$prog" --random 3000 --output "$work/same/o" \
+  --ranks-per-node 2 -- --device synthetic --all-ranks --formats txt,bmp,png -q > /dev/null 2> "$work/stderr"
+got=$?
+others_temps=$(ls -A "$work/same" | grep -c '\.tmp-')
+tail -c +$((half + 1)) "$work/l200.txt" >&8
+exec 8>&-
+wait $other
+other_status=$?
+if [ $got = 0 ]; then
+  fail "a failed job beside another run of the same prefix" "the job succeeded"
+elif [ "$others_temps" -lt 3 ]; then
+  fail "a failed job beside another run of the same prefix" "only $others_temps temporaries of the other run were there after the job"
+elif [ $other_status != 0 ]; then
+  fail "a failed job beside another run of the same prefix" "the other run failed ($other_status): $(head -c 300 "$work/other.stderr")"
+elif [ "$(ls "$work/same/o" | wc -l)" != 200 ] || [ "$(stat -c %s "$work/same/o.bmp")" != $((15 * 15 * 64 * 64 * 3 + 54)) ] ||
+     [ -n "$(ls -A "$work/same" | grep -vxE 'o|o\.txt|o\.bmp')" ]; then
+  fail "a failed job beside another run of the same prefix" "the other run's outputs are not whole: $(ls -A "$work/same" | head -c 300)"
+else
+  pass "a failed job (status $got) beside another run of the same prefix: the other run's $others_temps temporaries kept, its outputs whole"
+fi
 
 # --- a finite model that overflows, on 2 ranks -----------------------------------------------------
 # Each rank checks its own images; the layer is named once, by the lowest rank that found it.
