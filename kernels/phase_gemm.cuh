@@ -159,32 +159,46 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
   const int m0 = blockIdx.x * BM;
   const int n0 = blockIdx.y * BN;
 
-  // This thread's A rows: (tid / 8) + (NT / 8) * r, always in chunk column tid % 8.
+  // This thread's A rows: (tid / 8) + (NT / 8) * r, always in chunk column tid % 8. Row r is output
+  // position m = m0 + tid / 8 + (NT / 8) * r, and tap (ty, tx) reads the input pixel (dy, dx) away from
+  // m's own, so one pointer serves every row and tap: a_row0 (row 0's own pixel, at this thread's
+  // chunk) + r * (NT / 8) * C_IN + the tap's offset. a_taps holds 6 bits per row, 5 rows to a word:
+  // bit ty (0-2) says that input row oy + dy of tap row ty lies inside the map, bit 3 + tx the same for
+  // the column; all clear for rows past m_total, whose pixels are never read. (A pointer, a row and a
+  // column per A row, and a B address built per chunk, held registers that the fp32 kernels need.)
+  constexpr int kRowsPerWord = 5;
   const int a_chunk = tid % S::kChunksPerRow;
-  const Act* a_base[S::kARowsPerThread];
-  int a_oy[S::kARowsPerThread], a_ox[S::kARowsPerThread];
+  const Act* a_row0 = in + static_cast<int64_t>(m0 + tid / S::kChunksPerRow) * C_IN + a_chunk * S::kElemsPerChunk;
+  uint32_t a_taps[(S::kARowsPerThread + kRowsPerWord - 1) / kRowsPerWord] = {};
 #pragma unroll
   for (int r = 0; r < S::kARowsPerThread; ++r) {
-    int m = m0 + tid / S::kChunksPerRow + (NT / S::kChunksPerRow) * r;
-    bool ok = m < m_total;
-    int img = m / (H * H), pix = m % (H * H);
-    a_base[r] = in + static_cast<int64_t>(img) * H * H * C_IN + a_chunk * S::kElemsPerChunk;
-    a_oy[r] = ok ? pix / H : -1000;  // far outside: every tap invalid
-    a_ox[r] = pix % H;
+    const int m = m0 + tid / S::kChunksPerRow + (NT / S::kChunksPerRow) * r;
+    const int oy = (m % (H * H)) / H, ox = m % H;
+    uint32_t bits = 0;
+#pragma unroll
+    for (int t = 0; t < 3; ++t) {
+      const int iy = oy + phase_offset(py, t), ix = ox + phase_offset(px, t);
+      if (t < phase_taps(py) && iy >= 0 && iy < H) bits |= 1u << t;
+      if (t < ntx && ix >= 0 && ix < H) bits |= 8u << t;
+    }
+    if (m < m_total) a_taps[r / kRowsPerWord] |= bits << (6 * (r % kRowsPerWord));
   }
   const Act* b_phase = weight + static_cast<int64_t>(phase_k_offset(z, C_IN)) * C_OUT;
+  // fp32 B chunk r of this thread: row tid / (BN / 4) + r * NT / (BN / 4) of the K tile, columns at b_thread.
+  const Act* b_thread = b_phase + static_cast<int64_t>(tid / (BN / 4)) * C_OUT + n0 + (tid % (BN / 4)) * 4;
 
   auto load_tile = [&](int stage, int kt) {
     Act* As = smem + stage * (S::kAElems + S::kBElems);
     Act* Bs = As + S::kAElems;
     const int k0 = kt * BK;
     const int tap = k0 / C_IN, c0 = k0 % C_IN;
-    const int dy = phase_offset(py, tap / ntx), dx = phase_offset(px, tap % ntx);
+    const int ty = tap / ntx, tx = tap % ntx;
+    const int offset = (phase_offset(py, ty) * H + phase_offset(px, tx)) * C_IN + c0;
 #pragma unroll
     for (int r = 0; r < S::kARowsPerThread; ++r) {
-      int iy = a_oy[r] + dy, ix = a_ox[r] + dx;
-      bool valid = iy >= 0 && iy < H && ix >= 0 && ix < H;
-      const Act* src = valid ? a_base[r] + (iy * H + ix) * C_IN + c0 : in;
+      const uint32_t bits = a_taps[r / kRowsPerWord] >> (6 * (r % kRowsPerWord));
+      const bool valid = (bits >> ty) & (bits >> (3 + tx)) & 1u;
+      const Act* src = valid ? a_row0 + (NT / S::kChunksPerRow) * r * C_IN + offset : in;
       int row = tid / S::kChunksPerRow + (NT / S::kChunksPerRow) * r;
       cp_async16(As + row * S::kApitch + a_chunk * S::kElemsPerChunk, src, valid);
     }
@@ -197,7 +211,7 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
         cp_async16(Bs + nrow * S::kBpitch + ch * S::kElemsPerChunk, src, true);
       } else {  // B stored (k_total, C_OUT) per phase, n fastest
         int krow = q / (BN / 4), ch = q % (BN / 4);
-        const Act* src = b_phase + static_cast<int64_t>(k0 + krow) * C_OUT + n0 + ch * 4;
+        const Act* src = b_thread + static_cast<int64_t>(k0 + (NT / (BN / 4)) * r) * C_OUT;
         cp_async16(Bs + krow * S::kBpitch + ch * 4, src, true);
       }
     }
