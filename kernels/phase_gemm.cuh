@@ -12,6 +12,13 @@
 //
 // Every output element is one thread's (or one tensor-core fragment's) sum over K in a fixed order,
 // independent of the batch size and of the image's position in the batch: no split-K, no atomics.
+// In fp32 that sum is blocked by tap: the C_IN products of each tap run as one FFMA chain from zero
+// (tap_sum), and the taps' sums are added into the output's total in tap order. One chain over all of
+// K (up to 9 * 512 = 4608 terms in tconv1) let rounding grow with K: on the benchmark's network an
+// emulation of these orders on the CPU put the worst image error against float64 at 7.1e-6 (the
+// GPU measured 7.0e-6, PyTorch fp32 3.1-3.6e-6), tconv1's chain alone 7.6e-6; with per-tap sums
+// 3.4e-6. The cost per output and tap is one FADD and one reset of its tap sum: 2 / C_IN of the
+// FFMAs (0.4% in tconv1, 0.8% in tconv2, 1.6% in tconv3).
 //
 // The projection and the last layer have their own files (kernels/projection.cuh,
 // kernels/tconv_output.cuh, kernels/tconv_output_mma.cuh); the sm_90a form of these GEMMs is
@@ -19,7 +26,7 @@
 // the choice between the two shapes.
 //
 // Three arithmetic flavours share the tile loader (cp.async, three stages):
-//   Fp32: float32 FFMA, TM x 8 outputs per thread (TM = 8 or 4).
+//   Fp32: float32 FFMA, TM x 8 outputs per thread (TM = 8 or 4), each with its running tap sum.
 //   Tf32: mma.sync m16n8k8 tf32, operands already rounded to tf32 in memory.
 //   Bf16: mma.sync m16n8k16 bf16, activations and weights stored as bfloat16.
 // The tensor-core flavours run 4 warps (2 x 2) of 64 x BN/2 outputs each and read their fragments
@@ -133,9 +140,18 @@ template <Math M, int BM_, int BN_, int STAGES_ = 3, int TM_ = 8> struct TileSha
   static_assert((BM * kChunksPerRow) % kThreads == 0, "A tile chunks must divide among threads");
 };
 
+// Blocks per SM that the register budget must allow: the fp32 Small tiles (TM = 4: 32 totals and 32
+// tap sums a thread) are held to 128 registers, so that 512 threads can share an SM (two blocks of
+// 256, four of 128) as without the tap sums; other 128-thread blocks two, 256-thread blocks one.
+template <Math M, int BM, int BN, int STAGES, int TM>
+constexpr int phase_gemm_min_blocks() {
+  constexpr int kThreads = TileShape<M, BM, BN, STAGES, TM>::kThreads;
+  return TM == 4 ? 512 / kThreads : kThreads == 128 ? 2 : 1;
+}
+
 template <Math M, int C_IN, int C_OUT, int H, int BM, int BN, int STAGES = 3, int TM = 8>
 __global__ void __launch_bounds__(TileShape<M, BM, BN, STAGES, TM>::kThreads,
-                                  TileShape<M, BM, BN, STAGES, TM>::kThreads == 128 ? 2 : 1)
+                                  phase_gemm_min_blocks<M, BM, BN, STAGES, TM>())
 tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H, C_IN)
                  const typename MathTypes<M>::Act* __restrict__ weight,  // four phases' B, see above
                  const float* __restrict__ scale, const float* __restrict__ shift,  // (C_OUT)
@@ -159,32 +175,46 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
   const int m0 = blockIdx.x * BM;
   const int n0 = blockIdx.y * BN;
 
-  // This thread's A rows: (tid / 8) + (NT / 8) * r, always in chunk column tid % 8.
+  // This thread's A rows: (tid / 8) + (NT / 8) * r, always in chunk column tid % 8. Row r is output
+  // position m = m0 + tid / 8 + (NT / 8) * r, and tap (ty, tx) reads the input pixel (dy, dx) away from
+  // m's own, so one pointer serves every row and tap: a_row0 (row 0's own pixel, at this thread's
+  // chunk) + r * (NT / 8) * C_IN + the tap's offset. a_taps holds 6 bits per row, 5 rows to a word:
+  // bit ty (0-2) says that input row oy + dy of tap row ty lies inside the map, bit 3 + tx the same for
+  // the column; all clear for rows past m_total, whose pixels are never read. (A pointer, a row and a
+  // column per A row, and a B address built per chunk, held registers that the fp32 kernels need.)
+  constexpr int kRowsPerWord = 5;
   const int a_chunk = tid % S::kChunksPerRow;
-  const Act* a_base[S::kARowsPerThread];
-  int a_oy[S::kARowsPerThread], a_ox[S::kARowsPerThread];
+  const Act* a_row0 = in + static_cast<int64_t>(m0 + tid / S::kChunksPerRow) * C_IN + a_chunk * S::kElemsPerChunk;
+  uint32_t a_taps[(S::kARowsPerThread + kRowsPerWord - 1) / kRowsPerWord] = {};
 #pragma unroll
   for (int r = 0; r < S::kARowsPerThread; ++r) {
-    int m = m0 + tid / S::kChunksPerRow + (NT / S::kChunksPerRow) * r;
-    bool ok = m < m_total;
-    int img = m / (H * H), pix = m % (H * H);
-    a_base[r] = in + static_cast<int64_t>(img) * H * H * C_IN + a_chunk * S::kElemsPerChunk;
-    a_oy[r] = ok ? pix / H : -1000;  // far outside: every tap invalid
-    a_ox[r] = pix % H;
+    const int m = m0 + tid / S::kChunksPerRow + (NT / S::kChunksPerRow) * r;
+    const int oy = (m % (H * H)) / H, ox = m % H;
+    uint32_t bits = 0;
+#pragma unroll
+    for (int t = 0; t < 3; ++t) {
+      const int iy = oy + phase_offset(py, t), ix = ox + phase_offset(px, t);
+      if (t < phase_taps(py) && iy >= 0 && iy < H) bits |= 1u << t;
+      if (t < ntx && ix >= 0 && ix < H) bits |= 8u << t;
+    }
+    if (m < m_total) a_taps[r / kRowsPerWord] |= bits << (6 * (r % kRowsPerWord));
   }
   const Act* b_phase = weight + static_cast<int64_t>(phase_k_offset(z, C_IN)) * C_OUT;
+  // fp32 B chunk r of this thread: row tid / (BN / 4) + r * NT / (BN / 4) of the K tile, columns at b_thread.
+  const Act* b_thread = b_phase + static_cast<int64_t>(tid / (BN / 4)) * C_OUT + n0 + (tid % (BN / 4)) * 4;
 
   auto load_tile = [&](int stage, int kt) {
     Act* As = smem + stage * (S::kAElems + S::kBElems);
     Act* Bs = As + S::kAElems;
     const int k0 = kt * BK;
     const int tap = k0 / C_IN, c0 = k0 % C_IN;
-    const int dy = phase_offset(py, tap / ntx), dx = phase_offset(px, tap % ntx);
+    const int ty = tap / ntx, tx = tap % ntx;
+    const int offset = (phase_offset(py, ty) * H + phase_offset(px, tx)) * C_IN + c0;
 #pragma unroll
     for (int r = 0; r < S::kARowsPerThread; ++r) {
-      int iy = a_oy[r] + dy, ix = a_ox[r] + dx;
-      bool valid = iy >= 0 && iy < H && ix >= 0 && ix < H;
-      const Act* src = valid ? a_base[r] + (iy * H + ix) * C_IN + c0 : in;
+      const uint32_t bits = a_taps[r / kRowsPerWord] >> (6 * (r % kRowsPerWord));
+      const bool valid = (bits >> ty) & (bits >> (3 + tx)) & 1u;
+      const Act* src = valid ? a_row0 + (NT / S::kChunksPerRow) * r * C_IN + offset : in;
       int row = tid / S::kChunksPerRow + (NT / S::kChunksPerRow) * r;
       cp_async16(As + row * S::kApitch + a_chunk * S::kElemsPerChunk, src, valid);
     }
@@ -197,7 +227,7 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
         cp_async16(Bs + nrow * S::kBpitch + ch * S::kElemsPerChunk, src, true);
       } else {  // B stored (k_total, C_OUT) per phase, n fastest
         int krow = q / (BN / 4), ch = q % (BN / 4);
-        const Act* src = b_phase + static_cast<int64_t>(k0 + krow) * C_OUT + n0 + ch * 4;
+        const Act* src = b_thread + static_cast<int64_t>(k0 + (NT / (BN / 4)) * r) * C_OUT;
         cp_async16(Bs + krow * S::kBpitch + ch * 4, src, true);
       }
     }
@@ -213,6 +243,13 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
   float acc[kAccs];
 #pragma unroll
   for (int i = 0; i < kAccs; ++i) acc[i] = 0.f;
+  // fp32: the current tap's products go into tap_sum, one FFMA chain from zero per output and tap, which
+  // joins acc after the tap's last K tile (the main loop below). A K tile never straddles two taps.
+  constexpr int kTapSums = (M == Math::Fp32) ? kAccs : 1;
+  constexpr int kTilesPerTap = C_IN / BK;
+  float tap_sum[kTapSums];
+#pragma unroll
+  for (int i = 0; i < kTapSums; ++i) tap_sum[i] = 0.f;
 
   const int lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t4 = lane % 4;
@@ -245,7 +282,7 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
           for (int i = 0; i < TM; ++i) {
             float av = kk == 0 ? a[i].x : kk == 1 ? a[i].y : kk == 2 ? a[i].z : a[i].w;
 #pragma unroll
-            for (int j = 0; j < 8; ++j) acc[i * 8 + j] = fmaf(av, b[j], acc[i * 8 + j]);
+            for (int j = 0; j < 8; ++j) tap_sum[i * 8 + j] = fmaf(av, b[j], tap_sum[i * 8 + j]);
           }
         }
       }
@@ -303,6 +340,15 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
     if (next < num_k_tiles) load_tile(next % S::kStages, next);
     cp_async_commit();
     compute_tile(kt % S::kStages);
+    if constexpr (M == Math::Fp32) {
+      if ((kt + 1) % kTilesPerTap == 0) {  // the tap's last K tile: its sums join the totals
+#pragma unroll
+        for (int i = 0; i < kAccs; ++i) {
+          acc[i] += tap_sum[i];
+          tap_sum[i] = 0.f;
+        }
+      }
+    }
   }
   cp_async_wait<0>();
 
@@ -358,14 +404,17 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
 // The launchers. Tile shapes per stage, two per stage: Large for batches that fill the GPU, Small (half the
 // columns per block, so twice the blocks) for batches whose Large grid would leave SMs idle
 // (DeviceNetwork::tconv picks). The tile shape only decides which threads compute which outputs:
-// every output is the same sequence of multiply-adds over K in the same order (one FFMA chain in
-// fp32, the same mma.sync steps in tf32/bf16), so both give the same bits and an image never
+// every output is the same sequence of multiply-adds over K in the same order (in fp32 one FFMA chain
+// per tap, BK = 32 for every shape, then the taps' sums in tap order; the same mma.sync steps in
+// tf32/bf16), so both give the same bits and an image never
 // depends on the batch size (the GPU tests compare batches 1, 3, 127, 1000 and 8192 byte for byte).
 // fp32 Small: TM = 4 rows per thread, 4 x 8 outputs (TM = 8 everywhere else), in blocks of 128 x 64
 // (256 threads), and 64 x 64 (128 threads) for tconv1. At 64 images tconv1's K is up to 4608 and its
 // 8 x 8 threads' FFMA chains were the critical path (128 x 64 x TM 8: 0.458 ms; x TM 4: 0.292 ms);
 // 64 x 64 blocks spread the 9-tap phase's rows over twice the SMs. Each output keeps the same FFMA
-// sequence over K, so the bits do not change.
+// sequence over K, so the bits do not change. Their threads are held to 128 registers
+// (phase_gemm_min_blocks), so that two 256-thread or four 128-thread blocks share an SM where shared
+// memory allows it (sm_90: 227 KB; sm_80's 164 KB hold one 83 KB block of 256 threads).
 // tconv3 (stage 2, C_OUT = 64) Large in the tensor-core flavours: blocks of 256 x 64 as 4 warps of
 // 64 x 64 (the 128 x 64 blocks' 64 x 32 warp tiles read a third more shared memory per multiply), two
 // stages so that two blocks (8 warps) still fit in an SM's shared memory (2 x 92 KB).
