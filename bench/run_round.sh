@@ -21,7 +21,7 @@ else
   make -j"$(nproc)" all > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
 fi
 
-timeout "${FACEGEN_TEST_TIMEOUT:-150}" ./build/facegen-gpu-tests 2>&1 | tee "$out/gpu-tests.log" | grep -E "worst|seed|test cases|assertions|Status|ERROR|FAIL" | head -n 40
+timeout "${FACEGEN_TEST_TIMEOUT:-300}" ./build/facegen-gpu-tests 2>&1 | tee "$out/gpu-tests.log" | grep -E "worst|seed|test cases|assertions|Status|ERROR|FAIL" | head -n 40
 tests_rc=${PIPESTATUS[0]}
 echo "GPU tests exit status: $tests_rc"
 # Timed anyway when a test fails (the one call may be all there is), but flagged on every table line.
