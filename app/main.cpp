@@ -498,15 +498,10 @@ int run_command_line(int argc, char** argv) {
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "facegen: " << e.what() << " (see --help)\n";
     return kExitUsage;
-  } catch (const facegen::UserError& e) {
-    std::cerr << "facegen: error: " << e.what() << "\n";
-    return kExitInput;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "facegen: fault: out of host memory (try a smaller --batch)\n";
-    return kExitFault;
-  } catch (const std::exception& e) {
-    std::cerr << "facegen: fault: " << e.what() << "\n";
-    return kExitFault;
+  } catch (...) {
+    const facegen::Failure failure = facegen::describe_current_exception();
+    std::cerr << (failure.exit_code == kExitInput ? "facegen: error: " : "facegen: fault: ") << failure.message << "\n";
+    return failure.exit_code;
   }
 }
 

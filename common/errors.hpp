@@ -21,4 +21,14 @@ struct UserError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What the exception being handled means for the user: its exit status and its one line (without
+// the "facegen: error: " or "fault: " in front). Out of memory in any form (std::bad_alloc, a thread
+// that could not start for want of memory or address space) is one fault with one wording, whether
+// a single process or a rank reports it. Call only inside a catch block.
+struct Failure {
+  int exit_code;
+  std::string message;
+};
+Failure describe_current_exception();
+
 }  // namespace facegen

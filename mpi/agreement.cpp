@@ -1,9 +1,6 @@
 // agreement.cpp: failing together (see agreement.hpp).
 #include "mpi/agreement.hpp"
 
-#include <exception>
-#include <new>
-
 #include "common/errors.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/polite_wait.hpp"
@@ -12,17 +9,8 @@ namespace facegen {
 namespace mpi {
 
 void record_current_exception(RankStatus& status) {
-  try {
-    throw;
-  } catch (const UserError& e) {
-    status.fail(kExitInput, e.what());
-  } catch (const std::bad_alloc&) {
-    status.fail(kExitFault, "out of host memory (try a smaller --batch)");
-  } catch (const std::exception& e) {
-    status.fail(kExitFault, e.what());
-  } catch (...) {
-    status.fail(kExitFault, "unknown exception");
-  }
+  const Failure failure = describe_current_exception();
+  status.fail(failure.exit_code, failure.message);
 }
 
 bool ranks_agree(MPI_Comm comm, const RankStatus& status, int* exit_code) {

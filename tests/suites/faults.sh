@@ -2,7 +2,8 @@
 # faults.sh: faults during a run, each checked for exit status, message, and that no output is left
 # half-written or replaced by a broken one (an existing output of the same name must survive).
 #
-#   disk full mid-run          a 4 MiB tmpfs fills while the text output is being written
+#   disk full mid-run          a 4 MiB tmpfs fills while the text output is being written (pwrite,
+#                              and mapped writes for txt and npy)
 #   read-only mid-run          an ext4 image forced read-only (as on an I/O error), outputs open
 #   input truncated mid-number the latent file cut inside a number, and cut between numbers
 #   model truncated            network.bin cut short by one byte and to half
@@ -127,6 +128,9 @@ concurrently() {
   done
 }
 
+# Synthetic images (no network): fast enough for many cases, sanitizers included.
+synth=(--device synthetic)
+
 echo "faults:"
 inputs=$work  # shared inputs (latents, models); a concurrent case's $work is a folder of its own
 make_latents "$work/l60.txt" 60
@@ -139,6 +143,16 @@ if mkdir -p "$work/full" && mount -t tmpfs -o size=4m tmpfs "$work/full" 2>/dev/
   old_output "$work/full"
   "$prog" --device cpu --model "$model" --input "$work/l60.txt" --output "$work/full/r" > /dev/null 2> "$work/stderr"
   check_after "disk full mid-run" "$work/full" $? 1 "writing .*full/r\.(txt|bmp) failed: No space left on device"
+  # The same through mapped writes (fallocate reserves each window's space before it is mapped, so
+  # a full disk is an error, never a SIGBUS), for the text and the npy.
+  for format in txt npy; do
+    rm -f "$work/full"/r.*
+    old_output "$work/full"
+    FACEGEN_TEST_WRITE_WAY=mapped "$prog" "${synth[@]}" --random 400 --formats txt,$format --output "$work/full/r" \
+      > /dev/null 2> "$work/stderr"
+    check_after "disk full mid-run, mapped writes, txt,$format" "$work/full" $? 1 \
+      "writing .*full/r\.(txt|npy) failed: No space left on device"
+  done
 else
   skip "disk full mid-run: cannot mount a tmpfs here (needs root)"
 fi
@@ -254,8 +268,6 @@ check_clean() {
     check_after "$@"
   fi
 }
-# Synthetic images (no network): fast enough for many cases, sanitizers included.
-synth=(--device synthetic)
 # Before any output exists: the latents come from a pipe that never delivers (a FIFO this shell holds
 # open for writing, so the reader never sees its end); the signal goes as soon as the program's
 # handler for it is installed (/proc/PID/status SigCgt), not after a guessed sleep.
@@ -341,6 +353,23 @@ else
   [ "$failed_sizes" -ge 2 ] || fail "ulimit -v" "only $failed_sizes sizes failed: the sizes no longer span start to success"
   grep -q "ulimit -v $((high + 1000000)): enough" "$inputs/address_limit-$((high + 1000000)).log" ||
     fail "ulimit -v" "the largest size, $((high + 1000000)) KiB, did not succeed"
+  # The network on the CPU (the shipped safetensors model, its loader and the backend's thread pool)
+  # at 16 sizes 4 MiB apart: out of memory in the model's load, in a buffer or in a thread's start
+  # (std::thread's EAGAIN, once reported as "Resource temporarily unavailable") is the same line.
+  address_limit_cpu() {  # address_limit_cpu KIB
+    local kib=$1 got
+    old_output "$work/out"
+    (ulimit -v $kib; exec timeout 60 "$prog" --device cpu --random 3 --output "$work/out/r" -q > /dev/null 2> "$work/stderr")
+    got=$?
+    if [ $got = 3 ]; then
+      check_clean "ulimit -v $kib, CPU backend, shipped model" "$work/out" $got 3 "^facegen: fault: out of host memory"
+    elif [ $got = 0 ] && [ -s "$work/out/r.bmp" ] && [ ! -s "$work/stderr" ]; then
+      pass "ulimit -v $kib, CPU backend, shipped model: enough"
+    else
+      fail "ulimit -v $kib, CPU backend, shipped model" "status $got: $(head -c 300 "$work/stderr")"
+    fi
+  }
+  concurrently address_limit_cpu $(seq $((high + 20000)) 4096 $((high + 81440)))
 fi
 # ulimit -f: a write over the limit fails (SIGXFSZ ignored) and is reported like a full disk.
 file_size_limit() {  # file_size_limit KIB
