@@ -24,6 +24,11 @@
 # with the job's status; SIGINT or SIGTERM to this script stops the job the same way and exits 130
 # or 143.
 set -euo pipefail
+# A closed standard descriptor (a daemon, `cmd >&-`) gets /dev/null, as facegen gives itself: a write
+# to a closed stdout would end this script (set -e) before the job, without a word.
+[ -e /proc/self/fd/0 ] || exec 0< /dev/null
+[ -e /proc/self/fd/1 ] || exec 1> /dev/null
+[ -e /proc/self/fd/2 ] || exec 2> /dev/null
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 program=$here/build/facegen

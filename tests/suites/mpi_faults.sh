@@ -7,6 +7,7 @@
 #     same, with exit status 1 (mpirun's own), 130 or 143
 #   SIGTERM to run_parallel.sh, or SIGKILL to rank 0, while rank 0 commits 2,001 outputs: the
 #     launcher finishes the commit from its journal: the new set whole, nothing left
+#   run_parallel.sh with descriptors 0, 1, 2 or all closed: outputs whole
 #   a job with a rank killed beside a single process writing the same prefix: the other run's
 #     temporaries stay and its outputs are whole
 #   a model with finite weights that overflow (tconv1, tconv4): exit 1, one line naming the layer
@@ -221,6 +222,27 @@ start_job_args() {
 }
 commit_case "SIGTERM to run_parallel.sh while rank 0 commits 2,001 outputs" 143 sigterm
 commit_case "rank 0 killed (SIGKILL) in the middle of its commit of 2,001 outputs" 137
+
+# --- run_parallel.sh with standard descriptors closed ----------------------------------------------
+# Each closed descriptor gets /dev/null (a write to a closed stdout once ended the script silently,
+# status 1, before the job started): the outputs whole, nothing written into them.
+for closed in 0 1 2 012; do
+  rm -rf "$work/fd" && mkdir -p "$work/fd"
+  fd_job=(./run_parallel.sh --program "$prog" --random 20 --output "$work/fd/r" --ranks-per-node 2 --
+          --device synthetic --all-ranks -q)
+  case $closed in
+    0) "${fd_job[@]}" <&- > /dev/null 2> "$work/stderr" ;;
+    1) "${fd_job[@]}" >&- 2> "$work/stderr" ;;
+    2) "${fd_job[@]}" > /dev/null 2>&- ;;
+    012) "${fd_job[@]}" <&- >&- 2>&- ;;
+  esac
+  got=$?
+  if [ $got = 0 ] && [ "$(head -n1 "$work/fd/r.txt")" = 20 ] && [ -s "$work/fd/r.bmp" ] && [ "$(ls -A "$work/fd" | wc -l)" = 2 ]; then
+    pass "run_parallel.sh with descriptor(s) $closed closed: outputs whole, nothing written into them"
+  else
+    fail "run_parallel.sh with descriptor(s) $closed closed" "status $got: $(ls -A "$work/fd" | tr '\n' ' ')"
+  fi
+done
 
 # --- a failed job beside another run of the same prefix -------------------------------------------
 # A single process writes PREFIX.* from a pipe that holds back the second half of its latents until a
