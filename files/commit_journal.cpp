@@ -40,9 +40,15 @@ std::string backup_name_for(const std::string& token, size_t entry) {
   return ".facegen-old-" + token + "-" + std::to_string(entry);
 }
 
+// A descriptor for the *at() calls and the directory's fsync; a directory that may be written but not
+// listed (mode 0300) gives an O_PATH one, whose fsync fails with EBADF (sync_directory then skips it).
 int open_directory(const std::string& directory) {
-  return ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0 || errno != EACCES) return fd;
+  return ::open(directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
+
+bool sync_directory(int fd) { return ::fsync(fd) == 0 || errno == EBADF; }
 
 // The inode at `name` in the directory, 0 when nothing is there.
 uint64_t inode_at(int dir, const std::string& name) {
@@ -225,7 +231,7 @@ CommitJournal::CommitJournal(const std::string& directory, std::vector<CommitEnt
   if (fd_ < 0) fail("cannot create the commit journal " + directory + "/" + kCommitJournalPrefix + "...");
   if (::flock(fd_, LOCK_EX) != 0) fail("cannot lock the commit journal " + path_);
   if (!write_all(fd_, serialise(token_, entries))) fail("writing the commit journal " + path_ + " failed");
-  if (::fsync(fd_) != 0 || ::fsync(directory_fd_) != 0) fail("syncing the commit journal " + path_ + " failed");
+  if (::fsync(fd_) != 0 || !sync_directory(directory_fd_)) fail("syncing the commit journal " + path_ + " failed");
 }
 
 CommitJournal::~CommitJournal() {
@@ -280,7 +286,7 @@ FinishReport finish_commit(const std::string& journal_path) {
     roll_back(journal, dir, directory, journal_path);
     report.outcome = FinishOutcome::OldInPlace;
   }
-  if (::fsync(dir) != 0 || (::unlinkat(dir, base_name(journal_path).c_str(), 0) != 0 && errno != ENOENT)) {
+  if (!sync_directory(dir) || (::unlinkat(dir, base_name(journal_path).c_str(), 0) != 0 && errno != ENOENT)) {
     cannot_finish(journal_path, "removing the journal", errno);
   }
   return report;

@@ -526,6 +526,25 @@ killed_commit() {  # killed_commit K:next-run or K:finish-commit
 concurrently killed_commit 1:next-run 7:next-run 13:next-run 20:next-run 2:finish-commit 10:finish-commit \
   19:finish-commit
 
+# An output directory that may be written but not listed (mode 0300, another user): the commit's
+# journal and backups go through an O_PATH descriptor; a first run and a run over its outputs succeed.
+if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
+  chmod 711 "$work"  # the other user must be able to pass through to it
+  mkdir -p "$work/writeonly" && chown 65534:65534 "$work/writeonly" && chmod 300 "$work/writeonly"
+  as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  "${as_nobody[@]}" "$prog" "${synth[@]}" --random 3 -q --output "$work/writeonly/r" 2> "$work/stderr" &&
+    "${as_nobody[@]}" "$prog" "${synth[@]}" --random 3 --seed 4 -q --output "$work/writeonly/r" 2>> "$work/stderr"
+  got=$?
+  chmod 700 "$work/writeonly"
+  if [ $got = 0 ] && [ "$(ls -A "$work/writeonly" | tr '\n' ' ')" = "r.bmp r.txt " ]; then
+    pass "an output directory that can be written but not listed (0300): written twice, nothing left"
+  else
+    fail "an output directory that can be written but not listed" "status $got: $(head -c 300 "$work/stderr"); $(ls -A "$work/writeonly")"
+  fi
+else
+  skip "a write-only output directory: needs root and setpriv"
+fi
+
 # --finish-commit refusals: exit 1 and one line; a journal that a live process holds is left alone.
 mkdir -p "$work/journal"
 "$prog" --finish-commit "$work/journal/none" > /dev/null 2> "$work/stderr"
