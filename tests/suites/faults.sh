@@ -12,7 +12,10 @@
 #   SIGINT, SIGTERM mid-run    exit 130 / 143, one line, temporary files removed, old output intact
 #   signals before outputs exist and while a PNG folder fills (HUP INT QUIT PIPE TERM USR1 ALRM XCPU)
 #   stderr's reader gone       SIGPIPE after the cleanup: 141
-#   ulimit -v at 4 sizes above the least the program loads in: exit 3 and one line, or success; ulimit -f at 3 sizes: exit 1
+#   ulimit -v at 4 sizes above the least the program loads in (synthetic images, every format), and at
+#                              16 sizes 4 MiB apart on the CPU backend with the shipped model: exit 3 and
+#                              one line, or success; ulimit -f at 3 sizes: exit 1
+#   SIGKILL mid-write          the old output intact, no new one (the temporaries stay: nobody is left)
 #   descriptors 0, 2, all closed; stdout closed or full (exit 1); two runs on one prefix, one failing
 #   commit fails midway        a rename of the output set fails (injected), or an old output is
 #                              immutable (chattr +i): every old output byte-identical, nothing left
@@ -20,6 +23,7 @@
 #   killed during the commit   SIGKILL before change K of 20 (injected); the next run, or
 #                              --finish-commit, puts the killed run's new set in place whole
 #   --finish-commit refusals   a missing journal, a file that is not one, one a live process holds
+#   a write-only output folder mode 0300, another user (setpriv): written twice, nothing left
 #
 # Each case waits for its moment by an event (a temporary file appears, the signal's handler is
 # installed: /proc/PID/status SigCgt), not by a guessed sleep; the cases that are independent of one
