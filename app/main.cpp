@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "files/commit_journal.hpp"
+#include "files/output_format.hpp"
 #include "files/stop_signals.hpp"
 #include "common/errors.hpp"
 #include "run/pipeline.hpp"
@@ -199,8 +200,7 @@ cxxopts::Options command_line() {
 // --finish-commit JOURNAL: one line on stderr saying which outputs are in place.
 int finish_commit_command(const std::string& journal) {
   const facegen::FinishReport report = facegen::finish_commit(journal);
-  const std::string outputs =
-      report.first_final + (report.outputs > 1 ? " and " + facegen::with_commas(static_cast<int64_t>(report.outputs) - 1) + " more" : "");
+  const std::string outputs = facegen::outputs_named(report);
   switch (report.outcome) {
     case facegen::FinishOutcome::Busy:
       throw facegen::UserError(journal + " belongs to a commit under way: its process still holds it");
@@ -239,27 +239,6 @@ void share_malloc_arena_under_address_limit() {
 bool same_file(const std::string& output, const struct stat& input) {
   struct stat existing;
   return ::stat(output.c_str(), &existing) == 0 && existing.st_dev == input.st_dev && existing.st_ino == input.st_ino;
-}
-
-// The extension of a format's file, or of its numbered mosaic files ("" for the folder of PNGs).
-std::string output_extension(facegen::OutputFormat format) {
-  switch (format) {
-    case facegen::OutputFormat::Text: return ".txt";
-    case facegen::OutputFormat::Npy: return ".npy";
-    case facegen::OutputFormat::Bmp: return ".bmp";
-    case facegen::OutputFormat::MosaicPng: return ".png";
-    case facegen::OutputFormat::Png: break;
-  }
-  return "";
-}
-
-// Whether `name` is a numbered mosaic file of `stem`: STEM-<digits>EXTENSION.
-bool numbered_mosaic_name(const std::string& name, const std::string& stem, const std::string& extension) {
-  const std::string head = stem + "-";
-  return name.size() > head.size() + extension.size() && name.compare(0, head.size(), head) == 0 &&
-         name.compare(name.size() - extension.size(), extension.size(), extension) == 0 &&
-         name.substr(head.size(), name.size() - head.size() - extension.size()).find_first_not_of("0123456789") ==
-             std::string::npos;
 }
 
 // A file the run reads, which no output may replace.
@@ -321,7 +300,7 @@ void refuse_overwriting(const std::string& prefix, const std::vector<facegen::Ou
                              output + "); choose another prefix");
   };
   // A numbered mosaic file of this prefix: PREFIX-<digits>.<extension>.
-  auto numbered = [&](const std::string& extension) {
+  auto numbered = [&](const char* extension) {
     const std::string dir = prefix.find('/') == std::string::npos ? "." : prefix.substr(0, prefix.find_last_of('/'));
     char resolved_dir[PATH_MAX];
     char input_dir[PATH_MAX];
@@ -332,10 +311,11 @@ void refuse_overwriting(const std::string& prefix, const std::vector<facegen::Ou
         std::strcmp(resolved_dir, input_dir) != 0)
       return;
     const std::string name = input_path.substr(input_path.find_last_of('/') + 1);
-    if (numbered_mosaic_name(name, prefix.substr(prefix.find_last_of('/') + 1), extension)) refuse(dir + "/" + name);
+    if (facegen::is_numbered_mosaic_name(name, prefix.substr(prefix.find_last_of('/') + 1), extension))
+      refuse(dir + "/" + name);
   };
   for (facegen::OutputFormat format : formats) {
-    const std::string extension = output_extension(format);
+    const std::string extension = std::string(".") + facegen::format_extension(format);
     switch (format) {
       case facegen::OutputFormat::Text:
       case facegen::OutputFormat::Npy:
@@ -344,7 +324,7 @@ void refuse_overwriting(const std::string& prefix, const std::vector<facegen::Ou
       case facegen::OutputFormat::Bmp:
       case facegen::OutputFormat::MosaicPng:
         if (same_file(prefix + extension, input)) refuse(prefix + extension);
-        numbered(extension);
+        numbered(facegen::format_extension(format));
         break;
       case facegen::OutputFormat::Png: {
         // The folder is replaced as a whole at the end: an input inside it would go with it.
@@ -392,10 +372,10 @@ void check_summary_path(const std::string& summary, const std::string& prefix,
       if (name.compare(0, stem.size() + 1, stem + "/") == 0) refuse();
       continue;
     }
-    const std::string extension = output_extension(format);
-    if (name == stem + extension) refuse();
+    const char* extension = facegen::format_extension(format);
+    if (name == stem + "." + extension) refuse();
     const bool mosaic = format == facegen::OutputFormat::Bmp || format == facegen::OutputFormat::MosaicPng;
-    if (mosaic && numbered_mosaic_name(name, stem, extension)) refuse();  // resolved: STEM-<digits>.EXT
+    if (mosaic && facegen::is_numbered_mosaic_name(name, stem, extension)) refuse();
   }
 }
 

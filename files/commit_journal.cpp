@@ -292,6 +292,11 @@ FinishReport finish_commit(const std::string& journal_path) {
   return report;
 }
 
+std::string outputs_named(const FinishReport& report) {
+  if (report.outputs <= 1) return report.first_final;
+  return report.first_final + " and " + with_commas(static_cast<int64_t>(report.outputs) - 1) + " more";
+}
+
 std::vector<std::string> finish_dead_commits(const std::string& directory) {
   std::vector<std::string> names;
   if (DIR* listing = ::opendir(directory.c_str())) {
@@ -306,9 +311,7 @@ std::vector<std::string> finish_dead_commits(const std::string& directory) {
     const std::string path = (directory == "/" ? "" : directory) + "/" + name;
     try {
       const FinishReport report = finish_commit(path);
-      const std::string outputs = report.first_final + (report.outputs > 1
-                                                            ? " and " + with_commas(static_cast<int64_t>(report.outputs - 1)) + " more"
-                                                            : "");
+      const std::string outputs = outputs_named(report);
       if (report.outcome == FinishOutcome::NewInPlace && !report.was_done) {
         sentences.push_back("finished the commit of an earlier run that was cut short (" + path + "): its new " +
                             outputs + " are in place");

@@ -72,6 +72,9 @@ struct FinishReport {
   std::string first_final;  // the first output's name, for messages
 };
 
+// "r.txt and 2,000 more": the outputs a report speaks of, for messages.
+std::string outputs_named(const FinishReport& report);
+
 // Finishes the commit a journal records (see above) and removes the journal. Throws UserError when
 // the journal cannot be read or is not one, or the outputs can be put in neither state.
 FinishReport finish_commit(const std::string& journal_path);

@@ -141,6 +141,17 @@ const char* format_name(OutputFormat format) {
   return "?";
 }
 
+const char* format_extension(OutputFormat format) {
+  switch (format) {
+    case OutputFormat::Text: return "txt";
+    case OutputFormat::Npy: return "npy";
+    case OutputFormat::Bmp: return "bmp";
+    case OutputFormat::MosaicPng: return "png";
+    case OutputFormat::Png: break;
+  }
+  return "";
+}
+
 OutputLayout::OutputLayout(OutputFormat format, const std::string& prefix, int64_t total_images,
                            const OutputOptions& options)
     : format_(format), prefix_(prefix), total_(total_images), options_(options) {
@@ -186,7 +197,7 @@ int64_t OutputLayout::mosaic_count() const {
 }
 
 std::string OutputLayout::mosaic_file_path(int64_t mosaic) const {
-  return mosaic_path(prefix_, format_ == OutputFormat::Bmp ? "bmp" : "png", mosaic, mosaic_count());
+  return mosaic_path(prefix_, format_extension(format_), mosaic, mosaic_count());
 }
 
 size_t OutputLayout::file_count() const {
@@ -202,9 +213,9 @@ OutputFile OutputLayout::file(size_t index) const {
   }
   switch (format_) {
     case OutputFormat::Text:
-      return {Kind::Data, prefix_ + ".txt", std::to_string(total_) + "\n", -1, 0, total_, {}};
+      return {Kind::Data, prefix_ + "." + format_extension(format_), std::to_string(total_) + "\n", -1, 0, total_, {}};
     case OutputFormat::Npy:
-      return {Kind::Data, prefix_ + ".npy", npy_header(total_, image_channels()),
+      return {Kind::Data, prefix_ + "." + format_extension(format_), npy_header(total_, image_channels()),
               header_bytes_ + total_ * image_values() * 4, 0, total_, {}};
     case OutputFormat::Png:
       return {Kind::Folder, prefix_, "", -1, 0, total_, {}};
@@ -471,6 +482,14 @@ int64_t mosaic_file_count(int64_t total_images, int mosaic_tiles) {
   if (mosaic_tiles == 0 || total_images <= 1) return 1;
   const int64_t per_file = int64_t{mosaic_tiles} * mosaic_tiles;
   return (total_images + per_file - 1) / per_file;
+}
+
+bool is_numbered_mosaic_name(const std::string& name, const std::string& stem, const char* extension) {
+  const std::string head = stem + "-", tail = std::string(".") + extension;
+  return name.size() > head.size() + tail.size() && name.compare(0, head.size(), head) == 0 &&
+         name.compare(name.size() - tail.size(), tail.size(), tail) == 0 &&
+         name.substr(head.size(), name.size() - head.size() - tail.size()).find_first_not_of("0123456789") ==
+             std::string::npos;
 }
 
 std::string mosaic_path(const std::string& prefix, const char* extension, int64_t file, int64_t files) {

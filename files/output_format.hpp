@@ -48,6 +48,9 @@ namespace facegen {
 enum class OutputFormat { Text, Bmp, Npy, Png, MosaicPng };
 std::vector<OutputFormat> parse_formats(const std::string& list);  // "txt,bmp" -> ...; UserError
 const char* format_name(OutputFormat format);                      // "txt", "bmp", "npy", "png", "mosaic-png"
+// The extension of a format's file or of its numbered mosaic files: "txt", "npy", "bmp", "png"; ""
+// for the folder of PNGs.
+const char* format_extension(OutputFormat format);
 
 // BMP's own limit under stb_image_write, kept by every mosaic: a file of at most 2^31 - 1 bytes,
 // 418 tiles per side.
@@ -181,6 +184,9 @@ int64_t bmp_row_bytes(const MosaicGrid& grid);   // one pixel row, padded to a m
 // them (from 0): PREFIX.EXT when there is one, else PREFIX-0001.EXT, PREFIX-0002.EXT, ...
 int64_t mosaic_file_count(int64_t total_images, int mosaic_tiles);
 std::string mosaic_path(const std::string& prefix, const char* extension, int64_t file, int64_t files);
+// Whether a file name (no directory) is one of mosaic_path's numbered names for the prefix whose
+// last part is `stem`: STEM-<digits>.EXT.
+bool is_numbered_mosaic_name(const std::string& name, const std::string& stem, const char* extension);
 std::string png_file_name(int64_t index, int64_t total_images);  // "000042.png"
 // Bound on one formatted line: every value at its longest ("%.4f " of -FLT_MAX is 46 characters),
 // then "\n". Values in (-1, 1) take 7 or 8 characters each.
