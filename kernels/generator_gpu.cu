@@ -1,8 +1,10 @@
 // generator_gpu.cu: the network's weights rearranged for each layer's kernels, and the choice of kernel
-// per layer and device. The kernels and their launchers live one layer per file: kernels/projection.cuh,
-// kernels/phase_gemm.cuh (tconv1-3 on mma.sync or FFMA, with their tile shapes) and
-// kernels/phase_gemm_wgmma.cuh (the same on sm_90a), kernels/tconv_output.cuh and
-// kernels/tconv_output_mma.cuh (tconv4 + tanh direct, or on tensor cores).
+// per layer and device. The kernels and their launchers live one layer per file:
+//   projection     kernels/projection.cuh (FFMA), kernels/projection_mma.cuh (tensor cores)
+//   tconv1-3       kernels/phase_gemm.cuh (mma.sync or FFMA, with their tile shapes),
+//                  kernels/phase_gemm_wgmma.cuh (sm_90a row tiles), kernels/phase_gemm_wgmma_image.cuh
+//                  (sm_90a, tconv3 one image per block)
+//   tconv4 + tanh  kernels/tconv_output.cuh (direct), kernels/tconv_output_mma.cuh (tensor cores)
 #include "kernels/generator_gpu.hpp"
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "common/cuda_check.cuh"
 #include "kernels/phase_gemm.cuh"
 #include "kernels/projection.cuh"
+#include "kernels/projection_mma.cuh"
 #include "kernels/tconv_output.cuh"
 #include "kernels/phase_gemm_wgmma.hpp"
 #include "kernels/tconv_output_mma.cuh"
@@ -109,6 +112,10 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
   const Layout L;
   std::vector<float> scale, shift;
   proj_weight_ = upload(std::vector<float>(f + L.proj_weight, f + L.proj_weight + int64_t{kLatentDim} * kProjOutputs));
+  if (precision != Precision::Fp32) {
+    proj_weight_fragments_ = upload(gpu::projection_weight_fragments<kLatentDim>(f + L.proj_weight, kProjOutputs));
+    projection_mma_ = true;
+  }
   fold_batchnorm(f + L.bn[0], kStageChannels[0], f + L.proj_bias, kProjOutputs, &scale, &shift);
   proj_scale_ = upload(scale);
   proj_shift_ = upload(shift);
@@ -170,6 +177,7 @@ void DeviceNetwork::use_gemm_kernel(GemmKernel k) {
 DeviceNetwork::~DeviceNetwork() {
   // cudaFree of null is a no-op; errors here cannot be reported from a destructor.
   cudaFree(proj_weight_);
+  cudaFree(proj_weight_fragments_);
   cudaFree(proj_scale_);
   cudaFree(proj_shift_);
   for (int s = 0; s < 3; ++s) {
@@ -190,6 +198,14 @@ size_t DeviceNetwork::activation_bytes_per_image(int stage) const {
 void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t stream) const {
   static_assert(kLatentDim % 4 == 0 && kLatentDim <= 128, "projection_bn_relu reads z four at a time, at most 128");
   static_assert(kProjOutputs % gpu::kProjColumnsPerBlock == 0, "projection blocks must tile the columns");
+  static_assert(kProjOutputs % gpu::ProjectionMmaShape<kLatentDim>::kColumns == 0, "projection_mma blocks must tile the columns");
+  if (projection_mma_) {
+    if (precision_ == Precision::Bf16)
+      gpu::launch_projection_bn_relu_mma<Math::Bf16, kLatentDim>(z, n, kProjOutputs, proj_weight_fragments_, proj_scale_, proj_shift_, act0, stream);
+    else
+      gpu::launch_projection_bn_relu_mma<Math::Tf32, kLatentDim>(z, n, kProjOutputs, proj_weight_fragments_, proj_scale_, proj_shift_, act0, stream);
+    return;
+  }
   switch (precision_) {
     case Precision::Fp32:
       gpu::launch_projection_bn_relu<Math::Fp32>(z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_, act0, stream);
@@ -205,6 +221,11 @@ void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t s
 
 void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const {
   if (n <= 0) return;
+  if (gemm_ == GemmKernel::Wgmma && stage == 2 && tconv3_image_) {
+    gpu::launch_tconv3_wgmma_image(math_of(precision_), image_ring_, in, n, wgmma_weights_[stage], tconv_scale_[stage],
+                                   tconv_shift_[stage], out, stream);
+    return;
+  }
   if (gemm_ == GemmKernel::Wgmma) {
     // Same Small/Large rule as below: Small when the Large grid would leave SMs without two blocks.
     const bool small = tiles_ == 0 ? gpu::wgmma_large_blocks(stage, n) < 2 * int64_t{sm_count_} : tiles_ == 1;

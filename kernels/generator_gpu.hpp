@@ -44,9 +44,20 @@ class DeviceNetwork {
   GemmKernel gemm_kernel() const { return gemm_; }
   // The same override for the benchmark and the tests; throws std::invalid_argument where Wgmma cannot run.
   void use_gemm_kernel(GemmKernel k);
+  // With Wgmma: tconv3 (stage 2) one image per block, channels as wgmma's M (the default; ring 0 or 1,
+  // see launch_tconv3_wgmma_image), or in the row tiles of the other stages, for the benchmark and the tests.
+  void use_tconv3_image(bool on, int ring = 0) {
+    tconv3_image_ = on;
+    image_ring_ = ring;
+  }
+  bool tconv3_image() const { return tconv3_image_; }
   // Bytes of one image's activation before stage s (0: after the projection .. 3: before the last tconv).
   size_t activation_bytes_per_image(int stage) const;
 
+  // tf32 and bf16: the projection on tensor cores (kernels/projection_mma.cuh, the default) or the
+  // FFMA kernel (kernels/projection.cuh), for the benchmark and the tests; fp32 always runs FFMA.
+  void use_projection_mma(bool on) { projection_mma_ = on && proj_weight_fragments_ != nullptr; }
+  bool projection_mma() const { return projection_mma_; }
   // z (n, 100) float32 -> act0.
   void projection(const float* z, int n, void* act0, cudaStream_t stream) const;
   // act_s -> act_{s+1} for s = 0, 1, 2: relu(bn_{s+1}(tconv_s(act_s) + bias_s)). Small batches get
@@ -68,10 +79,14 @@ class DeviceNetwork {
   int tiles_ = 0;                 // 0: by grid size; 1: always Small; 2: always Large (FACEGEN_GPU_TILES)
   bool wgmma_available_ = false;  // the device is sm_90 and the binary has the sm_90a kernels
   GemmKernel gemm_ = GemmKernel::MmaSync;
+  bool tconv3_image_ = true;      // with Wgmma: tconv3 in the image kernel
+  int image_ring_ = 0;
   bool output_mma_possible_ = false;  // bf16 or tf32, and enough shared memory per block for it
   bool output_mma_ = false;       // tconv4 on tensor cores
+  bool projection_mma_ = false;   // the projection on tensor cores
   std::unique_ptr<gpu::PhaseWeightMaps[]> wgmma_weights_;  // tensor maps over tconv_weight_[0..2]
   float* proj_weight_ = nullptr;  // (100, 8192)
+  uint32_t* proj_weight_fragments_ = nullptr;  // tf32, bf16: the same as mma fragments (projection_mma.cuh)
   float* proj_scale_ = nullptr;   // (8192)
   float* proj_shift_ = nullptr;   // (8192)
   void* tconv_weight_[3] = {};    // four phase B matrices each, see phase_gemm.cuh

@@ -5,6 +5,8 @@
 //   tconv2 (256 -> 128, 8x8):   the same
 //   tconv3 (128 -> 64, 16x16):  Large 128 x 64, 4 stages (96 KB, two blocks per SM); Small 64 x 64, 4
 // Small has one consumer warpgroup, Large two, issuing the same m64 x BN wgmma steps: same bits.
+// tconv3's default is the image kernel (kernels/phase_gemm_wgmma_image.cuh): one image x 64 channels
+// per block, m64n256 steps, 2 stages of 40 KB and two blocks per SM (ring 0) or 4 stages and one (1).
 #include "kernels/phase_gemm_wgmma.hpp"
 
 #include <mutex>
@@ -13,6 +15,7 @@
 
 #include "common/cuda_check.cuh"
 #include "kernels/phase_gemm_wgmma.cuh"
+#include "kernels/phase_gemm_wgmma_image.cuh"
 
 namespace facegen {
 namespace gpu {
@@ -112,6 +115,56 @@ void launch(const void* in, int n, const PhaseWeightMaps& weights, const float* 
   CUDA_CHECK_LAUNCH();
 }
 
+// tconv3's image kernel: ring 0 two stages, two blocks per SM; ring 1 four stages, one block.
+template <Math M, int RING> struct ImageRing;
+template <Math M> struct ImageRing<M, 0> {
+  using C = WgmmaStage<M, 2, false>;
+  using Shape = WgmmaImageShape<M, C::C_IN, C::C_OUT, C::H, 2, 2>;
+};
+template <Math M> struct ImageRing<M, 1> {
+  using C = WgmmaStage<M, 2, false>;
+  using Shape = WgmmaImageShape<M, C::C_IN, C::C_OUT, C::H, 4, 1>;
+};
+template <Math M, int RING>
+auto image_kernel_of() {
+  using C = typename ImageRing<M, RING>::C;
+  using Shape = typename ImageRing<M, RING>::Shape;
+  return tconv_phase_wgmma_image<M, C::C_IN, C::C_OUT, C::H, Shape::kStages, Shape::kMinBlocks>;
+}
+
+template <Math M, int RING>
+void configure_image() {
+  CUDA_CHECK(cudaFuncSetAttribute(image_kernel_of<M, RING>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  ImageRing<M, RING>::Shape::kSmemBytes));
+}
+
+template <Math M, int RING>
+void launch_image(const void* in, int n, const PhaseWeightMaps& weights, const float* scale, const float* shift,
+                  void* out, cudaStream_t stream) {
+  using C = typename ImageRing<M, RING>::C;
+  using Shape = typename ImageRing<M, RING>::Shape;
+  using Act = typename MathTypes<M>::Act;
+  WgmmaMaps maps;
+  const cuuint64_t dims[4] = {C::C_IN, C::H, C::H, static_cast<cuuint64_t>(n)};
+  const cuuint64_t strides[3] = {C::C_IN * sizeof(Act), uint64_t{C::H} * C::C_IN * sizeof(Act),
+                                 uint64_t{C::H} * C::H * C::C_IN * sizeof(Act)};
+  const cuuint32_t box[4] = {Shape::BK, C::H, Shape::kBoxRows, Shape::kBoxImages};
+  encode(&maps.a, M, 4, in, dims, strides, box);
+  for (int z = 0; z < 4; ++z) maps.b[z] = weights.b[z];
+  // x = 4 * image + phase: an image's four phases run side by side.
+  const auto kernel = image_kernel_of<M, RING>();
+  kernel<<<dim3(4 * n), Shape::kThreads, Shape::kSmemBytes, stream>>>(maps, scale, shift, static_cast<Act*>(out));
+  CUDA_CHECK_LAUNCH();
+}
+
+template <Math M>
+void launch_image_ring(int ring, const void* in, int n, const PhaseWeightMaps& w, const float* scale,
+                       const float* shift, void* out, cudaStream_t stream) {
+  if (ring == 0) launch_image<M, 0>(in, n, w, scale, shift, out, stream);
+  else if (ring == 1) launch_image<M, 1>(in, n, w, scale, shift, out, stream);
+  else throw std::logic_error("tconv3's image kernel has rings 0 and 1");
+}
+
 template <Math M, int S>
 void launch_stage(bool small, const void* in, int n, const PhaseWeightMaps& w, const float* scale, const float* shift,
                   void* out, cudaStream_t stream) {
@@ -138,6 +191,8 @@ void configure_math() {
   configure_one<M, 0, true>();
   configure_one<M, 1, true>();
   configure_one<M, 2, true>();
+  configure_image<M, 0>();
+  configure_image<M, 1>();
 }
 
 void require_tensor_math(Math m) {
@@ -191,6 +246,15 @@ void launch_tconv_wgmma(Math m, int stage, bool small, const void* in, int n, co
   if (n <= 0) return;
   if (m == Math::Bf16) launch_math<Math::Bf16>(stage, small, in, n, weights, scale, shift, out, stream);
   else launch_math<Math::Tf32>(stage, small, in, n, weights, scale, shift, out, stream);
+}
+
+void launch_tconv3_wgmma_image(Math m, int ring, const void* in, int n, const PhaseWeightMaps& weights,
+                               const float* scale, const float* shift, void* out, cudaStream_t stream) {
+  require_tensor_math(m);
+  if (n <= 0) return;
+  if (int64_t{n} * 4 > 0x7fffffff) throw std::logic_error("tconv3's image kernel takes at most 2^29 images per launch");
+  if (m == Math::Bf16) launch_image_ring<Math::Bf16>(ring, in, n, weights, scale, shift, out, stream);
+  else launch_image_ring<Math::Tf32>(ring, in, n, weights, scale, shift, out, stream);
 }
 
 }  // namespace gpu

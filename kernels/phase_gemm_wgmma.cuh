@@ -50,6 +50,11 @@ struct WgmmaShape {
   static constexpr int kThreads = 128 * (CONSUMERS + 1);
   static constexpr int kABytes = BM * 128, kBBytes = BN * 128;
   static constexpr int kStageBytes = kABytes + kBBytes;
+  // Where the producer puts the activation and the weight box within a stage, and what wgmma reads as
+  // its A (64 rows per consumer warpgroup, kConsumerABytes apart) and B (kWgmmaN rows): here A is the
+  // activation rows and B the weights; kernels/phase_gemm_wgmma_image.cuh swaps them.
+  static constexpr int kActOffset = 0, kWeightOffset = kABytes;
+  static constexpr int kMmaAOffset = 0, kMmaBOffset = kABytes, kConsumerABytes = 64 * 128, kWgmmaN = BN;
   // Stages, then one full and one empty barrier per stage; 1024 bytes of slack to align the tiles.
   static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;
   // The A box: whole images when a block covers at least one, else whole rows of one image.
@@ -76,27 +81,27 @@ __device__ __forceinline__ void produce_tiles(const WgmmaMaps& maps, const CUten
     if (kt >= S::kStages) barrier_wait(&empty[s], ((kt / S::kStages) - 1) & 1);
     const int k0 = kt * S::BK, tap = k0 / C_IN, c0 = k0 % C_IN;
     const int dy = phase_offset(py, tap / ntx), dx = phase_offset(px, tap % ntx);
-    unsigned char* a_tile = tiles + s * S::kStageBytes;
+    unsigned char* stage = tiles + s * S::kStageBytes;
     barrier_arrive_expect_bytes(&full[s], S::kStageBytes);
-    tensor_load_4d(a_tile, &maps.a, c0, dx, oy0 + dy, img0, &full[s]);
-    tensor_load_2d(a_tile + S::kABytes, b_map, k0, n0, &full[s]);
+    tensor_load_4d(stage + S::kActOffset, &maps.a, c0, dx, oy0 + dy, img0, &full[s]);
+    tensor_load_2d(stage + S::kWeightOffset, b_map, k0, n0, &full[s]);
   }
 }
 
-// Consumer: this warpgroup's 64 x BN accumulators over all K tiles.
+// Consumer: this warpgroup's 64 x kWgmmaN accumulators over all K tiles.
 template <class S, Math M>
-__device__ __forceinline__ void multiply_tiles(float (&acc)[S::BN / 2], const unsigned char* tiles, uint64_t* full,
+__device__ __forceinline__ void multiply_tiles(float (&acc)[S::kWgmmaN / 2], const unsigned char* tiles, uint64_t* full,
                                                uint64_t* empty, int num_k_tiles, int consumer) {
   for (int kt = 0; kt < num_k_tiles; ++kt) {
     const int s = kt % S::kStages;
     barrier_wait(&full[s], (kt / S::kStages) & 1);
-    const uint32_t a_tile = smem_address(tiles + s * S::kStageBytes) + consumer * 64 * 128;
-    const uint32_t b_tile = smem_address(tiles + s * S::kStageBytes + S::kABytes);
+    const uint32_t a_tile = smem_address(tiles + s * S::kStageBytes + S::kMmaAOffset) + consumer * S::kConsumerABytes;
+    const uint32_t b_tile = smem_address(tiles + s * S::kStageBytes + S::kMmaBOffset);
     const uint64_t a_desc = sw128_descriptor(a_tile), b_desc = sw128_descriptor(b_tile);
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < S::BK / S::kStepK; ++k)
-      Wgmma<M, S::BN>::mma(acc, descriptor_advance(a_desc, 32 * k), descriptor_advance(b_desc, 32 * k));
+      Wgmma<M, S::kWgmmaN>::mma(acc, descriptor_advance(a_desc, 32 * k), descriptor_advance(b_desc, 32 * k));
     wgmma_commit();
     // Tile kt - 1's wgmmas are done once at most one group (tile kt's) is pending: free its stage.
     wgmma_wait<1>();
@@ -105,7 +110,7 @@ __device__ __forceinline__ void multiply_tiles(float (&acc)[S::BN / 2], const un
   }
   wgmma_wait<0>();
 #pragma unroll
-  for (int i = 0; i < S::BN / 2; ++i) accumulator_fence(acc[i]);
+  for (int i = 0; i < S::kWgmmaN / 2; ++i) accumulator_fence(acc[i]);
 }
 
 // relu(scale * acc + shift) of this warpgroup's 64 x BN block into the phase's output pixels.

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "common/cuda_check.cuh"
+#include "kernels/mma_terms.cuh"
 #include "kernels/phase_gemm.cuh"
 #include "kernels/weight_folding.hpp"
 
@@ -83,32 +84,6 @@ template <Math M> struct OutputMmaShape : OutputMmaTraits<M> {
   static constexpr int kTilesPerImage = 32 / T::kInRows;
 };
 
-// Splits x into `terms` values of the mma's input type (each what the ones before it left over) and
-// returns term `term`'s bits as the 32-bit register half (bf16) or register (tf32) the mma reads.
-template <Math M>
-inline uint32_t output_mma_weight_term(float x, int term) {
-  float rest = x;
-  for (int k = 0;; ++k) {
-    if constexpr (M == Math::Bf16) {
-      const __nv_bfloat16 part = __float2bfloat16_rn(rest);
-      if (k == term) {
-        uint16_t u;
-        std::memcpy(&u, &part, 2);
-        return u;
-      }
-      rest -= __bfloat162float(part);
-    } else {
-      const float part = round_to_tf32(rest);
-      if (k == term) {
-        uint32_t u;
-        std::memcpy(&u, &part, 4);
-        return u;
-      }
-      rest -= part;
-    }
-  }
-}
-
 // The last tconv's weights (5, 5, 3, 64) as the B fragments tconv_output_tanh_mma<M> reads:
 // W'(c, 3 * tap + k) = w[kh][kw][k][c], columns 75..79 zero. Fragment (n-tile, k step, term, lane),
 // register r, column 8 * n-tile + lane / 4, holds: bf16 rows c = 16 * step + 2 * (lane % 4) + 8 * r
@@ -131,10 +106,10 @@ std::vector<uint32_t> output_mma_weight_fragments(const float* w) {
             uint32_t word;
             if constexpr (M == Math::Bf16) {
               const int c = 16 * ks + 2 * (lane % 4) + 8 * r;
-              word = output_mma_weight_term<M>(w_prime(c, col), term) |
-                     output_mma_weight_term<M>(w_prime(c + 1, col), term) << 16;
+              word = mma_operand_term<M>(w_prime(c, col), term) |
+                     mma_operand_term<M>(w_prime(c + 1, col), term) << 16;
             } else {
-              word = output_mma_weight_term<M>(w_prime(8 * ks + lane % 4 + 4 * r, col), term);
+              word = mma_operand_term<M>(w_prime(8 * ks + lane % 4 + 4 * r, col), term);
             }
             f[(((nt * S::kKSteps + ks) * S::kTerms + term) * 32 + lane) * 2 + r] = word;
           }
@@ -155,21 +130,6 @@ __device__ __forceinline__ void output_mma_load_rows(const typename OutputMmaSha
     const bool valid = iy >= 0 && iy < 32;
     const auto* src = valid ? in_img + (iy * 32 + ix) * kOmCin + chunk * kElemsPerChunk : in_img;
     cp_async16(As + p * S::kApitch + chunk * kElemsPerChunk, src, valid);
-  }
-}
-
-template <Math M>
-__device__ __forceinline__ void output_mma_step(float (&c)[4], const uint32_t (&a)[4], uint2 b) {
-  if constexpr (M == Math::Bf16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
   }
 }
 
@@ -219,7 +179,7 @@ __device__ __forceinline__ void output_mma_products(const typename OutputMmaShap
 #pragma unroll
       for (int n = 0; n < kOmNHalf; ++n)
 #pragma unroll
-        for (int term = 0; term < S::kTerms; ++term) output_mma_step<M>(acc[n], a, w.b[n][ks][term]);
+        for (int term = 0; term < S::kTerms; ++term) mma_sync_step<M>(acc[n], a, w.b[n][ks][term]);
     }
 #pragma unroll
     for (int n = 0; n < kOmNHalf; ++n) {

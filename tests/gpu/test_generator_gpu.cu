@@ -55,6 +55,12 @@ TEST_CASE("projection + batch norm + relu matches the float64 reference") {
   const reference::Offsets o;
   for (Precision p : kPrecisions) {
     DeviceNetwork dn(net.data(), p);
+    // tf32 and bf16: the tensor-core kernel (the default) and the FFMA one; fp32: FFMA only.
+    const bool has_mma = dn.projection_mma();
+    CHECK(has_mma == (p != Precision::Fp32));
+    for (bool mma : {true, false}) {
+    if (mma && !has_mma) continue;
+    dn.use_projection_mma(mma);
     for (int n : batch_sizes()) {
       std::vector<float> z(static_cast<size_t>(n) * kLatentDim);
       std::normal_distribution<float> nd;
@@ -76,7 +82,8 @@ TEST_CASE("projection + batch norm + relu matches the float64 reference") {
         return x;
       });
       check(to_floats(bytes, p), n, kProjOutputs, ref, layer_tolerance(p),
-            "projection " + name(p) + " n=" + std::to_string(n));
+            "projection " + name(p) + (mma ? " mma" : " ffma") + " n=" + std::to_string(n));
+    }
     }
   }
 }
@@ -117,9 +124,10 @@ TEST_CASE("phase-GEMM transposed convolutions match the float64 reference") {
   }
 }
 
-TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in both tile shapes") {
+TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every wgmma tile form") {
   // On an sm_90 GPU with the sm_90a kernels: each tconv stage at 127 images through both kernel
-  // families; elsewhere the case only checks that wgmma is refused with a clear error.
+  // families, and tconv3 also in the wgmma row tiles and the image kernel's second ring (whose bytes
+  // must equal the first's); elsewhere the case only checks that wgmma is refused with a clear error.
   std::mt19937_64 rng(test_seed() + 12);
   const auto net = reference::random_network(test_seed() + 13);
   for (Precision p : {Precision::Tf32, Precision::Bf16}) {
@@ -134,25 +142,45 @@ TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in both t
       Activations in = make_activations(in_per * n, p, rng);
       DeviceBuffer din(in.bytes.size());
       CUDA_CHECK(cudaMemcpy(din.p, in.bytes.data(), in.bytes.size(), cudaMemcpyHostToDevice));
-      std::vector<float> got[2];
-      const GemmKernel kernels[2] = {GemmKernel::MmaSync, GemmKernel::Wgmma};
-      for (int k = 0; k < 2; ++k) {
+      // Forms: mma.sync (the yardstick), wgmma as shipped, and for tconv3 the wgmma row tiles and the
+      // image kernel's ring 1.
+      struct Form {
+        GemmKernel kernel;
+        bool image;
+        int ring;
+        const char* what;
+      };
+      std::vector<Form> forms = {{GemmKernel::MmaSync, false, 0, "mma.sync"}, {GemmKernel::Wgmma, true, 0, "wgmma"}};
+      if (stage == 2) {
+        forms.push_back({GemmKernel::Wgmma, false, 0, "wgmma row tiles"});
+        forms.push_back({GemmKernel::Wgmma, true, 1, "wgmma image ring 1"});
+      }
+      std::vector<std::vector<unsigned char>> bytes(forms.size());
+      std::vector<std::vector<float>> got(forms.size());
+      for (size_t k = 0; k < forms.size(); ++k) {
         DeviceBuffer dout(dn.activation_bytes_per_image(stage + 1) * n);
         dout.poison();
-        dn.use_gemm_kernel(kernels[k]);
+        dn.use_gemm_kernel(forms[k].kernel);
+        dn.use_tconv3_image(forms[k].image, forms[k].ring);
         dn.tconv(stage, din.p, n, dout.p, nullptr);
-        std::vector<unsigned char> bytes(dout.bytes);
-        CUDA_CHECK(cudaMemcpy(bytes.data(), dout.p, bytes.size(), cudaMemcpyDeviceToHost));
-        got[k] = to_floats(bytes, p);
+        bytes[k].resize(dout.bytes);
+        CUDA_CHECK(cudaMemcpy(bytes[k].data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
+        got[k] = to_floats(bytes[k], p);
       }
+      dn.use_tconv3_image(true, 0);
       const Tolerance tol = layer_tolerance(p);
-      size_t bad = 0, not_finite = 0;
-      for (size_t i = 0; i < got[0].size(); ++i) {
-        not_finite += !std::isfinite(got[1][i]);
-        if (!(std::fabs(got[1][i] - got[0][i]) <= tol.atol + tol.rtol * std::fabs(got[0][i])) && bad++ < 5)
-          FAIL_CHECK("stage " << stage << " " << name(p) << " index " << i << ": wgmma " << got[1][i] << ", mma.sync " << got[0][i]);
+      for (size_t k = 1; k < forms.size(); ++k) {
+        size_t bad = 0, not_finite = 0;
+        for (size_t i = 0; i < got[0].size(); ++i) {
+          not_finite += !std::isfinite(got[k][i]);
+          if (!(std::fabs(got[k][i] - got[0][i]) <= tol.atol + tol.rtol * std::fabs(got[0][i])) && bad++ < 5)
+            FAIL_CHECK("stage " << stage << " " << name(p) << " index " << i << ": " << forms[k].what << " " << got[k][i]
+                                << ", mma.sync " << got[0][i]);
+        }
+        CHECK_MESSAGE(not_finite == 0, "stage " << stage << " " << name(p) << ": " << not_finite << " " << forms[k].what
+                                                << " outputs not written");
       }
-      CHECK_MESSAGE(not_finite == 0, "stage " << stage << " " << name(p) << ": " << not_finite << " wgmma outputs not written");
+      if (stage == 2) CHECK_MESSAGE(bytes[1] == bytes[3], name(p) << ": tconv3's image kernel gives other bytes in ring 1");
     }
   }
 }

@@ -1,0 +1,185 @@
+// projection_mma.cuh: the projection, z (n, 100) -> act0 (n, 4, 4, 512) with the first batch norm and
+// ReLU in its epilogue, on tensor cores (mma.sync m16n8k16 bf16, sm_80 and later) for the tf32 and bf16
+// networks, and its launcher. The float32 FFMA form (kernels/projection.cuh) stays for fp32.
+//
+//   out(img, j) = relu(scale[j] * sum_k z(img, k) W(k, j) + shift[j]),   W (100, 8192), j in NHWC order
+//
+// On FFMA the projection was bound by the broadcasts of z (0.45 ms at batch 8192 on an H200, 30
+// TFLOP/s); as a GEMM on tensor cores its 13 GFLOP take a fraction of the time it takes to write act0
+// (134 MB in bf16), so this kernel is bound by memory.
+//
+// Accuracy (kernels/mma_terms.cuh): z and W are each split into two bf16 terms (16 significant bits),
+// and each product is hi·hi + hi·lo + lo·hi, three mma steps accumulating in float32 (lo·lo, under
+// 2^-16 of the product, is left out). The products then carry about 2^-16 relative error against
+// tf32's 2^-11 and bf16's 2^-8 for a single rounding: far below the rounding of act0 itself.
+//
+// Tiles: a block of 4 warps makes 64 images x 128 columns, warp w columns 32 w .. 32 w + 31 for all 64
+// images (4 m-tiles x 4 n-tiles: 64 accumulators per thread). The block first writes its 64 rows of z
+// into shared memory as the two bf16 terms, K padded with zeros to 16 * kKSteps; each warp reads its A
+// fragments from there. W's fragments are packed on the host in the order lanes read them, so each is
+// one coalesced 8-byte load per lane. Each output is the k steps in order, hi·hi, hi·lo, lo·hi within
+// each, whatever the batch size or the block: the bits do not depend on the batch.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "common/cuda_check.cuh"
+#include "kernels/mma_terms.cuh"
+#include "kernels/phase_gemm.cuh"
+
+namespace facegen {
+namespace gpu {
+
+template <int K_IN> struct ProjectionMmaShape {
+  static constexpr int kKSteps = (K_IN + 15) / 16;  // m16n8k16 steps over K, zero-padded
+  static constexpr int kImages = 64;                // per block: 4 m-tiles
+  static constexpr int kMTiles = kImages / 16;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kWarpNTiles = 4;             // 32 columns per warp
+  static constexpr int kColumns = 8 * kWarpNTiles * kWarps;  // 128 per block
+  static constexpr int kTerms = 2;                  // bf16 terms of z and of W: hi, lo
+  // z's terms in shared memory, per image: 8 * kKSteps 32-bit words (bf16 pairs along K) and 4 of
+  // padding. The 8 rows one A-fragment load touches then start in 8 distinct groups of 4 banks.
+  static constexpr int kPitchWords = 8 * kKSteps + 4;
+  static_assert(kPitchWords % 8 == 4, "row pitch must put 8 rows in 8 distinct bank groups");
+  static_assert(K_IN % 2 == 0, "z is read two values at a time");
+  // W's fragments: (n-tile, k step, term, lane) -> two 32-bit words.
+  static int64_t weight_words(int k_out) { return int64_t{k_out} / 8 * kKSteps * kTerms * 32 * 2; }
+};
+
+// W (k_in, k_out), k_out fastest, as the B fragments projection_bn_relu_mma reads: n-tile t, k step s,
+// term, lane, register r hold rows k = 16 s + 2 (lane % 4) + 8 r and k + 1 (low half first) of column
+// 8 t + lane / 4; rows past k_in are zero.
+template <int K_IN>
+std::vector<uint32_t> projection_weight_fragments(const float* w, int k_out) {
+  using S = ProjectionMmaShape<K_IN>;
+  auto at = [&](int k, int j) { return k < K_IN ? w[static_cast<int64_t>(k) * k_out + j] : 0.f; };
+  std::vector<uint32_t> f(S::weight_words(k_out));
+  size_t i = 0;
+  for (int nt = 0; nt < k_out / 8; ++nt)
+    for (int ks = 0; ks < S::kKSteps; ++ks)
+      for (int term = 0; term < S::kTerms; ++term)
+        for (int lane = 0; lane < 32; ++lane)
+          for (int r = 0; r < 2; ++r) {
+            const int j = 8 * nt + lane / 4, k = 16 * ks + 2 * (lane % 4) + 8 * r;
+            f[i++] = mma_operand_term<Math::Bf16>(at(k, j), term) | mma_operand_term<Math::Bf16>(at(k + 1, j), term) << 16;
+          }
+  return f;
+}
+
+// Load: the block's rows of z as bf16 terms into zs[term][image][word]; rows past n and K past K_IN are zero.
+template <int K_IN>
+__device__ __forceinline__ void projection_load_terms(const float* __restrict__ z, int n, int img0, uint32_t* zs) {
+  using S = ProjectionMmaShape<K_IN>;
+  constexpr int kWords = 8 * S::kKSteps;
+  for (int q = threadIdx.x; q < S::kImages * kWords; q += S::kThreads) {
+    const int row = q / kWords, word = q % kWords, k = 2 * word;
+    float2 v = make_float2(0.f, 0.f);
+    if (img0 + row < n && k < K_IN) v = *reinterpret_cast<const float2*>(z + static_cast<int64_t>(img0 + row) * K_IN + k);
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(v.x, v.y);
+    const float2 hif = __bfloat1622float2(hi);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x - hif.x, v.y - hif.y);
+    zs[row * S::kPitchWords + word] = *reinterpret_cast<const uint32_t*>(&hi);
+    zs[(S::kImages + row) * S::kPitchWords + word] = *reinterpret_cast<const uint32_t*>(&lo);
+  }
+}
+
+// Multiply: the warp's 64 x 32 accumulators over all k steps. wfrag points at the warp's first n-tile.
+template <int K_IN>
+__device__ __forceinline__ void projection_products(const uint32_t* zs, const uint2* __restrict__ wfrag,
+                                                    float (&acc)[4][4][4]) {
+  using S = ProjectionMmaShape<K_IN>;
+  const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+#pragma unroll
+  for (int ks = 0; ks < S::kKSteps; ++ks) {
+    uint2 b[S::kWarpNTiles][S::kTerms];
+#pragma unroll
+    for (int nt = 0; nt < S::kWarpNTiles; ++nt)
+#pragma unroll
+      for (int term = 0; term < S::kTerms; ++term)
+        b[nt][term] = __ldg(wfrag + ((nt * S::kKSteps + ks) * S::kTerms + term) * 32 + lane);
+#pragma unroll
+    for (int mt = 0; mt < S::kMTiles; ++mt) {
+      uint32_t a[S::kTerms][4];
+#pragma unroll
+      for (int term = 0; term < S::kTerms; ++term) {
+        const uint32_t* row = zs + (term * S::kImages + 16 * mt + g) * S::kPitchWords + 8 * ks + t4;
+        a[term][0] = row[0];
+        a[term][1] = row[8 * S::kPitchWords];
+        a[term][2] = row[4];
+        a[term][3] = row[8 * S::kPitchWords + 4];
+      }
+#pragma unroll
+      for (int nt = 0; nt < S::kWarpNTiles; ++nt) {
+        mma_sync_step<Math::Bf16>(acc[mt][nt], a[0], b[nt][0]);
+        mma_sync_step<Math::Bf16>(acc[mt][nt], a[0], b[nt][1]);
+        mma_sync_step<Math::Bf16>(acc[mt][nt], a[1], b[nt][0]);
+      }
+    }
+  }
+}
+
+// Epilogue: relu(scale * acc + shift) of the warp's 64 x 32 outputs, columns j0 .. j0 + 31, in M's
+// activation type (tf32-rounded float32 or bf16).
+template <Math M, int K_IN>
+__device__ __forceinline__ void projection_store(const float (&acc)[4][4][4], const float* __restrict__ scale,
+                                                 const float* __restrict__ shift, int n, int k_out, int img0, int j0,
+                                                 typename MathTypes<M>::Act* __restrict__ out) {
+  using S = ProjectionMmaShape<K_IN>;
+  const int lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < S::kWarpNTiles; ++nt) {
+    const int j = j0 + 8 * nt + 2 * t4;
+    const float sc0 = scale[j], sc1 = scale[j + 1], sh0 = shift[j], sh1 = shift[j + 1];
+#pragma unroll
+    for (int mt = 0; mt < S::kMTiles; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int img = img0 + 16 * mt + g + 8 * half;
+        if (img >= n) continue;
+        Store<M>::two(out + static_cast<int64_t>(img) * k_out + j, fmaxf(fmaf(acc[mt][nt][2 * half], sc0, sh0), 0.f),
+                      fmaxf(fmaf(acc[mt][nt][2 * half + 1], sc1, sh1), 0.f));
+      }
+  }
+}
+
+template <Math M, int K_IN>
+__global__ void __launch_bounds__(ProjectionMmaShape<K_IN>::kThreads, 4)
+projection_bn_relu_mma(const float* __restrict__ z,        // (n, K_IN)
+                       int n, int k_out,
+                       const uint32_t* __restrict__ wfrag,  // see projection_weight_fragments
+                       const float* __restrict__ scale, const float* __restrict__ shift,  // (k_out)
+                       typename MathTypes<M>::Act* __restrict__ out) {                   // (n, k_out)
+  using S = ProjectionMmaShape<K_IN>;
+  __shared__ uint32_t zs[S::kTerms * S::kImages * S::kPitchWords];
+  const int img0 = blockIdx.y * S::kImages, warp = threadIdx.x / 32;
+  const int nt0 = (blockIdx.x * S::kWarps + warp) * S::kWarpNTiles;
+  projection_load_terms<K_IN>(z, n, img0, zs);
+  __syncthreads();
+  float acc[4][4][4] = {};
+  static_assert(S::kMTiles == 4 && S::kWarpNTiles == 4, "acc is 4 m-tiles x 4 n-tiles");
+  const uint2* wfrag_warp = reinterpret_cast<const uint2*>(wfrag) + int64_t{nt0} * S::kKSteps * S::kTerms * 32;
+  projection_products<K_IN>(zs, wfrag_warp, acc);
+  projection_store<M, K_IN>(acc, scale, shift, n, k_out, img0, 8 * nt0, out);
+}
+
+// z (n, K_IN) float32 -> out (n, k_out) in M's activation type (tf32 or bf16); k_out % kColumns == 0.
+template <Math M, int K_IN>
+void launch_projection_bn_relu_mma(const float* z, int n, int k_out, const uint32_t* wfrag, const float* scale,
+                                   const float* shift, void* out, cudaStream_t stream) {
+  static_assert(M != Math::Fp32, "fp32 runs the FFMA projection (kernels/projection.cuh)");
+  using S = ProjectionMmaShape<K_IN>;
+  if (n <= 0) return;
+  const dim3 grid(k_out / S::kColumns, (n + S::kImages - 1) / S::kImages);
+  projection_bn_relu_mma<M, K_IN><<<grid, S::kThreads, 0, stream>>>(
+      z, n, k_out, wfrag, scale, shift, static_cast<typename MathTypes<M>::Act*>(out));
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace gpu
+}  // namespace facegen
