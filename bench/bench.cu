@@ -185,10 +185,12 @@ void tconv3_variants(const char* label) {
   for (void* q : {static_cast<void*>(in_f), static_cast<void*>(w_f), static_cast<void*>(scale), static_cast<void*>(shift), out}) cudaFree(q);
 }
 
-// The tconv phase GEMMs in each kernel family this GPU runs (1: mma.sync, 2: wgmma on sm_90a; the
-// whole-network cuBLAS baseline, 0, is timed per batch below), at batch 8192 and 64 on the same
-// activations: each family's output is first compared with mma.sync's (the family the GPU tests have
-// checked against float64 longest), then timed. Returns the number of mismatching layers.
+// The numbered variants of each layer this GPU runs, at batch 8192 and 64 on the same inputs (the
+// whole-network cuBLAS baseline, variant 0, is timed per batch below): projection 1 FFMA, 2 mma.sync;
+// tconv1-3 1 mma.sync, 2 wgmma on sm_90a (tconv3: 2 the image kernel, 3 the row tiles, 4 the image
+// kernel's other ring); tconv4 1 direct FFMA, 2 mma.sync GEMM + col2im. Each variant's output is first
+// compared with variant 1's (the form the GPU tests have checked against float64 longest), then
+// timed. Returns the number of mismatching layers.
 int gemm_variants(const std::vector<float>& net, Precision p, const float* z_device, Json& js) {
   DeviceNetwork dn(net.data(), p);
   std::vector<GemmKernel> kernels = {GemmKernel::MmaSync};
@@ -206,41 +208,93 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
   dn.projection(z_device, n, act[0], nullptr);
   for (int s = 0; s < 3; ++s) dn.tconv(s, act[s], n, act[s + 1], nullptr);
   const double tol = p == Precision::Bf16 ? 3e-2 : 5e-3;  // the GPU tests' per-layer tolerance
+  // An activation on the device as floats.
+  auto download = [&](const void* a, size_t count) {
+    std::vector<float> got(count);
+    if (p == Precision::Bf16) {
+      std::vector<__nv_bfloat16> b(count);
+      CUDA_CHECK(cudaMemcpy(b.data(), a, count * 2, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < count; ++i) got[i] = __bfloat162float(b[i]);
+    } else {
+      CUDA_CHECK(cudaMemcpy(got.data(), a, count * 4, cudaMemcpyDeviceToHost));
+    }
+    return got;
+  };
+  // Prints up to three mismatches of got against ref; returns the worst |difference| (infinity if any
+  // value is out of tolerance or not finite).
+  auto compare = [&](const std::vector<float>& got, const std::vector<float>& ref, const std::string& what) {
+    size_t bad = 0;
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double d = std::fabs(double(got[i]) - ref[i]);
+      if (!std::isfinite(got[i]) || !(d <= tol + tol * std::fabs(ref[i])))
+        if (bad++ < 3) std::printf("  MISMATCH %s index %zu: %g vs %g\n", what.c_str(), i, got[i], ref[i]);
+      worst = std::max(worst, d);
+    }
+    return bad ? INFINITY : worst;
+  };
   int mismatches = 0;
+  // Projection: variant 1 FFMA (the yardstick), variant 2 tensor cores (the default).
+  {
+    const size_t count = dn.activation_bytes_per_image(0) / (p == Precision::Bf16 ? 2 : 4) * n;
+    std::vector<float> ref;
+    for (int v = 1; v <= 2; ++v) {
+      dn.use_projection_mma(v == 2);
+      CUDA_CHECK(cudaMemset(out[0], 0xff, dn.activation_bytes_per_image(0) * n));
+      dn.projection(z_device, n, out[0], nullptr);
+      std::vector<float> got = download(out[0], count);
+      const double worst = v == 1 ? 0 : compare(got, ref, std::string("projection ") + name(p) + " variant 2");
+      if (v == 1) ref = got;
+      mismatches += std::isinf(worst);
+      const float ms8192 = time_ms([&] { dn.projection(z_device, n, out[0], nullptr); }, 10);
+      const float ms64 = time_ms([&] { dn.projection(z_device, 64, out[0], nullptr); }, 50);
+      // Bytes: z read, act0 written (the weights stay in L2).
+      const double bytes = double(n) * (kLatentDim * 4 + dn.activation_bytes_per_image(0));
+      std::printf("  projection %s variant %d %-12s batch 8192 %7.3f ms %6.0f GB/s | batch 64 %6.3f ms | max |diff| vs variant 1 %.2e%s\n",
+                  name(p), v, v == 1 ? "FFMA" : "mma.sync", ms8192, bytes / ms8192 / 1e6, ms64, std::isinf(worst) ? 0 : worst,
+                  std::isinf(worst) ? "  MISMATCH" : "");
+      js.add(std::string(name(p)) + "_projection_" + (v == 1 ? "ffma" : "mma") + "_ms", ms8192);
+    }
+    dn.use_projection_mma(true);
+  }
+  // tconv1-3: variant 1 mma.sync (the yardstick), variant 2 wgmma as shipped; for tconv3 also variant 3
+  // the wgmma row tiles and variant 4 the image kernel with ring 1.
+  struct Form {
+    GemmKernel kernel;
+    bool image;
+    int ring;
+    const char* what;
+  };
   for (int s = 0; s < 3; ++s) {
     const size_t count = dn.activation_bytes_per_image(s + 1) / (p == Precision::Bf16 ? 2 : 4) * n;
+    std::vector<Form> forms = {{GemmKernel::MmaSync, false, 0, "mma.sync"}};
+    if (kernels.size() > 1) forms.push_back({GemmKernel::Wgmma, true, 0, s == 2 ? "wgmma image" : "wgmma"});
+    if (kernels.size() > 1 && s == 2) {
+      forms.push_back({GemmKernel::Wgmma, false, 0, "wgmma rows"});
+      forms.push_back({GemmKernel::Wgmma, true, 1, "wgmma image ring 1"});
+    }
     std::vector<float> ref;
-    for (size_t k = 0; k < kernels.size(); ++k) {
-      dn.use_gemm_kernel(kernels[k]);
+    for (size_t k = 0; k < forms.size(); ++k) {
+      dn.use_gemm_kernel(forms[k].kernel);
+      dn.use_tconv3_image(forms[k].image, forms[k].ring);
       CUDA_CHECK(cudaMemset(out[k % 2], 0xff, dn.activation_bytes_per_image(s + 1) * n));
       dn.tconv(s, act[s], n, out[k % 2], nullptr);
-      std::vector<float> got(count);
-      if (p == Precision::Bf16) {
-        std::vector<__nv_bfloat16> b(count);
-        CUDA_CHECK(cudaMemcpy(b.data(), out[k % 2], count * 2, cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < count; ++i) got[i] = __bfloat162float(b[i]);
-      } else {
-        CUDA_CHECK(cudaMemcpy(got.data(), out[k % 2], count * 4, cudaMemcpyDeviceToHost));
-      }
-      size_t bad = 0;
-      double worst = 0;
-      for (size_t i = 0; i < count; ++i) {
-        const double r = k == 0 ? got[i] : ref[i], d = std::fabs(got[i] - r);
-        if (!std::isfinite(got[i]) || !(d <= tol + tol * std::fabs(r))) {
-          if (bad++ < 3) std::printf("  MISMATCH tconv%d %s variant %zu index %zu: %g vs mma.sync %g\n", s + 1, name(p), k + 1, i, got[i], r);
-        }
-        worst = std::max(worst, d);
-      }
+      std::vector<float> got = download(out[k % 2], count);
+      const double worst = k == 0 ? 0 : compare(got, ref, "tconv" + std::to_string(s + 1) + " " + name(p) + " " + forms[k].what);
       if (k == 0) ref = got;
-      mismatches += bad > 0;
+      mismatches += std::isinf(worst);
       const float ms8192 = time_ms([&] { dn.tconv(s, act[s], n, out[k % 2], nullptr); }, 10);
       const float ms64 = time_ms([&] { dn.tconv(s, act[s], 64, out[k % 2], nullptr); }, 50);
       const double flop = layer_flops_per_image(s + 1);
-      std::printf("  tconv%d %s variant %zu %-8s batch 8192 %7.3f ms %6.1f TFLOP/s | batch 64 %6.3f ms %6.1f TFLOP/s | "
-                  "max |diff| vs mma.sync %.2e%s\n", s + 1, name(p), k + 1, gemm_kernel_name(kernels[k]), ms8192,
-                  flop * n / ms8192 / 1e9, ms64, flop * 64 / ms64 / 1e9, worst, bad ? "  MISMATCH" : "");
-      js.add(std::string(name(p)) + "_tconv" + std::to_string(s + 1) + "_" + gemm_kernel_name(kernels[k]) + "_ms", ms8192);
+      std::printf("  tconv%d %s variant %zu %-18s batch 8192 %7.3f ms %6.1f TFLOP/s | batch 64 %6.3f ms %6.1f TFLOP/s | "
+                  "max |diff| vs mma.sync %.2e%s\n", s + 1, name(p), k + 1, forms[k].what, ms8192,
+                  flop * n / ms8192 / 1e9, ms64, flop * 64 / ms64 / 1e9, std::isinf(worst) ? 0 : worst,
+                  std::isinf(worst) ? "  MISMATCH" : "");
+      std::string key = forms[k].what;
+      std::replace(key.begin(), key.end(), ' ', '_');
+      js.add(std::string(name(p)) + "_tconv" + std::to_string(s + 1) + "_" + key + "_ms", ms8192);
     }
+    dn.use_tconv3_image(true, 0);
   }
   dn.use_output_mma(true);
   if (dn.output_mma()) {
