@@ -3,7 +3,7 @@
 //   projection     kernels/projection.cuh (FFMA), kernels/projection_mma.cuh (tensor cores)
 //   tconv1-3       kernels/phase_gemm.cuh (mma.sync or FFMA, with their tile shapes),
 //                  kernels/phase_gemm_wgmma.cuh (sm_90a row tiles), kernels/phase_gemm_wgmma_image.cuh
-//                  (sm_90a, tconv3 one image per block)
+//                  (sm_90a, tconv2 and tconv3 over whole images)
 //   tconv4 + tanh  kernels/tconv_output.cuh (direct), kernels/tconv_output_mma.cuh (tensor cores)
 #include "kernels/generator_gpu.hpp"
 
@@ -174,6 +174,13 @@ void DeviceNetwork::use_gemm_kernel(GemmKernel k) {
   gemm_ = k;
 }
 
+void DeviceNetwork::use_wgmma_image(int stage, bool on, int ring) {
+  if (stage < 0 || stage > 2 || (on && stage == 0) || ring < 0 || ring > 1)
+    throw std::invalid_argument("the wgmma image kernel runs tconv stages 1 and 2 in rings 0 and 1");
+  wgmma_image_[stage] = on;
+  image_ring_[stage] = ring;
+}
+
 DeviceNetwork::~DeviceNetwork() {
   // cudaFree of null is a no-op; errors here cannot be reported from a destructor.
   cudaFree(proj_weight_);
@@ -221,9 +228,9 @@ void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t s
 
 void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const {
   if (n <= 0) return;
-  if (gemm_ == GemmKernel::Wgmma && stage == 2 && tconv3_image_) {
-    gpu::launch_tconv3_wgmma_image(math_of(precision_), image_ring_, in, n, wgmma_weights_[stage], tconv_scale_[stage],
-                                   tconv_shift_[stage], out, stream);
+  if (gemm_ == GemmKernel::Wgmma && wgmma_image(stage)) {
+    gpu::launch_tconv_wgmma_image(math_of(precision_), stage, image_ring_[stage], in, n, wgmma_weights_[stage],
+                                  tconv_scale_[stage], tconv_shift_[stage], out, stream);
     return;
   }
   if (gemm_ == GemmKernel::Wgmma) {

@@ -44,13 +44,11 @@ class DeviceNetwork {
   GemmKernel gemm_kernel() const { return gemm_; }
   // The same override for the benchmark and the tests; throws std::invalid_argument where Wgmma cannot run.
   void use_gemm_kernel(GemmKernel k);
-  // With Wgmma: tconv3 (stage 2) one image per block, channels as wgmma's M (the default; ring 0 or 1,
-  // see launch_tconv3_wgmma_image), or in the row tiles of the other stages, for the benchmark and the tests.
-  void use_tconv3_image(bool on, int ring = 0) {
-    tconv3_image_ = on;
-    image_ring_ = ring;
-  }
-  bool tconv3_image() const { return tconv3_image_; }
+  // With Wgmma: tconv2 and tconv3 (stages 1, 2) in the image kernel (kernels/phase_gemm_wgmma_image.cuh,
+  // the default; ring 0 or 1, see launch_tconv_wgmma_image) or in the row tiles every stage can run,
+  // for the benchmark and the tests. Stage 0 has the row tiles only.
+  void use_wgmma_image(int stage, bool on, int ring = 0);
+  bool wgmma_image(int stage) const { return stage >= 1 && stage <= 2 && wgmma_image_[stage]; }
   // Bytes of one image's activation before stage s (0: after the projection .. 3: before the last tconv).
   size_t activation_bytes_per_image(int stage) const;
 
@@ -79,8 +77,8 @@ class DeviceNetwork {
   int tiles_ = 0;                 // 0: by grid size; 1: always Small; 2: always Large (FACEGEN_GPU_TILES)
   bool wgmma_available_ = false;  // the device is sm_90 and the binary has the sm_90a kernels
   GemmKernel gemm_ = GemmKernel::MmaSync;
-  bool tconv3_image_ = true;      // with Wgmma: tconv3 in the image kernel
-  int image_ring_ = 0;
+  bool wgmma_image_[3] = {false, true, true};  // with Wgmma: the stage runs the image kernel
+  int image_ring_[3] = {};
   bool output_mma_possible_ = false;  // bf16 or tf32, and enough shared memory per block for it
   bool output_mma_ = false;       // tconv4 on tensor cores
   bool projection_mma_ = false;   // the projection on tensor cores

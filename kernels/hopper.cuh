@@ -49,9 +49,11 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 template <int N> __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Barrier 1 among the 128 threads of warps 0..3 (one consumer warpgroup), leaving barrier 0
-// (__syncthreads) to the whole block.
-__device__ __forceinline__ void consumer_warpgroup_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
+// Barrier 1 among the first `threads` threads of the block (the consumer warpgroups), leaving
+// barrier 0 (__syncthreads) to the whole block.
+__device__ __forceinline__ void consumer_warpgroups_sync(int threads) {
+  asm volatile("bar.sync 1, %0;\n" ::"r"(threads) : "memory");
+}
 // Keeps the compiler from moving reads or writes of an accumulator across a wgmma fence or wait.
 __device__ __forceinline__ void accumulator_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 

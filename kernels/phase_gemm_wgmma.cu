@@ -5,8 +5,8 @@
 //   tconv2 (256 -> 128, 8x8):   the same
 //   tconv3 (128 -> 64, 16x16):  Large 128 x 64, 4 stages (96 KB, two blocks per SM); Small 64 x 64, 4
 // Small has one consumer warpgroup, Large two, issuing the same m64 x BN wgmma steps: same bits.
-// tconv3's default is the image kernel (kernels/phase_gemm_wgmma_image.cuh): one image x 64 channels
-// per block, m64n256 steps, 2 stages of 40 KB and two blocks per SM (ring 0) or 4 stages and one (1).
+// The image kernel (kernels/phase_gemm_wgmma_image.cuh) runs tconv2 and tconv3 with m64n256 steps
+// over whole images; its rings are listed at ImageRingSize.
 #include "kernels/phase_gemm_wgmma.hpp"
 
 #include <mutex>
@@ -115,34 +115,38 @@ void launch(const void* in, int n, const PhaseWeightMaps& weights, const float* 
   CUDA_CHECK_LAUNCH();
 }
 
-// tconv3's image kernel: ring 0 two stages, two blocks per SM; ring 1 four stages, one block.
-template <Math M, int RING> struct ImageRing;
-template <Math M> struct ImageRing<M, 0> {
-  using C = WgmmaStage<M, 2, false>;
-  using Shape = WgmmaImageShape<M, C::C_IN, C::C_OUT, C::H, 2, 2>;
+// The image kernel's rings per stage (tconv2, tconv3): RING 0 shipped, 1 for the benchmark.
+//   tconv2: 4 images x 128 channels, two consumers: 0 four stages of 48 KB; 1 three stages
+//   tconv3: 1 image x 64 channels, one consumer: 0 two stages of 40 KB, two blocks per SM; 1 four
+//           stages, one block per SM
+template <int S, int RING> struct ImageRingSize;
+template <> struct ImageRingSize<1, 0> { static constexpr int kStages = 4, kMinBlocks = 1; };
+template <> struct ImageRingSize<1, 1> { static constexpr int kStages = 3, kMinBlocks = 1; };
+template <> struct ImageRingSize<2, 0> { static constexpr int kStages = 2, kMinBlocks = 2; };
+template <> struct ImageRingSize<2, 1> { static constexpr int kStages = 4, kMinBlocks = 1; };
+template <Math M, int S, int RING> struct ImageRing {
+  using C = WgmmaStage<M, S, false>;
+  using Shape = WgmmaImageShape<M, C::C_IN, C::C_OUT, C::H, ImageRingSize<S, RING>::kStages,
+                                ImageRingSize<S, RING>::kMinBlocks>;
 };
-template <Math M> struct ImageRing<M, 1> {
-  using C = WgmmaStage<M, 2, false>;
-  using Shape = WgmmaImageShape<M, C::C_IN, C::C_OUT, C::H, 4, 1>;
-};
-template <Math M, int RING>
+template <Math M, int S, int RING>
 auto image_kernel_of() {
-  using C = typename ImageRing<M, RING>::C;
-  using Shape = typename ImageRing<M, RING>::Shape;
+  using C = typename ImageRing<M, S, RING>::C;
+  using Shape = typename ImageRing<M, S, RING>::Shape;
   return tconv_phase_wgmma_image<M, C::C_IN, C::C_OUT, C::H, Shape::kStages, Shape::kMinBlocks>;
 }
 
-template <Math M, int RING>
+template <Math M, int S, int RING>
 void configure_image() {
-  CUDA_CHECK(cudaFuncSetAttribute(image_kernel_of<M, RING>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  ImageRing<M, RING>::Shape::kSmemBytes));
+  CUDA_CHECK(cudaFuncSetAttribute(image_kernel_of<M, S, RING>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  ImageRing<M, S, RING>::Shape::kSmemBytes));
 }
 
-template <Math M, int RING>
+template <Math M, int S, int RING>
 void launch_image(const void* in, int n, const PhaseWeightMaps& weights, const float* scale, const float* shift,
                   void* out, cudaStream_t stream) {
-  using C = typename ImageRing<M, RING>::C;
-  using Shape = typename ImageRing<M, RING>::Shape;
+  using C = typename ImageRing<M, S, RING>::C;
+  using Shape = typename ImageRing<M, S, RING>::Shape;
   using Act = typename MathTypes<M>::Act;
   WgmmaMaps maps;
   const cuuint64_t dims[4] = {C::C_IN, C::H, C::H, static_cast<cuuint64_t>(n)};
@@ -151,18 +155,21 @@ void launch_image(const void* in, int n, const PhaseWeightMaps& weights, const f
   const cuuint32_t box[4] = {Shape::BK, C::H, Shape::kBoxRows, Shape::kBoxImages};
   encode(&maps.a, M, 4, in, dims, strides, box);
   for (int z = 0; z < 4; ++z) maps.b[z] = weights.b[z];
-  // x = 4 * image + phase: an image's four phases run side by side.
-  const auto kernel = image_kernel_of<M, RING>();
-  kernel<<<dim3(4 * n), Shape::kThreads, Shape::kSmemBytes, stream>>>(maps, scale, shift, static_cast<Act*>(out));
+  // x = 4 * image group + phase: the four phases of a group run side by side.
+  const int64_t blocks = 4 * ((int64_t{n} + Shape::kImages - 1) / Shape::kImages);
+  if (blocks > 0x7fffffff) throw std::logic_error("too many images for one launch of the image kernel");
+  const auto kernel = image_kernel_of<M, S, RING>();
+  kernel<<<dim3(static_cast<unsigned>(blocks)), Shape::kThreads, Shape::kSmemBytes, stream>>>(maps, scale, shift,
+                                                                                             static_cast<Act*>(out), n);
   CUDA_CHECK_LAUNCH();
 }
 
-template <Math M>
+template <Math M, int S>
 void launch_image_ring(int ring, const void* in, int n, const PhaseWeightMaps& w, const float* scale,
                        const float* shift, void* out, cudaStream_t stream) {
-  if (ring == 0) launch_image<M, 0>(in, n, w, scale, shift, out, stream);
-  else if (ring == 1) launch_image<M, 1>(in, n, w, scale, shift, out, stream);
-  else throw std::logic_error("tconv3's image kernel has rings 0 and 1");
+  if (ring == 0) launch_image<M, S, 0>(in, n, w, scale, shift, out, stream);
+  else if (ring == 1) launch_image<M, S, 1>(in, n, w, scale, shift, out, stream);
+  else throw std::logic_error("the image kernel has rings 0 and 1");
 }
 
 template <Math M, int S>
@@ -191,8 +198,10 @@ void configure_math() {
   configure_one<M, 0, true>();
   configure_one<M, 1, true>();
   configure_one<M, 2, true>();
-  configure_image<M, 0>();
-  configure_image<M, 1>();
+  configure_image<M, 1, 0>();
+  configure_image<M, 1, 1>();
+  configure_image<M, 2, 0>();
+  configure_image<M, 2, 1>();
 }
 
 void require_tensor_math(Math m) {
@@ -248,13 +257,22 @@ void launch_tconv_wgmma(Math m, int stage, bool small, const void* in, int n, co
   else launch_math<Math::Tf32>(stage, small, in, n, weights, scale, shift, out, stream);
 }
 
-void launch_tconv3_wgmma_image(Math m, int ring, const void* in, int n, const PhaseWeightMaps& weights,
-                               const float* scale, const float* shift, void* out, cudaStream_t stream) {
+void launch_tconv_wgmma_image(Math m, int stage, int ring, const void* in, int n, const PhaseWeightMaps& weights,
+                              const float* scale, const float* shift, void* out, cudaStream_t stream) {
   require_tensor_math(m);
   if (n <= 0) return;
-  if (int64_t{n} * 4 > 0x7fffffff) throw std::logic_error("tconv3's image kernel takes at most 2^29 images per launch");
-  if (m == Math::Bf16) launch_image_ring<Math::Bf16>(ring, in, n, weights, scale, shift, out, stream);
-  else launch_image_ring<Math::Tf32>(ring, in, n, weights, scale, shift, out, stream);
+  const bool bf16 = m == Math::Bf16;
+  switch (stage) {
+    case 1:
+      if (bf16) launch_image_ring<Math::Bf16, 1>(ring, in, n, weights, scale, shift, out, stream);
+      else launch_image_ring<Math::Tf32, 1>(ring, in, n, weights, scale, shift, out, stream);
+      break;
+    case 2:
+      if (bf16) launch_image_ring<Math::Bf16, 2>(ring, in, n, weights, scale, shift, out, stream);
+      else launch_image_ring<Math::Tf32, 2>(ring, in, n, weights, scale, shift, out, stream);
+      break;
+    default: throw std::logic_error("the image kernel runs tconv stages 1 and 2");
+  }
 }
 
 }  // namespace gpu

@@ -35,13 +35,12 @@ int64_t wgmma_large_blocks(int stage, int n);
 void launch_tconv_wgmma(Math m, int stage, bool small, const void* in, int n, const PhaseWeightMaps& weights,
                         const float* scale, const float* shift, void* out, cudaStream_t stream);
 
-// tconv3 (stage 2) with one image per block and the channels as wgmma's M
-// (kernels/phase_gemm_wgmma_image.cuh), the default for that stage; the same inputs and maps as
-// launch_tconv_wgmma. ring: 0 two stages and two blocks per SM (shipped), 1 four stages and one block
-// per SM (for the benchmark); the same bits either way.
-constexpr int kImageRingVariants = 2;
-void launch_tconv3_wgmma_image(Math m, int ring, const void* in, int n, const PhaseWeightMaps& weights,
-                               const float* scale, const float* shift, void* out, cudaStream_t stream);
+// tconv2 and tconv3 (stages 1, 2) with the channels as wgmma's M and 256 positions of whole images
+// as N (kernels/phase_gemm_wgmma_image.cuh); the same inputs and maps as launch_tconv_wgmma. ring 0
+// is the shipped pipeline depth, 1 another one for the benchmark (phase_gemm_wgmma.cu,
+// ImageRingSize); the bits are the same either way.
+void launch_tconv_wgmma_image(Math m, int stage, int ring, const void* in, int n, const PhaseWeightMaps& weights,
+                              const float* scale, const float* shift, void* out, cudaStream_t stream);
 
 }  // namespace gpu
 }  // namespace facegen

@@ -126,8 +126,9 @@ TEST_CASE("phase-GEMM transposed convolutions match the float64 reference") {
 
 TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every wgmma tile form") {
   // On an sm_90 GPU with the sm_90a kernels: each tconv stage at 127 images through both kernel
-  // families, and tconv3 also in the wgmma row tiles and the image kernel's second ring (whose bytes
-  // must equal the first's); elsewhere the case only checks that wgmma is refused with a clear error.
+  // families, and tconv2 and tconv3 also in the wgmma row tiles and the image kernel's second ring
+  // (whose bytes must equal the first's); elsewhere the case only checks that wgmma is refused with a
+  // clear error.
   std::mt19937_64 rng(test_seed() + 12);
   const auto net = reference::random_network(test_seed() + 13);
   for (Precision p : {Precision::Tf32, Precision::Bf16}) {
@@ -142,16 +143,16 @@ TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every 
       Activations in = make_activations(in_per * n, p, rng);
       DeviceBuffer din(in.bytes.size());
       CUDA_CHECK(cudaMemcpy(din.p, in.bytes.data(), in.bytes.size(), cudaMemcpyHostToDevice));
-      // Forms: mma.sync (the yardstick), wgmma as shipped, and for tconv3 the wgmma row tiles and the
-      // image kernel's ring 1.
+      // Forms: mma.sync (the yardstick), wgmma as shipped, and for tconv2-3 the wgmma row tiles and
+      // the image kernel's ring 1.
       struct Form {
         GemmKernel kernel;
         bool image;
         int ring;
         const char* what;
       };
-      std::vector<Form> forms = {{GemmKernel::MmaSync, false, 0, "mma.sync"}, {GemmKernel::Wgmma, true, 0, "wgmma"}};
-      if (stage == 2) {
+      std::vector<Form> forms = {{GemmKernel::MmaSync, false, 0, "mma.sync"}, {GemmKernel::Wgmma, stage > 0, 0, "wgmma"}};
+      if (stage > 0) {
         forms.push_back({GemmKernel::Wgmma, false, 0, "wgmma row tiles"});
         forms.push_back({GemmKernel::Wgmma, true, 1, "wgmma image ring 1"});
       }
@@ -161,13 +162,13 @@ TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every 
         DeviceBuffer dout(dn.activation_bytes_per_image(stage + 1) * n);
         dout.poison();
         dn.use_gemm_kernel(forms[k].kernel);
-        dn.use_tconv3_image(forms[k].image, forms[k].ring);
+        dn.use_wgmma_image(stage, forms[k].image, forms[k].ring);
         dn.tconv(stage, din.p, n, dout.p, nullptr);
         bytes[k].resize(dout.bytes);
         CUDA_CHECK(cudaMemcpy(bytes[k].data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
         got[k] = to_floats(bytes[k], p);
       }
-      dn.use_tconv3_image(true, 0);
+      dn.use_wgmma_image(stage, stage > 0, 0);
       const Tolerance tol = layer_tolerance(p);
       for (size_t k = 1; k < forms.size(); ++k) {
         size_t bad = 0, not_finite = 0;
@@ -180,7 +181,9 @@ TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every 
         CHECK_MESSAGE(not_finite == 0, "stage " << stage << " " << name(p) << ": " << not_finite << " " << forms[k].what
                                                 << " outputs not written");
       }
-      if (stage == 2) CHECK_MESSAGE(bytes[1] == bytes[3], name(p) << ": tconv3's image kernel gives other bytes in ring 1");
+      if (stage > 0)
+        CHECK_MESSAGE(bytes[1] == bytes[3], name(p) << ": tconv" << stage + 1 << "'s image kernel gives other bytes in ring 1");
+      CHECK_THROWS_AS(dn.use_wgmma_image(0, true), std::invalid_argument);
     }
   }
 }
