@@ -142,9 +142,9 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
   CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
   if (const char* tiles = std::getenv("FACEGEN_GPU_TILES")) {
     const std::string t = tiles;
-    if (t != "small" && t != "large" && t != "auto")
-      throw std::invalid_argument("FACEGEN_GPU_TILES must be small, large or auto, not '" + t + "'");
-    tiles_ = t == "small" ? 1 : t == "large" ? 2 : 0;
+    if (t != "small" && t != "large" && t != "image" && t != "auto")
+      throw std::invalid_argument("FACEGEN_GPU_TILES must be small, large, image or auto, not '" + t + "'");
+    tiles_ = t == "small" ? 1 : t == "large" ? 2 : t == "image" ? 3 : 0;
   }
   switch (precision) {
     case Precision::Fp32: gpu::configure_phase_gemms<Math::Fp32>(); break;
@@ -228,7 +228,12 @@ void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t s
 
 void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const {
   if (n <= 0) return;
-  if (gemm_ == GemmKernel::Wgmma && wgmma_image(stage)) {
+  // The image kernel where it is on for the stage and its grid gives every SM a block (tconv2's
+  // groups of four images leave most SMs idle at batch 64, where the row tiles are faster), or where
+  // FACEGEN_GPU_TILES=image forces it. The row tiles and the image kernel give the same bits (the GPU
+  // tests compare their bytes), so the batch size still decides nothing about the values.
+  const bool image = wgmma_image(stage) && (tiles_ == 3 || (tiles_ == 0 && gpu::wgmma_image_blocks(stage, n) >= sm_count_));
+  if (gemm_ == GemmKernel::Wgmma && image) {
     gpu::launch_tconv_wgmma_image(math_of(precision_), stage, image_ring_[stage], in, n, wgmma_weights_[stage],
                                   tconv_scale_[stage], tconv_shift_[stage], out, stream);
     return;
@@ -236,19 +241,21 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
   if (gemm_ == GemmKernel::Wgmma) {
     // Same Small/Large rule as below: Small when the Large grid would leave SMs without two blocks.
     const bool small = tiles_ == 0 ? gpu::wgmma_large_blocks(stage, n) < 2 * int64_t{sm_count_} : tiles_ == 1;
+    // (FACEGEN_GPU_TILES=image: Large where the image kernel does not run.)
     gpu::launch_tconv_wgmma(math_of(precision_), stage, small, in, n, wgmma_weights_[stage], tconv_scale_[stage],
                             tconv_shift_[stage], out, stream);
     return;
   }
+  const int rows = tiles_ == 3 ? 2 : tiles_;  // the mma.sync kernels have no image form: Large
   switch (precision_) {
     case Precision::Fp32:
-      gpu::launch_tconv_phase_gemm<Math::Fp32>(stage, sm_count_, tiles_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      gpu::launch_tconv_phase_gemm<Math::Fp32>(stage, sm_count_, rows, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
     case Precision::Tf32:
-      gpu::launch_tconv_phase_gemm<Math::Tf32>(stage, sm_count_, tiles_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      gpu::launch_tconv_phase_gemm<Math::Tf32>(stage, sm_count_, rows, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
     case Precision::Bf16:
-      gpu::launch_tconv_phase_gemm<Math::Bf16>(stage, sm_count_, tiles_, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      gpu::launch_tconv_phase_gemm<Math::Bf16>(stage, sm_count_, rows, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
   }
 }

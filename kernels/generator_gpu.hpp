@@ -74,7 +74,8 @@ class DeviceNetwork {
  private:
   Precision precision_;
   int sm_count_ = 0;              // of the device the network lives on; picks tile shapes (tconv)
-  int tiles_ = 0;                 // 0: by grid size; 1: always Small; 2: always Large (FACEGEN_GPU_TILES)
+  int tiles_ = 0;                 // FACEGEN_GPU_TILES: 0 auto, by grid size; 1 always Small; 2 always
+                                  // Large; 3 the wgmma image kernel where it runs, Large elsewhere
   bool wgmma_available_ = false;  // the device is sm_90 and the binary has the sm_90a kernels
   GemmKernel gemm_ = GemmKernel::MmaSync;
   bool wgmma_image_[3] = {false, true, true};  // with Wgmma: the stage runs the image kernel

@@ -257,6 +257,12 @@ void launch_tconv_wgmma(Math m, int stage, bool small, const void* in, int n, co
   else launch_math<Math::Tf32>(stage, small, in, n, weights, scale, shift, out, stream);
 }
 
+int64_t wgmma_image_blocks(int stage, int n) {
+  if (stage < 1 || stage > 2) throw std::logic_error("the image kernel runs tconv stages 1 and 2");
+  const int images = stage == 1 ? ImageRing<Math::Bf16, 1, 0>::Shape::kImages : ImageRing<Math::Bf16, 2, 0>::Shape::kImages;
+  return 4 * ((int64_t{n} + images - 1) / images);
+}
+
 void launch_tconv_wgmma_image(Math m, int stage, int ring, const void* in, int n, const PhaseWeightMaps& weights,
                               const float* scale, const float* shift, void* out, cudaStream_t stream) {
   require_tensor_math(m);

@@ -39,6 +39,8 @@ void launch_tconv_wgmma(Math m, int stage, bool small, const void* in, int n, co
 // as N (kernels/phase_gemm_wgmma_image.cuh); the same inputs and maps as launch_tconv_wgmma. ring 0
 // is the shipped pipeline depth, 1 another one for the benchmark (phase_gemm_wgmma.cu,
 // ImageRingSize); the bits are the same either way.
+// Blocks of the image kernel's grid for stage 1 or 2 and n images.
+int64_t wgmma_image_blocks(int stage, int n);
 void launch_tconv_wgmma_image(Math m, int stage, int ring, const void* in, int n, const PhaseWeightMaps& weights,
                               const float* scale, const float* shift, void* out, cudaStream_t stream);
 

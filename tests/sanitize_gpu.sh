@@ -4,7 +4,8 @@
 # memcheck (out-of-bounds and misaligned accesses, leaks of device memory), initcheck (reads of
 # device memory nothing wrote) and synccheck over build/facegen-gpu-tests at batch sizes up to 1000,
 # which run every kernel in both tile shapes; then racecheck (shared-memory hazards) over facegen
-# itself, 3 images in each precision with the tiles forced Small and Large (FACEGEN_GPU_TILES): every
+# itself, 3 images in each precision with the tiles forced Small, Large and (on sm_90, where the wgmma
+# image kernel runs tconv2 and tconv3) image (FACEGEN_GPU_TILES): every
 # kernel instance the program launches, each once (racecheck follows every shared-memory access and
 # took over five minutes on the GPU tests even at 3 images), and over the generic kernels' GPU test
 # case at 3 images; then memcheck and initcheck over one
@@ -48,9 +49,13 @@ done
 gemms=auto
 [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1)" = 9.0 ] && gemms="auto mma"
 for precision in fp32 tf32 bf16; do
-  for tiles in small large; do
+  shapes="small large"
+  [ "$gemms" != auto ] && shapes="small large image"
+  for tiles in $shapes; do
   for gemm in $gemms; do
     [ $precision = fp32 ] && [ $gemm = mma ] && continue
+    # The image tiles exist for wgmma only (elsewhere they are the Large ones, already checked).
+    [ $tiles = image ] && { [ $precision = fp32 ] || [ $gemm = mma ]; } && continue
     start=$SECONDS
     FACEGEN_GPU_GEMM=$gemm FACEGEN_GPU_TILES=$tiles timeout "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool racecheck --error-exitcode 99 \
       ./build/facegen --device cuda --precision $precision --random 3 --batch 3 --formats npy --quiet \

@@ -181,8 +181,12 @@ TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every 
         CHECK_MESSAGE(not_finite == 0, "stage " << stage << " " << name(p) << ": " << not_finite << " " << forms[k].what
                                                 << " outputs not written");
       }
-      if (stage > 0)
+      // The batch size picks between the row tiles and the image kernel (DeviceNetwork::tconv): they
+      // must give the same bytes, in both rings.
+      if (stage > 0) {
         CHECK_MESSAGE(bytes[1] == bytes[3], name(p) << ": tconv" << stage + 1 << "'s image kernel gives other bytes in ring 1");
+        CHECK_MESSAGE(bytes[1] == bytes[2], name(p) << ": tconv" << stage + 1 << "'s image kernel and row tiles give other bytes");
+      }
       CHECK_THROWS_AS(dn.use_wgmma_image(0, true), std::invalid_argument);
     }
   }
@@ -298,7 +302,7 @@ TEST_CASE("generate_each hands over every image once, in order, with the bytes g
   CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
 }
 
-TEST_CASE("Small and Large tiles give the same bytes in every precision") {
+TEST_CASE("Small, Large and image tiles give the same bytes in every precision") {
   const auto net = reference::random_network(test_seed() + 10);
   const int n = std::min(127, batch_sizes().back());
   std::mt19937_64 rng(test_seed() + 11);
@@ -308,16 +312,17 @@ TEST_CASE("Small and Large tiles give the same bytes in every precision") {
   const char* before = std::getenv("FACEGEN_GPU_TILES");
   const std::string saved = before ? before : "";
   for (Precision p : kPrecisions) {
-    std::vector<float> images[2];
-    const char* shapes[2] = {"small", "large"};
-    for (int k = 0; k < 2; ++k) {
+    std::vector<float> images[3];
+    const char* shapes[3] = {"small", "large", "image"};
+    for (int k = 0; k < 3; ++k) {
       setenv("FACEGEN_GPU_TILES", shapes[k], 1);
       GpuPipeline pipe(net.data(), p, n, 0);  // DeviceNetwork reads FACEGEN_GPU_TILES when it is made
       images[k].assign(size_t(n) * kImageValues, std::numeric_limits<float>::quiet_NaN());
       pipe.generate(z.data(), n, images[k].data());
     }
-    CHECK_MESSAGE(std::memcmp(images[0].data(), images[1].data(), images[0].size() * 4) == 0,
-                  name(p) << ": Small and Large tiles differ on " << n << " images");
+    for (int k = 1; k < 3; ++k)
+      CHECK_MESSAGE(std::memcmp(images[0].data(), images[k].data(), images[0].size() * 4) == 0,
+                    name(p) << ": Small and " << shapes[k] << " tiles differ on " << n << " images");
   }
   if (before) setenv("FACEGEN_GPU_TILES", saved.c_str(), 1);
   else unsetenv("FACEGEN_GPU_TILES");
