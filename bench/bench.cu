@@ -187,8 +187,8 @@ void tconv3_variants(const char* label) {
 
 // The numbered variants of each layer this GPU runs, at batch 8192 and 64 on the same inputs (the
 // whole-network cuBLAS baseline, variant 0, is timed per batch below): projection 1 FFMA, 2 mma.sync;
-// tconv1-3 1 mma.sync, 2 wgmma on sm_90a (tconv2-3: 2 the image kernel, 3 the row tiles, 4 the image
-// kernel's other ring); tconv4 1 direct FFMA, 2 mma.sync GEMM + col2im. Each variant's output is first
+// tconv1-3 1 mma.sync, 2-5 wgmma on sm_90a (2 as shipped, 3 the row tiles, 4 the image kernel, 5 its
+// other ring); tconv4 1 direct FFMA, 2 mma.sync GEMM + col2im. Each variant's output is first
 // compared with variant 1's (the form the GPU tests have checked against float64 longest), then
 // timed. Returns the number of mismatching layers.
 int gemm_variants(const std::vector<float>& net, Precision p, const float* z_device, Json& js) {
@@ -257,8 +257,8 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
     }
     dn.use_projection_mma(true);
   }
-  // tconv1-3: variant 1 mma.sync (the yardstick), variant 2 wgmma as shipped; for tconv2-3 also
-  // variant 3 the wgmma row tiles and variant 4 the image kernel with ring 1.
+  // tconv1-3: variant 1 mma.sync (the yardstick), then on wgmma: 2 as shipped (the image kernel where
+  // its grid fills the GPU, else the row tiles), 3 the row tiles, 4 the image kernel, 5 its ring 1.
   struct Form {
     GemmKernel kernel;
     bool image;
@@ -268,15 +268,17 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
   for (int s = 0; s < 3; ++s) {
     const size_t count = dn.activation_bytes_per_image(s + 1) / (p == Precision::Bf16 ? 2 : 4) * n;
     std::vector<Form> forms = {{GemmKernel::MmaSync, false, 0, "mma.sync"}};
-    if (kernels.size() > 1) forms.push_back({GemmKernel::Wgmma, s > 0, 0, s > 0 ? "wgmma image" : "wgmma"});
-    if (kernels.size() > 1 && s > 0) {
+    if (kernels.size() > 1) {
+      forms.push_back({GemmKernel::Wgmma, false, -1, "wgmma as shipped"});
       forms.push_back({GemmKernel::Wgmma, false, 0, "wgmma rows"});
+      forms.push_back({GemmKernel::Wgmma, true, 0, "wgmma image"});
       forms.push_back({GemmKernel::Wgmma, true, 1, "wgmma image ring 1"});
     }
     std::vector<float> ref;
     for (size_t k = 0; k < forms.size(); ++k) {
       dn.use_gemm_kernel(forms[k].kernel);
-      dn.use_wgmma_image(s, forms[k].image, forms[k].ring);
+      if (forms[k].ring < 0) dn.use_wgmma_image_by_grid();
+      else dn.use_wgmma_image(s, forms[k].image, forms[k].ring);
       CUDA_CHECK(cudaMemset(out[k % 2], 0xff, dn.activation_bytes_per_image(s + 1) * n));
       dn.tconv(s, act[s], n, out[k % 2], nullptr);
       std::vector<float> got = download(out[k % 2], count);
@@ -294,7 +296,7 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
       std::replace(key.begin(), key.end(), ' ', '_');
       js.add(std::string(name(p)) + "_tconv" + std::to_string(s + 1) + "_" + key + "_ms", ms8192);
     }
-    dn.use_wgmma_image(s, s > 0, 0);
+    dn.use_wgmma_image_by_grid();
   }
   dn.use_output_mma(true);
   if (dn.output_mma()) {

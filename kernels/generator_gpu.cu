@@ -3,7 +3,7 @@
 //   projection     kernels/projection.cuh (FFMA), kernels/projection_mma.cuh (tensor cores)
 //   tconv1-3       kernels/phase_gemm.cuh (mma.sync or FFMA, with their tile shapes),
 //                  kernels/phase_gemm_wgmma.cuh (sm_90a row tiles), kernels/phase_gemm_wgmma_image.cuh
-//                  (sm_90a, tconv2 and tconv3 over whole images)
+//                  (sm_90a, over whole images)
 //   tconv4 + tanh  kernels/tconv_output.cuh (direct), kernels/tconv_output_mma.cuh (tensor cores)
 #include "kernels/generator_gpu.hpp"
 
@@ -175,10 +175,17 @@ void DeviceNetwork::use_gemm_kernel(GemmKernel k) {
 }
 
 void DeviceNetwork::use_wgmma_image(int stage, bool on, int ring) {
-  if (stage < 0 || stage > 2 || (on && stage == 0) || ring < 0 || ring > 1)
-    throw std::invalid_argument("the wgmma image kernel runs tconv stages 1 and 2 in rings 0 and 1");
-  wgmma_image_[stage] = on;
+  if (stage < 0 || stage > 2 || ring < 0 || ring > 1)
+    throw std::invalid_argument("the wgmma image kernel runs tconv stages 0..2 in rings 0 and 1");
+  wgmma_image_[stage] = on ? ImageUse::Always : ImageUse::Never;
   image_ring_[stage] = ring;
+}
+
+void DeviceNetwork::use_wgmma_image_by_grid() {
+  for (int s = 0; s < 3; ++s) {
+    wgmma_image_[s] = ImageUse::ByGrid;
+    image_ring_[s] = 0;
+  }
 }
 
 DeviceNetwork::~DeviceNetwork() {
@@ -228,11 +235,13 @@ void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t s
 
 void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const {
   if (n <= 0) return;
-  // The image kernel where it is on for the stage and its grid gives every SM a block (tconv2's
-  // groups of four images leave most SMs idle at batch 64, where the row tiles are faster), or where
-  // FACEGEN_GPU_TILES=image forces it. The row tiles and the image kernel give the same bits (the GPU
-  // tests compare their bytes), so the batch size still decides nothing about the values.
-  const bool image = wgmma_image(stage) && (tiles_ == 3 || (tiles_ == 0 && gpu::wgmma_image_blocks(stage, n) >= sm_count_));
+  // The image kernel where its grid gives every SM a block (tconv1's groups of eight images and
+  // tconv2's of four leave most SMs idle at batch 64, where the row tiles are faster), or where
+  // FACEGEN_GPU_TILES=image or use_wgmma_image forces it. The row tiles and the image kernel give the
+  // same bits (the GPU tests compare their bytes), so the batch size still decides nothing about the values.
+  const ImageUse use = wgmma_image_[stage];
+  const bool image = use == ImageUse::Always ||
+                     (use == ImageUse::ByGrid && (tiles_ == 3 || (tiles_ == 0 && gpu::wgmma_image_blocks(stage, n) >= sm_count_)));
   if (gemm_ == GemmKernel::Wgmma && image) {
     gpu::launch_tconv_wgmma_image(math_of(precision_), stage, image_ring_[stage], in, n, wgmma_weights_[stage],
                                   tconv_scale_[stage], tconv_shift_[stage], out, stream);

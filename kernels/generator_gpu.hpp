@@ -44,11 +44,12 @@ class DeviceNetwork {
   GemmKernel gemm_kernel() const { return gemm_; }
   // The same override for the benchmark and the tests; throws std::invalid_argument where Wgmma cannot run.
   void use_gemm_kernel(GemmKernel k);
-  // With Wgmma: tconv2 and tconv3 (stages 1, 2) in the image kernel (kernels/phase_gemm_wgmma_image.cuh,
-  // the default; ring 0 or 1, see launch_tconv_wgmma_image) or in the row tiles every stage can run,
-  // for the benchmark and the tests. Stage 0 has the row tiles only.
+  // With Wgmma, each tconv stage runs the image kernel (kernels/phase_gemm_wgmma_image.cuh) where its
+  // grid gives every SM a block, the row tiles elsewhere (the default). For the benchmark and the
+  // tests: use_wgmma_image forces the image kernel (on, in ring 0 or 1: launch_tconv_wgmma_image) or
+  // the row tiles (off) for one stage; use_wgmma_image_by_grid restores the default.
   void use_wgmma_image(int stage, bool on, int ring = 0);
-  bool wgmma_image(int stage) const { return stage >= 1 && stage <= 2 && wgmma_image_[stage]; }
+  void use_wgmma_image_by_grid();
   // Bytes of one image's activation before stage s (0: after the projection .. 3: before the last tconv).
   size_t activation_bytes_per_image(int stage) const;
 
@@ -78,7 +79,8 @@ class DeviceNetwork {
                                   // Large; 3 the wgmma image kernel where it runs, Large elsewhere
   bool wgmma_available_ = false;  // the device is sm_90 and the binary has the sm_90a kernels
   GemmKernel gemm_ = GemmKernel::MmaSync;
-  bool wgmma_image_[3] = {false, true, true};  // with Wgmma: the stage runs the image kernel
+  enum class ImageUse { ByGrid, Always, Never };
+  ImageUse wgmma_image_[3] = {ImageUse::ByGrid, ImageUse::ByGrid, ImageUse::ByGrid};
   int image_ring_[3] = {};
   bool output_mma_possible_ = false;  // bf16 or tf32, and enough shared memory per block for it
   bool output_mma_ = false;       // tconv4 on tensor cores

@@ -5,8 +5,8 @@
 //   tconv2 (256 -> 128, 8x8):   the same
 //   tconv3 (128 -> 64, 16x16):  Large 128 x 64, 4 stages (96 KB, two blocks per SM); Small 64 x 64, 4
 // Small has one consumer warpgroup, Large two, issuing the same m64 x BN wgmma steps: same bits.
-// The image kernel (kernels/phase_gemm_wgmma_image.cuh) runs tconv2 and tconv3 with m64n256 steps
-// over whole images; its rings are listed at ImageRingSize.
+// The image kernel (kernels/phase_gemm_wgmma_image.cuh) runs every stage over whole images with the
+// channels as M; its rings are listed at ImageRingSize.
 #include "kernels/phase_gemm_wgmma.hpp"
 
 #include <mutex>
@@ -80,6 +80,8 @@ void make_weight_maps(const void* weight, PhaseWeightMaps* maps) {
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k_total) * sizeof(Act)};
     const cuuint32_t box[2] = {Shape::BK, Shape::BN};
     encode(&maps->b[z], M, 2, b, dims, strides, box);
+    const cuuint32_t whole_box[2] = {Shape::BK, C::C_OUT};
+    encode(&maps->whole[z], M, 2, b, dims, strides, whole_box);
   }
 }
 
@@ -115,11 +117,14 @@ void launch(const void* in, int n, const PhaseWeightMaps& weights, const float* 
   CUDA_CHECK_LAUNCH();
 }
 
-// The image kernel's rings per stage (tconv2, tconv3): RING 0 shipped, 1 for the benchmark.
+// The image kernel's rings per stage: RING 0 shipped, 1 for the benchmark.
+//   tconv1: 8 images x 256 channels, four consumers: 0 four stages of 48 KB; 1 three stages
 //   tconv2: 4 images x 128 channels, two consumers: 0 four stages of 48 KB; 1 three stages
 //   tconv3: 1 image x 64 channels, one consumer: 0 two stages of 40 KB, two blocks per SM; 1 four
 //           stages, one block per SM
 template <int S, int RING> struct ImageRingSize;
+template <> struct ImageRingSize<0, 0> { static constexpr int kStages = 4, kMinBlocks = 1; };
+template <> struct ImageRingSize<0, 1> { static constexpr int kStages = 3, kMinBlocks = 1; };
 template <> struct ImageRingSize<1, 0> { static constexpr int kStages = 4, kMinBlocks = 1; };
 template <> struct ImageRingSize<1, 1> { static constexpr int kStages = 3, kMinBlocks = 1; };
 template <> struct ImageRingSize<2, 0> { static constexpr int kStages = 2, kMinBlocks = 2; };
@@ -154,7 +159,7 @@ void launch_image(const void* in, int n, const PhaseWeightMaps& weights, const f
                                  uint64_t{C::H} * C::H * C::C_IN * sizeof(Act)};
   const cuuint32_t box[4] = {Shape::BK, C::H, Shape::kBoxRows, Shape::kBoxImages};
   encode(&maps.a, M, 4, in, dims, strides, box);
-  for (int z = 0; z < 4; ++z) maps.b[z] = weights.b[z];
+  for (int z = 0; z < 4; ++z) maps.b[z] = weights.whole[z];
   // x = 4 * image group + phase: the four phases of a group run side by side.
   const int64_t blocks = 4 * ((int64_t{n} + Shape::kImages - 1) / Shape::kImages);
   if (blocks > 0x7fffffff) throw std::logic_error("too many images for one launch of the image kernel");
@@ -198,6 +203,8 @@ void configure_math() {
   configure_one<M, 0, true>();
   configure_one<M, 1, true>();
   configure_one<M, 2, true>();
+  configure_image<M, 0, 0>();
+  configure_image<M, 0, 1>();
   configure_image<M, 1, 0>();
   configure_image<M, 1, 1>();
   configure_image<M, 2, 0>();
@@ -258,8 +265,10 @@ void launch_tconv_wgmma(Math m, int stage, bool small, const void* in, int n, co
 }
 
 int64_t wgmma_image_blocks(int stage, int n) {
-  if (stage < 1 || stage > 2) throw std::logic_error("the image kernel runs tconv stages 1 and 2");
-  const int images = stage == 1 ? ImageRing<Math::Bf16, 1, 0>::Shape::kImages : ImageRing<Math::Bf16, 2, 0>::Shape::kImages;
+  if (stage < 0 || stage > 2) throw std::logic_error("tconv stage must be 0, 1 or 2");
+  const int images = stage == 0   ? ImageRing<Math::Bf16, 0, 0>::Shape::kImages
+                     : stage == 1 ? ImageRing<Math::Bf16, 1, 0>::Shape::kImages
+                                  : ImageRing<Math::Bf16, 2, 0>::Shape::kImages;
   return 4 * ((int64_t{n} + images - 1) / images);
 }
 
@@ -269,6 +278,10 @@ void launch_tconv_wgmma_image(Math m, int stage, int ring, const void* in, int n
   if (n <= 0) return;
   const bool bf16 = m == Math::Bf16;
   switch (stage) {
+    case 0:
+      if (bf16) launch_image_ring<Math::Bf16, 0>(ring, in, n, weights, scale, shift, out, stream);
+      else launch_image_ring<Math::Tf32, 0>(ring, in, n, weights, scale, shift, out, stream);
+      break;
     case 1:
       if (bf16) launch_image_ring<Math::Bf16, 1>(ring, in, n, weights, scale, shift, out, stream);
       else launch_image_ring<Math::Tf32, 1>(ring, in, n, weights, scale, shift, out, stream);
@@ -277,7 +290,7 @@ void launch_tconv_wgmma_image(Math m, int stage, int ring, const void* in, int n
       if (bf16) launch_image_ring<Math::Bf16, 2>(ring, in, n, weights, scale, shift, out, stream);
       else launch_image_ring<Math::Tf32, 2>(ring, in, n, weights, scale, shift, out, stream);
       break;
-    default: throw std::logic_error("the image kernel runs tconv stages 1 and 2");
+    default: throw std::logic_error("tconv stage must be 0, 1 or 2");
   }
 }
 

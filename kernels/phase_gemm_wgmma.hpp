@@ -18,9 +18,11 @@ namespace gpu {
 // with 90a among CUDA_ARCH); asks the device once per call, so call it once.
 bool wgmma_available(int device);
 
-// The four phase B matrices of one stage's weights, (C_OUT, K) K fastest each, as tensor maps.
+// The four phase B matrices of one stage's weights, (C_OUT, K) K fastest each, as tensor maps: b
+// with the row tiles' box (BN rows), whole with all C_OUT rows (the image kernel's).
 struct PhaseWeightMaps {
   CUtensorMap b[4];
+  CUtensorMap whole[4];
 };
 void make_phase_weight_maps(Math m, int stage, const void* weight, PhaseWeightMaps* maps);
 
@@ -35,11 +37,11 @@ int64_t wgmma_large_blocks(int stage, int n);
 void launch_tconv_wgmma(Math m, int stage, bool small, const void* in, int n, const PhaseWeightMaps& weights,
                         const float* scale, const float* shift, void* out, cudaStream_t stream);
 
-// tconv2 and tconv3 (stages 1, 2) with the channels as wgmma's M and 256 positions of whole images
-// as N (kernels/phase_gemm_wgmma_image.cuh); the same inputs and maps as launch_tconv_wgmma. ring 0
+// tconv1-3 with the channels as wgmma's M and the positions of whole images as N
+// (kernels/phase_gemm_wgmma_image.cuh); the same inputs and maps as launch_tconv_wgmma. ring 0
 // is the shipped pipeline depth, 1 another one for the benchmark (phase_gemm_wgmma.cu,
 // ImageRingSize); the bits are the same either way.
-// Blocks of the image kernel's grid for stage 1 or 2 and n images.
+// Blocks of the image kernel's grid for stage 0, 1 or 2 and n images.
 int64_t wgmma_image_blocks(int stage, int n);
 void launch_tconv_wgmma_image(Math m, int stage, int ring, const void* in, int n, const PhaseWeightMaps& weights,
                               const float* scale, const float* shift, void* out, cudaStream_t stream);

@@ -1,13 +1,16 @@
 // phase_gemm_wgmma_image.cuh: phase GEMMs on Hopper (sm_90a) with the operands swapped: the output
-// channels are wgmma's M (the weights' tile, 64 per consumer warpgroup) and 256 positions of whole
-// images its N, so every wgmma is m64n256 (16 bf16 or 8 tf32 of K). tconv3: one 16 x 16 image and
-// 64 channels per block (one consumer); tconv2: four 8 x 8 images and 128 channels (two consumers).
+// channels are wgmma's M (the weights' tile, 64 per consumer warpgroup) and the positions of whole
+// images its N (16 bf16 or 8 tf32 of K per step). tconv3: one 16 x 16 image and 64 channels per
+// block (one consumer, m64n256); tconv2: four 8 x 8 images and 128 channels (two consumers, m64n256);
+// tconv1: eight 4 x 4 images and 256 channels (four consumers, m64n128).
 //
 // Why: the row tiles of kernels/phase_gemm_wgmma.cuh give tconv3 (C_OUT = 64) m64n64 steps, which read
 // 1/16 byte of shared memory per multiply-add (A and B both through the shared-memory port), and two
 // blocks per image re-read every weight tile: tconv3 ran at 365 TFLOP/s against tconv1's 600. An
 // m64n256k16 step reads (64 + 256) x 32 bytes for 64 x 256 x 16 multiply-adds, 0.039 byte each, and a
-// weight tile is read once per image.
+// weight tile is read once per 256 positions. In tconv1 and tconv2 the gain is in what comes from
+// L2: a block's stage brings the weights for all C_OUT channels once for its positions, a quarter
+// fewer bytes per output than the row tiles' 128 x 128.
 //
 // One block = its images x one phase (grid: 4 phases x image groups, the phases side by side so the
 // activations come from DRAM once). The producer is one thread of the warp after the consumers
@@ -34,10 +37,14 @@
 namespace facegen {
 namespace gpu {
 
+// Positions per block (wgmma's N): 256, or 128 where C_OUT = 256 needs four consumer warpgroups (the
+// register file holds four of them at 64 accumulators a thread, not at 128).
+template <int C_OUT> constexpr int image_kernel_positions() { return C_OUT > 128 ? 128 : 256; }
+
 template <Math M, int C_IN, int C_OUT, int H, int STAGES, int MIN_BLOCKS>
 struct WgmmaImageShape {
   using Act = typename MathTypes<M>::Act;
-  static constexpr int kPositions = 256;             // wgmma's N: whole images
+  static constexpr int kPositions = image_kernel_positions<C_OUT>();  // wgmma's N: whole images
   static constexpr int kImages = kPositions / (H * H);  // per block
   static constexpr int CONSUMERS = C_OUT / 64;       // warpgroups, 64 channels (wgmma's M) each
   static constexpr int BM = kPositions;              // rows of the activation box
@@ -60,7 +67,8 @@ struct WgmmaImageShape {
   static constexpr int kOutPitch = C_OUT + 16 / static_cast<int>(sizeof(Act));
   static constexpr int kOutBytes = kPositions * kOutPitch * static_cast<int>(sizeof(Act));
   static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;
-  static_assert(C_OUT % 64 == 0 && CONSUMERS <= 2, "one or two consumer warpgroups of 64 channels");
+  static_assert(C_OUT % 64 == 0 && CONSUMERS <= 4, "one to four consumer warpgroups of 64 channels");
+  static_assert(kPositions % 64 == 0 && kPositions <= 256, "wgmma's N");
   static_assert(kPositions % (H * H) == 0, "a block's positions must be whole images");
   static_assert(C_IN % BK == 0, "K tiles must not straddle taps");
   static_assert(kWeightBytes % 1024 == 0, "the activation tile must stay 1024-byte aligned");
