@@ -68,6 +68,18 @@ void encode(CUtensorMap* map, Math m, int rank, const void* base, const cuuint64
                              ") for a rank-" + std::to_string(rank) + " map");
 }
 
+// The map over a stage's input activations (n, H, H, C_IN) for the box of shape S: BK channels x H
+// columns x kBoxRows rows x kBoxImages images (whole images or whole rows of one).
+template <Math M, class C, class S>
+void encode_activations(const void* in, int n, CUtensorMap* map) {
+  using Act = typename MathTypes<M>::Act;
+  const cuuint64_t dims[4] = {C::C_IN, C::H, C::H, static_cast<cuuint64_t>(n)};
+  const cuuint64_t strides[3] = {C::C_IN * sizeof(Act), uint64_t{C::H} * C::C_IN * sizeof(Act),
+                                 uint64_t{C::H} * C::H * C::C_IN * sizeof(Act)};
+  const cuuint32_t box[4] = {S::BK, C::H, S::kBoxRows, S::kBoxImages};
+  encode(map, M, 4, in, dims, strides, box);
+}
+
 template <Math M, int S>
 void make_weight_maps(const void* weight, PhaseWeightMaps* maps) {
   using C = WgmmaStage<M, S, false>;
@@ -104,11 +116,7 @@ void launch(const void* in, int n, const PhaseWeightMaps& weights, const float* 
   using Shape = WgmmaStageShape<M, S, Small>;
   using Act = typename MathTypes<M>::Act;
   WgmmaMaps maps;
-  const cuuint64_t dims[4] = {C::C_IN, C::H, C::H, static_cast<cuuint64_t>(n)};
-  const cuuint64_t strides[3] = {C::C_IN * sizeof(Act), uint64_t{C::H} * C::C_IN * sizeof(Act),
-                                 uint64_t{C::H} * C::H * C::C_IN * sizeof(Act)};
-  const cuuint32_t box[4] = {Shape::BK, C::H, Shape::kBoxRows, Shape::kBoxImages};
-  encode(&maps.a, M, 4, in, dims, strides, box);
+  encode_activations<M, C, Shape>(in, n, &maps.a);
   for (int z = 0; z < 4; ++z) maps.b[z] = weights.b[z];
   const int m_total = n * C::H * C::H;
   const dim3 grid((m_total + Shape::BM - 1) / Shape::BM, C::C_OUT / C::BN, 4);
@@ -154,11 +162,7 @@ void launch_image(const void* in, int n, const PhaseWeightMaps& weights, const f
   using Shape = typename ImageRing<M, S, RING>::Shape;
   using Act = typename MathTypes<M>::Act;
   WgmmaMaps maps;
-  const cuuint64_t dims[4] = {C::C_IN, C::H, C::H, static_cast<cuuint64_t>(n)};
-  const cuuint64_t strides[3] = {C::C_IN * sizeof(Act), uint64_t{C::H} * C::C_IN * sizeof(Act),
-                                 uint64_t{C::H} * C::H * C::C_IN * sizeof(Act)};
-  const cuuint32_t box[4] = {Shape::BK, C::H, Shape::kBoxRows, Shape::kBoxImages};
-  encode(&maps.a, M, 4, in, dims, strides, box);
+  encode_activations<M, C, Shape>(in, n, &maps.a);
   for (int z = 0; z < 4; ++z) maps.b[z] = weights.whole[z];
   // x = 4 * image group + phase: the four phases of a group run side by side.
   const int64_t blocks = 4 * ((int64_t{n} + Shape::kImages - 1) / Shape::kImages);
