@@ -77,7 +77,7 @@ struct WgmmaImageShape {
 };
 
 #if FACEGEN_WGMMA_ENABLED
-// Epilogue: relu(scale * acc + shift) of the block's C_OUT channels x 256 positions of phase (py, px).
+// Epilogue: relu(scale * acc + shift) of the block's C_OUT channels x kPositions positions of phase (py, px).
 // Consumer warpgroup g's accumulators (see Wgmma) hold channels 64 g + 16 warp + lane / 4 (+ 8) at
 // positions 8 j + 2 (lane % 4) (+ 1); they go to stage_out[position][channel], then out as 16-byte
 // pieces of whole output pixels of the images below n.
