@@ -5,7 +5,7 @@
 # device memory nothing wrote) and synccheck over build/facegen-gpu-tests at batch sizes up to 1000,
 # which run every kernel in both tile shapes; then racecheck (shared-memory hazards) over facegen
 # itself, 3 images in each precision with the tiles forced Small, Large and (on sm_90, where the wgmma
-# image kernel runs tconv2 and tconv3) image (FACEGEN_GPU_TILES): every
+# image kernel runs tconv1-3) image (FACEGEN_GPU_TILES): every
 # kernel instance the program launches, each once (racecheck follows every shared-memory access and
 # took over five minutes on the GPU tests even at 3 images), and over the generic kernels' GPU test
 # case at 3 images; then memcheck and initcheck over one

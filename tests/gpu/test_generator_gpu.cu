@@ -127,8 +127,7 @@ TEST_CASE("phase-GEMM transposed convolutions match the float64 reference") {
 TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every wgmma tile form") {
   // On an sm_90 GPU with the sm_90a kernels: each tconv stage at 127 images through both kernel
   // families; on wgmma both the image kernel (forced, in both rings) and the row tiles, whose bytes
-  // must all be equal; elsewhere the case only checks that wgmma is refused with a
-  // clear error.
+  // must all be equal; elsewhere the case only checks that wgmma is refused with a clear error.
   std::mt19937_64 rng(test_seed() + 12);
   const auto net = reference::random_network(test_seed() + 13);
   for (Precision p : {Precision::Tf32, Precision::Bf16}) {
@@ -151,11 +150,10 @@ TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every 
         int ring;
         const char* what;
       };
-      std::vector<Form> forms = {{GemmKernel::MmaSync, false, 0, "mma.sync"}, {GemmKernel::Wgmma, true, 0, "wgmma image"}};
-      {
-        forms.push_back({GemmKernel::Wgmma, false, 0, "wgmma row tiles"});
-        forms.push_back({GemmKernel::Wgmma, true, 1, "wgmma image ring 1"});
-      }
+      const std::vector<Form> forms = {{GemmKernel::MmaSync, false, 0, "mma.sync"},
+                                       {GemmKernel::Wgmma, true, 0, "wgmma image"},
+                                       {GemmKernel::Wgmma, false, 0, "wgmma row tiles"},
+                                       {GemmKernel::Wgmma, true, 1, "wgmma image ring 1"}};
       std::vector<std::vector<unsigned char>> bytes(forms.size());
       std::vector<std::vector<float>> got(forms.size());
       for (size_t k = 0; k < forms.size(); ++k) {
@@ -183,10 +181,8 @@ TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every 
       }
       // The batch size picks between the row tiles and the image kernel (DeviceNetwork::tconv): they
       // must give the same bytes, in both rings.
-      {
-        CHECK_MESSAGE(bytes[1] == bytes[3], name(p) << ": tconv" << stage + 1 << "'s image kernel gives other bytes in ring 1");
-        CHECK_MESSAGE(bytes[1] == bytes[2], name(p) << ": tconv" << stage + 1 << "'s image kernel and row tiles give other bytes");
-      }
+      CHECK_MESSAGE(bytes[1] == bytes[3], name(p) << ": tconv" << stage + 1 << "'s image kernel gives other bytes in ring 1");
+      CHECK_MESSAGE(bytes[1] == bytes[2], name(p) << ": tconv" << stage + 1 << "'s image kernel and row tiles give other bytes");
       CHECK_THROWS_AS(dn.use_wgmma_image(stage, true, 2), std::invalid_argument);
     }
   }
