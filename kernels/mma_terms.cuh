@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/phase_gemm.cuh"
 #include "kernels/weight_folding.hpp"
@@ -44,6 +45,30 @@ inline uint32_t mma_operand_term(float x, int term) {
       rest -= part;
     }
   }
+}
+
+// A K x N matrix, given as value(k, col) and split into `terms`, as the B fragments mma_sync_step
+// reads, in the order lanes load them: (n-tile, k step, term, lane) -> two 32-bit registers r = 0, 1
+// of column 8 * n-tile + lane / 4: bf16 rows k = 16 * step + 2 * (lane % 4) + 8 * r and k + 1 (low
+// half first); tf32 row 8 * step + lane % 4 + 4 * r.
+template <Math M, class Value>
+std::vector<uint32_t> mma_b_fragments(int n_tiles, int k_steps, int terms, Value value) {
+  std::vector<uint32_t> f(static_cast<size_t>(n_tiles) * k_steps * terms * 32 * 2);
+  size_t i = 0;
+  for (int nt = 0; nt < n_tiles; ++nt)
+    for (int ks = 0; ks < k_steps; ++ks)
+      for (int term = 0; term < terms; ++term)
+        for (int lane = 0; lane < 32; ++lane)
+          for (int r = 0; r < 2; ++r) {
+            const int col = 8 * nt + lane / 4;
+            if constexpr (M == Math::Bf16) {
+              const int k = 16 * ks + 2 * (lane % 4) + 8 * r;
+              f[i++] = mma_operand_term<M>(value(k, col), term) | mma_operand_term<M>(value(k + 1, col), term) << 16;
+            } else {
+              f[i++] = mma_operand_term<M>(value(8 * ks + lane % 4 + 4 * r, col), term);
+            }
+          }
+  return f;
 }
 
 // c (16 x 8, float32) += a (16 x K) * b (K x 8): bf16 m16n8k16, tf32 m16n8k8, fragments in mma.sync's

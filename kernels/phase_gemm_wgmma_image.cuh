@@ -47,8 +47,6 @@ struct WgmmaImageShape {
   static constexpr int kPositions = image_kernel_positions<C_OUT>();  // wgmma's N: whole images
   static constexpr int kImages = kPositions / (H * H);  // per block
   static constexpr int CONSUMERS = C_OUT / 64;       // warpgroups, 64 channels (wgmma's M) each
-  static constexpr int BM = kPositions;              // rows of the activation box
-  static constexpr int BN = C_OUT;
   static constexpr int BK = 128 / static_cast<int>(sizeof(Act));
   static constexpr int kStepK = 32 / static_cast<int>(sizeof(Act));
   static constexpr int kStages = STAGES;
@@ -60,7 +58,6 @@ struct WgmmaImageShape {
   static constexpr int kWeightOffset = 0, kActOffset = kWeightBytes;
   static constexpr int kMmaAOffset = kWeightOffset, kMmaBOffset = kActOffset, kConsumerABytes = 64 * 128;
   static constexpr int kWgmmaN = kPositions;
-  static constexpr bool kWholeImages = true;
   static constexpr int kBoxImages = kImages, kBoxRows = H;
   // Epilogue rows: one per position, C_OUT values and 16 bytes of padding, which makes the
   // accumulators' 2- or 4-byte stores conflict-free and keeps rows 16-byte aligned.

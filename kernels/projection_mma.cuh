@@ -49,28 +49,15 @@ template <int K_IN> struct ProjectionMmaShape {
   static constexpr int kPitchWords = 8 * kKSteps + 4;
   static_assert(kPitchWords % 8 == 4, "row pitch must put 8 rows in 8 distinct bank groups");
   static_assert(K_IN % 2 == 0, "z is read two values at a time");
-  // W's fragments: (n-tile, k step, term, lane) -> two 32-bit words.
-  static int64_t weight_words(int k_out) { return int64_t{k_out} / 8 * kKSteps * kTerms * 32 * 2; }
 };
 
-// W (k_in, k_out), k_out fastest, as the B fragments projection_bn_relu_mma reads: n-tile t, k step s,
-// term, lane, register r hold rows k = 16 s + 2 (lane % 4) + 8 r and k + 1 (low half first) of column
-// 8 t + lane / 4; rows past k_in are zero.
+// W (k_in, k_out), k_out fastest, as the B fragments projection_bn_relu_mma reads (mma_b_fragments'
+// order: n-tile, k step, term, lane); rows past k_in are zero.
 template <int K_IN>
 std::vector<uint32_t> projection_weight_fragments(const float* w, int k_out) {
   using S = ProjectionMmaShape<K_IN>;
   auto at = [&](int k, int j) { return k < K_IN ? w[static_cast<int64_t>(k) * k_out + j] : 0.f; };
-  std::vector<uint32_t> f(S::weight_words(k_out));
-  size_t i = 0;
-  for (int nt = 0; nt < k_out / 8; ++nt)
-    for (int ks = 0; ks < S::kKSteps; ++ks)
-      for (int term = 0; term < S::kTerms; ++term)
-        for (int lane = 0; lane < 32; ++lane)
-          for (int r = 0; r < 2; ++r) {
-            const int j = 8 * nt + lane / 4, k = 16 * ks + 2 * (lane % 4) + 8 * r;
-            f[i++] = mma_operand_term<Math::Bf16>(at(k, j), term) | mma_operand_term<Math::Bf16>(at(k + 1, j), term) << 16;
-          }
-  return f;
+  return mma_b_fragments<Math::Bf16>(k_out / 8, S::kKSteps, S::kTerms, at);
 }
 
 // Load: the block's rows of z as bf16 terms into zs[term][image][word]; rows past n and K past K_IN are zero.

@@ -85,9 +85,7 @@ template <Math M> struct OutputMmaShape : OutputMmaTraits<M> {
 };
 
 // The last tconv's weights (5, 5, 3, 64) as the B fragments tconv_output_tanh_mma<M> reads:
-// W'(c, 3 * tap + k) = w[kh][kw][k][c], columns 75..79 zero. Fragment (n-tile, k step, term, lane),
-// register r, column 8 * n-tile + lane / 4, holds: bf16 rows c = 16 * step + 2 * (lane % 4) + 8 * r
-// and c + 1 (low half first); tf32 row c = 8 * step + lane % 4 + 4 * r.
+// W'(c, 3 * tap + k) = w[kh][kw][k][c], columns 75..79 zero, in mma_b_fragments' order.
 template <Math M>
 std::vector<uint32_t> output_mma_weight_fragments(const float* w) {
   using S = OutputMmaShape<M>;
@@ -96,24 +94,7 @@ std::vector<uint32_t> output_mma_weight_fragments(const float* w) {
     const int tap = col / 3, k = col % 3;
     return w[(static_cast<size_t>(tap) * 3 + k) * kOmCin + c];
   };
-  std::vector<uint32_t> f(S::kWeightWords);
-  for (int nt = 0; nt < kOmNTiles; ++nt)
-    for (int ks = 0; ks < S::kKSteps; ++ks)
-      for (int term = 0; term < S::kTerms; ++term)
-        for (int lane = 0; lane < 32; ++lane)
-          for (int r = 0; r < 2; ++r) {
-            const int col = 8 * nt + lane / 4;
-            uint32_t word;
-            if constexpr (M == Math::Bf16) {
-              const int c = 16 * ks + 2 * (lane % 4) + 8 * r;
-              word = mma_operand_term<M>(w_prime(c, col), term) |
-                     mma_operand_term<M>(w_prime(c + 1, col), term) << 16;
-            } else {
-              word = mma_operand_term<M>(w_prime(8 * ks + lane % 4 + 4 * r, col), term);
-            }
-            f[(((nt * S::kKSteps + ks) * S::kTerms + term) * 32 + lane) * 2 + r] = word;
-          }
-  return f;
+  return mma_b_fragments<M>(kOmNTiles, S::kKSteps, S::kTerms, w_prime);
 }
 
 // Load: the activation rows of tile t (with halo) into As, issued as cp.async, not awaited.
