@@ -2,104 +2,44 @@
 #include "generator/gpu_pipeline.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <stdexcept>
-#include <thread>
 
-#include "generator/network.hpp"
 #include "common/cuda_check.cuh"
+#include "common/half_float.hpp"
+#include "common/thread_pool.hpp"
 #include "common/threads.hpp"
+#include "generator/network.hpp"
+#include "kernels/image_half.hpp"
 
 namespace facegen {
 
-// Copies out of pinned memory on several threads that live as long as the pipeline: one thread
-// moves ~4-10 GB/s, less than the GPU produces images in the tensor-core modes, and starting
-// threads per copy costs tens of microseconds, which batches of 64 images (3 MB, ~0.2 ms of GPU
-// work) cannot afford. The calling thread copies one part itself.
-class HostCopyPool {
- public:
-  explicit HostCopyPool(int threads) : parts_max_(std::max(1, threads)) {
-    for (int i = 1; i < parts_max_; ++i) workers_.emplace_back([this, i] { work(i); });
-  }
-  ~HostCopyPool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : workers_) t.join();
-  }
+ImageTransfer image_transfer(Precision precision) {
+  return precision == Precision::Bf16 ? ImageTransfer::Float16 : ImageTransfer::Float32;
+}
 
-  void copy(void* dst, const void* src, size_t bytes) {
-    constexpr size_t kMinPart = size_t{256} << 10;  // smaller parts cost more in wake-ups than they save
-    const int parts = static_cast<int>(std::min<size_t>(parts_max_, (bytes + kMinPart - 1) / kMinPart));
-    if (parts <= 1) {
-      std::memcpy(dst, src, bytes);
-      return;
-    }
-    const size_t step = ((bytes + parts - 1) / parts + 63) & ~size_t{63};  // parts * step >= bytes
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      dst_ = static_cast<char*>(dst);
-      src_ = static_cast<const char*>(src);
-      bytes_ = bytes;
-      step_ = step;
-      parts_ = parts;
-      pending_ = parts - 1;
-      ++generation_;
-    }
-    wake_.notify_all();
-    std::memcpy(dst, src, std::min(bytes, step));  // part 0
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [this] { return pending_ == 0; });
-  }
+float PinnedImages::value(size_t i) const {
+  return format == ImageTransfer::Float16 ? half_to_float(static_cast<const uint16_t*>(data)[i])
+                                          : static_cast<const float*>(data)[i];
+}
 
- private:
-  void work(int index) {
-    uint64_t seen = 0;
-    for (;;) {
-      char* dst;
-      const char* src;
-      size_t bytes, step;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-        if (index >= parts_) continue;
-        dst = dst_, src = src_, bytes = bytes_, step = step_;
-      }
-      const size_t begin = std::min(bytes, index * step), end = std::min(bytes, begin + step);
-      std::memcpy(dst + begin, src + begin, end - begin);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_.notify_one();
-    }
-  }
-
-  const int parts_max_;
-  std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable wake_, done_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-  char* dst_ = nullptr;
-  const char* src_ = nullptr;
-  size_t bytes_ = 0, step_ = 0;
-  int parts_ = 0, pending_ = 0;
-};
+void PinnedImages::to_floats(size_t begin, size_t end, float* out) const {
+  if (format == ImageTransfer::Float16) halves_to_floats(static_cast<const uint16_t*>(data) + begin, end - begin, out);
+  else std::memcpy(out, static_cast<const float*>(data) + begin, sizeof(float) * (end - begin));
+}
 
 GpuPipeline::GpuPipeline(const float* network_floats, const ModelSpec& spec, Precision precision, int max_batch,
                          int device)
-    : spec_(spec), latent_dim_(spec.latent_dim), image_values_(spec.image_values()), max_batch_(max_batch),
-      device_(device) {
+    : spec_(spec), latent_dim_(spec.latent_dim), image_values_(spec.image_values()),
+      transfer_(image_transfer(precision)),
+      transfer_bytes_per_image_(size_t(image_values_) * (transfer_ == ImageTransfer::Float16 ? 2 : 4)),
+      max_batch_(max_batch), device_(device) {
   if (max_batch < 1) throw std::invalid_argument("max_batch must be at least 1");
   chunks_ = (max_batch + kChunkImages - 1) / kChunkImages;
   CUDA_CHECK(cudaSetDevice(device));
   if (spec == kShpcSpec) net_ = std::make_unique<DeviceNetwork>(network_floats, precision);
   else generic_ = std::make_unique<GenericDeviceNetwork>(network_floats, spec, precision);
-  copier_ = std::make_unique<HostCopyPool>(std::min(8, available_cpus()));
+  copier_ = std::make_unique<ThreadPool>(std::min(8, available_cpus()));
   CUDA_CHECK(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&download_, cudaStreamNonBlocking));
@@ -112,13 +52,14 @@ GpuPipeline::GpuPipeline(const float* network_floats, const ModelSpec& spec, Pre
   for (int k = 0; k < kDeviceSlots; ++k) {
     CUDA_CHECK(cudaMalloc(&d_latents_[k], z_bytes));
     CUDA_CHECK(cudaMalloc(&d_images_[k], img_bytes));
+    if (transfer_ == ImageTransfer::Float16) CUDA_CHECK(cudaMalloc(&d_half_[k], transfer_bytes_per_image_ * max_batch));
     CUDA_CHECK(cudaMallocHost(&h_latents_[k], z_bytes));
     CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_[k], cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&computed_[k], cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&images_read_[k], cudaEventDisableTiming));
   }
   for (int k = 0; k < kPinnedSlots; ++k) {
-    CUDA_CHECK(cudaMallocHost(&h_images_[k], img_bytes));
+    CUDA_CHECK(cudaMallocHost(&h_images_[k], transfer_bytes_per_image_ * max_batch));
     chunk_landed_[k].resize(chunks_);
     for (auto& e : chunk_landed_[k]) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }
@@ -132,6 +73,7 @@ GpuPipeline::~GpuPipeline() {
     if (graph_[k]) cudaGraphExecDestroy(graph_[k]);
     cudaFree(d_latents_[k]);
     cudaFree(d_images_[k]);
+    cudaFree(d_half_[k]);
     cudaFreeHost(h_latents_[k]);
     cudaEventDestroy(uploaded_[k]);
     cudaEventDestroy(computed_[k]);
@@ -174,9 +116,22 @@ void GpuPipeline::run_slot(int slot, int n) {
   CUDA_CHECK(cudaGraphLaunch(graph_[slot], compute_));
 }
 
+const void* GpuPipeline::images_to_download(int slot, int n) {
+  if (transfer_ == ImageTransfer::Float32) return d_images_[slot];
+  gpu::launch_images_to_half(d_images_[slot], int64_t{n} * image_values_, d_half_[slot], compute_);
+  return d_half_[slot];
+}
+
 void GpuPipeline::generate(const float* latents, int64_t n, float* images) {
-  generate_each(latents, n, [&](int64_t first, const float* chunk, int count) {
-    copier_->copy(images + first * image_values_, chunk, sizeof(float) * image_values_ * count);
+  // Pieces of 64K values (256 KB of float32): smaller ones cost more in wake-ups than they save.
+  constexpr size_t kPiece = size_t{64} << 10;
+  generate_each(latents, n, [&](int64_t first, const PinnedImages& chunk) {
+    float* out = images + first * image_values_;
+    const size_t values = chunk.values();
+    copier_->parallel_for(static_cast<int64_t>((values + kPiece - 1) / kPiece), [&](int64_t p0, int64_t p1) {
+      const size_t begin = p0 * kPiece, end = std::min(values, p1 * kPiece);
+      chunk.to_floats(begin, end, out + begin);
+    });
   });
 }
 
@@ -213,20 +168,21 @@ void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer&
                               cudaMemcpyHostToDevice, upload_));
     mark(b, 1, upload_);
     CUDA_CHECK(cudaEventRecord(uploaded_[slot], upload_));
-    // Device images: read by batch b-2's download.
+    // Device images (and their float16 rounding): read by batch b-2's download.
     CUDA_CHECK(cudaStreamWaitEvent(compute_, uploaded_[slot], 0));
     CUDA_CHECK(cudaStreamWaitEvent(compute_, images_read_[slot], 0));
     mark(b, 2, compute_);
     run_slot(slot, nb);
+    const char* download_from = static_cast<const char*>(images_to_download(slot, nb));
     mark(b, 3, compute_);
     CUDA_CHECK(cudaEventRecord(computed_[slot], compute_));
     // Pinned images: batch b-3's, which the host copied out before it called this.
     CUDA_CHECK(cudaStreamWaitEvent(download_, computed_[slot], 0));
     mark(b, 4, download_);
     for (int c = 0; c < chunk_count(nb); ++c) {
-      const size_t first = size_t{kChunkImages} * c * image_values_;
-      const size_t count = size_t(std::min(kChunkImages, nb - c * kChunkImages)) * image_values_;
-      CUDA_CHECK(cudaMemcpyAsync(h_images_[pin] + first, d_images_[slot] + first, sizeof(float) * count,
+      const size_t first = transfer_bytes_per_image_ * kChunkImages * c;
+      const size_t bytes = transfer_bytes_per_image_ * std::min(kChunkImages, nb - c * kChunkImages);
+      CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(h_images_[pin]) + first, download_from + first, bytes,
                                 cudaMemcpyDeviceToHost, download_));
       CUDA_CHECK(cudaEventRecord(chunk_landed_[pin][c], download_));
     }
@@ -238,8 +194,9 @@ void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer&
     for (int c = 0; c < chunk_count(nb); ++c) {
       const int first = kChunkImages * c;
       CUDA_CHECK(cudaEventSynchronize(chunk_landed_[pin][c]));
-      consume(b * max_batch_ + first, h_images_[pin] + size_t(first) * image_values_,
-              std::min(kChunkImages, nb - first));
+      const PinnedImages chunk{static_cast<const char*>(h_images_[pin]) + transfer_bytes_per_image_ * first, transfer_,
+                               std::min(kChunkImages, nb - first), image_values_};
+      consume(b * max_batch_ + first, chunk);
     }
   };
 

@@ -11,6 +11,14 @@
 // slot, which the host emptied three batches earlier. Downloads go in chunks, each with its event,
 // so the host copies a batch's first images while its last ones are still in flight. A full batch
 // runs as a captured CUDA graph (one per device slot).
+//
+// bf16 runs bring their images over PCIe as float16 (image_transfer()): at 48 KB of float32 per
+// image the host link (55 GB/s on an H200) carries 1.12M images/s, less than bf16's kernels make
+// (1.47M/s at batch 8192), and tanh's outputs in [-1, 1] lose at most 2^-12 (2.4e-4) in float16,
+// 1/100 of bf16 arithmetic's own error. The GPU rounds the batch's images once more after the
+// network (kernels/image_half.hpp) into a float16 device buffer, which is downloaded instead; the
+// host widens them back exactly (common/half_float.hpp) as it copies them out. fp32 and tf32 runs
+// keep float32 images end to end.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,13 +29,32 @@
 #include <vector>
 
 #include "common/model_spec.hpp"
+#include "common/precision.hpp"
 #include "generator/backend.hpp"
 #include "kernels/generator_gpu.hpp"
 #include "kernels/generic_generator.hpp"
 
 namespace facegen {
 
-class HostCopyPool;
+class ThreadPool;
+
+// How a run's images cross PCIe: float32, or float16 for bf16 (see above). The one decision.
+enum class ImageTransfer { Float32, Float16 };
+ImageTransfer image_transfer(Precision precision);
+
+// One download chunk of images where it landed in a pinned slot: count images of values_per_image
+// values each, (count, 64, 64, nc), in `format`.
+struct PinnedImages {
+  const void* data;
+  ImageTransfer format;
+  int count;
+  int values_per_image;
+
+  size_t values() const { return size_t(count) * values_per_image; }
+  float value(size_t i) const;  // value i (0 .. values() - 1) as float32
+  // Values [begin, end) as float32 into out[0 .. end - begin).
+  void to_floats(size_t begin, size_t end, float* out) const;
+};
 
 class GpuPipeline {
  public:
@@ -43,6 +70,7 @@ class GpuPipeline {
   GpuPipeline& operator=(const GpuPipeline&) = delete;
 
   int max_batch() const { return max_batch_; }
+  ImageTransfer transfer() const { return transfer_; }
   const ModelSpec& spec() const { return spec_; }
   // The tuned network; throws std::logic_error where the generic path runs (spec() != kShpcSpec).
   const DeviceNetwork& network() const;
@@ -51,15 +79,16 @@ class GpuPipeline {
   // latents (n, nz) -> images (n, 64, 64, nc), both in host memory (pageable or pinned).
   void generate(const float* latents, int64_t n, float* images);
 
-  // The same without the copy out of pinned memory: consume(first, images, count) is called on this
-  // thread, in image order, once per download chunk (at most kChunkImages images), with images
-  // (count, 64, 64, nc) pointing into a pinned slot. The pointer is valid only during the call; the
-  // slot is refilled kPinnedSlots batches later. generate() is this with a consumer that copies.
-  using Consumer = std::function<void(int64_t first, const float* images, int count)>;
+  // The same without the copy out of pinned memory: consume(first, images) is called on this
+  // thread, in image order, once per download chunk (at most kChunkImages images), with images in a
+  // pinned slot as they crossed PCIe. They are valid only during the call; the slot is refilled
+  // kPinnedSlots batches later. generate() is this with a consumer that copies (and widens float16).
+  using Consumer = std::function<void(int64_t first, const PinnedImages& images)>;
   void generate_each(const float* latents, int64_t n, const Consumer& consume);
 
-  // The device buffers of one slot (0 or 1), and one batch from that slot's latents into its images
-  // on the compute stream (a graph replay when n == max_batch). For benchmarks and tests.
+  // The device buffers of one slot (0 or 1), and one batch from that slot's latents into its float32
+  // images on the compute stream (a graph replay when n == max_batch): the network alone, without
+  // the float16 rounding of a bf16 download. For benchmarks and tests.
   float* device_latents(int slot) const { return d_latents_[slot]; }
   float* device_images(int slot) const { return d_images_[slot]; }
   void run_slot(int slot, int n);
@@ -78,22 +107,28 @@ class GpuPipeline {
 
  private:
   void forward(int slot, int n);
+  // The device images of slot's batch of n, as they cross PCIe: d_images_ itself, or rounded into
+  // d_half_ (enqueued on the compute stream).
+  const void* images_to_download(int slot, int n);
 
   ModelSpec spec_;
   int latent_dim_;    // floats per latent
   int image_values_;  // floats per image
+  ImageTransfer transfer_;
+  size_t transfer_bytes_per_image_;
   int max_batch_;
   int device_;
   int chunks_;  // download chunks of a full batch
   std::unique_ptr<DeviceNetwork> net_;              // the SHPC network, or
   std::unique_ptr<GenericDeviceNetwork> generic_;  // any other
-  std::unique_ptr<HostCopyPool> copier_;
+  std::unique_ptr<ThreadPool> copier_;  // copies out of pinned memory (one thread moves ~4-10 GB/s)
   cudaStream_t upload_ = nullptr, compute_ = nullptr, download_ = nullptr;
   void* act_[4] = {};
   float* d_latents_[kDeviceSlots] = {};
   float* d_images_[kDeviceSlots] = {};
+  uint16_t* d_half_[kDeviceSlots] = {};  // float16 images; only for ImageTransfer::Float16
   float* h_latents_[kDeviceSlots] = {};  // pinned
-  float* h_images_[kPinnedSlots] = {};   // pinned
+  void* h_images_[kPinnedSlots] = {};    // pinned, transfer_bytes_per_image_ per image
   // uploaded_: the slot's pinned latents were read; computed_: its device latents were read and its
   // images written; images_read_: its device images were downloaded.
   cudaEvent_t uploaded_[kDeviceSlots] = {}, computed_[kDeviceSlots] = {}, images_read_[kDeviceSlots] = {};

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ios>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -25,8 +26,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/half_float.hpp"
 #include "generator/gpu_pipeline.hpp"
 #include "kernels/generator_gpu.hpp"
+#include "kernels/image_half.hpp"
 #include "common/cuda_check.cuh"
 #include "tests/gpu/gpu_test_support.cuh"
 #include "tests/gpu/reference.hpp"
@@ -277,25 +280,113 @@ TEST_CASE("generate_each hands over every image once, in order, with the bytes g
   std::normal_distribution<float> nd;
   std::vector<float> z(size_t(n) * kLatentDim);
   for (auto& v : z) v = nd(rng);
-  GpuPipeline pipe(net.data(), Precision::Bf16, batch, 0);
-  std::vector<float> want(size_t(n) * kImageValues), got(want.size());
-  std::memset(want.data(), 0xff, want.size() * 4);
-  std::memset(got.data(), 0xff, got.size() * 4);
-  pipe.generate(z.data(), n, want.data());
-  int64_t next = 0;
-  int calls = 0;
-  pipe.generate_each(z.data(), n, [&](int64_t first, const float* images, int count) {
-    REQUIRE(first == next);
-    REQUIRE(count >= 1);
-    REQUIRE(count <= GpuPipeline::kChunkImages);
-    REQUIRE(first + count <= n);
-    std::memcpy(&got[size_t(first) * kImageValues], images, size_t(count) * kImageValues * 4);
-    next = first + count;
-    ++calls;
-  });
-  CHECK(next == n);
-  CHECK(calls >= (n + GpuPipeline::kChunkImages - 1) / GpuPipeline::kChunkImages);
-  CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+  for (Precision p : {Precision::Fp32, Precision::Bf16}) {  // float32 and float16 over PCIe
+    GpuPipeline pipe(net.data(), p, batch, 0);
+    CHECK(pipe.transfer() == image_transfer(p));
+    std::vector<float> want(size_t(n) * kImageValues), got(want.size()), by_value(want.size());
+    std::memset(want.data(), 0xff, want.size() * 4);
+    std::memset(got.data(), 0xff, got.size() * 4);
+    std::memset(by_value.data(), 0xff, by_value.size() * 4);
+    pipe.generate(z.data(), n, want.data());
+    int64_t next = 0;
+    int calls = 0;
+    pipe.generate_each(z.data(), n, [&](int64_t first, const PinnedImages& images) {
+      REQUIRE(first == next);
+      REQUIRE(images.count >= 1);
+      REQUIRE(images.count <= GpuPipeline::kChunkImages);
+      REQUIRE(first + images.count <= n);
+      REQUIRE(images.format == pipe.transfer());
+      REQUIRE(images.values_per_image == kImageValues);
+      images.to_floats(0, images.values(), &got[size_t(first) * kImageValues]);
+      for (size_t i = 0; i < images.values(); ++i) by_value[size_t(first) * kImageValues + i] = images.value(i);
+      next = first + images.count;
+      ++calls;
+    });
+    CHECK(next == n);
+    CHECK(calls >= (n + GpuPipeline::kChunkImages - 1) / GpuPipeline::kChunkImages);
+    CHECK_MESSAGE(std::memcmp(got.data(), want.data(), got.size() * 4) == 0, name(p) << ": to_floats");
+    CHECK_MESSAGE(std::memcmp(by_value.data(), want.data(), got.size() * 4) == 0, name(p) << ": value()");
+  }
+}
+
+TEST_CASE("a run hands over its network's images: bf16's rounded to float16, fp32's and tf32's unchanged") {
+  const auto net = reference::random_network(test_seed() + 12);
+  const int n = std::min(131, batch_sizes().back());  // two batches of 120: a full one (graph) and a ragged one
+  std::mt19937_64 rng(test_seed() + 13);
+  std::normal_distribution<float> nd;
+  std::vector<float> z(size_t(n) * kLatentDim);
+  for (auto& v : z) v = nd(rng);
+  for (Precision p : kPrecisions) {
+    const int batch = std::min(n, 120);
+    GpuPipeline pipe(net.data(), p, batch, 0);
+    // The network's own float32 images, batch by batch, from the device.
+    std::vector<float> network_images(size_t(n) * kImageValues);
+    for (int first = 0; first < n; first += batch) {
+      const int count = std::min(batch, n - first);
+      CUDA_CHECK(cudaMemcpy(pipe.device_latents(0), &z[size_t(first) * kLatentDim], size_t(count) * kLatentDim * 4,
+                            cudaMemcpyHostToDevice));
+      pipe.run_slot(0, count);
+      CUDA_CHECK(cudaStreamSynchronize(pipe.compute_stream()));
+      CUDA_CHECK(cudaMemcpy(&network_images[size_t(first) * kImageValues], pipe.device_images(0),
+                            size_t(count) * kImageValues * 4, cudaMemcpyDeviceToHost));
+    }
+    std::vector<float> got(network_images.size(), std::numeric_limits<float>::quiet_NaN());
+    pipe.generate(z.data(), n, got.data());
+    size_t wrong = 0;
+    double moved = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const float want = p == Precision::Bf16 ? half_to_float(float_to_half(network_images[i])) : network_images[i];
+      wrong += std::memcmp(&got[i], &want, 4) != 0;
+      moved = std::max(moved, double(std::fabs(got[i] - network_images[i])));
+    }
+    CHECK_MESSAGE(wrong == 0, name(p) << ": " << wrong << " of " << got.size() << " values differ");
+    if (p == Precision::Bf16) CHECK(moved <= 0x1p-12);  // images lie in [-1, 1]
+    else CHECK(moved == 0);
+  }
+}
+
+TEST_CASE("images_to_half rounds like float_to_half, at every count, without writing past it") {
+  std::mt19937_64 rng(test_seed() + 14);
+  std::normal_distribution<float> nd;
+  std::uniform_int_distribution<uint32_t> any_bits;
+  // Specials: zeros, ties of float16 rounding, subnormal halves, the largest half and beyond, Inf, NaN.
+  const float specials[] = {0.f, -0.f, 1.f, -1.f, 1.f + 0x1p-11f, 1.f + 3 * 0x1p-11f, 0x1p-25f, 3 * 0x1p-25f, 0x1p-20f,
+                            65504.f, 65519.f, 65520.f, -70000.f, std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), 0x1p-140f};
+  for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{4099}, int64_t{12288} * 3 + 5,
+                        int64_t{1} << 20}) {
+    std::vector<float> in(count);
+    for (int64_t i = 0; i < count; ++i) {
+      const int kind = static_cast<int>(i % 5);
+      if (kind == 0) in[i] = std::tanh(nd(rng));
+      else if (kind == 1) in[i] = nd(rng) * 1000.f;
+      else if (kind == 2) in[i] = specials[(i / 5) % (sizeof specials / sizeof specials[0])];
+      else {
+        const uint32_t b = any_bits(rng);
+        std::memcpy(&in[i], &b, 4);
+      }
+    }
+    constexpr int kGuard = 8;  // values past the end that must keep their poison
+    DeviceBuffer d_in(count * 4), d_out((count + kGuard) * 2);
+    d_out.poison();
+    CUDA_CHECK(cudaMemcpy(d_in.p, in.data(), count * 4, cudaMemcpyHostToDevice));
+    gpu::launch_images_to_half(static_cast<const float*>(d_in.p), count, static_cast<uint16_t*>(d_out.p), nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<uint16_t> out(count + kGuard);
+    CUDA_CHECK(cudaMemcpy(out.data(), d_out.p, out.size() * 2, cudaMemcpyDeviceToHost));
+    int64_t wrong = 0, shown = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      const uint16_t want = float_to_half(in[i]);
+      const bool both_nan = std::isnan(in[i]) && std::isnan(half_to_float(out[i]));
+      if (out[i] != want && !both_nan) {
+        ++wrong;
+        if (shown++ < 5) FAIL_CHECK("count " << count << ", value " << i << " = " << in[i] << ": got 0x" << std::hex << out[i]
+                                               << ", want 0x" << want << std::dec);
+      }
+    }
+    CHECK_MESSAGE(wrong == 0, "count " << count << ": " << wrong << " values rounded differently");
+    for (int k = 0; k < kGuard; ++k) CHECK_MESSAGE(out[count + k] == 0xffff, "count " << count << ": written past the end");
+  }
 }
 
 TEST_CASE("Small, Large and image tiles give the same bytes in every precision") {
