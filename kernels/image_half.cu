@@ -14,6 +14,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// float16 bits of x, rounded to nearest, ties to even.
+__device__ __forceinline__ uint32_t half_bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
+
 // Eight values per step: two 16-byte loads, one 16-byte store. Every value is rounded on its own,
 // so where a value falls in the grid decides nothing about its result.
 __global__ void __launch_bounds__(kThreads)
@@ -25,18 +28,14 @@ images_to_half(const float* __restrict__ in,  // (count)
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; g < groups; g += stride) {
     const float4 a = reinterpret_cast<const float4*>(in)[2 * g];
     const float4 b = reinterpret_cast<const float4*>(in)[2 * g + 1];
-    const __half2 h[4] = {__floats2half2_rn(a.x, a.y), __floats2half2_rn(a.z, a.w), __floats2half2_rn(b.x, b.y),
-                          __floats2half2_rn(b.z, b.w)};
-    uint4 packed;
-    static_assert(sizeof h == sizeof packed, "four half2 make 16 bytes");
-    memcpy(&packed, h, sizeof packed);
-    reinterpret_cast<uint4*>(out)[g] = packed;
+    // Value 2k in the low half of word k (little-endian, as the host reads them).
+    reinterpret_cast<uint4*>(out)[g] = make_uint4(half_bits(a.x) | half_bits(a.y) << 16, half_bits(a.z) | half_bits(a.w) << 16,
+                                                  half_bits(b.x) | half_bits(b.y) << 16, half_bits(b.z) | half_bits(b.w) << 16);
   }
   // The last count % 8 values, one each, by the first threads of block 0.
   if (blockIdx.x == 0 && threadIdx.x < count % 8) {
     const int64_t i = groups * 8 + threadIdx.x;
-    const __half v = __float2half_rn(in[i]);
-    memcpy(out + i, &v, sizeof v);
+    out[i] = static_cast<uint16_t>(half_bits(in[i]));
   }
 }
 
