@@ -70,7 +70,8 @@ GpuPipeline::~GpuPipeline() {
   cudaSetDevice(device_);
   cudaDeviceSynchronize();
   for (int k = 0; k < kDeviceSlots; ++k) {
-    if (graph_[k]) cudaGraphExecDestroy(graph_[k]);
+    for (cudaGraphExec_t g : graph_[k])
+      if (g) cudaGraphExecDestroy(g);
     cudaFree(d_latents_[k]);
     cudaFree(d_images_[k]);
     cudaFree(d_half_[k]);
@@ -94,32 +95,33 @@ const DeviceNetwork& GpuPipeline::network() const {
   return *net_;
 }
 
-void GpuPipeline::forward(int slot, int n) {
+void GpuPipeline::forward(int slot, int n, bool for_download) {
   if (net_) net_->forward(d_latents_[slot], n, act_, d_images_[slot], compute_);
   else generic_->forward(d_latents_[slot], n, act_, d_images_[slot], compute_);
+  if (for_download && transfer_ == ImageTransfer::Float16)
+    gpu::launch_images_to_half(d_images_[slot], int64_t{n} * image_values_, d_half_[slot], compute_);
 }
 
-void GpuPipeline::run_slot(int slot, int n) {
+void GpuPipeline::run(int slot, int n, bool for_download) {
   if (n < 1 || n > max_batch_) throw std::invalid_argument("batch size out of range");
   if (n < max_batch_) {
-    forward(slot, n);
+    forward(slot, n, for_download);
     return;
   }
-  if (!graph_[slot]) {
+  cudaGraphExec_t& exec = graph_[slot][for_download];
+  if (!exec) {
     cudaGraph_t graph;
     CUDA_CHECK(cudaStreamBeginCapture(compute_, cudaStreamCaptureModeThreadLocal));
-    forward(slot, n);
+    forward(slot, n, for_download);
     CUDA_CHECK(cudaStreamEndCapture(compute_, &graph));
-    CUDA_CHECK(cudaGraphInstantiate(&graph_[slot], graph, 0));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph));
   }
-  CUDA_CHECK(cudaGraphLaunch(graph_[slot], compute_));
+  CUDA_CHECK(cudaGraphLaunch(exec, compute_));
 }
 
-const void* GpuPipeline::images_to_download(int slot, int n) {
-  if (transfer_ == ImageTransfer::Float32) return d_images_[slot];
-  gpu::launch_images_to_half(d_images_[slot], int64_t{n} * image_values_, d_half_[slot], compute_);
-  return d_half_[slot];
+const void* GpuPipeline::download_source(int slot) const {
+  return transfer_ == ImageTransfer::Float16 ? static_cast<const void*>(d_half_[slot]) : d_images_[slot];
 }
 
 void GpuPipeline::generate(const float* latents, int64_t n, float* images) {
@@ -172,8 +174,8 @@ void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer&
     CUDA_CHECK(cudaStreamWaitEvent(compute_, uploaded_[slot], 0));
     CUDA_CHECK(cudaStreamWaitEvent(compute_, images_read_[slot], 0));
     mark(b, 2, compute_);
-    run_slot(slot, nb);
-    const char* download_from = static_cast<const char*>(images_to_download(slot, nb));
+    run(slot, nb, true);
+    const char* download_from = static_cast<const char*>(download_source(slot));
     mark(b, 3, compute_);
     CUDA_CHECK(cudaEventRecord(computed_[slot], compute_));
     // Pinned images: batch b-3's, which the host copied out before it called this.

@@ -91,7 +91,7 @@ class GpuPipeline {
   // the float16 rounding of a bf16 download. For benchmarks and tests.
   float* device_latents(int slot) const { return d_latents_[slot]; }
   float* device_images(int slot) const { return d_images_[slot]; }
-  void run_slot(int slot, int n);
+  void run_slot(int slot, int n) { run(slot, n, false); }
 
   // Event timestamps of each batch of the next generate() calls, in ms from that call's start.
   struct BatchTimes {
@@ -106,10 +106,14 @@ class GpuPipeline {
   static constexpr int kChunkImages = 1024;  // images per download chunk (one event each)
 
  private:
-  void forward(int slot, int n);
-  // The device images of slot's batch of n, as they cross PCIe: d_images_ itself, or rounded into
-  // d_half_ (enqueued on the compute stream).
-  const void* images_to_download(int slot, int n);
+  // The network on slot's batch of n; with for_download, also the rounding of its images to
+  // float16 (into d_half_) where the run downloads them so.
+  void forward(int slot, int n, bool for_download);
+  // forward() on the compute stream, as a graph replay when n == max_batch (one graph per slot and
+  // for_download).
+  void run(int slot, int n, bool for_download);
+  // What a batch's download reads: d_images_ or d_half_.
+  const void* download_source(int slot) const;
 
   ModelSpec spec_;
   int latent_dim_;    // floats per latent
@@ -133,7 +137,7 @@ class GpuPipeline {
   // images written; images_read_: its device images were downloaded.
   cudaEvent_t uploaded_[kDeviceSlots] = {}, computed_[kDeviceSlots] = {}, images_read_[kDeviceSlots] = {};
   std::vector<cudaEvent_t> chunk_landed_[kPinnedSlots];  // per pinned slot, one per download chunk
-  cudaGraphExec_t graph_[kDeviceSlots] = {};
+  cudaGraphExec_t graph_[kDeviceSlots][2] = {};  // [slot][for_download]
   bool timeline_on_ = false;
   std::vector<BatchTimes> timeline_;
 };
