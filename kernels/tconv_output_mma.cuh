@@ -9,16 +9,19 @@
 // phase's taps (4, 6, 6 or 9), adds the bias and takes tanh:
 //   out(2 oy + py, 2 ox + px, k) = tanh(bias[k] + sum over taps (ty, tx) of Y(q(oy + dy, ox + dx), 3 tap + k)).
 // The GEMM is 4800 multiply-adds per input pixel, as in the direct form; on tensor cores, one mma per
-// weight term, it is what bounds the kernel (see the timings below), not reading the activations.
+// weight term. Reading the activations and writing the images alone would take about 0.38 ms at
+// batch 8192 (1.5 GB); the kernel takes about 1.0 ms (see the timings below).
 //
 // Accuracy: the activations are exact in the mma's input type already (bf16, or tf32-rounded float32).
 // Each weight is split into terms of that type (hi = round(w), then what hi left over), one mma step
 // per term, and products accumulate in float32: tf32 two terms (22 bits; about 1e-7 after tanh), bf16
 // two (16 bits: each weight within 2^-18 of itself, so an output within about 2^-18 of the sum of its
 // |products|, far inside the 2^-9 of the bf16 activations themselves; the GPU tests bound it so).
-// Timings at batch 8192 on an H200 (2026-11-23): three bf16 terms (24 bits) 1.135-1.152 ms, tf32's two
-// 1.852, in the ratio of their mma issue (300 and 480 bf16-mma equivalents per input row): the mma
-// count, not memory (about 0.38 ms for 1.5 GB), sets the time, so bf16 keeps two terms.
+// Timings at batch 8192 on an H200 (2026-11-23): three bf16 terms (24 bits) 1.135-1.152 ms and tf32's
+// two 1.79-1.87, in about the ratio of their mma issue (300 and 480 bf16-mma equivalents per input
+// row); two bf16 terms 1.00-1.03 ms, 10% less rather than the third the mma count alone predicted,
+// so something beside the mma issue (the col2im's shared-memory reads, the halo rows' extra 25% of
+// products, one block per SM) holds the rest; bf16 keeps two terms.
 //
 // A tile is 2 x kInRows output rows (kInRows input rows) of one image: its A tile is those rows with
 // one halo row each side (zeros outside the map, which makes their Y zero); 8 warps compute Y (float32,
