@@ -3,7 +3,8 @@
 // Prints the device ceilings (cuBLAS SGEMM / TF32 / BF16 TFLOP/s, copy and pinned download GB/s),
 // then for each precision: per-layer time and TFLOP/s at batch 8192; images/s at batch 64, 1024 and
 // 8192 for the kernels alone (latents and images on the device, graph replays) and end to end in
-// memory (host latents -> host images, with the copies); the cuBLAS baseline beside them; the event
+// memory (host latents -> host images, with the copies; into pinned memory also over 4x the images,
+// beside the kernels timed back to back for as long); the cuBLAS baseline beside them; the event
 // timeline of a few batches showing downloads overlapped with compute; then the PyTorch DCGAN
 // tutorial's generator through the generic kernels (bench/tutorial_bench.cuh; --tutorial-only runs
 // that section alone). Writes network.bin,

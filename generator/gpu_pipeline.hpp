@@ -10,11 +10,11 @@
 // download has read it (an event, no host wait); only a download waits on the host, for its pinned
 // slot, which the host emptied three batches earlier. Downloads go in chunks, each with its event,
 // so the host copies a batch's first images while its last ones are still in flight. A full batch
-// runs as a captured CUDA graph (one per device slot).
+// runs as a captured CUDA graph (one per device slot; run_slot's, of the network alone, apart).
 //
 // bf16 runs bring their images over PCIe as float16 (image_transfer()): at 48 KB of float32 per
 // image the host link (55 GB/s on an H200) carries 1.12M images/s, less than bf16's kernels make
-// (1.47M/s at batch 8192), and tanh's outputs in [-1, 1] lose at most 2^-12 (2.4e-4) in float16,
+// (1.5M/s at batch 8192), and tanh's outputs in [-1, 1] lose at most 2^-12 (2.4e-4) in float16,
 // 1/140 of bf16 arithmetic's own error. The GPU rounds the batch's images once more after the
 // network (kernels/image_half.hpp) into a float16 device buffer, which is downloaded instead; the
 // host widens them back exactly (common/half_float.hpp) as it copies them out. fp32 and tf32 runs
