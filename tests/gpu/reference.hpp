@@ -97,8 +97,15 @@ inline std::vector<double> tconv(const std::vector<double>& in, int h, int c_in,
   return out;
 }
 
-// One image: z (nz) -> (64, 64, nc).
-inline std::vector<double> forward(const std::vector<float>& net, const float* z, const ModelSpec& spec = kShpcSpec) {
+// How a GPU precision stores the activations it multiplies, for forward()'s emulation of its rounding:
+// each value rounded to the stored type. kept_exact: none, the float64 forward itself.
+using StoredRounding = double (*)(double);
+inline double kept_exact(double v) { return v; }
+
+// One image: z (nz) -> (64, 64, nc). `stored` rounds the activations that enter each transposed
+// convolution (after batch norm and ReLU, where the GPU stores them); rounding weights is the caller's.
+inline std::vector<double> forward(const std::vector<float>& net, const float* z, const ModelSpec& spec = kShpcSpec,
+                                   StoredRounding stored = kept_exact) {
   const Offsets o(spec);
   const int nz = spec.latent_dim, k_out = spec.proj_outputs();
   std::vector<double> x(k_out);
@@ -109,6 +116,8 @@ inline std::vector<double> forward(const std::vector<float>& net, const float* z
   }
   for (int s = 0; s < kNumStages; ++s) {
     bn_relu(x, &net[o.bn[s]], spec.stage_channels(s));
+    if (stored != kept_exact)
+      for (double& v : x) v = stored(v);
     x = tconv(x, ModelSpec::stage_size(s), spec.stage_channels(s), &net[o.tconv_weight[s]], &net[o.tconv_bias[s]],
               spec.stage_channels(s + 1), spec.kernel_size);
   }
