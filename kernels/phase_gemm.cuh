@@ -149,64 +149,62 @@ constexpr int phase_gemm_min_blocks() {
   return TM == 4 ? 512 / kThreads : kThreads == 128 ? 2 : 1;
 }
 
-template <Math M, int C_IN, int C_OUT, int H, int BM, int BN, int STAGES = 3, int TM = 8>
-__global__ void __launch_bounds__(TileShape<M, BM, BN, STAGES, TM>::kThreads,
-                                  phase_gemm_min_blocks<M, BM, BN, STAGES, TM>())
-tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H, C_IN)
-                 const typename MathTypes<M>::Act* __restrict__ weight,  // four phases' B, see above
-                 const float* __restrict__ scale, const float* __restrict__ shift,  // (C_OUT)
-                 typename MathTypes<M>::Act* __restrict__ out,  // (n, 2H, 2H, C_OUT)
-                 int m_total) {                                  // n * H * H
+// One block's place in the GEMM (phase z, output rows m0.., columns n0..) and this thread's share of
+// the A and B tiles it loads. The thread's A rows are (tid / 8) + (NT / 8) * r, always in chunk column
+// tid % 8. Row r is output position m = m0 + tid / 8 + (NT / 8) * r, and tap (ty, tx) reads the input
+// pixel (dy, dx) away from m's own, so one pointer serves every row and tap: a_row0 (row 0's own
+// pixel, at this thread's chunk) + r * (NT / 8) * C_IN + the tap's offset. a_taps holds 6 bits per
+// row, 5 rows to a word: bit ty (0-2) says that input row oy + dy of tap row ty lies inside the map,
+// bit 3 + tx the same for the column; all clear for rows past m_total, whose pixels are never read.
+// (A pointer, a row and a column per A row, and a B address built per chunk, held registers that the
+// fp32 kernels need.)
+template <Math M, int C_IN, int C_OUT, int H, int BM, int BN, int STAGES, int TM>
+struct PhaseBlock {
   using S = TileShape<M, BM, BN, STAGES, TM>;
   using Act = typename S::Act;
-  constexpr int BK = S::BK;
-  constexpr int NT = S::kThreads;
-  static_assert(C_IN % BK == 0, "a K tile must stay inside one tap");
-  static_assert(C_OUT % BN == 0, "N tiles must cover C_OUT exactly");
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  Act* smem = reinterpret_cast<Act*>(smem_raw);
+  static constexpr int NT = S::kThreads;
+  static constexpr int kRowsPerWord = 5;
 
-  const int tid = threadIdx.x;
-  const int z = blockIdx.z;
-  const int py = phase_py(z), px = phase_px(z);
-  const int ntx = phase_taps(px);
-  const int k_total = phase_taps(py) * ntx * C_IN;
-  const int num_k_tiles = k_total / BK;
-  const int m0 = blockIdx.x * BM;
-  const int n0 = blockIdx.y * BN;
-
-  // This thread's A rows: (tid / 8) + (NT / 8) * r, always in chunk column tid % 8. Row r is output
-  // position m = m0 + tid / 8 + (NT / 8) * r, and tap (ty, tx) reads the input pixel (dy, dx) away from
-  // m's own, so one pointer serves every row and tap: a_row0 (row 0's own pixel, at this thread's
-  // chunk) + r * (NT / 8) * C_IN + the tap's offset. a_taps holds 6 bits per row, 5 rows to a word:
-  // bit ty (0-2) says that input row oy + dy of tap row ty lies inside the map, bit 3 + tx the same for
-  // the column; all clear for rows past m_total, whose pixels are never read. (A pointer, a row and a
-  // column per A row, and a B address built per chunk, held registers that the fp32 kernels need.)
-  constexpr int kRowsPerWord = 5;
-  const int a_chunk = tid % S::kChunksPerRow;
-  const Act* a_row0 = in + static_cast<int64_t>(m0 + tid / S::kChunksPerRow) * C_IN + a_chunk * S::kElemsPerChunk;
+  int py, px, ntx, k_total, m0, n0, a_chunk;
+  const Act* in;
+  const Act* a_row0;
+  const Act* b_phase;
+  const Act* b_thread;  // fp32 B chunk r: row tid / (BN / 4) + r * NT / (BN / 4) of the K tile, columns here
   uint32_t a_taps[(S::kARowsPerThread + kRowsPerWord - 1) / kRowsPerWord] = {};
-#pragma unroll
-  for (int r = 0; r < S::kARowsPerThread; ++r) {
-    const int m = m0 + tid / S::kChunksPerRow + (NT / S::kChunksPerRow) * r;
-    const int oy = (m % (H * H)) / H, ox = m % H;
-    uint32_t bits = 0;
-#pragma unroll
-    for (int t = 0; t < 3; ++t) {
-      const int iy = oy + phase_offset(py, t), ix = ox + phase_offset(px, t);
-      if (t < phase_taps(py) && iy >= 0 && iy < H) bits |= 1u << t;
-      if (t < ntx && ix >= 0 && ix < H) bits |= 8u << t;
-    }
-    if (m < m_total) a_taps[r / kRowsPerWord] |= bits << (6 * (r % kRowsPerWord));
-  }
-  const Act* b_phase = weight + static_cast<int64_t>(phase_k_offset(z, C_IN)) * C_OUT;
-  // fp32 B chunk r of this thread: row tid / (BN / 4) + r * NT / (BN / 4) of the K tile, columns at b_thread.
-  const Act* b_thread = b_phase + static_cast<int64_t>(tid / (BN / 4)) * C_OUT + n0 + (tid % (BN / 4)) * 4;
 
-  auto load_tile = [&](int stage, int kt) {
+  __device__ __forceinline__ PhaseBlock(const Act* in_, const Act* weight, int m_total) : in(in_) {
+    const int tid = threadIdx.x, z = blockIdx.z;
+    py = phase_py(z), px = phase_px(z);
+    ntx = phase_taps(px);
+    k_total = phase_taps(py) * ntx * C_IN;
+    m0 = blockIdx.x * BM;
+    n0 = blockIdx.y * BN;
+    a_chunk = tid % S::kChunksPerRow;
+    a_row0 = in + static_cast<int64_t>(m0 + tid / S::kChunksPerRow) * C_IN + a_chunk * S::kElemsPerChunk;
+#pragma unroll
+    for (int r = 0; r < S::kARowsPerThread; ++r) {
+      const int m = m0 + tid / S::kChunksPerRow + (NT / S::kChunksPerRow) * r;
+      const int oy = (m % (H * H)) / H, ox = m % H;
+      uint32_t bits = 0;
+#pragma unroll
+      for (int t = 0; t < 3; ++t) {
+        const int iy = oy + phase_offset(py, t), ix = ox + phase_offset(px, t);
+        if (t < phase_taps(py) && iy >= 0 && iy < H) bits |= 1u << t;
+        if (t < ntx && ix >= 0 && ix < H) bits |= 8u << t;
+      }
+      if (m < m_total) a_taps[r / kRowsPerWord] |= bits << (6 * (r % kRowsPerWord));
+    }
+    b_phase = weight + static_cast<int64_t>(phase_k_offset(z, C_IN)) * C_OUT;
+    b_thread = b_phase + static_cast<int64_t>(tid / (BN / 4)) * C_OUT + n0 + (tid % (BN / 4)) * 4;
+  }
+
+  // Load: K tile kt's A (gathered, zeros outside the map) and B into pipeline stage `stage`, issued as
+  // cp.async, not awaited.
+  __device__ __forceinline__ void load_tile(Act* smem, int stage, int kt) const {
+    const int tid = threadIdx.x;
     Act* As = smem + stage * (S::kAElems + S::kBElems);
     Act* Bs = As + S::kAElems;
-    const int k0 = kt * BK;
+    const int k0 = kt * S::BK;
     const int tap = k0 / C_IN, c0 = k0 % C_IN;
     const int ty = tap / ntx, tx = tap % ntx;
     const int offset = (phase_offset(py, ty) * H + phase_offset(px, tx)) * C_IN + c0;
@@ -231,45 +229,61 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
         cp_async16(Bs + krow * S::kBpitch + ch * 4, src, true);
       }
     }
-  };
+  }
+};
 
-  // Accumulators and the per-flavour inner product over one K tile.
-  constexpr int WM = BM / S::kWarpsM;  // tensor-core flavours: warp tile WM x WN
-  constexpr int WN = BN / S::kWarpsN;
-  constexpr int MI = WM / 16;
-  constexpr int NI = WN / 8;
+// Each thread's outputs and their accumulators. Tensor-core flavours: warp (warp_m, warp_n) owns a
+// WM x WN tile as MI x NI mma fragments of 16 x 8; fp32: thread (tx, ty) owns rows ty + TY * i
+// (i < TM) and columns tx * 4 + j, BN / 2 + tx * 4 + j (j < 4), with a running sum per tap beside
+// each total.
+template <Math M, int C_IN, int BM, int BN, int STAGES, int TM>
+struct PhaseAccumulators {
+  using S = TileShape<M, BM, BN, STAGES, TM>;
+  using Act = typename S::Act;
+  static constexpr int WM = BM / S::kWarpsM;  // tensor-core flavours: warp tile WM x WN
+  static constexpr int WN = BN / S::kWarpsN;
+  static constexpr int MI = WM / 16;
+  static constexpr int NI = WN / 8;
   static_assert(M == Math::Fp32 || (WM % 16 == 0 && NI % 2 == 0), "warp tile must be whole ldmatrix blocks");
-  constexpr int kAccs = (M == Math::Fp32) ? TM * 8 : MI * NI * 4;
-  float acc[kAccs];
-#pragma unroll
-  for (int i = 0; i < kAccs; ++i) acc[i] = 0.f;
-  // fp32: the current tap's products go into tap_sum, one FFMA chain from zero per output and tap, which
-  // joins acc after the tap's last K tile (the main loop below). A K tile never straddles two taps.
-  constexpr int kTapSums = (M == Math::Fp32) ? kAccs : 1;
-  constexpr int kTilesPerTap = C_IN / BK;
-  float tap_sum[kTapSums];
-#pragma unroll
-  for (int i = 0; i < kTapSums; ++i) tap_sum[i] = 0.f;
+  static constexpr int kAccs = (M == Math::Fp32) ? TM * 8 : MI * NI * 4;
+  // fp32: the current tap's products go into tap_sum, one FFMA chain from zero per output and tap,
+  // which joins acc after the tap's last K tile (end_k_tile). A K tile never straddles two taps.
+  static constexpr int kTapSums = (M == Math::Fp32) ? kAccs : 1;
+  static constexpr int kTilesPerTap = C_IN / S::BK;
+  static constexpr int TX = BN / 8;   // fp32: threads along n
+  static constexpr int TY = BM / TM;  // fp32: threads along m
+  static constexpr int kHalfK = 16 / static_cast<int>(sizeof(Act));  // elements in 16 bytes: 8 bf16, 4 tf32
 
-  const int lane = tid % 32, warp = tid / 32;
-  const int g = lane / 4, t4 = lane % 4;
-  const int warp_m = warp % S::kWarpsM, warp_n = warp / S::kWarpsM;
-  constexpr int TX = BN / 8;  // fp32: threads along n
-  constexpr int TY = BM / TM;  // fp32: threads along m
-  const int tx = tid % TX, ty = tid / TX;
+  float acc[kAccs];
+  float tap_sum[kTapSums];
+  int lane, warp_m, warp_n, g, t4, tx, ty;
   // ldmatrix row addresses of this lane (in elements, within a stage). A x4: matrices (rows 0-7 | 8-15)
   // x (k half 0 | 1) of a 16-row block. B x4: (n block ni: k half 0 | 1, n block ni + 1: k half 0 | 1).
-  constexpr int kHalfK = 16 / static_cast<int>(sizeof(Act));  // elements in 16 bytes: 8 bf16, 4 tf32
-  const int a_ld = (warp_m * WM + lane % 16) * S::kApitch + (lane / 16) * kHalfK;
-  const int b_ld = (warp_n * WN + lane % 8 + (lane / 16) * 8) * S::kBpitch + ((lane / 8) % 2) * kHalfK;
+  int a_ld, b_ld;
 
-  auto compute_tile = [&](int stage) {
+  __device__ __forceinline__ PhaseAccumulators() {
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < kAccs; ++i) acc[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < kTapSums; ++i) tap_sum[i] = 0.f;
+    lane = tid % 32;
+    const int warp = tid / 32;
+    g = lane / 4, t4 = lane % 4;
+    warp_m = warp % S::kWarpsM, warp_n = warp / S::kWarpsM;
+    tx = tid % TX, ty = tid / TX;
+    a_ld = (warp_m * WM + lane % 16) * S::kApitch + (lane / 16) * kHalfK;
+    b_ld = (warp_n * WN + lane % 8 + (lane / 16) * 8) * S::kBpitch + ((lane / 8) % 2) * kHalfK;
+  }
+
+  // Multiply: one K tile of the stage's A and B into the accumulators (fp32: into the tap sums).
+  __device__ __forceinline__ void multiply_tile(const Act* smem, int stage) {
     const Act* As = smem + stage * (S::kAElems + S::kBElems);
     const Act* Bs = As + S::kAElems;
     if constexpr (M == Math::Fp32) {
       // rows ty + TY*i (i < TM), columns tx*4 + j and BN/2 + tx*4 + j
 #pragma unroll
-      for (int k = 0; k < BK; k += 4) {
+      for (int k = 0; k < S::BK; k += 4) {
         float4 a[TM];
 #pragma unroll
         for (int i = 0; i < TM; ++i) a[i] = *reinterpret_cast<const float4*>(As + (ty + TY * i) * S::kApitch + k);
@@ -290,7 +304,7 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
       // One mma k step: 8 tf32 or 16 bf16, i.e. two 16-byte halves of each fragment row.
       constexpr int KS = 2 * kHalfK;
 #pragma unroll
-      for (int k = 0; k < BK; k += KS) {
+      for (int k = 0; k < S::BK; k += KS) {
         uint32_t a[MI][4], b[NI][2];
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(a[mi], As + a_ld + mi * 16 * S::kApitch + k);
@@ -325,23 +339,12 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
         }
       }
     }
-  };
-
-  // Three-stage cp.async pipeline: tiles kt+1 and kt+2 load while tile kt is multiplied.
-#pragma unroll
-  for (int s = 0; s < S::kStages - 1; ++s) {
-    if (s < num_k_tiles) load_tile(s, s);
-    cp_async_commit();
   }
-  for (int kt = 0; kt < num_k_tiles; ++kt) {
-    cp_async_wait<S::kStages - 2>();
-    __syncthreads();
-    int next = kt + S::kStages - 1;
-    if (next < num_k_tiles) load_tile(next % S::kStages, next);
-    cp_async_commit();
-    compute_tile(kt % S::kStages);
+
+  // After K tile kt: in fp32, at a tap's last K tile, its sums join the totals.
+  __device__ __forceinline__ void end_k_tile(int kt) {
     if constexpr (M == Math::Fp32) {
-      if ((kt + 1) % kTilesPerTap == 0) {  // the tap's last K tile: its sums join the totals
+      if ((kt + 1) % kTilesPerTap == 0) {
 #pragma unroll
         for (int i = 0; i < kAccs; ++i) {
           acc[i] += tap_sum[i];
@@ -350,9 +353,17 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
       }
     }
   }
-  cp_async_wait<0>();
+};
 
-  // Epilogue: relu(scale * acc + shift) into the phase's output pixels.
+// Epilogue: relu(scale * acc + shift) into the phase's output pixels.
+template <Math M, int C_IN, int C_OUT, int H, int BM, int BN, int STAGES, int TM>
+__device__ __forceinline__ void phase_store_outputs(const PhaseBlock<M, C_IN, C_OUT, H, BM, BN, STAGES, TM>& blk,
+                                                    const PhaseAccumulators<M, C_IN, BM, BN, STAGES, TM>& t,
+                                                    const float* __restrict__ scale, const float* __restrict__ shift,
+                                                    typename MathTypes<M>::Act* __restrict__ out, int m_total) {
+  using Act = typename MathTypes<M>::Act;
+  using T = PhaseAccumulators<M, C_IN, BM, BN, STAGES, TM>;
+  const int m0 = blk.m0, n0 = blk.n0, py = blk.py, px = blk.px;
   auto out_ptr = [&](int m) -> Act* {
     int img = m / (H * H), pix = m % (H * H);
     int oy = pix / H, ox = pix % H;
@@ -363,35 +374,35 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
     float sc[8], sh[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      int n = n0 + (j / 4) * (BN / 2) + tx * 4 + j % 4;
+      int n = n0 + (j / 4) * (BN / 2) + t.tx * 4 + j % 4;
       sc[j] = scale[n];
       sh[j] = shift[n];
     }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
-      int m = m0 + ty + TY * i;
+      int m = m0 + t.ty + T::TY * i;
       if (m >= m_total) continue;
-      float* o = out_ptr(m) + n0 + tx * 4;
+      float* o = out_ptr(m) + n0 + t.tx * 4;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         float v[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) v[j] = fmaxf(fmaf(acc[i * 8 + h * 4 + j], sc[h * 4 + j], sh[h * 4 + j]), 0.f);
+        for (int j = 0; j < 4; ++j) v[j] = fmaxf(fmaf(t.acc[i * 8 + h * 4 + j], sc[h * 4 + j], sh[h * 4 + j]), 0.f);
         Store<M>::four(o + h * (BN / 2), make_float4(v[0], v[1], v[2], v[3]));
       }
     }
   } else {
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
+    for (int mi = 0; mi < T::MI; ++mi) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        int m = m0 + warp_m * WM + mi * 16 + g + half * 8;
+        int m = m0 + t.warp_m * T::WM + mi * 16 + t.g + half * 8;
         if (m >= m_total) continue;
         Act* o = out_ptr(m);
 #pragma unroll
-        for (int ni = 0; ni < NI; ++ni) {
-          int n = n0 + warp_n * WN + ni * 8 + 2 * t4;
-          const float* c = acc + (mi * NI + ni) * 4 + half * 2;
+        for (int ni = 0; ni < T::NI; ++ni) {
+          int n = n0 + t.warp_n * T::WN + ni * 8 + 2 * t.t4;
+          const float* c = t.acc + (mi * T::NI + ni) * 4 + half * 2;
           float v0 = fmaxf(fmaf(c[0], scale[n], shift[n]), 0.f);
           float v1 = fmaxf(fmaf(c[1], scale[n + 1], shift[n + 1]), 0.f);
           Store<M>::two(o + n, v0, v1);
@@ -399,6 +410,44 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
       }
     }
   }
+}
+
+template <Math M, int C_IN, int C_OUT, int H, int BM, int BN, int STAGES = 3, int TM = 8>
+__global__ void __launch_bounds__(TileShape<M, BM, BN, STAGES, TM>::kThreads,
+                                  phase_gemm_min_blocks<M, BM, BN, STAGES, TM>())
+tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H, C_IN)
+                 const typename MathTypes<M>::Act* __restrict__ weight,  // four phases' B, see above
+                 const float* __restrict__ scale, const float* __restrict__ shift,  // (C_OUT)
+                 typename MathTypes<M>::Act* __restrict__ out,  // (n, 2H, 2H, C_OUT)
+                 int m_total) {                                  // n * H * H
+  using S = TileShape<M, BM, BN, STAGES, TM>;
+  using Act = typename S::Act;
+  static_assert(C_IN % S::BK == 0, "a K tile must stay inside one tap");
+  static_assert(C_OUT % BN == 0, "N tiles must cover C_OUT exactly");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Act* smem = reinterpret_cast<Act*>(smem_raw);
+
+  const PhaseBlock<M, C_IN, C_OUT, H, BM, BN, STAGES, TM> blk(in, weight, m_total);
+  PhaseAccumulators<M, C_IN, BM, BN, STAGES, TM> t;
+  const int num_k_tiles = blk.k_total / S::BK;
+
+  // Three-stage cp.async pipeline: tiles kt+1 and kt+2 load while tile kt is multiplied.
+#pragma unroll
+  for (int s = 0; s < S::kStages - 1; ++s) {
+    if (s < num_k_tiles) blk.load_tile(smem, s, s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < num_k_tiles; ++kt) {
+    cp_async_wait<S::kStages - 2>();
+    __syncthreads();
+    int next = kt + S::kStages - 1;
+    if (next < num_k_tiles) blk.load_tile(smem, next % S::kStages, next);
+    cp_async_commit();
+    t.multiply_tile(smem, kt % S::kStages);
+    t.end_k_tile(kt);
+  }
+  cp_async_wait<0>();
+  phase_store_outputs(blk, t, scale, shift, out, m_total);
 }
 
 // The launchers. Tile shapes per stage, two per stage: Large for batches that fill the GPU, Small (half the
