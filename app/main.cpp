@@ -29,6 +29,7 @@
 
 #include "files/commit_journal.hpp"
 #include "files/output_format.hpp"
+#include "files/output_guard.hpp"
 #include "files/stop_signals.hpp"
 #include "common/errors.hpp"
 #include "run/pipeline.hpp"
@@ -161,7 +162,8 @@ cxxopts::Options command_line() {
        "file of a split is a grid of its own (default: square, ceil(sqrt(images)) a side)", value<std::string>(), "C")
       ("grid-padding", "mosaics: P black pixels between and around the tiles, as save_image(padding=P)",
        value<std::string>()->default_value("0"), "P")
-      ("summary-json", "also write the run summary as JSON to FILE (atomically, like every output)",
+      ("summary-json", "also write the run summary as JSON to FILE (atomically, like every output); - for "
+       "standard output, which then carries the JSON instead of the summary",
        value<std::string>(), "FILE")
       ("finish-commit", "only finish the commit of a run that was killed while it put its outputs in place "
        "(DIR/.facegen-commit-*; a run into DIR does it itself): exit 0 when the run's new outputs are in "
@@ -256,9 +258,10 @@ void refuse_overwriting(const std::string& prefix, const std::vector<facegen::Ou
 // PNGs that holds it, ...). Both are refused in one sentence.
 void check_output_prefix(const std::string& prefix, const std::vector<ReadFile>& read_files,
                          const std::vector<facegen::OutputFormat>& formats) {
-  if (prefix.empty() || prefix.back() == '/') {
+  const std::string last = prefix.substr(prefix.find_last_of('/') == std::string::npos ? 0 : prefix.find_last_of('/') + 1);
+  if (last.empty() || last == "." || last == "..") {
     throw facegen::UserError("--output takes a path prefix such as outputs/run1 (it writes outputs/run1.txt, ...), got '" +
-                             prefix + "'");
+                             prefix + "', which names a folder");
   }
   // Every output name is the prefix's last part and at least 4 more bytes (".txt"); longer ones
   // (numbered mosaics) are checked as their files are created.
@@ -354,6 +357,7 @@ std::string resolved_name(const std::string& path) {
 // written last, would replace the output, or the output the summary).
 void check_summary_path(const std::string& summary, const std::string& prefix,
                         const std::vector<facegen::OutputFormat>& formats, const std::vector<ReadFile>& read_files) {
+  if (facegen::summary_to_stdout(summary)) return;
   struct stat existing;
   for (const ReadFile& read : read_files) {
     if (!read.path.empty() && ::stat(read.path.c_str(), &existing) == 0 && same_file(summary, existing)) {
@@ -472,8 +476,7 @@ int run_command_line(int argc, char** argv) {
     }
 
     const facegen::RunSummary summary = facegen::run_generation(request);
-    if (!request.summary_json_path.empty()) facegen::write_summary_json(request.summary_json_path, summary);
-    if (!quiet) facegen::print_summary(stdout, summary);
+    facegen::report_summary(summary, request.summary_json_path, quiet);
     return 0;
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "facegen: " << e.what() << " (see --help)\n";

@@ -48,6 +48,7 @@ class CommitJournal {
   int directory_fd() const { return directory_fd_; }
   const std::string& path() const { return path_; }
   std::string backup_name(size_t entry) const;  // where the old file of an entry is kept
+  const std::string& token() const { return token_; }
 
   void done();     // every new output in place, backups gone: removed, or marked done (tagged)
   void abandon();  // nothing replaced after all (rolled back here): removed

@@ -83,7 +83,7 @@ bool has_signature(const std::string& bytes, int64_t size, WrittenKind kind) {
 }
 
 const char* file_type_phrase(mode_t mode) {
-  if (S_ISLNK(mode)) return "is a symbolic link, and facegen never writes through or over links";
+  if (S_ISLNK(mode)) return "is a symbolic link, which facegen never follows nor replaces";
   if (S_ISFIFO(mode)) return "is a FIFO";
   if (S_ISCHR(mode)) return "is a character device";
   if (S_ISBLK(mode)) return "is a block device";
@@ -115,7 +115,7 @@ std::string why_not_png_folder(int dir_fd, const std::string& name) {
   if (foreign == 0) return "";
   return "holds " + first_foreign +
          (foreign > 1 ? " and " + with_commas(foreign - 1) + " more entr" + (foreign > 2 ? "ies" : "y") : "") +
-         " that facegen does not write there";
+         ", which facegen does not write there";
 }
 
 }  // namespace
@@ -157,7 +157,7 @@ std::string why_not_replaceable(int dir_fd, const std::string& name, WrittenKind
   }
   struct statx st;
   if (::statx(dir_fd, name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_UID | STATX_SIZE, &st) != 0) {
-    if (errno == ENOENT) return "";
+    if (errno == ENOENT || errno == ENAMETOOLONG) return "";  // nothing can be there (creating it says why)
     return std::string("cannot be examined: ") + std::strerror(errno);
   }
   const mode_t mode = st.stx_mode;
@@ -185,14 +185,10 @@ void require_replaceable(const std::string& path, WrittenKind kind, const std::s
   const std::string directory = directory_of(path);
   Descriptor dir{::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (dir.fd < 0 && errno == EACCES) dir.fd = ::open(directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dir.fd < 0) {
-    const int err = errno;
-    throw UserError(flag + " " + path + ": cannot open its folder " + directory + ": " + std::strerror(err) +
-                    (err == ENOENT ? " (does the folder exist?)" : ""));
-  }
+  if (dir.fd < 0) return;  // nothing is there to replace; creating the output says why it cannot be
   const std::string why = why_not_replaceable(dir.fd, base_name(path), kind);
   if (why.empty()) return;
-  throw UserError(flag + " " + path + " would replace what is there, which " + why +
+  throw UserError("cannot write the " + std::string(written_kind_name(kind)) + " " + path + ": it " + why +
                   "; facegen replaces only what it wrote (move it away or choose another " + flag + ")");
 }
 

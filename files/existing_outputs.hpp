@@ -41,7 +41,8 @@ bool is_png_file_name(const std::string& name);
 std::string why_not_replaceable(int dir_fd, const std::string& name, WrittenKind kind);
 
 // The same by path; throws UserError, one sentence naming the path and `flag` (the flag that named
-// it, "--output" or "--summary-json"), when it may not be replaced.
+// it, "--output" or "--summary-json"), when it may not be replaced. A folder that cannot be opened
+// holds nothing to replace: creating the output there says why it cannot be.
 void require_replaceable(const std::string& path, WrittenKind kind, const std::string& flag);
 
 // Removes an old PNG folder that a commit has taken the place of (now at `name` in `dir_fd`): its

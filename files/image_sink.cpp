@@ -118,15 +118,19 @@ void commit_sinks(const std::vector<ImageSink*>& sinks) {
   for (ImageSink* sink : sinks) sink->committed();
 }
 
-std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& prefix, int64_t total_images,
-                                     const SinkOptions& options) {
+OutputOptions output_options(const SinkOptions& options) {
   OutputOptions layout_options;
   layout_options.mosaic_tiles = options.mosaic_tiles;
   layout_options.image_channels = options.image_channels;
   layout_options.on_notice = options.on_notice;
   layout_options.grid_columns = options.grid_columns;
   layout_options.grid_padding = options.grid_padding;
-  return std::make_unique<FormatSink>(OutputLayout(format, prefix, total_images, layout_options), options);
+  return layout_options;
+}
+
+std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& prefix, int64_t total_images,
+                                     const SinkOptions& options) {
+  return std::make_unique<FormatSink>(OutputLayout(format, prefix, total_images, output_options(options)), options);
 }
 
 std::unique_ptr<ImageSink> make_text_sink(const std::string& path, int64_t total_images, const SinkOptions& options) {

@@ -52,6 +52,9 @@ struct SinkOptions {
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
 };
 
+// The layout options of the output formats that these sink options ask for.
+OutputOptions output_options(const SinkOptions& options);
+
 // The sink of one format for N images: PREFIX.txt, PREFIX.bmp (or PREFIX-0001.bmp, ...), PREFIX.npy,
 // PREFIX/ (png), PREFIX.png (or PREFIX-0001.png, ...). The first file exists (as a temporary) on return,
 // the others from their first image on.

@@ -10,11 +10,11 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <stdexcept>
 
 #include "common/errors.hpp"
 #include "files/commit_journal.hpp"
+#include "files/existing_outputs.hpp"
 #include "files/path_parts.hpp"
 #include "files/temp_registry.hpp"
 
@@ -55,6 +55,14 @@ std::vector<CommitEntry> journal_entries(const std::vector<PendingRename>& renam
     e.folder = r.folder;
     struct stat st;
     e.existed = ::lstat(r.final.c_str(), &st) == 0;
+    // Checked before the run began; checked again, as something else may have taken its place since.
+    if (e.existed) {
+      try {
+        require_replaceable(r.final, r.kind, "--output");
+      } catch (const UserError& error) {
+        throw UserError(std::string(error.what()) + " (found at the commit; no output was replaced)");
+      }
+    }
     if (::lstat(r.temp.c_str(), &st) != 0)
       throw UserError("the new output " + r.temp + " is gone: " + std::strerror(errno) + " (no output was replaced)");
     e.inode = static_cast<uint64_t>(st.st_ino);
@@ -89,6 +97,21 @@ bool put_back(const std::vector<CommitEntry>& entries, const CommitJournal& jour
     }
   }
   return all;
+}
+
+// An old PNG folder that held something facegen did not write when its PNGs were removed (added
+// after the checks): it stays, under a name of its own beside the new folder, never under a
+// temporary name that a cleanup would remove.
+void keep_old_folder(int dir, const std::string& directory, const CommitEntry& e, const std::string& token,
+                     const std::string& why) {
+  const std::string kept = e.final + ".old-" + token;
+  const std::string shown = (directory == "." ? "" : directory + "/");
+  if (::renameat(dir, e.temp.c_str(), dir, kept.c_str()) == 0) {
+    std::fprintf(stderr, "facegen: warning: the old PNG folder %s%s was kept as %s%s: %s\n", shown.c_str(),
+                 e.final.c_str(), shown.c_str(), kept.c_str(), why.c_str());
+  } else {
+    warn("the old PNG folder " + shown + e.final + " (" + why + ") stays at " + shown + e.temp, errno);
+  }
 }
 
 }  // namespace
@@ -152,9 +175,8 @@ void commit_all_or_nothing(const std::vector<PendingRename>& renames) {
     }
     if (e.folder && e.existed) {
       faults.before_change();
-      std::error_code error;
-      std::filesystem::remove_all(renames[i].temp, error);
-      if (error) warn("cannot remove the old folder now at " + renames[i].temp, error.value());
+      const std::string left = remove_old_png_folder(dir, e.temp);
+      if (!left.empty()) keep_old_folder(dir, directory, e, journal.token(), left);
     }
   }
   ::fsync(dir);

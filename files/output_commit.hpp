@@ -26,12 +26,15 @@
 #include <string>
 #include <vector>
 
+#include "files/existing_outputs.hpp"
+
 namespace facegen {
 
 struct PendingRename {
   std::string temp;   // the new output, complete and synced
   std::string final;  // where it goes
   bool folder = false;
+  WrittenKind kind = WrittenKind::Text;  // what it is, for checking what it replaces
 };
 
 // Throws UserError naming the output and the system's reason; the old outputs are then untouched

@@ -268,7 +268,8 @@ std::vector<PendingRename> OutputFiles::renames() const {
   std::vector<PendingRename> renames;
   for (const auto& [index, slot] : slots_) {
     if (slot->spec.kind == OutputFile::Kind::Pixels) continue;
-    renames.push_back({slot->temp, slot->spec.path, slot->spec.kind == OutputFile::Kind::Folder});
+    renames.push_back({slot->temp, slot->spec.path, slot->spec.kind == OutputFile::Kind::Folder,
+                       written_kind(slot->spec.format)});
   }
   return renames;
 }

@@ -22,6 +22,7 @@
 #include "common/model_shape.hpp"
 #include "common/text_format.hpp"
 #include "common/threads.hpp"
+#include "files/path_parts.hpp"
 #include "files/temp_registry.hpp"
 
 namespace facegen {
@@ -200,6 +201,19 @@ std::string OutputLayout::mosaic_file_path(int64_t mosaic) const {
   return mosaic_path(prefix_, format_extension(format_), mosaic, mosaic_count());
 }
 
+bool OutputLayout::writes_name(const std::string& name) const {
+  const std::string stem = base_name(prefix_);
+  if (!is_output_name(format_, stem, name)) return false;
+  const int64_t mosaics = mosaic_count();
+  if (mosaics == 1) return name == base_name(mosaic_file_path(0));
+  // STEM-<digits>.EXT: file k of the split when the digits are those mosaic_path writes for k.
+  const size_t digits_start = stem.size() + 1;
+  const size_t digits_end = name.rfind('.');
+  if (digits_end - digits_start > 18) return false;
+  const int64_t number = std::stoll(name.substr(digits_start, digits_end - digits_start));
+  return number >= 1 && number <= mosaics && name == base_name(mosaic_file_path(number - 1));
+}
+
 size_t OutputLayout::file_count() const {
   const int64_t mosaics = mosaic_count();
   return static_cast<size_t>(format_ == OutputFormat::MosaicPng ? 2 * mosaics : mosaics);
@@ -213,12 +227,13 @@ OutputFile OutputLayout::file(size_t index) const {
   }
   switch (format_) {
     case OutputFormat::Text:
-      return {Kind::Data, prefix_ + "." + format_extension(format_), std::to_string(total_) + "\n", -1, 0, total_, {}};
+      return {Kind::Data, prefix_ + "." + format_extension(format_), std::to_string(total_) + "\n", -1, 0, total_, {},
+              format_};
     case OutputFormat::Npy:
       return {Kind::Data, prefix_ + "." + format_extension(format_), npy_header(total_, image_channels()),
-              header_bytes_ + total_ * image_values() * 4, 0, total_, {}};
+              header_bytes_ + total_ * image_values() * 4, 0, total_, {}, format_};
     case OutputFormat::Png:
-      return {Kind::Folder, prefix_, "", -1, 0, total_, {}};
+      return {Kind::Folder, prefix_, "", -1, 0, total_, {}, format_};
     case OutputFormat::Bmp:
     case OutputFormat::MosaicPng:
       break;
@@ -226,6 +241,7 @@ OutputFile OutputLayout::file(size_t index) const {
   const bool bmp = format_ == OutputFormat::Bmp;
   const int64_t mosaic = static_cast<int64_t>(bmp ? index : index / 2);
   OutputFile file;
+  file.format = format_;
   file.path = mosaic_file_path(mosaic);
   file.first = mosaic * per_file_;
   file.count = std::min(per_file_, total_ - file.first);
@@ -490,6 +506,14 @@ bool is_numbered_mosaic_name(const std::string& name, const std::string& stem, c
          name.compare(name.size() - tail.size(), tail.size(), tail) == 0 &&
          name.substr(head.size(), name.size() - head.size() - tail.size()).find_first_not_of("0123456789") ==
              std::string::npos;
+}
+
+bool is_output_name(OutputFormat format, const std::string& stem, const std::string& name) {
+  if (format == OutputFormat::Png) return name == stem;
+  const char* extension = format_extension(format);
+  if (name == stem + "." + extension) return true;
+  const bool mosaic = format == OutputFormat::Bmp || format == OutputFormat::MosaicPng;
+  return mosaic && is_numbered_mosaic_name(name, stem, extension);
 }
 
 std::string mosaic_path(const std::string& prefix, const char* extension, int64_t file, int64_t files) {

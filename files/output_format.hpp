@@ -86,6 +86,7 @@ struct OutputFile {
   int64_t first = 0;     // the images [first, first + count) of the run that it holds
   int64_t count = 0;
   MosaicGrid grid;       // mosaics: where the tiles go
+  OutputFormat format = OutputFormat::Text;  // the output it belongs to
 };
 
 // Where a format's bytes go: the temporary files of the output's files(), by index. Both drivers
@@ -131,6 +132,8 @@ class OutputLayout {
   // The files that images [first, first + count) land in: [begin, end) of file().
   std::pair<size_t, size_t> files_of(int64_t first, int64_t count) const;
   std::string describe() const;  // the path for messages: "r.bmp", "r-0001.bmp ... r-0003.bmp (3 files)", "r/"
+  // Whether `name` (in the prefix's folder, no directory) is one of this output's final paths.
+  bool writes_name(const std::string& name) const;
 
   // Every format but txt: writes images [first, first + count) of the run, (count, 64, 64, nc), at their
   // offsets through `out`. Any thread; several threads may write disjoint runs at once.
@@ -188,6 +191,9 @@ std::string mosaic_path(const std::string& prefix, const char* extension, int64_
 // last part is `stem`: STEM-<digits>.EXT.
 bool is_numbered_mosaic_name(const std::string& name, const std::string& stem, const char* extension);
 std::string png_file_name(int64_t index, int64_t total_images);  // "000042.png"
+// Whether a file name (no directory) is one that `format` writes for a prefix whose last part is
+// `stem`, for some number of images: STEM.txt; STEM.bmp or a numbered STEM-<digits>.bmp; the folder STEM; ...
+bool is_output_name(OutputFormat format, const std::string& stem, const std::string& name);
 // Bound on one formatted line: every value at its longest ("%.4f " of -FLT_MAX is 46 characters),
 // then "\n". Values in (-1, 1) take 7 or 8 characters each.
 constexpr size_t kMaxImageTextBytes = 12288 * 46 + 1;

@@ -338,12 +338,8 @@ std::vector<std::string> OrderedOutputs::final_paths() const {
 
 void OrderedOutputs::prepare(RankStatus& status) {
   attempt(status, [&] {
-    OutputOptions layout_options;
-    layout_options.mosaic_tiles = options_.mosaic_tiles;
-    layout_options.grid_columns = options_.grid_columns;
-    layout_options.grid_padding = options_.grid_padding;
-    layout_options.image_channels = options_.image_channels;
-    if (rank_ == 0) layout_options.on_notice = options_.on_notice;
+    OutputOptions layout_options = output_options(options_);
+    if (rank_ != 0) layout_options.on_notice = nullptr;
     for (OutputFormat format : formats_) {
       layouts_.emplace_back(format, prefix_, total_, layout_options);
       first_file_.push_back(file_count_);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "files/output_guard.hpp"
 #include "files/stop_signals.hpp"
 #include "files/temp_registry.hpp"
 #include "generator/backend.hpp"
@@ -118,6 +119,7 @@ class RankJob {
   int64_t generated_ = 0;       // images this rank has generated so far
   std::unique_ptr<JobProgress> progress_;
   std::unique_ptr<ProgressDisplay> display_;  // rank 0
+  std::unique_ptr<OutputGuard> guard_;         // rank 0: the prefix's lock, until the outputs are in place
 };
 
 int64_t RankJob::default_min_images() const {
@@ -208,6 +210,19 @@ int RankJob::run_steps() {
                                     &input_status);
   times_.parse += seconds_since(share_start);
 
+  // Rank 0, before any backend starts or output exists: one job at a time into the prefix, and
+  // nothing replaced that facegen did not write (files/output_guard.hpp).
+  SinkOptions sink_options = request_.sinks;
+  sink_options.image_channels = spec_.image_channels;
+  RankStatus output_status;
+  if (is_root_ && reader) {
+    attempt(output_status, [&] {
+      guard_ = std::make_unique<OutputGuard>(request_.output_prefix, request_.formats, total,
+                                             output_options(sink_options), request_.summary_json_path);
+    });
+  }
+  if (!agree(status) || !agree(input_status) || !agree(output_status)) return exit_code_;
+
   // 2. How many ranks generate; those start their backends.
   int active = 1;
   if (is_root_) {
@@ -220,14 +235,11 @@ int RankJob::run_steps() {
   MPI_CHECK(MPI_Allgather(&topo_.node_index, 1, MPI_INT, node_of_rank.data(), 1, MPI_INT, world_));
   if (topo_.world_rank < active) attempt(status, [&] { start_backend(active, node_of_rank); });
   if (!agree(status)) return exit_code_;
-  if (!agree(input_status)) return exit_code_;
 
   // 3. Outputs: checked by all, created by rank 0, opened by all.
   const int64_t per_round = std::max<int64_t>(1, request_.chunk_images);
   WorkSplit split(total, active, per_round);
-  SinkOptions sink_options = request_.sinks;
   if (sink_options.threads <= 0) sink_options.threads = cpu_threads_;
-  sink_options.image_channels = spec_.image_channels;
   if (!sink_options.on_notice) sink_options.on_notice = request_.on_notice;
   OrderedOutputs outputs(world_, request_.output_prefix, request_.formats, total, sink_options, split.max_slice());
   outputs.prepare(status);
@@ -322,10 +334,7 @@ int RankJob::run_steps() {
   times_.total = seconds_since(job_start);
   if (display_) display_->finish();
   const RunSummary summary = gather_summary(split, outputs);
-  if (is_root_) {
-    if (!request_.summary_json_path.empty()) attempt(status, [&] { write_summary_json(request_.summary_json_path, summary); });
-    if (!options_.quiet) print_summary(stdout, summary);
-  }
+  if (is_root_) attempt(status, [&] { report_summary(summary, request_.summary_json_path, options_.quiet); });
   if (!agree(status)) return exit_code_;
   return 0;
 }
@@ -395,6 +404,7 @@ RunSummary RankJob::gather_summary(const WorkSplit& split, const OrderedOutputs&
                 split.rounds() == 1 ? "" : "s", static_cast<long long>(request_.chunk_images));
   s.ranks_note += text;
   s.model = request_.model_path;
+  if (guard_) s.stale = guard_->stale();
   s.latents = latents_text_;
   s.images = total;
   s.device = device_;

@@ -13,6 +13,7 @@
 #include "common/model_shape.hpp"
 #include "common/precision.hpp"
 #include "files/commit_journal.hpp"
+#include "files/output_guard.hpp"
 #include "files/path_parts.hpp"
 #include "generator/finite_check.hpp"
 #include "run/output_stage.hpp"
@@ -38,9 +39,29 @@ RunSummary run_generation(const GenerateRequest& request) {
   std::atomic<int64_t> generated{0};  // images generated so far, for the progress display
 
   auto start = Clock::now();
-  std::unique_ptr<Backend> backend;
   // The backends keep their own copy (host or device); this one names the layer of a non-finite image.
   const Network net = request.backend.device == DeviceKind::Synthetic ? Network() : load_network(request.model_path);
+  summary.load_seconds = seconds_since(start);
+  double parse_seconds = 0, compute_seconds = 0;
+
+  start = Clock::now();
+  LatentSpec latent_spec = request.latents;
+  latent_spec.latent_dim = net.spec().latent_dim;
+  std::unique_ptr<LatentSource> reader = open_latents(latent_spec);
+  const int64_t total = reader->count();
+  parse_seconds += seconds_since(start);
+
+  // Before the backend starts and before any output exists: one run at a time into the prefix, and
+  // nothing replaced that facegen did not write (output_guard.hpp).
+  SinkOptions sink_options = request.sinks;
+  if (!sink_options.on_notice) sink_options.on_notice = request.on_notice;
+  sink_options.image_channels = net.spec().image_channels;
+  const OutputGuard guard(request.output_prefix, request.formats, total, output_options(sink_options),
+                          request.summary_json_path);
+  summary.stale = guard.stale();
+
+  start = Clock::now();
+  std::unique_ptr<Backend> backend;
   {
     std::string notice;
     BackendOptions options = request.backend;
@@ -54,24 +75,13 @@ RunSummary run_generation(const GenerateRequest& request) {
   summary.backend = backend->describe();
   summary.precision = summary.device == "cuda" ? precision_name(request.backend.precision) : "fp32";
   summary.model = request.model_path;
-  summary.load_seconds = seconds_since(start);
-  double parse_seconds = 0, compute_seconds = 0;
-
-  start = Clock::now();
-  LatentSpec latent_spec = request.latents;
-  latent_spec.latent_dim = net.spec().latent_dim;
-  std::unique_ptr<LatentSource> reader = open_latents(latent_spec);
-  const int64_t total = reader->count();
-  parse_seconds += seconds_since(start);
+  summary.load_seconds += seconds_since(start);
 
   // A commit of an earlier run into this directory that a kill cut short is finished first.
   for (const std::string& sentence : finish_dead_commits(directory_of(request.output_prefix))) {
     if (request.on_notice) request.on_notice(sentence);
   }
   // Every output exists as a temporary file before any image is computed.
-  SinkOptions sink_options = request.sinks;
-  if (!sink_options.on_notice) sink_options.on_notice = request.on_notice;
-  sink_options.image_channels = net.spec().image_channels;
   std::vector<std::unique_ptr<ImageSink>> sinks;
   for (OutputFormat format : request.formats) {
     sinks.push_back(make_sink(format, request.output_prefix, total, sink_options));

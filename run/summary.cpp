@@ -4,12 +4,16 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "common/build_info.hpp"
 #include "common/text_format.hpp"
 #include "common/version.hpp"
 #include "files/atomic_file.hpp"
+#include "files/existing_outputs.hpp"
+#include "files/output_guard.hpp"
 
 namespace facegen {
 
@@ -68,6 +72,15 @@ void print_summary(std::FILE* out, const RunSummary& s) {
   for (const FileWritten& file : s.files) {
     std::fprintf(out, "wrote     %s (%s)\n", normal_path(file.path).c_str(), human_bytes(static_cast<double>(file.bytes)).c_str());
   }
+  if (!s.stale.empty()) {
+    // Named, never removed: only what a run replaces goes.
+    const size_t shown = std::min<size_t>(s.stale.size(), 3);
+    std::string names;
+    for (size_t k = 0; k < shown; ++k) names += (k ? ", " : "") + normal_path(s.stale[k]);
+    if (s.stale.size() > shown) names += " and " + with_commas(static_cast<int64_t>(s.stale.size() - shown)) + " more";
+    std::fprintf(out, "left      %s: outputs of an earlier run with this prefix that this run did not replace\n",
+                 names.c_str());
+  }
   std::fflush(out);
 }
 
@@ -93,6 +106,8 @@ std::string summary_json(const RunSummary& s) {
   }
   json files = json::array();
   for (const FileWritten& file : s.files) files.push_back({{"path", normal_path(file.path)}, {"bytes", file.bytes}});
+  json stale = json::array();
+  for (const std::string& path : s.stale) stale.push_back(normal_path(path));
   json out = {
       {"program", {{"version", FACEGEN_VERSION}, {"commit", git_commit()}}},
       {"model", s.model.empty() ? json(nullptr) : json(normal_path(s.model))},
@@ -109,6 +124,7 @@ std::string summary_json(const RunSummary& s) {
       {"total", {{"seconds", s.total_seconds}, {"images_per_second", rate(s.total_seconds, static_cast<double>(s.images))}}},
       {"peak_memory_bytes", s.peak_memory_bytes},
       {"files", files},
+      {"stale_files", stale},
   };
   if (!s.per_rank.empty()) {
     json ranks = json::array();
@@ -133,9 +149,21 @@ std::string summary_json(const RunSummary& s) {
 
 void write_summary_json(const std::string& path, const RunSummary& summary) {
   const std::string text = summary_json(summary);
+  require_replaceable(path, WrittenKind::SummaryJson, "--summary-json");  // checked at the start; again, as it may have changed
   AtomicFile file(path);
   file.write(text.data(), text.size());
   file.commit();
+}
+
+void report_summary(const RunSummary& summary, const std::string& json_path, bool quiet) {
+  if (summary_to_stdout(json_path)) {
+    const std::string text = summary_json(summary);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  if (!json_path.empty()) write_summary_json(json_path, summary);
+  if (!quiet) print_summary(stdout, summary);
 }
 
 int64_t file_bytes(const std::string& path) {

@@ -52,6 +52,7 @@ struct RunSummary {
   double total_seconds = 0;
   int64_t peak_memory_bytes = 0;  // this process's (rank 0's); each rank's in `per_rank`
   std::vector<FileWritten> files;
+  std::vector<std::string> stale;     // an earlier run's outputs with this prefix, left beside the new ones
   std::vector<RankFigures> per_rank;  // MPI only
 };
 
@@ -62,6 +63,11 @@ void print_summary(std::FILE* out, const RunSummary& summary);
 std::string summary_json(const RunSummary& summary);  // pretty-printed, ends with a newline
 // Writes summary_json() to `path` atomically; UserError naming the path on failure.
 void write_summary_json(const std::string& path, const RunSummary& summary);
+
+// What a finished run reports, for both drivers: the JSON to `json_path` ("" none; "-" or
+// /dev/stdout: standard output, which then carries the JSON alone), and the summary for a person on
+// stdout unless `quiet` or the JSON went there.
+void report_summary(const RunSummary& summary, const std::string& json_path, bool quiet);
 
 // "a//b/./c/../d" -> "a/b/d": how the summary shows every path.
 std::string normal_path(const std::string& path);

@@ -26,7 +26,7 @@ expect_error() {
   local name=$1 status=$2 pattern=$3
   shift 3
   rm -rf "$work/out" && mkdir -p "$work/out"
-  echo "old contents" > "$work/out/result.txt"
+  earlier_output txt "old contents" > "$work/out/result.txt"
   "$prog" "$@" > "$work/stdout" 2> "$work/stderr"
   local got=$?
   local left
@@ -39,7 +39,7 @@ expect_error() {
     fail "$name" "expected exactly one line on stderr, got: $(cat "$work/stderr")"
   elif [ -n "$left" ]; then
     fail "$name" "left files behind: $left"
-  elif [ "$(cat "$work/out/result.txt")" != "old contents" ]; then
+  elif ! cmp -s "$work/out/result.txt" <(earlier_output txt "old contents"); then
     fail "$name" "the existing output was changed"
   else
     pass "$name: $(cat "$work/stderr")"

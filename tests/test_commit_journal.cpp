@@ -24,8 +24,8 @@ namespace {
 
 // Old outputs r.txt, r-1.bmp and folder r/; new ones for each of them and r-2.bmp (which had none).
 std::vector<PendingRename> write_old_and_new(const TempDir& dir) {
-  write_file(dir.file("r.txt"), std::string("old text"));
-  write_file(dir.file("r-1.bmp"), std::string("old bmp 1"));
+  write_file(dir.file("r.txt"), earlier_text("old text"));
+  write_file(dir.file("r-1.bmp"), earlier_output(WrittenKind::Bmp, "old bmp 1"));
   std::filesystem::create_directory(dir.file("r"));
   write_file(dir.file("r/000000.png"), std::string("old png"));
   write_file(dir.file("r.txt.tmp-aaaaaa"), std::string("new text"));
@@ -33,10 +33,10 @@ std::vector<PendingRename> write_old_and_new(const TempDir& dir) {
   write_file(dir.file("r-2.bmp.tmp-cccccc"), std::string("new bmp 2"));
   std::filesystem::create_directory(dir.file("r.tmp-dddddd"));
   write_file(dir.file("r.tmp-dddddd/000000.png"), std::string("new png"));
-  return {{dir.file("r.txt.tmp-aaaaaa"), dir.file("r.txt"), false},
-          {dir.file("r-1.bmp.tmp-bbbbbb"), dir.file("r-1.bmp"), false},
-          {dir.file("r-2.bmp.tmp-cccccc"), dir.file("r-2.bmp"), false},
-          {dir.file("r.tmp-dddddd"), dir.file("r"), true}};
+  return {{dir.file("r.txt.tmp-aaaaaa"), dir.file("r.txt"), false, WrittenKind::Text},
+          {dir.file("r-1.bmp.tmp-bbbbbb"), dir.file("r-1.bmp"), false, WrittenKind::Bmp},
+          {dir.file("r-2.bmp.tmp-cccccc"), dir.file("r-2.bmp"), false, WrittenKind::Bmp},
+          {dir.file("r.tmp-dddddd"), dir.file("r"), true, WrittenKind::PngFolder}};
 }
 // Links of 2 backups, 4 renames, removals of 2 backups and the old folder.
 constexpr int kChanges = 9;
@@ -52,8 +52,8 @@ void check_new_set(const TempDir& dir) {
 
 void check_old_set(const TempDir& dir) {
   CHECK(dir.names() == std::vector<std::string>{"r", "r-1.bmp", "r.txt"});
-  CHECK(read_file(dir.file("r.txt")) == "old text");
-  CHECK(read_file(dir.file("r-1.bmp")) == "old bmp 1");
+  CHECK(read_file(dir.file("r.txt")) == earlier_text("old text"));
+  CHECK(read_file(dir.file("r-1.bmp")) == earlier_output(WrittenKind::Bmp, "old bmp 1"));
   CHECK(read_file(dir.file("r/000000.png")) == "old png");
 }
 
@@ -160,7 +160,7 @@ TEST_CASE("commit journal: a live commit's journal is left alone; a done one is 
   const std::vector<std::string> sentences = finish_dead_commits(dir.path);
   CHECK(sentences.empty());  // nothing to tell: that commit had finished
   CHECK(journals_in(dir).empty());
-  CHECK(read_file(dir.file("r.txt")) == "old text");
+  CHECK(read_file(dir.file("r.txt")) == earlier_text("old text"));
   CHECK(read_file(dir.file("moved-away")) == "new text");
 }
 

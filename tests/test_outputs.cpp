@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -308,24 +309,51 @@ TEST_CASE("png folder: an older folder is replaced only at commit; a file in the
   TempDir dir;
   const std::string folder = dir.file("p");
   std::filesystem::create_directory(folder);
-  std::ofstream(folder + "/old.txt") << "old";
+  write_file(folder + "/000007.png", std::string("old png"));
   const std::vector<float> images = some_images(1, 3);
   {
     auto sink = make_png_folder_sink(folder, 1);
     sink->append(images.data(), 0, 1);
   }
-  CHECK(std::filesystem::exists(folder + "/old.txt"));  // not committed: the old folder is untouched
+  CHECK(read_file(folder + "/000007.png") == "old png");  // not committed: the old folder is untouched
   {
     auto sink = make_png_folder_sink(folder, 1);
     sink->append(images.data(), 0, 1);
     sink->commit();
   }
-  CHECK(!std::filesystem::exists(folder + "/old.txt"));
+  CHECK(!std::filesystem::exists(folder + "/000007.png"));
   CHECK(std::filesystem::exists(folder + "/000000.png"));
   CHECK(dir.names() == std::vector<std::string>{"p"});
   std::ofstream(dir.file("f")) << "x";
   CHECK_THROWS_AS(make_png_folder_sink(dir.file("f"), 1), UserError);
   CHECK_THROWS_AS(make_png_folder_sink(dir.file("nodir/p"), 1), UserError);
+}
+
+TEST_CASE("png folder: an old folder that something else came into meanwhile is not replaced") {
+  for (const char* foreign : {"notes.txt", "sub/", "link", "000001.png/"}) {
+    CAPTURE(foreign);
+    TempDir dir;
+    const std::string folder = dir.file("p");
+    std::filesystem::create_directory(folder);
+    write_file(folder + "/000000.png", std::string("old png"));
+    const std::vector<float> images = some_images(1, 3);
+    auto sink = make_png_folder_sink(folder, 1);
+    sink->append(images.data(), 0, 1);
+    const std::string name = foreign;
+    if (name.back() == '/') {
+      std::filesystem::create_directory(folder + "/" + name);
+      write_file(folder + "/" + name + "kept", std::string("mine"));
+    } else if (name == "link") {
+      std::filesystem::create_symlink(dir.file("p"), folder + "/link");
+    } else {
+      write_file(folder + "/" + name, std::string("mine"));
+    }
+    const std::string message = user_error_of([&] { sink->commit(); });
+    CHECK(contains(message, "cannot write the PNG folder " + folder + ": it holds "));
+    CHECK(contains(message, "(found at the commit; no output was replaced)"));
+    CHECK(read_file(folder + "/000000.png") == "old png");
+    if (name.back() == '/') CHECK(read_file(folder + "/" + name + "kept") == "mine");
+  }
 }
 
 namespace {
@@ -552,16 +580,17 @@ TEST_CASE("formats at an offset: runs written in any order, by any split, give t
 TEST_CASE("commit: all outputs replace the old ones together; a failed rename puts every old one back") {
   TempDir dir;
   auto make_new = [&](const std::string& name) {
-    write_file(dir.file(name + ".new"), "new " + name);
-    return PendingRename{dir.file(name + ".new"), dir.file(name), false};
+    write_file(dir.file(name + ".new"), earlier_text("new " + name));
+    return PendingRename{dir.file(name + ".new"), dir.file(name), false, WrittenKind::Text};
   };
-  write_file(dir.file("a"), std::string("old a"));
-  write_file(dir.file("c"), std::string("old c"));
+  write_file(dir.file("a"), earlier_text("old a"));
+  write_file(dir.file("c"), earlier_text("old c"));
   std::filesystem::create_directory(dir.file("p"));
-  write_file(dir.file("p/old.png"), std::string("old png"));
+  write_file(dir.file("p/000003.png"), std::string("old png"));
   std::filesystem::create_directory(dir.file("p.new"));
   write_file(dir.file("p.new/000000.png"), std::string("new png"));
-  const std::vector<PendingRename> renames = {make_new("a"), make_new("b"), {dir.file("p.new"), dir.file("p"), true},
+  const std::vector<PendingRename> renames = {make_new("a"), make_new("b"),
+                                              {dir.file("p.new"), dir.file("p"), true, WrittenKind::PngFolder},
                                               make_new("c")};
   const std::vector<std::string> before = dir.names();
   for (int fail_at = 1; fail_at <= 4; ++fail_at) {
@@ -569,27 +598,56 @@ TEST_CASE("commit: all outputs replace the old ones together; a failed rename pu
     ::setenv("FACEGEN_TEST_FAIL_RENAME", std::to_string(fail_at).c_str(), 1);
     const std::string message = user_error_of([&] { commit_all_or_nothing(renames); });
     CHECK(contains(message, "failed: Input/output error (the old outputs are back in place)"));
-    CHECK(read_file(dir.file("a")) == "old a");
+    CHECK(read_file(dir.file("a")) == earlier_text("old a"));
     CHECK(!std::filesystem::exists(dir.file("b")));
-    CHECK(read_file(dir.file("c")) == "old c");
-    CHECK(read_file(dir.file("p/old.png")) == "old png");
+    CHECK(read_file(dir.file("c")) == earlier_text("old c"));
+    CHECK(read_file(dir.file("p/000003.png")) == "old png");
     CHECK(read_file(dir.file("p.new/000000.png")) == "new png");
     CHECK(dir.names() == before);  // every temporary where it was, no backup left
   }
   ::unsetenv("FACEGEN_TEST_FAIL_RENAME");
   commit_all_or_nothing(renames);
-  CHECK(read_file(dir.file("a")) == "new a");
-  CHECK(read_file(dir.file("b")) == "new b");
-  CHECK(read_file(dir.file("c")) == "new c");
+  CHECK(read_file(dir.file("a")) == earlier_text("new a"));
+  CHECK(read_file(dir.file("b")) == earlier_text("new b"));
+  CHECK(read_file(dir.file("c")) == earlier_text("new c"));
   CHECK(read_file(dir.file("p/000000.png")) == "new png");
   CHECK(dir.names() == std::vector<std::string>{"a", "b", "c", "p"});
+}
+
+TEST_CASE("commit: what took an old output's place during the run is never replaced") {
+  // Each kind of entry that may not be replaced, put at an output's name after the run's checks:
+  // the commit refuses it, and nothing is replaced.
+  const std::vector<std::string> shapes = {"foreign file", "folder", "symlink", "fifo"};
+  for (const std::string& shape : shapes) {
+    CAPTURE(shape);
+    TempDir dir;
+    write_file(dir.file("a"), earlier_text("old a"));
+    write_file(dir.file("a.new"), earlier_text("new a"));
+    write_file(dir.file("b.new"), earlier_text("new b"));
+    write_file(dir.file("elsewhere"), std::string("not facegen's"));
+    if (shape == "foreign file") write_file(dir.file("b"), std::string("my notes"));
+    if (shape == "folder") std::filesystem::create_directory(dir.file("b"));
+    if (shape == "symlink") std::filesystem::create_symlink(dir.file("elsewhere"), dir.file("b"));
+    if (shape == "fifo") REQUIRE(::mkfifo(dir.file("b").c_str(), 0600) == 0);
+    const std::vector<std::string> before = dir.names();
+    const std::string message = user_error_of([&] {
+      commit_all_or_nothing({{dir.file("a.new"), dir.file("a"), false, WrittenKind::Text},
+                             {dir.file("b.new"), dir.file("b"), false, WrittenKind::Text}});
+    });
+    CHECK(contains(message, "cannot write the text output " + dir.file("b") + ": it "));
+    CHECK(contains(message, "(found at the commit; no output was replaced)"));
+    CHECK(read_file(dir.file("a")) == earlier_text("old a"));
+    CHECK(read_file(dir.file("elsewhere")) == "not facegen's");
+    if (shape == "foreign file") CHECK(read_file(dir.file("b")) == "my notes");
+    CHECK(dir.names() == before);
+  }
 }
 
 TEST_CASE("commit: an immutable old output fails the run before anything is replaced") {
   TempDir dir;
   const std::vector<float> images = some_images(3, 8);
-  write_file(dir.file("r.txt"), std::string("old text"));
-  write_file(dir.file("r.bmp"), std::string("old bmp"));
+  write_file(dir.file("r.txt"), earlier_text("old text"));
+  write_file(dir.file("r.bmp"), earlier_output(WrittenKind::Bmp, "old bmp"));
   if (std::system(("chattr +i " + dir.file("r.bmp") + " 2> /dev/null").c_str()) != 0) {
     MESSAGE("chattr +i does not work here (needs root and a file system that keeps the flag); skipped");
     return;
@@ -604,8 +662,8 @@ TEST_CASE("commit: an immutable old output fails the run before anything is repl
   }
   CHECK(std::system(("chattr -i " + dir.file("r.bmp")).c_str()) == 0);
   CHECK(message == "cannot replace " + dir.file("r.bmp") + ": Operation not permitted (no output was replaced)");
-  CHECK(read_file(dir.file("r.txt")) == "old text");
-  CHECK(read_file(dir.file("r.bmp")) == "old bmp");
+  CHECK(read_file(dir.file("r.txt")) == earlier_text("old text"));
+  CHECK(read_file(dir.file("r.bmp")) == earlier_output(WrittenKind::Bmp, "old bmp"));
   CHECK(dir.names() == std::vector<std::string>{"r.bmp", "r.txt"});
 }
 
@@ -625,7 +683,9 @@ TEST_CASE("commit: the file system full at each output's last byte leaves every 
     sizes.push_back(static_cast<int64_t>(std::filesystem::file_size(dir.file("size." + names[sizes.size()].substr(2)))));
     std::filesystem::remove(dir.file("size." + names[sizes.size() - 1].substr(2)));
   }
-  for (const std::string& name : names) write_file(dir.file(name), "old " + name);
+  const std::vector<WrittenKind> kinds = {WrittenKind::Text, WrittenKind::Npy, WrittenKind::Bmp, WrittenKind::Png};
+  auto old_output = [&](size_t k) { return earlier_output(kinds[k], "old " + names[k]); };
+  for (size_t k = 0; k < names.size(); ++k) write_file(dir.file(names[k]), old_output(k));
   for (size_t k = 0; k < formats.size(); ++k) {
     // Output k and every smaller one; files may hold all but output k's last byte.
     CAPTURE(names[k]);
@@ -651,7 +711,7 @@ TEST_CASE("commit: the file system full at each output's last byte leaves every 
     ::setrlimit(RLIMIT_FSIZE, &saved);
     ::signal(SIGXFSZ, saved_handler);
     CHECK(contains(message, "File too large"));
-    for (const std::string& name : names) CHECK(read_file(dir.file(name)) == "old " + name);
+    for (size_t j = 0; j < names.size(); ++j) CHECK(read_file(dir.file(names[j])) == old_output(j));
     CHECK(dir.entries() == 4);
   }
 }

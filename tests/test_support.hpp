@@ -1,5 +1,5 @@
 // test_support.hpp: small helpers the unit tests share: a temporary directory, whole-file reads and
-// writes, a file-size limit, and the message of an expected UserError.
+// writes, a file-size limit, the message of an expected UserError, and an earlier run's output.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "files/existing_outputs.hpp"
+#include "files/output_format.hpp"
 
 namespace facegen_test {
 
@@ -73,6 +75,34 @@ inline void write_file(const std::string& path, const void* data, size_t bytes) 
 inline void write_file(const std::string& path, const std::string& bytes) {
   write_file(path, bytes.data(), bytes.size());
 }
+
+// An earlier run's output of a kind, as a commit may replace it: bytes that begin as facegen's files
+// of that kind begin (files/existing_outputs.hpp), then `tag`, which tells old from new.
+inline std::string earlier_output(facegen::WrittenKind kind, const std::string& tag) {
+  switch (kind) {
+    case facegen::WrittenKind::Text:
+      return "1\n0.0000 " + tag + "\n";
+    case facegen::WrittenKind::Bmp: {
+      std::string bytes(54, '\0');
+      const uint32_t size = static_cast<uint32_t>(54 + tag.size());
+      bytes[0] = 'B', bytes[1] = 'M';
+      for (int i = 0; i < 4; ++i) bytes[2 + i] = static_cast<char>(size >> (8 * i));
+      bytes[10] = 54, bytes[14] = 40, bytes[28] = 24;
+      return bytes + tag;
+    }
+    case facegen::WrittenKind::Npy:
+      return facegen::npy_header(1) + tag;
+    case facegen::WrittenKind::Png:
+      return std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16) + tag;
+    case facegen::WrittenKind::SummaryJson:
+      return "{\n  \"program\": {\"tag\": \"" + tag + "\"}}\n";
+    case facegen::WrittenKind::PngFolder:
+      break;
+  }
+  FAIL("earlier_output: a folder has no bytes");
+  return "";
+}
+inline std::string earlier_text(const std::string& tag) { return earlier_output(facegen::WrittenKind::Text, tag); }
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -29,3 +29,26 @@ suite_end() {
   echo "$prefix$counts"
   [ "$failed" -eq 0 ]
 }
+
+# earlier_output EXT TAG: on stdout, an earlier run's output as a new run may replace it: bytes that
+# begin as facegen's files of that kind begin (files/existing_outputs.hpp: txt, bmp, npy, png, json),
+# then TAG, which tells one such file from another. facegen refuses to replace anything else.
+earlier_output() {
+  local tag=$2 size
+  case $1 in
+    txt) printf '1\n0.0000 %s\n' "$tag" ;;
+    bmp)
+      size=$((54 + ${#tag}))
+      printf 'BM'
+      printf "\\x$(printf %02x $((size & 255)))\\x$(printf %02x $((size >> 8 & 255)))\\x$(printf %02x $((size >> 16 & 255)))\\x00"
+      printf '\x00\x00\x00\x00\x36\x00\x00\x00\x28\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x01\x00\x18\x00'
+      printf '\x00%.0s' {1..24}
+      printf '%s' "$tag" ;;
+    npy)
+      local dict="{'descr': '<f4', 'fortran_order': False, 'shape': (1, 64, 64, 3), }"
+      printf '\x93NUMPY\x01\x00\x36\x00%-53s\n%s' "$dict" "$tag" ;;
+    png) printf '\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR%s' "$tag" ;;
+    json) printf '{\n  "program": {"tag": "%s"}}\n' "$tag" ;;
+    *) echo "earlier_output: unknown kind $1" >&2; return 1 ;;
+  esac
+}

@@ -59,7 +59,7 @@ make_latents() {  # make_latents FILE N
 
 # old_output DIR: an existing output that a failed run must leave as it is.
 old_output() {
-  echo "old contents" > "$1/r.txt"
+  earlier_output txt "old contents" > "$1/r.txt"
   cp "$1/r.txt" "$work/old-r.txt"
 }
 # check_after NAME DIR STATUS WANT-STATUS PATTERN: the run's status and stderr, the old output intact,
@@ -440,7 +440,7 @@ fi
 check_old_set() {
   local name=$1 got=$2 want=$3 pattern=$4 f
   for f in r.txt r.bmp r.npy; do
-    if ! [ "$(cat "$work/set/$f")" = "old $f" ]; then
+    if ! cmp -s "$work/set/$f" <(earlier_output "${f##*.}" "old $f"); then
       fail "$name" "the old $f was changed: $(head -c 60 "$work/set/$f" | tr -d '\0')"
       return
     fi
@@ -454,7 +454,7 @@ check_old_set() {
   fi
 }
 mkdir -p "$work/set"
-for f in r.txt r.bmp r.npy; do echo "old $f" > "$work/set/$f"; done
+for f in r.txt r.bmp r.npy; do earlier_output "${f##*.}" "old $f" > "$work/set/$f"; done
 for k in 1 2 3; do
   FACEGEN_TEST_FAIL_RENAME=$k "$prog" --device cpu --model "$model" --input "$work/l2.txt" --output "$work/set/r" \
     --formats txt,bmp,npy > /dev/null 2> "$work/stderr"

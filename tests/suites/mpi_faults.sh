@@ -111,7 +111,7 @@ after_fault() {
     fail "$name" "no line matching '$pattern': $(head -c 600 "$work/stderr")"
   elif [ -n "$left" ]; then
     fail "$name" "left files behind: $left"
-  elif [ "$(cat "$work/out/keep.txt")" != "old contents" ]; then
+  elif ! cmp -s "$work/out/keep.txt" <(earlier_output txt "old contents"); then
     fail "$name" "the existing output was changed"
   else
     pass "$name (status $got, ended $took s after the fault): $(grep -E "$pattern" "$work/stderr" | head -n1)"
@@ -122,7 +122,7 @@ echo "facegen MPI jobs under faults and load:"
 
 # --- one rank killed from outside ------------------------------------------------------------------
 for victim in 1 0; do
-  rm -rf "$work/out" && mkdir -p "$work/out" && echo "old contents" > "$work/out/keep.txt"
+  rm -rf "$work/out" && mkdir -p "$work/out" && earlier_output txt "old contents" > "$work/out/keep.txt"
   start_job 3 "$work/out/keep" "$work/l3000.txt" --images-per-round 64
   name="rank $victim of 3 killed by SIGKILL from outside mid-run"
   if wait_ranks_working "$work/out" 60 && sleep 1 && pid=$(rank_pid $victim); then
@@ -144,7 +144,7 @@ done
 # run_parallel.sh (Ctrl-C at a terminal, scancel, kill), which hands the signal on to mpirun and
 # exits 130 or 143.
 for target in mpirun INT TERM; do
-  rm -rf "$work/out" && mkdir -p "$work/out" && echo "old contents" > "$work/out/keep.txt"
+  rm -rf "$work/out" && mkdir -p "$work/out" && earlier_output txt "old contents" > "$work/out/keep.txt"
   start_job 3 "$work/out/keep" "$work/l3000.txt" --images-per-round 64
   case $target in
     mpirun) name="SIGINT to mpirun mid-run"; pattern="the job failed \(exit status 1\)"; want=1 ;;

@@ -248,7 +248,7 @@ expect_failure() {
   local name=$1 status_pattern=$2 line_pattern=$3 ranks=$4 input=$5
   shift 5
   rm -rf "$work/out" && mkdir -p "$work/out"
-  echo "old contents" > "$work/out/keep.txt"
+  earlier_output txt "old contents" > "$work/out/keep.txt"
   local start=$SECONDS
   parallel "$ranks" "$work/out/keep" "$input" "$@"
   local got=$? took=$((SECONDS - start))
@@ -262,7 +262,7 @@ expect_failure() {
     fail "$name" "took $took s"
   elif [ -n "$(no_outputs "$work/out")" ]; then
     fail "$name" "left files behind: $(no_outputs "$work/out")"
-  elif [ "$(cat "$work/out/keep.txt")" != "old contents" ]; then
+  elif ! cmp -s "$work/out/keep.txt" <(earlier_output txt "old contents"); then
     fail "$name" "the existing output was changed"
   else
     pass "$name (${took} s): $(grep '^facegen: error on rank' "$work/stderr")"
@@ -280,12 +280,12 @@ FACEGEN_TEST_FAULT=0:kill expect_failure "rank 0 of 3 is killed" "1[0-9][0-9]|[1
 
 # A rename of the output set fails on rank 0: the old outputs all come back, nothing is left.
 rm -rf "$work/set" && mkdir -p "$work/set"
-for f in r.txt r.bmp r.npy; do echo "old $f" > "$work/set/$f"; done
+for f in r.txt r.bmp r.npy; do earlier_output "${f##*.}" "old $f" > "$work/set/$f"; done
 FACEGEN_TEST_FAIL_RENAME=3 parallel 2 "$work/set/r" "$work/l7.txt" --all-ranks --formats txt,bmp,npy
 got=$?
 if [ "$got" = 1 ] && grep -q "the old outputs are back in place" "$work/stderr" &&
-   [ "$(ls -A "$work/set" | tr '\n' ' ')" = "r.bmp r.npy r.txt " ] && [ "$(cat "$work/set/r.txt")" = "old r.txt" ] &&
-   [ "$(cat "$work/set/r.bmp")" = "old r.bmp" ] && [ "$(cat "$work/set/r.npy")" = "old r.npy" ]; then
+   [ "$(ls -A "$work/set" | tr '\n' ' ')" = "r.bmp r.npy r.txt " ] && cmp -s "$work/set/r.txt" <(earlier_output txt "old r.txt") &&
+   cmp -s "$work/set/r.bmp" <(earlier_output bmp "old r.bmp") && cmp -s "$work/set/r.npy" <(earlier_output npy "old r.npy"); then
   pass "2 ranks, the last rename of txt,bmp,npy fails: every old output back, nothing left"
 else
   fail "2 ranks, a failed rename" "status $got, entries $(ls -A "$work/set" | tr '\n' ' '): $(head -c 300 "$work/stderr")"
