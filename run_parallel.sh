@@ -169,7 +169,8 @@ command -v "${cmd[0]}" > /dev/null || die "${cmd[0]} not found: install OpenMPI 
 # said why in its own line ("facegen: error on rank R (host H): ..."), so the "job aborted" banners
 # go; a rank that died without a word (a signal, a crash) gets a line naming rank and host, and so
 # does a node that mpirun lost contact with (its first rank: mpirun places ranks_per_node ranks on
-# each host in the order of the host list). Anything else passes through unchanged.
+# each host in the order of the host list). OpenMPI's own complaints about files it could not remove
+# go. Anything else passes through unchanged.
 summarize_mpirun_errors() {
   local hosts_in_order="${host_list[*]:-$(hostname -s)}"
   awk -v hosts_in_order="$hosts_in_order" -v per_node="$ranks_per_node" '
@@ -208,7 +209,10 @@ summarize_mpirun_errors() {
     }
     /^--------------------+$/ { if (in_block) { block = block $0 "\n"; flush_block() } else { in_block = 1; block = $0 "\n" } next }
     in_block { block = block $0 "\n"; next }
-    /^facegen: error on rank/ { said = 1 }
+    /^facegen: (error|fault)/ { said = 1 }  # a rank said why (before MPI started: "facegen: error: ...")
+    # OpenMPI failing to remove its shared-file-pointer files beside an output whose folder was moved
+    # or replaced mid-run: the rank has said so in its own words.
+    /^\[[^]]*\] mca_fs_base_file_delete: Could not remove file / { next }
     { print; fflush() }
     END { if (in_block) printf "%s", block }
   '

@@ -30,6 +30,8 @@
 #include "files/commit_journal.hpp"
 #include "files/output_format.hpp"
 #include "files/output_guard.hpp"
+#include "files/path_parts.hpp"
+#include "files/prefix_lock.hpp"
 #include "files/stop_signals.hpp"
 #include "common/errors.hpp"
 #include "run/pipeline.hpp"
@@ -72,6 +74,13 @@ DeviceKind parse_device(const std::string& name) {
   if (name == "cpu") return DeviceKind::Cpu;
   if (name == "synthetic") return DeviceKind::Synthetic;
   throw facegen::UserError("unknown --device '" + name + "' (expected auto, cuda, cpu or synthetic)");
+}
+
+// One line on stderr in one write: a parallel job's launcher merges its ranks' stderr, and would split
+// a line written in parts (std::cerr writes each << at once).
+void say(const std::string& line) {
+  const std::string text = line + "\n";
+  std::cerr.write(text.data(), static_cast<std::streamsize>(text.size())).flush();
 }
 
 // Descriptors 0, 1 and 2 closed by whoever started us would be handed out to the first files we
@@ -203,17 +212,22 @@ cxxopts::Options command_line() {
 int finish_commit_command(const std::string& journal) {
   const facegen::FinishReport report = facegen::finish_commit(journal);
   const std::string outputs = facegen::outputs_named(report);
+  // The killed run's prefix lock, which no process holds now.
+  if (report.outcome != facegen::FinishOutcome::Busy && !report.first_final.empty()) {
+    facegen::remove_unheld_lock(facegen::directory_of(journal), report.first_final);
+  }
   switch (report.outcome) {
     case facegen::FinishOutcome::Busy:
       throw facegen::UserError(journal + " belongs to a commit under way: its process still holds it");
     case facegen::FinishOutcome::OldInPlace:
-      std::cerr << "facegen: a new output of the commit that " << journal << " recorded is gone; the commit was "
-                << "undone: " << outputs << " are as they were before that run\n";
+      say("facegen: a new output of the commit that " + journal + " recorded is gone; the commit was undone: " +
+          outputs + " are as they were before that run");
       return kExitRolledBack;
     case facegen::FinishOutcome::NewInPlace:
-      std::cerr << "facegen: " << (report.was_done ? "the commit that " + journal + " recorded had finished: "
-                                                   : "finished the commit that " + journal + " recorded: ")
-                << "the new " << outputs << " are in place\n";
+      say("facegen: " +
+          (report.was_done ? "the commit that " + journal + " recorded had finished: "
+                           : "finished the commit that " + journal + " recorded: ") +
+          "the new " + outputs + " are in place");
       return 0;
   }
   return 0;
@@ -383,11 +397,10 @@ void check_summary_path(const std::string& summary, const std::string& prefix,
   }
 }
 
-int run_command_line(int argc, char** argv) {
+int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, bool* rank_job_ran) {
   cxxopts::Options options = command_line();
 
   // Under mpirun or srun every rank parses the same command line: let one of them complain.
-  const facegen::mpi::Launch launch = facegen::mpi::detect_launch();
   if (!facegen::mpi::prints_shared_messages(launch)) {
     std::cerr.setstate(std::ios::failbit);
   }
@@ -404,18 +417,18 @@ int run_command_line(int argc, char** argv) {
       return 0;
     }
     if (!args.unmatched().empty()) {
-      std::cerr << "facegen: unexpected argument '" << args.unmatched().front() << "' (see --help)\n";
+      say("facegen: unexpected argument '" + args.unmatched().front() + "' (see --help)");
       return kExitUsage;
     }
     if (args.count("finish-commit")) return finish_commit_command(args["finish-commit"].as<std::string>());
     const int sources = static_cast<int>(args.count("input") + args.count("random") + args.count("interpolate"));
     if (sources != 1) {
-      std::cerr << "facegen: give exactly one of --input PATH, --random N, --interpolate K (see --help)\n";
+      say("facegen: give exactly one of --input PATH, --random N, --interpolate K (see --help)");
       return kExitUsage;
     }
     const bool synthetic = args["device"].as<std::string>() == "synthetic";
     if (!args.count("output")) {
-      std::cerr << "facegen: missing --output PREFIX (see --help)\n";
+      say("facegen: missing --output PREFIX (see --help)");
       return kExitUsage;
     }
 
@@ -452,10 +465,10 @@ int run_command_line(int argc, char** argv) {
     request.progress.every_seconds = seconds_flag(args, "progress-every");
 
     request.on_notice = [quiet](const std::string& notice) {
-      if (!quiet) std::cerr << "facegen: " << notice << "\n";
+      if (!quiet) say("facegen: " + notice);
     };
     if (launch.kind == facegen::mpi::LaunchKind::Unusable) {
-      std::cerr << "facegen: " << launch.problem << "\n";
+      say("facegen: " + launch.problem);
       return kExitUsage;
     }
     if (launch.kind == facegen::mpi::LaunchKind::Rank || args.count("mpi")) {
@@ -472,6 +485,7 @@ int run_command_line(int argc, char** argv) {
       if (per_round > 0) request.chunk_images = per_round;  // else --chunk, as given
       facegen::use_launcher_terminal(request.progress, quiet);
       std::cerr.clear();  // from here on each rank reports its own errors, naming itself
+      *rank_job_ran = true;
       return facegen::mpi::run_as_rank(request, rank_options);
     }
 
@@ -479,11 +493,11 @@ int run_command_line(int argc, char** argv) {
     facegen::report_summary(summary, request.summary_json_path, quiet);
     return 0;
   } catch (const cxxopts::exceptions::exception& e) {
-    std::cerr << "facegen: " << e.what() << " (see --help)\n";
+    say("facegen: " + std::string(e.what()) + " (see --help)");
     return kExitUsage;
   } catch (...) {
     const facegen::Failure failure = facegen::describe_current_exception();
-    std::cerr << (failure.exit_code == kExitInput ? "facegen: error: " : "facegen: fault: ") << failure.message << "\n";
+    say((failure.exit_code == kExitInput ? "facegen: error: " : "facegen: fault: ") + failure.message);
     return failure.exit_code;
   }
 }
@@ -494,8 +508,16 @@ int run_command_line(int argc, char** argv) {
 int main(int argc, char** argv) {
   occupy_standard_descriptors();
   share_malloc_arena_under_address_limit();
-  facegen::install_stop_handlers(facegen::StopStyle::Message);
-  const int status = run_command_line(argc, argv);
+  // A rank of a parallel job is silent when stopped from the start: the launcher stops the others
+  // when one fails, even before they reach MPI, and the failing rank has said why.
+  const facegen::mpi::Launch launch = facegen::mpi::detect_launch();
+  facegen::install_stop_handlers(launch.kind == facegen::mpi::LaunchKind::Rank ? facegen::StopStyle::DieOfSignal
+                                                                               : facegen::StopStyle::Message);
+  bool rank_job_ran = false;
+  int status = run_command_line(argc, argv, launch, &rank_job_ran);
+  if (launch.kind == facegen::mpi::LaunchKind::Rank && !rank_job_ran && status != 0) {
+    status = facegen::mpi::end_rank_before_job(status);
+  }
   std::cout.flush();
   const bool flushed = std::fflush(stdout) == 0;
   const int err = errno;

@@ -169,7 +169,9 @@ void AtomicFile::commit() {
 void AtomicFile::abandon() {
   close_quietly();
   if (!committed_ && !temp_path_.empty()) {
-    if (::unlink(temp_path_.c_str()) != 0 && errno != ENOENT) {
+    // ENOTDIR, like ENOENT: the path no longer leads to the file (its folder was moved or replaced
+    // during the run, which the run's own error then names).
+    if (::unlink(temp_path_.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) {
       // A file system that turned read-only refuses the removal too; a destructor cannot throw, so
       // say where the file is rather than leave it unmentioned.
       const int err = errno;

@@ -48,11 +48,50 @@ std::vector<std::string> earlier_outputs(const std::string& prefix, const std::v
 
 }  // namespace
 
+namespace {
+
+struct WatchedFolder {
+  std::string path;
+  dev_t device = 0;
+  ino_t inode = 0;
+  bool set = false;
+};
+WatchedFolder watched;  // written before the run's threads start, read after
+
+}  // namespace
+
+void watch_output_folder(const std::string& prefix) {
+  watched = WatchedFolder{directory_of(prefix)};
+  struct stat folder;
+  if (::stat(watched.path.c_str(), &folder) != 0) return;
+  watched.device = folder.st_dev;
+  watched.inode = folder.st_ino;
+  watched.set = true;
+}
+
+std::string output_folder_change() {
+  if (!watched.set) return "";
+  struct stat now;
+  std::string what;
+  if (::stat(watched.path.c_str(), &now) != 0) {
+    what = "it is gone";
+  } else if (!S_ISDIR(now.st_mode)) {
+    what = "a file is there now";
+  } else if (now.st_dev != watched.device || now.st_ino != watched.inode) {
+    what = "another folder is there now";
+  } else {
+    return "";
+  }
+  return "the output folder " + watched.path + " was moved, removed or replaced while the run wrote into it (" + what +
+         "): no output was put in place, and the run's temporary files went with the old folder";
+}
+
 bool summary_to_stdout(const std::string& summary_json) { return summary_json == "-" || summary_json == "/dev/stdout"; }
 
 OutputGuard::OutputGuard(const std::string& prefix, const std::vector<OutputFormat>& formats, int64_t total_images,
                          const OutputOptions& options, const std::string& summary_json)
     : lock_(prefix) {
+  watch_output_folder(prefix);
   OutputOptions quiet = options;
   quiet.on_notice = nullptr;  // the drivers' own layouts say what is to be said
   std::vector<OutputLayout> layouts;

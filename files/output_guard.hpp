@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/errors.hpp"
 #include "files/output_format.hpp"
 #include "files/prefix_lock.hpp"
 
@@ -30,10 +31,31 @@ class OutputGuard {
   // Paths of an earlier run's outputs with this prefix that stay beside the new ones, sorted.
   const std::vector<std::string>& stale() const { return stale_; }
 
+
  private:
   PrefixLock lock_;
   std::vector<std::string> stale_;
 };
+
+// The outputs' folder of this process's run, as it was when the run began (its device and inode):
+// watched by the guard, and by every rank of a parallel job, so that a failure caused by its move,
+// removal or replacement during the run (writes then fail with "Not a directory" or "No such file",
+// which blames the wrong thing) is told as that. Call before the run's threads start.
+void watch_output_folder(const std::string& prefix);
+// One sentence when the watched folder is gone or another entry is there now; "" otherwise.
+std::string output_folder_change();
+
+// Runs `body`; a UserError from it is told as the change of the outputs' folder where that happened.
+template <typename Body>
+auto naming_folder_change(Body body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const UserError&) {
+    const std::string change = output_folder_change();
+    if (change.empty()) throw;
+    throw UserError(change);
+  }
+}
 
 // Whether --summary-json's value means standard output: "-" or /dev/stdout.
 bool summary_to_stdout(const std::string& summary_json);

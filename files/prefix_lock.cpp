@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "common/errors.hpp"
+#include "files/output_format.hpp"
 #include "files/path_parts.hpp"
 
 namespace facegen {
@@ -34,6 +36,18 @@ std::string holder_of(int fd) {
   return pid.find_first_not_of("0123456789") == std::string::npos ? pid : "";
 }
 
+// A lock held by remove_unheld_lock() in another process lasts a moment; a run's lasts its run.
+constexpr int kCleanupMilliseconds = 500;
+
+// flock(LOCK_EX | LOCK_NB), tried again every 10 ms for up to `milliseconds` while another holds it.
+bool lock_within(int fd, int milliseconds) {
+  for (int waited = 0;; waited += 10) {
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+    if (errno != EWOULDBLOCK || waited >= milliseconds) return false;
+    ::usleep(10000);
+  }
+}
+
 }  // namespace
 
 std::string prefix_lock_name(const std::string& stem) {
@@ -54,7 +68,9 @@ PrefixLock::PrefixLock(const std::string& prefix) {
   if (dir < 0) return;
   struct DirCloser {
     int fd;
-    ~DirCloser() { ::close(fd); }
+    ~DirCloser() {
+      if (fd >= 0) ::close(fd);
+    }
   } closer{dir};
   auto cannot = [&](const std::string& what, int err) {
     if (fd_ >= 0) ::close(fd_);
@@ -72,6 +88,10 @@ PrefixLock::PrefixLock(const std::string& prefix) {
       if (fd_ < 0 && errno == EEXIST) continue;
       created = fd_ >= 0;
     }
+    if (fd_ < 0 && errno == EISDIR) {
+      throw UserError("the lock file " + path_ + " of --output " + prefix +
+                      " is not a regular file, so it is not facegen's (remove it)");
+    }
     if (fd_ < 0 && errno == ELOOP) {
       throw UserError("the lock file " + path_ + " of --output " + prefix +
                       " is a symbolic link, which facegen never follows (remove it)");
@@ -86,7 +106,7 @@ PrefixLock::PrefixLock(const std::string& prefix) {
       throw UserError("the lock file " + path_ + " of --output " + prefix +
                       " is not a regular file, so it is not facegen's (remove it)");
     }
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (!lock_within(fd_, kCleanupMilliseconds)) {
       const int err = errno;
       if (err == ENOLCK || err == EOPNOTSUPP) {  // a file system without locks: run unlocked
         ::close(fd_);
@@ -114,8 +134,13 @@ PrefixLock::PrefixLock(const std::string& prefix) {
         // The pid is only for another run's message; the lock holds without it.
       }
     }
-    // Ours to remove when we stop (a lock file of another user in a shared folder stays theirs).
-    if (opened.st_uid == ::geteuid()) listed_ = register_temp_path(path_, TempKind::File);
+    // Ours to remove when we stop (a lock file of another user in a shared folder stays theirs), in
+    // its folder wherever that has gone meanwhile.
+    if (opened.st_uid == ::geteuid()) {
+      listed_ = register_temp_path(path_, TempKind::File);
+      dir_fd_ = closer.fd;
+      closer.fd = -1;
+    }
     return;
   }
   throw UserError("cannot take the lock file " + path_ + " of --output " + prefix +
@@ -125,8 +150,9 @@ PrefixLock::PrefixLock(const std::string& prefix) {
 PrefixLock::~PrefixLock() { release(); }
 
 PrefixLock::PrefixLock(PrefixLock&& other) noexcept
-    : path_(std::move(other.path_)), fd_(other.fd_), listed_(std::move(other.listed_)) {
+    : path_(std::move(other.path_)), fd_(other.fd_), dir_fd_(other.dir_fd_), listed_(std::move(other.listed_)) {
   other.fd_ = -1;
+  other.dir_fd_ = -1;
 }
 
 PrefixLock& PrefixLock::operator=(PrefixLock&& other) noexcept {
@@ -134,8 +160,10 @@ PrefixLock& PrefixLock::operator=(PrefixLock&& other) noexcept {
     release();
     path_ = std::move(other.path_);
     fd_ = other.fd_;
+    dir_fd_ = other.dir_fd_;
     listed_ = std::move(other.listed_);
     other.fd_ = -1;
+    other.dir_fd_ = -1;
   }
   return *this;
 }
@@ -143,16 +171,56 @@ PrefixLock& PrefixLock::operator=(PrefixLock&& other) noexcept {
 void PrefixLock::release() noexcept {
   if (fd_ < 0) return;
   // Removed while still locked: a run that opened it meanwhile finds it gone once it gets the lock.
-  if (listed_.listed()) {
+  if (listed_.listed() && dir_fd_ >= 0) {
+    const std::string name = base_name(path_);
     struct stat opened, there;
-    if (::fstat(fd_, &opened) == 0 && ::lstat(path_.c_str(), &there) == 0 && opened.st_ino == there.st_ino &&
-        opened.st_dev == there.st_dev) {
-      ::unlink(path_.c_str());
+    if (::fstat(fd_, &opened) == 0 && ::fstatat(dir_fd_, name.c_str(), &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+        opened.st_ino == there.st_ino && opened.st_dev == there.st_dev) {
+      ::unlinkat(dir_fd_, name.c_str(), 0);
     }
-    listed_.release();
   }
+  listed_.release();
+  if (dir_fd_ >= 0) ::close(dir_fd_);
+  dir_fd_ = -1;
   ::close(fd_);
   fd_ = -1;
+}
+
+}  // namespace facegen
+
+namespace facegen {
+
+void remove_unheld_lock(const std::string& directory, const std::string& output_name) {
+  // The prefixes whose outputs include this name: NAME (a PNG folder), NAME less its extension, and
+  // that less a mosaic's number.
+  std::vector<std::string> stems = {output_name};
+  const size_t dot = output_name.rfind('.');
+  if (dot != std::string::npos && dot > 0) {
+    stems.push_back(output_name.substr(0, dot));
+    const size_t dash = stems.back().rfind('-');
+    if (dash != std::string::npos && dash > 0) stems.push_back(stems.back().substr(0, dash));
+  }
+  const int dir = open_folder(directory);
+  if (dir < 0) return;
+  for (const std::string& stem : stems) {
+    bool names_it = false;
+    for (OutputFormat format : {OutputFormat::Text, OutputFormat::Bmp, OutputFormat::Npy, OutputFormat::Png,
+                                OutputFormat::MosaicPng}) {
+      names_it = names_it || is_output_name(format, stem, output_name);
+    }
+    if (!names_it) continue;
+    const std::string name = prefix_lock_name(stem);
+    const int fd = ::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat opened, there;
+    if (::fstat(fd, &opened) == 0 && S_ISREG(opened.st_mode) && opened.st_uid == ::geteuid() &&
+        ::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstatat(dir, name.c_str(), &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+        there.st_ino == opened.st_ino && there.st_dev == opened.st_dev) {
+      ::unlinkat(dir, name.c_str(), 0);  // while locked: a run that opened it meanwhile starts again
+    }
+    ::close(fd);
+  }
+  ::close(dir);
 }
 
 }  // namespace facegen

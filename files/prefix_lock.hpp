@@ -10,7 +10,8 @@
 // The lock file holds the holder's pid, for that sentence. It is removed by its holder at the end
 // (while still locked, so a run that opened it meanwhile sees it was removed and starts again with a
 // new one) and, on a stop by signal, by the temporary-file cleanup (temp_registry.hpp). One left by
-// a SIGKILL is unlocked: the next run takes it over. Links and other kinds of files at its name are
+// a SIGKILL is unlocked: the next run takes it over, and --finish-commit of that run's journal removes
+// it. A lock that a cleanup held for a moment is waited for, half a second at most. Links and other kinds of files at its name are
 // never followed nor used. Where the lock file cannot be made (a missing or read-only folder, a full
 // disk) no output can be either: the run goes on unlocked, and creating its first output fails with
 // the reason.
@@ -40,11 +41,17 @@ class PrefixLock {
  private:
   void release() noexcept;
   std::string path_;
-  int fd_ = -1;
+  int fd_ = -1;      // the lock file, flocked
+  int dir_fd_ = -1;  // its folder, for removing it there at the end
   TempRegistration listed_;
 };
 
 // The lock file's name for a prefix's last name: ".facegen-lock-" + 16 hex digits.
 std::string prefix_lock_name(const std::string& stem);
+
+// After finishing the commit of a run that a SIGKILL ended (--finish-commit): removes the lock file
+// that run left in `directory`, found from one of its outputs' names, if it is this user's regular
+// file and no process holds it. Anything else is left as it is.
+void remove_unheld_lock(const std::string& directory, const std::string& output_name);
 
 }  // namespace facegen

@@ -2,6 +2,7 @@
 #include "mpi/agreement.hpp"
 
 #include "common/errors.hpp"
+#include "files/output_guard.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/polite_wait.hpp"
 
@@ -25,7 +26,11 @@ bool ranks_agree(MPI_Comm comm, const RankStatus& status, int* exit_code) {
   if (first == size) return true;
   int code = status.exit_code;
   MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, first, comm));
-  if (rank == first) print_rank_error(status.message);
+  if (rank == first) {
+    // A write that failed because the outputs' folder was moved or replaced is told as that.
+    const std::string change = code == kExitInput ? output_folder_change() : "";
+    print_rank_error(change.empty() ? status.message : change);
+  }
   *exit_code = code;
   return false;
 }

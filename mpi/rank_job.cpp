@@ -20,6 +20,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -180,6 +181,7 @@ void RankJob::generate_slice(const float* latents, int64_t count, int64_t first_
 
 int RankJob::run_steps() {
   const auto job_start = Clock::now();
+  watch_output_folder(request_.output_prefix);  // every rank: a failure its move causes is told as that
   RankStatus status;
   RankStatus input_status;  // rank 0's trouble with the latent file, reported after the model's
 
@@ -447,6 +449,24 @@ RunSummary RankJob::gather_summary(const WorkSplit& split, const OrderedOutputs&
 }  // namespace
 
 bool mpi_available() { return true; }
+
+int end_rank_before_job(int status) {
+  ::setenv("OMPI_MCA_sharedfp", "individual", 0);
+  if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) return status;
+  MPI_Request barrier;
+  if (MPI_Ibarrier(MPI_COMM_WORLD, &barrier) == MPI_SUCCESS) {
+    // A rank whose checks passed is in the job, not here: give up waiting rather than hang.
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    int done = 0;
+    while (!done && Clock::now() < deadline) {
+      if (MPI_Test(&barrier, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+      if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (!done) return status;  // without MPI_Finalize, which would wait for the others
+  }
+  MPI_Finalize();
+  return status;
+}
 
 int run_as_rank(const GenerateRequest& request, const RankJobOptions& options) {
   // OpenMPI's MPI-IO picks a shared-file-pointer component at every MPI_File_open, though this

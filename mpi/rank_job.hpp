@@ -39,6 +39,12 @@ struct RankJobOptions {
 // 0, or the status of the first rank that failed (1 bad input, 3 a fault), the same on every rank.
 int run_as_rank(const GenerateRequest& request, const RankJobOptions& options);
 
+// A rank whose command line failed before the job began returns through this with its exit status.
+// Every rank fails alike there and rank 0 has said why; the ranks meet once in MPI (ten seconds at
+// most), so that none ends before rank 0's line is out: the launcher would otherwise report the
+// first rank to end as one that ended without a message.
+int end_rank_before_job(int status);
+
 // Whether this build can run as a rank (false when built without MPI).
 bool mpi_available();
 

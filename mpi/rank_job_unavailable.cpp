@@ -7,6 +7,8 @@ namespace mpi {
 
 bool mpi_available() { return false; }
 
+int end_rank_before_job(int status) { return status; }
+
 int run_as_rank(const GenerateRequest&, const RankJobOptions&) {
   throw UserError("this facegen was built without MPI, so it cannot run as one rank of a parallel job "
                   "(install libopenmpi-dev and rebuild)");

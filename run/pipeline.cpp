@@ -31,36 +31,24 @@ const char* device_name(DeviceKind device) {
   return "?";
 }
 
-}  // namespace
+// What the run knows before it writes: the model, the latents and their count, the sinks' options.
+struct Prepared {
+  const Network& net;
+  LatentSource& reader;
+  int64_t total;
+  SinkOptions sink_options;
+  double parse_seconds;  // so far
+  Clock::time_point run_start;
+};
 
-RunSummary run_generation(const GenerateRequest& request) {
-  RunSummary summary;
-  const auto run_start = Clock::now();
-  std::atomic<int64_t> generated{0};  // images generated so far, for the progress display
-
+// The backend, the outputs (as temporaries), the chunks generated and written, the commit; fills
+// `summary` in.
+void generate_into_outputs(const GenerateRequest& request, const Prepared& run, std::atomic<int64_t>& generated,
+                           RunSummary& summary) {
+  const Network& net = run.net;
+  const int64_t total = run.total;
+  double parse_seconds = run.parse_seconds, compute_seconds = 0;
   auto start = Clock::now();
-  // The backends keep their own copy (host or device); this one names the layer of a non-finite image.
-  const Network net = request.backend.device == DeviceKind::Synthetic ? Network() : load_network(request.model_path);
-  summary.load_seconds = seconds_since(start);
-  double parse_seconds = 0, compute_seconds = 0;
-
-  start = Clock::now();
-  LatentSpec latent_spec = request.latents;
-  latent_spec.latent_dim = net.spec().latent_dim;
-  std::unique_ptr<LatentSource> reader = open_latents(latent_spec);
-  const int64_t total = reader->count();
-  parse_seconds += seconds_since(start);
-
-  // Before the backend starts and before any output exists: one run at a time into the prefix, and
-  // nothing replaced that facegen did not write (output_guard.hpp).
-  SinkOptions sink_options = request.sinks;
-  if (!sink_options.on_notice) sink_options.on_notice = request.on_notice;
-  sink_options.image_channels = net.spec().image_channels;
-  const OutputGuard guard(request.output_prefix, request.formats, total, output_options(sink_options),
-                          request.summary_json_path);
-  summary.stale = guard.stale();
-
-  start = Clock::now();
   std::unique_ptr<Backend> backend;
   {
     std::string notice;
@@ -84,7 +72,7 @@ RunSummary run_generation(const GenerateRequest& request) {
   // Every output exists as a temporary file before any image is computed.
   std::vector<std::unique_ptr<ImageSink>> sinks;
   for (OutputFormat format : request.formats) {
-    sinks.push_back(make_sink(format, request.output_prefix, total, sink_options));
+    sinks.push_back(make_sink(format, request.output_prefix, total, run.sink_options));
   }
 
   const int64_t chunk = std::max<int64_t>(1, std::min(request.chunk_images, total));
@@ -93,7 +81,7 @@ RunSummary run_generation(const GenerateRequest& request) {
   std::vector<float> latents(static_cast<size_t>(chunk) * net.spec().latent_dim);  // (chunk, nz)
   for (int64_t done = 0; done < total;) {
     start = Clock::now();
-    const int64_t count = reader->read(latents.data(), chunk);
+    const int64_t count = run.reader.read(latents.data(), chunk);
     parse_seconds += seconds_since(start);
 
     float* images = stage.acquire();  // (chunk, 64, 64, nc); waits while the writer is behind
@@ -106,13 +94,13 @@ RunSummary run_generation(const GenerateRequest& request) {
     generated.store(done);  // exact at each chunk, whether or not the backend counts its passes
   }
   start = Clock::now();
-  reader->finish();
+  run.reader.finish();
   parse_seconds += seconds_since(start);
 
   stage.finish();
   progress.finish();
   summary.images = total;
-  summary.latents = reader->describe();
+  summary.latents = run.reader.describe();
   double written_bytes = 0;
   for (const auto& sink : stage.sinks()) {
     // Sizes on disk, as the MPI driver reports them; the bytes written where no path is known.
@@ -131,8 +119,39 @@ RunSummary run_generation(const GenerateRequest& request) {
       {"write", stage.write_seconds(), written_bytes,
        "on a writer thread beside generation; generation waited " + std::string(wait_text) + " for it"},
   };
-  summary.total_seconds = seconds_since(run_start);
+  summary.total_seconds = seconds_since(run.run_start);
   summary.peak_memory_bytes = peak_resident_bytes();
+}
+
+}  // namespace
+
+RunSummary run_generation(const GenerateRequest& request) {
+  RunSummary summary;
+  const auto run_start = Clock::now();
+  std::atomic<int64_t> generated{0};  // images generated so far, for the progress display
+
+  auto start = Clock::now();
+  // The backends keep their own copy (host or device); this one names the layer of a non-finite image.
+  const Network net = request.backend.device == DeviceKind::Synthetic ? Network() : load_network(request.model_path);
+  summary.load_seconds = seconds_since(start);
+
+  start = Clock::now();
+  LatentSpec latent_spec = request.latents;
+  latent_spec.latent_dim = net.spec().latent_dim;
+  std::unique_ptr<LatentSource> reader = open_latents(latent_spec);
+  const int64_t total = reader->count();
+  const double parse_seconds = seconds_since(start);
+
+  // Before the backend starts and before any output exists: one run at a time into the prefix, and
+  // nothing replaced that facegen did not write (output_guard.hpp).
+  SinkOptions sink_options = request.sinks;
+  if (!sink_options.on_notice) sink_options.on_notice = request.on_notice;
+  sink_options.image_channels = net.spec().image_channels;
+  const OutputGuard guard(request.output_prefix, request.formats, total, output_options(sink_options),
+                          request.summary_json_path);
+  summary.stale = guard.stale();
+  const Prepared prepared{net, *reader, total, sink_options, parse_seconds, run_start};
+  naming_folder_change([&] { generate_into_outputs(request, prepared, generated, summary); });
   return summary;
 }
 

@@ -1,0 +1,477 @@
+#!/usr/bin/env bash
+# existing_paths.sh: nothing that facegen did not write is ever replaced or removed.
+#
+#   what sits at an output's name   every kind of entry (an earlier output, an empty file, another
+#                                   file, an empty folder, a folder of other files, a folder of PNGs,
+#                                   links to a file, a folder and nothing, a FIFO, a device, a socket,
+#                                   a mount point) at every output's name (txt, bmp, a numbered bmp,
+#                                   npy, the png folder, mosaic-png, --summary-json): replaced only
+#                                   where facegen wrote it, else exit 1 and one sentence, before any
+#                                   work; 1 process for every pair, 2 and 3 ranks for every kind
+#   folders as prefixes             --output ., .., DIR/. and DIR/..: refused in one sentence
+#   a sticky shared folder          another user's earlier output and link (setpriv): refused
+#   one run per prefix              a second run while the first holds the prefix fails in one
+#                                   sentence naming it (1 process and 2 ranks); runs started together
+#                                   never leave a mixed set; a lock left by SIGKILL is taken over;
+#                                   a link or FIFO at the lock's name is refused
+#   the folder changed mid-run      moved away and replaced by a file, a folder, or nothing: one line
+#                                   naming it (1 process, 2 ranks), no library noise
+#   an earlier run's other outputs  named in the summary ("left") and the JSON, never removed
+#   --summary-json                  - and /dev/stdout write the JSON to standard output; a missing
+#                                   folder fails before any work
+# Each refused case asserts the exit status, the one sentence, and that every entry around it (the
+# output's folder and a victim folder that links point into) is byte for byte as it was, down to
+# types, modes and link targets. Every run has a deadline and starts with default signal
+# dispositions. Usage: existing_paths.sh [build]
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/suite.sh existing_paths
+build=${1:-build}
+prog=$build/facegen
+[ -x "$prog" ] || { echo "existing_paths: $prog is missing (run make test)"; exit 1; }
+prog=$(realpath "$prog")  # the cases run from other folders too
+launcher=$PWD/run_parallel.sh
+
+work=$(mktemp -d /tmp/facegen-paths.XXXXXX)
+chmod 755 "$work"  # a second user's cases reach their folder through it
+mounts=()
+cleanup() {
+  for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+root=no
+[ "$(id -u)" = 0 ] && root=yes
+mpi=no
+command -v mpirun > /dev/null && mpi=yes
+
+# snapshot DIR...: every entry below each DIR: type, mode, owner, path, link target, and a regular
+# file's hash (a FIFO, device or socket is never opened).
+snapshot() {
+  local dir
+  for dir in "$@"; do
+    (cd "$dir" && find . -printf '%y %m %U %p -> %l\n' | sort && find . -type f -exec sha256sum {} + | sort)
+  done
+}
+
+# run RANKS PREFIX ARGS...: 2 random images into PREFIX by facegen (RANKS 1) or run_parallel.sh (2, 3),
+# with a deadline and default signals; stdout to $work/stdout, stderr to $work/stderr; the status.
+run() {
+  local ranks=$1 prefix=$2
+  shift 2
+  if [ "$ranks" = 1 ]; then
+    env --default-signal timeout 60 "$prog" --random 2 --output "$prefix" "$@" > "$work/stdout" 2> "$work/stderr"
+  else
+    env --default-signal timeout 60 "$launcher" --program "$prog" --ranks-per-node "$ranks" --random 2 \
+      --output "$prefix" -- "$@" > "$work/stdout" 2> "$work/stderr"
+  fi
+}
+
+# facegen_lines: the lines facegen said (a parallel job's launcher adds its own).
+facegen_lines() { grep -c '^facegen: ' "$work/stderr"; }
+
+# --- what sits at an output's name -------------------------------------------------------------------
+# The outputs: LABEL|NAME|FLAGS[|ALSO]: the name relative to the case folder (r is the prefix), the
+# run's flags, and another output the run writes beside it.
+outputs=(
+  "txt|r.txt|--formats txt"
+  "bmp|r.bmp|--formats bmp"
+  "numbered bmp|r-0002.bmp|--formats bmp --mosaic-tiles 1|r-0001.bmp"
+  "npy|r.npy|--formats npy"
+  "png folder|r|--formats png"
+  "mosaic-png|r.png|--formats mosaic-png"
+  "summary json|s.json|--formats txt --summary-json CASE/s.json|r.txt"
+)
+kinds=(facegen empty-file foreign-file empty-folder folder-of-files folder-of-pngs link-to-file link-to-folder
+       dangling-link fifo device socket mount-point)
+
+# place KIND PATH EXTENSION VICTIM: puts an entry of KIND at PATH (links point into VICTIM).
+place() {
+  local kind=$1 path=$2 ext=$3 victim=$4
+  case $kind in
+    facegen) if [ "$ext" = folder ]; then mkdir "$path" && echo old > "$path/000000.png"
+             else earlier_output "$ext" "old" > "$path"; fi ;;
+    empty-file) : > "$path" ;;
+    foreign-file) echo "my notes" > "$path" ;;
+    empty-folder) mkdir "$path" ;;
+    folder-of-files) mkdir -p "$path/sub" && echo important > "$path/important.txt" && echo x > "$path/sub/y" ;;
+    folder-of-pngs) mkdir "$path" && echo png > "$path/000001.png" ;;
+    link-to-file) earlier_output txt "victim's" > "$victim/target.txt" && ln -s "$victim/target.txt" "$path" ;;
+    link-to-folder) mkdir -p "$victim/folder" && echo mine > "$victim/folder/000000.png" && ln -s "$victim/folder" "$path" ;;
+    dangling-link) ln -s "$victim/nothing" "$path" ;;
+    fifo) mkfifo "$path" ;;
+    device) mknod "$path" c 1 3 ;;
+    socket) python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$path" ;;
+    mount-point) mkdir "$path" && mount -t tmpfs -o size=1m tmpfs "$path" && mounts+=("$path") ;;
+  esac
+}
+
+# verdict KIND EXTENSION: "ok" where facegen may replace it, else the pattern of the reason.
+verdict() {
+  local kind=$1 ext=$2
+  case $kind in
+    facegen|empty-file) [ "$ext" = folder ] && { [ "$kind" = facegen ] && echo ok || echo "is a file, where the PNG folder goes"; } || echo ok ;;
+    foreign-file) [ "$ext" = folder ] && echo "is a file, where the PNG folder goes" || echo "is not a [A-Za-z ]+ of facegen \(its first bytes differ\)" ;;
+    empty-folder) [ "$ext" = folder ] && echo ok || echo "is a folder, where the [A-Za-z ]+ goes" ;;
+    folder-of-files) [ "$ext" = folder ] && echo "holds (important.txt|sub) and 1 more entry, which facegen does not write there" || echo "is a folder, where the [A-Za-z ]+ goes" ;;
+    folder-of-pngs) [ "$ext" = folder ] && echo ok || echo "is a folder, where the [A-Za-z ]+ goes" ;;
+    link-to-file|link-to-folder|dangling-link) echo "is a symbolic link, which facegen never follows nor replaces" ;;
+    fifo) echo "is a FIFO" ;;
+    device) echo "is a character device" ;;
+    socket) echo "is a socket" ;;
+    mount-point) echo "is a mount point" ;;
+  esac
+}
+
+# written_by_run NAME...: a snapshot's lines less those of the entries NAME... (and what is in them).
+written_by_run() {
+  local pattern=$(printf '%s\n' "$@" | sed 's/[.]/[.]/g' | paste -sd'|')
+  grep -vE " [.]/($pattern)( |/|\$)"
+}
+
+# output_case RANKS KIND OUTPUT-ENTRY: one kind of entry at one output's name.
+case_number=0
+output_case() {
+  local ranks=$1 kind=$2 entry=$3
+  local label name args also ext
+  IFS='|' read -r label name args also <<< "$entry"
+  ext=${name##*.}
+  [ "$name" = r ] && ext=folder
+  case $kind in device|mount-point) [ $root = yes ] || { skip "$kind at the $label's name: needs root"; return; } ;; esac
+  case_number=$((case_number + 1))
+  local dir=$work/case$case_number victim=$work/victim$case_number
+  mkdir -p "$dir" "$victim"
+  echo "unrelated" > "$dir/unrelated.txt"
+  place "$kind" "$dir/$name" "$ext" "$victim"
+  local want before after got
+  want=$(verdict "$kind" "$ext")
+  before=$(snapshot "$dir" "$victim")
+  # shellcheck disable=SC2086  # the format's flags are words
+  run "$ranks" "$dir/r" --device synthetic ${args//CASE/$dir} -q
+  got=$?
+  local name_shown="$kind at the $label's name ($ranks rank$([ "$ranks" = 1 ] || echo s))"
+  if [ "$want" = ok ]; then
+    after=$(snapshot "$dir" "$victim" | written_by_run "$name" "${also:-$name}")
+    before=$(echo "$before" | written_by_run "$name" "${also:-$name}")
+    if [ $got -ne 0 ]; then
+      fail "$name_shown" "exit status $got, expected 0: $(head -c 300 "$work/stderr")"
+    elif [ "$before" != "$after" ]; then
+      fail "$name_shown" "something beside the output changed: $(diff <(echo "$before") <(echo "$after") | head -5)"
+    elif [ -L "$dir/$name" ] || [ ! -e "$dir/$name" ]; then
+      fail "$name_shown" "the output is not in place"
+    elif ls -A "$dir" | grep -q 'tmp-\|facegen-lock\|facegen-commit\|facegen-old'; then
+      fail "$name_shown" "left behind: $(ls -A "$dir" | tr '\n' ' ')"
+    else
+      pass "$name_shown: replaced"
+    fi
+  else
+    after=$(snapshot "$dir" "$victim")
+    if [ $got -ne 1 ]; then
+      fail "$name_shown" "exit status $got, expected 1: $(head -c 300 "$work/stderr")"
+    elif [ "$(facegen_lines)" != 1 ] || ! grep -qE "^facegen: error.*: cannot write the .* $dir/$name: it $want; facegen replaces only what it wrote" "$work/stderr"; then
+      fail "$name_shown" "expected one line saying it $want: $(head -c 400 "$work/stderr")"
+    elif [ "$before" != "$after" ]; then
+      fail "$name_shown" "the folder changed: $(diff <(echo "$before") <(echo "$after") | head -5)"
+    else
+      pass "$name_shown: $(grep '^facegen: ' "$work/stderr" | sed 's/.*: it //; s/; facegen replaces.*//')"
+    fi
+  fi
+  for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
+  mounts=()
+  rm -rf "$dir" "$victim"
+}
+
+echo "what sits at an output's name, one process:"
+for entry in "${outputs[@]}"; do
+  for kind in "${kinds[@]}"; do output_case 1 "$kind" "$entry"; done
+done
+if [ $mpi = yes ]; then
+  echo "what sits at an output's name, 2 and 3 ranks (every kind, the outputs in turn):"
+  k=0
+  for kind in "${kinds[@]}"; do
+    output_case 2 "$kind" "${outputs[$((k % ${#outputs[@]}))]}"
+    output_case 3 "$kind" "${outputs[$(((k + 3) % ${#outputs[@]}))]}"
+    k=$((k + 1))
+  done
+else
+  skip "2 and 3 ranks: mpirun is not installed"
+fi
+
+# --- folders as prefixes -----------------------------------------------------------------------------
+echo "folders as prefixes:"
+mkdir -p "$work/prefixes/inner"
+echo "unrelated" > "$work/prefixes/inner/unrelated.txt"
+before=$(snapshot "$work/prefixes")
+for ranks in 1 2 3; do
+  [ $ranks = 1 ] || [ $mpi = yes ] || continue
+  for prefix in . .. "$work/prefixes/inner/." "$work/prefixes/inner/.." "$work/prefixes/inner/"; do
+    for formats in txt,bmp png; do
+      (cd "$work/prefixes/inner" && run "$ranks" "$prefix" --device synthetic --formats "$formats" -q)
+      got=$?
+      name="--output $prefix --formats $formats ($ranks rank$([ $ranks = 1 ] || echo s))"
+      if [ $got -ne 1 ] || [ "$(facegen_lines)" != 1 ] ||
+         ! grep -q "^facegen: error: --output takes a path prefix such as outputs/run1 .*, got '$prefix'" "$work/stderr"; then
+        fail "$name" "exit status $got: $(head -c 300 "$work/stderr")"
+      elif [ "$(snapshot "$work/prefixes")" != "$before" ]; then
+        fail "$name" "the folders changed"
+      else
+        pass "$name: refused"
+      fi
+    done
+  done
+done
+
+# --- a sticky shared folder (as /tmp): another user's entries ------------------------------------
+if [ $root = yes ] && command -v setpriv > /dev/null; then
+  echo "a sticky shared folder:"
+  shared=$work/shared
+  mkdir -m 1777 "$shared"
+  as_other() { setpriv --reuid=4242 --regid=4242 --clear-groups env --default-signal timeout 20 "$@"; }
+  as_other sh -c "$(declare -f earlier_output); earlier_output txt theirs > '$shared/r.txt'; ln -s /etc/hostname '$shared/r.bmp'"
+  before=$(snapshot "$shared")
+  run 1 "$shared/r" --device synthetic --formats txt -q
+  got=$?
+  if [ $got -eq 1 ] && grep -q "r.txt: it belongs to another user (uid 4242) in a shared folder" "$work/stderr" &&
+     [ "$(snapshot "$shared")" = "$before" ]; then
+    pass "another user's earlier output in a sticky folder: refused, left as it was"
+  else
+    fail "another user's output in a sticky folder" "exit status $got: $(head -c 300 "$work/stderr")"
+  fi
+  run 1 "$shared/r" --device synthetic --formats bmp -q
+  got=$?
+  if [ $got -eq 1 ] && grep -q "r.bmp: it is a symbolic link" "$work/stderr" && [ "$(snapshot "$shared")" = "$before" ]; then
+    pass "another user's link at an output's name in a sticky folder: refused, left as it was"
+  else
+    fail "another user's link in a sticky folder" "exit status $got: $(head -c 300 "$work/stderr")"
+  fi
+  # The other user runs into the shared folder while root's earlier outputs are there.
+  run 1 "$shared/mine" --device synthetic --formats txt -q
+  before=$(snapshot "$shared")
+  as_other "$prog" --device synthetic --random 2 --output "$shared/mine" --formats txt -q > /dev/null 2> "$work/stderr"
+  got=$?
+  if [ $got -eq 1 ] && grep -q "mine.txt: it belongs to another user (uid 0) in a shared folder" "$work/stderr" &&
+     [ "$(snapshot "$shared")" = "$before" ]; then
+    pass "a second user's run over root's outputs in a sticky folder: refused, left as it was"
+  else
+    fail "a second user's run over root's outputs" "exit status $got: $(head -c 300 "$work/stderr")"
+  fi
+else
+  skip "a sticky shared folder: needs root and setpriv"
+fi
+
+# --- one run per prefix --------------------------------------------------------------------------------
+# The first run generates 400 images on the CPU (seconds); it holds the prefix's lock from before it
+# creates its outputs, so the second run starts as soon as a temporary output appears.
+echo "one run per prefix:"
+# wait_for GLOB SECONDS: until a path matching GLOB exists.
+wait_for() {
+  local deadline=$((SECONDS + $2))
+  while [ $SECONDS -lt $deadline ]; do
+    compgen -G "$1" > /dev/null && return 0
+    sleep 0.02
+  done
+  return 1
+}
+# start_slow_run RANKS PREFIX: 400 images on the CPU into PREFIX (txt), in the background ($job).
+start_slow_run() {
+  local ranks=$1 prefix=$2
+  if [ "$ranks" = 1 ]; then
+    env --default-signal timeout 120 "$prog" --device cpu --model "$build/random-network.bin" --random 400 \
+      --output "$prefix" --formats txt -q > /dev/null 2> "$prefix.first.err" &
+  else
+    env --default-signal timeout 120 "$launcher" --program "$prog" --ranks-per-node "$ranks" --random 400 \
+      --output "$prefix" -- --device cpu --model "$build/random-network.bin" --formats txt -q \
+      > /dev/null 2> "$prefix.first.err" &
+  fi
+  job=$!
+}
+held_run_case() {  # held_run_case FIRST-RANKS SECOND-RANKS
+  local first=$1 second=$2 dir=$work/held$1$2
+  mkdir -p "$dir"
+  local name="a second run ($second rank$([ $second = 1 ] || echo s)) while one ($first) holds the prefix"
+  start_slow_run "$first" "$dir/r"
+  if ! wait_for "$dir/r.txt.tmp-*" 60; then
+    wait $job
+    fail "$name" "the first run did not create its output: $(head -c 300 "$dir/r.first.err")"
+    return
+  fi
+  local lock
+  lock=$(compgen -G "$dir/.facegen-lock-*")
+  run "$second" "$dir/r" --device synthetic --formats txt
+  local got=$?
+  wait $job
+  local first_status=$?
+  if [ $got -ne 1 ] || [ "$(facegen_lines)" != 1 ] ||
+     ! grep -qE "^facegen: error.*: another facegen run \(pid [0-9]+\) is writing the outputs of --output $dir/r now; facegen runs one at a time into a prefix" "$work/stderr"; then
+    fail "$name" "exit status $got: $(head -c 300 "$work/stderr")"
+  elif [ $first_status -ne 0 ]; then
+    fail "$name" "the first run failed ($first_status): $(head -c 300 "$dir/r.first.err")"
+  elif [ -z "$lock" ] || [ -e "$lock" ] || [ "$(ls -A "$dir" | tr '\n' ' ')" != "r.first.err r.txt " ]; then
+    fail "$name" "lock file '$lock'; entries left: $(ls -A "$dir" | tr '\n' ' ')"
+  elif [ "$(head -n 1 "$dir/r.txt")" != 400 ]; then
+    fail "$name" "r.txt is not the first run's: $(head -c 40 "$dir/r.txt")"
+  else
+    pass "$name: refused in one sentence; the first run's outputs whole, its lock gone"
+  fi
+}
+held_run_case 1 1
+if [ $mpi = yes ]; then
+  held_run_case 2 1
+  held_run_case 1 3
+else
+  skip "one run per prefix under MPI: mpirun is not installed"
+fi
+
+# Runs started together: never a set of outputs mixed from both (either may be refused).
+mkdir -p "$work/together" "$work/reference"
+for seed in 1 2; do
+  "$prog" --device synthetic --random 3 --seed $seed --output "$work/reference/s$seed" --formats txt,bmp,npy -q
+done
+mixed=0
+refused=0
+for attempt in 1 2 3 4 5 6; do
+  for seed in 1 2; do
+    env --default-signal timeout 60 "$prog" --device synthetic --random 3 --seed $seed --output "$work/together/r" \
+      --formats txt,bmp,npy -q > /dev/null 2> "$work/together-$seed.err" &
+  done
+  wait
+  refused=$((refused + $(cat "$work"/together-*.err | grep -c "another facegen run")))
+  whole=no
+  for seed in 1 2; do
+    cmp -s "$work/together/r.txt" "$work/reference/s$seed.txt" && cmp -s "$work/together/r.bmp" "$work/reference/s$seed.bmp" &&
+      cmp -s "$work/together/r.npy" "$work/reference/s$seed.npy" && whole=yes
+  done
+  [ $whole = yes ] || mixed=$((mixed + 1))
+done
+if [ $mixed -eq 0 ] && [ "$(ls -A "$work/together" | tr '\n' ' ')" = "r.bmp r.npy r.txt " ]; then
+  pass "two runs into one prefix started together, 6 times: one run's whole set each time ($refused refused)"
+else
+  fail "two runs started together" "$mixed mixed sets; entries: $(ls -A "$work/together" | tr '\n' ' ')"
+fi
+
+# A lock left by a run that was killed (no handler) is taken over; what is not a lock file is refused.
+mkdir -p "$work/killed"
+start_slow_run 1 "$work/killed/r"
+if wait_for "$work/killed/r.txt.tmp-*" 60 && kill -9 "$(pgrep -P $job)"; then  # facegen, timeout's child
+  wait $job 2> /dev/null
+  rm -f "$work"/killed/r.txt.tmp-* "$work/killed/r.first.err"
+  run 1 "$work/killed/r" --device synthetic --formats txt -q
+  got=$?
+  if [ $got -eq 0 ] && [ "$(ls -A "$work/killed" | tr '\n' ' ')" = "r.txt " ]; then
+    pass "a lock left by a killed run: the next run takes it over and removes it"
+  else
+    fail "a lock left by a killed run" "exit status $got, entries $(ls -A "$work/killed" | tr '\n' ' '): $(head -c 300 "$work/stderr")"
+  fi
+else
+  kill -9 $job 2> /dev/null
+  wait $job 2> /dev/null
+  fail "a lock left by a killed run" "the run did not create its output"
+fi
+for shape in link fifo folder; do
+  dir=$work/lock-$shape
+  mkdir -p "$dir"
+  name=$(python3 -c 'import sys  # the lock file of prefix r (files/prefix_lock.cpp): FNV-1a of the name
+h = 14695981039346656037
+for c in sys.argv[1].encode(): h = ((h ^ c) * 1099511628211) % 2**64
+print(".facegen-lock-%016x" % h)' r)
+  case $shape in
+    link) ln -s "$work/victim-lock" "$dir/$name"; want="is a symbolic link, which facegen never follows" ;;
+    fifo) mkfifo "$dir/$name"; want="is not a regular file" ;;
+    folder) mkdir "$dir/$name"; want="is not a regular file" ;;
+  esac
+  before=$(snapshot "$dir")
+  run 1 "$dir/r" --device synthetic --formats txt -q
+  got=$?
+  if [ $got -eq 1 ] && [ "$(facegen_lines)" = 1 ] && grep -q "the lock file $dir/$name of --output $dir/r $want" "$work/stderr" &&
+     [ "$(snapshot "$dir")" = "$before" ] && [ ! -e "$work/victim-lock" ]; then
+    pass "a $shape at the lock file's name: refused, nothing followed or changed"
+  else
+    fail "a $shape at the lock file's name" "exit status $got: $(head -c 300 "$work/stderr")"
+  fi
+done
+
+# --- the outputs' folder moved, removed or replaced mid-run -----------------------------------------
+echo "the outputs' folder changed mid-run:"
+for ranks in 1 2; do
+  [ $ranks = 1 ] || [ $mpi = yes ] || continue
+  for change in file gone folder; do
+    dir=$work/moving$ranks$change
+    mkdir -p "$dir/out"
+    start_slow_run "$ranks" "$dir/out/r"
+    name="the outputs' folder replaced by a $change mid-run ($ranks rank$([ $ranks = 1 ] || echo s))"
+    [ $change = gone ] && name="the outputs' folder removed mid-run ($ranks rank$([ $ranks = 1 ] || echo s))"
+    if ! wait_for "$dir/out/r.txt.tmp-*" 60; then
+      wait $job
+      fail "$name" "the run did not create its output"
+      continue
+    fi
+    mv "$dir/out" "$dir/moved"
+    case $change in
+      file) echo x > "$dir/out"; what="a file is there now" ;;
+      gone) what="it is gone" ;;
+      folder) mkdir "$dir/out"; what="another folder is there now" ;;
+    esac
+    wait $job
+    got=$?
+    err=$(cat "$dir/moved/r.first.err")
+    lines=$(grep -c '^facegen' "$dir/moved/r.first.err")
+    if [ $got -ne 1 ] || [ "$lines" != 1 ] ||
+       ! grep -q "^facegen: error.*: the output folder $dir/out was moved, removed or replaced while the run wrote into it ($what): no output was put in place" "$dir/moved/r.first.err" ||
+       grep -q 'mca_\|warning' "$dir/moved/r.first.err"; then
+      fail "$name" "exit status $got: $err"
+    elif [ $change = file ] && [ "$(cat "$dir/out")" != x ] || [ $change = folder ] && [ -n "$(ls -A "$dir/out")" ]; then
+      fail "$name" "what took the folder's place was changed"
+    else
+      pass "$name: one line naming the folder"
+    fi
+  done
+done
+
+# --- an earlier run's other outputs ----------------------------------------------------------------
+echo "an earlier run's other outputs:"
+dir=$work/stale
+mkdir -p "$dir"
+run 1 "$dir/r" --device synthetic --formats bmp,npy,png --mosaic-tiles 1 -q  # r-0001.bmp, r-0002.bmp, r.npy, r/
+before=$(snapshot "$dir" | grep -vE ' [.]/r[.]bmp( |$)')
+run 1 "$dir/r" --device synthetic --formats bmp,txt --summary-json "$dir/s.json"
+got=$?
+left_line=$(grep '^left ' "$work/stdout")
+json_left=$(python3 -c 'import json, sys; print(" ".join(json.load(open(sys.argv[1]))["stale_files"]))' "$dir/s.json" 2>&1)
+if [ $got -eq 0 ] &&
+   [ "$left_line" = "left      $dir/r, $dir/r-0001.bmp, $dir/r-0002.bmp and 1 more: outputs of an earlier run with this prefix that this run did not replace" ] &&
+   [ "$json_left" = "$dir/r $dir/r-0001.bmp $dir/r-0002.bmp $dir/r.npy" ] &&
+   [ "$(snapshot "$dir" | grep -vE ' [.]/(r[.]bmp|r[.]txt|s[.]json)( |$)')" = "$before" ]; then
+  pass "a run with other formats and fewer images: the earlier run's other outputs named in the summary and the JSON, all kept"
+else
+  fail "an earlier run's other outputs" "exit status $got; left: '$left_line'; JSON: '$json_left'"
+fi
+
+# --- --summary-json ------------------------------------------------------------------------------------
+echo "--summary-json:"
+for target in - /dev/stdout; do
+  dir=$work/summary-stdout
+  rm -rf "$dir" && mkdir -p "$dir"
+  run 1 "$dir/r" --device synthetic --formats txt --summary-json "$target"
+  got=$?
+  images=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["images"])' "$work/stdout" 2>&1)
+  if [ $got -eq 0 ] && [ "$images" = 2 ] && [ -c /dev/null ] && [ -e /dev/stdout ]; then
+    pass "--summary-json $target: the JSON alone on standard output"
+  else
+    fail "--summary-json $target" "exit status $got, JSON: $images"
+  fi
+done
+dir=$work/summary-missing
+mkdir -p "$dir"
+earlier_output txt old > "$dir/r.txt"
+before=$(snapshot "$dir")
+run 1 "$dir/r" --device synthetic --formats txt --summary-json "$dir/nofolder/s.json"
+got=$?
+if [ $got -eq 1 ] && [ "$(facegen_lines)" = 1 ] &&
+   grep -q "^facegen: error: --summary-json $dir/nofolder/s.json cannot be written: its folder $dir/nofolder does not exist" "$work/stderr" &&
+   [ "$(snapshot "$dir")" = "$before" ]; then
+  pass "--summary-json in a folder that does not exist: refused before any work, the outputs as they were"
+else
+  fail "--summary-json in a missing folder" "exit status $got: $(head -c 300 "$work/stderr")"
+fi
+
+suite_end
