@@ -211,7 +211,7 @@ int finish_commit_command(const std::string& journal) {
     case facegen::FinishOutcome::NewInPlace:
       std::cerr << "facegen: " << (report.was_done ? "the commit that " + journal + " recorded had finished: "
                                                    : "finished the commit that " + journal + " recorded: ")
-                << "the new " << outputs << " are in place\n";
+                << "the new " << outputs << " are in place" << facegen::left_named(report) << "\n";
       return 0;
   }
   return 0;
