@@ -19,8 +19,9 @@
 # picks another. Without --model the program uses its shipped model.
 # It prints the command before running it. When the job fails it finishes a commit of the outputs
 # that the launcher cut short (facegen --finish-commit: the whole new set in place), removes the
-# temporary files that a killed rank could not (PREFIX.<ext>.tmp-TOKEN-XXXXXX, TOKEN this job's own:
-# another run's temporaries of the same prefix stay), says whether the outputs were replaced and exits
+# temporary files that a killed rank could not (PREFIX.<ext>.tmp-TOKEN-XXXXXX, TOKEN this job's own,
+# and only this user's own files and folders, never a link: another run's temporaries of the same
+# prefix, or what another user put in a shared folder under such a name, stay), says whether the outputs were replaced and exits
 # with the job's status; SIGINT or SIGTERM to this script stops the job the same way and exits 130
 # or 143.
 set -euo pipefail
@@ -283,12 +284,28 @@ if [ $status -ne 0 ]; then
                              compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????" || true
                              compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????-*.lock" || true
                              compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????.*" || true; } | sort -u)
-  if [ ${#leftovers[@]} -gt 0 ]; then
-    if rm -rf -- "${leftovers[@]}"; then
-      echo "run_parallel: removed temporary files: ${leftovers[*]}" >&2
+  # Only this user's own files and folders, never a link (stat -c %u does not follow one): in a
+  # shared folder such as /tmp another user can put anything under a name that matches the token.
+  uid=$(id -u)
+  owned=()
+  foreign=()
+  for leftover in ${leftovers[@]+"${leftovers[@]}"}; do
+    if ! [ -L "$leftover" ] && { [ -f "$leftover" ] || [ -d "$leftover" ]; } &&
+       [ "$(stat -c %u -- "$leftover" 2> /dev/null)" = "$uid" ]; then
+      owned+=("$leftover")
     else
-      echo "run_parallel: could not remove all of the temporary files ${leftovers[*]}" >&2
+      foreign+=("$leftover")
     fi
+  done
+  if [ ${#owned[@]} -gt 0 ]; then
+    if rm -rf -- "${owned[@]}"; then
+      echo "run_parallel: removed temporary files: ${owned[*]}" >&2
+    else
+      echo "run_parallel: could not remove all of the temporary files ${owned[*]}" >&2
+    fi
+  fi
+  if [ ${#foreign[@]} -gt 0 ]; then
+    echo "run_parallel: left alone, not this user's own files or folders: ${foreign[*]}" >&2
   fi
   case $interrupted in
     130) what="interrupted (SIGINT); the job was stopped" ;;
