@@ -475,7 +475,7 @@ TEST_CASE("commit journal: what is not a journal of this user's facegen is refus
     }
     write_file(other, journal_text("Zz9Zz9", {entry_line("F", 1, inode, "r-1.bmp.tmp-bbbbbb", "r-1.bmp"),
                                               entry_line("F", 1, inode, "r-1.bmp.tmp-bbbbbb", "r-1.bmp")}));
-    check_refused(dir, other, "entry 2 of 2 names what an earlier entry names");
+    check_refused(dir, other, "entry 2 of 2 names what entry 1 names");
     // A tagged token: its temporaries carry the tag.
     const std::string tagged = dir.file(std::string(kCommitJournalPrefix) + "job7-Zz9Zz9");
     write_file(tagged, journal_text("job7-Zz9Zz9", {entry_line("F", 1, inode, "r-1.bmp.tmp-bbbbbb", "r-1.bmp")}));
