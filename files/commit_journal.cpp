@@ -121,7 +121,7 @@ struct NotAJournal : UserError {
 
 bool letters_and_digits(const std::string& text, size_t from = 0) {
   for (size_t i = from; i < text.size(); ++i)
-    if (std::strchr(kLetters, text[i]) == nullptr || text[i] == '\0') return false;
+    if (text[i] == '\0' || std::strchr(kLetters, text[i]) == nullptr) return false;
   return from < text.size();
 }
 

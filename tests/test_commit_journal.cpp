@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +28,7 @@
 #include "files/commit_journal.hpp"
 #include "files/output_commit.hpp"
 #include "files/path_parts.hpp"
+#include "files/temp_registry.hpp"
 #include "test_support.hpp"
 
 using namespace facegen;
@@ -580,4 +582,32 @@ TEST_CASE("commit journal: a name shortened to fit NAME_MAX is facegen's; output
   CHECK(outputs_named(report) == final + " and 1 more");
   CHECK(dir.names() == std::vector<std::string>{final, longer});
   CHECK(outputs_named(FinishReport{}) == "outputs");
+}
+
+TEST_CASE("commit journal: a temporary shortened to fit PATH_MAX, as the registry names it, is finished") {
+  TempDir dir;
+  std::string deep = dir.path;
+  while (deep.size() + 201 < 3850) {
+    deep += "/" + std::string(200, 'd');
+    REQUIRE(std::filesystem::create_directory(deep));
+  }
+  // The output's path fits PATH_MAX (4,096 with its NUL); its temporary's, 11 bytes longer, does not.
+  const std::string final = deep + "/" + std::string(4085 - deep.size() - 5, 'n') + ".txt";
+  REQUIRE(final.size() == 4085);
+  REQUIRE(base_name(final).size() + 11 <= NAME_MAX);  // the name alone would fit
+  std::string temp = final + ".tmp-XXXXXX";
+  TempRegistration listed;
+  const int fd = create_registered_temp_file(temp, &listed);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  CHECK(temp.size() < final.size() + 11);  // shortened before ".tmp-"
+  REQUIRE(commit_killed_at({{temp, final, false}}, 1));
+  std::vector<std::string> journals;
+  for (const auto& entry : std::filesystem::directory_iterator(deep))
+    if (entry.path().filename().string().rfind(kCommitJournalPrefix, 0) == 0) journals.push_back(entry.path());
+  REQUIRE(journals.size() == 1);
+  CHECK(finish_commit(journals[0]).outcome == FinishOutcome::NewInPlace);
+  CHECK(std::filesystem::exists(final));
+  CHECK(!std::filesystem::exists(temp));
+  listed.release();
 }
