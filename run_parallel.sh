@@ -259,10 +259,22 @@ set -e
 # finished). A journal still under way means the launcher killed rank 0 mid-commit (mpirun sends
 # SIGKILL a second after the SIGTERM it hands on): facegen --finish-commit completes it, before the
 # temporaries (the new outputs it renames into place) could be removed below.
+# Only this user's own journals and leftovers are acted on (this_users), never a link: in a shared
+# folder such as /tmp another user can put anything under a name with the job's token (which its
+# temporaries show while the job runs); what is not is named in one line and left.
+uid=$(id -u)
+this_users() {  # this_users PATH: a regular file or folder of this user's (stat -c %u follows no link)
+  ! [ -L "$1" ] && { [ -f "$1" ] || [ -d "$1" ]; } && [ "$(stat -c %u -- "$1" 2> /dev/null)" = "$uid" ]
+}
+foreign=()
 outdir=$(dirname -- "$output")
 outputs_replaced=no
 mapfile -t journals < <(compgen -G "$outdir/.facegen-commit-$FACEGEN_TEMP_TAG-??????" || true)
-for journal in "${journals[@]}"; do
+for journal in ${journals[@]+"${journals[@]}"}; do
+  if ! this_users "$journal"; then
+    foreign+=("$journal")
+    continue
+  fi
   finish_status=0
   finish_line=$("$program" --finish-commit "$journal" 2>&1) || finish_status=$?
   case $finish_status in
@@ -284,18 +296,9 @@ if [ $status -ne 0 ]; then
                              compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????" || true
                              compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????-*.lock" || true
                              compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????.*" || true; } | sort -u)
-  # Only this user's own files and folders, never a link (stat -c %u does not follow one): in a
-  # shared folder such as /tmp another user can put anything under a name that matches the token.
-  uid=$(id -u)
   owned=()
-  foreign=()
   for leftover in ${leftovers[@]+"${leftovers[@]}"}; do
-    if ! [ -L "$leftover" ] && { [ -f "$leftover" ] || [ -d "$leftover" ]; } &&
-       [ "$(stat -c %u -- "$leftover" 2> /dev/null)" = "$uid" ]; then
-      owned+=("$leftover")
-    else
-      foreign+=("$leftover")
-    fi
+    if this_users "$leftover"; then owned+=("$leftover"); else foreign+=("$leftover"); fi
   done
   if [ ${#owned[@]} -gt 0 ]; then
     if rm -rf -- "${owned[@]}"; then
@@ -304,9 +307,11 @@ if [ $status -ne 0 ]; then
       echo "run_parallel: could not remove all of the temporary files ${owned[*]}" >&2
     fi
   fi
-  if [ ${#foreign[@]} -gt 0 ]; then
-    echo "run_parallel: left alone, not this user's own files or folders: ${foreign[*]}" >&2
-  fi
+fi
+if [ ${#foreign[@]} -gt 0 ]; then
+  echo "run_parallel: left alone, not this user's own files or folders: ${foreign[*]}" >&2
+fi
+if [ $status -ne 0 ]; then
   case $interrupted in
     130) what="interrupted (SIGINT); the job was stopped" ;;
     143) what="terminated (SIGTERM); the job was stopped" ;;
