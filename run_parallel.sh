@@ -19,8 +19,9 @@
 # picks another. Without --model the program uses its shipped model.
 # It prints the command before running it. When the job fails it finishes a commit of the outputs
 # that the launcher cut short (facegen --finish-commit: the whole new set in place), removes the
-# temporary files that a killed rank could not (PREFIX.<ext>.tmp-TOKEN-XXXXXX, TOKEN this job's own:
-# another run's temporaries of the same prefix stay), says whether the outputs were replaced and exits
+# temporary files that a killed rank could not (PREFIX.<ext>.tmp-TOKEN-XXXXXX, TOKEN this job's own,
+# and only this user's own files and folders, never a link: another run's temporaries of the same
+# prefix, or what another user put in a shared folder under such a name, stay), says whether the outputs were replaced and exits
 # with the job's status; SIGINT or SIGTERM to this script stops the job the same way and exits 130
 # or 143.
 set -euo pipefail
@@ -262,10 +263,22 @@ set -e
 # finished). A journal still under way means the launcher killed rank 0 mid-commit (mpirun sends
 # SIGKILL a second after the SIGTERM it hands on): facegen --finish-commit completes it, before the
 # temporaries (the new outputs it renames into place) could be removed below.
+# Only this user's own journals and leftovers are acted on (this_users), never a link: in a shared
+# folder such as /tmp another user can put anything under a name with the job's token (which its
+# temporaries show while the job runs); what is not is named in one line and left.
+uid=$(id -u)
+this_users() {  # this_users PATH: a regular file or folder of this user's (stat -c %u follows no link)
+  ! [ -L "$1" ] && { [ -f "$1" ] || [ -d "$1" ]; } && [ "$(stat -c %u -- "$1" 2> /dev/null)" = "$uid" ]
+}
+foreign=()
 outdir=$(dirname -- "$output")
 outputs_replaced=no
 mapfile -t journals < <(compgen -G "$outdir/.facegen-commit-$FACEGEN_TEMP_TAG-??????" || true)
-for journal in "${journals[@]}"; do
+for journal in ${journals[@]+"${journals[@]}"}; do
+  if ! this_users "$journal"; then
+    foreign+=("$journal")
+    continue
+  fi
   finish_status=0
   finish_line=$("$program" --finish-commit "$journal" 2>&1) || finish_status=$?
   case $finish_status in
@@ -287,13 +300,22 @@ if [ $status -ne 0 ]; then
                              compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????" || true
                              compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????-*.lock" || true
                              compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????.*" || true; } | sort -u)
-  if [ ${#leftovers[@]} -gt 0 ]; then
-    if rm -rf -- "${leftovers[@]}"; then
-      echo "run_parallel: removed temporary files: ${leftovers[*]}" >&2
+  owned=()
+  for leftover in ${leftovers[@]+"${leftovers[@]}"}; do
+    if this_users "$leftover"; then owned+=("$leftover"); else foreign+=("$leftover"); fi
+  done
+  if [ ${#owned[@]} -gt 0 ]; then
+    if rm -rf -- "${owned[@]}"; then
+      echo "run_parallel: removed temporary files: ${owned[*]}" >&2
     else
-      echo "run_parallel: could not remove all of the temporary files ${leftovers[*]}" >&2
+      echo "run_parallel: could not remove all of the temporary files ${owned[*]}" >&2
     fi
   fi
+fi
+if [ ${#foreign[@]} -gt 0 ]; then
+  echo "run_parallel: left alone, not this user's own files or folders: ${foreign[*]}" >&2
+fi
+if [ $status -ne 0 ]; then
   case $interrupted in
     130) what="interrupted (SIGINT); the job was stopped" ;;
     143) what="terminated (SIGTERM); the job was stopped" ;;

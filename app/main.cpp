@@ -227,7 +227,7 @@ int finish_commit_command(const std::string& journal) {
       say("facegen: " +
           (report.was_done ? "the commit that " + journal + " recorded had finished: "
                            : "finished the commit that " + journal + " recorded: ") +
-          "the new " + outputs + " are in place");
+          "the new " + outputs + " are in place" + facegen::left_named(report));
       return 0;
   }
   return 0;
@@ -276,6 +276,10 @@ void check_output_prefix(const std::string& prefix, const std::vector<ReadFile>&
   if (last.empty() || last == "." || last == "..") {
     throw facegen::UserError("--output takes a path prefix such as outputs/run1 (it writes outputs/run1.txt, ...), got '" +
                              prefix + "', which names a folder");
+  }
+  if (last.compare(0, 9, ".facegen-") == 0) {
+    throw facegen::UserError("--output " + prefix + " begins as facegen's own journals, backups and locks are named "
+                             "(.facegen-...); choose another prefix");
   }
   // Every output name is the prefix's last part and at least 4 more bytes (".txt"); longer ones
   // (numbered mosaics) are checked as their files are created.

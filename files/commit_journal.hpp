@@ -15,6 +15,19 @@
 // then removes the journal. Either way the directory holds one whole set and nothing else of the
 // commit. Every step is safe to repeat, so finishing can itself be cut short and started again.
 //
+// Whose journals: only this user's facegen's. A journal is acted on only when it is a regular file (no
+// link followed, no FIFO or device opened), owned by the user running facegen, writable by no one
+// else, with one link, of at most 1 GiB and no more than its entries take, and exactly of the form
+// facegen writes: its token the end of its own name, one entry or more, each naming an output of
+// its own directory (never a journal or a backup) and that output's temporary as facegen names it
+// (FINAL.tmp-[TAG-]XXXXXX, FINAL shortened only where the whole name would not fit). Anything else
+// with a journal's name (another user's file in a shared folder such as /tmp, a link, a FIFO) is
+// left exactly as it is: a run says so in one notice, `--finish-commit` refuses it in one sentence.
+// Finishing then touches only what the journal recorded, by names inside its directory's
+// descriptor: a temporary is renamed only when its inode and kind (file or folder) are those
+// recorded, a backup removed only when it is a regular file, an old PNG folder by its PNGs alone
+// (remove_old_png_folder), nothing recursively; in a sticky folder, only this user's entries.
+//
 // Who finishes: every run, before it creates its outputs, finishes the dead journals of its output
 // directory (finish_dead_commits); `facegen --finish-commit JOURNAL` finishes one (run_parallel.sh
 // runs it on its own job's journals after the launcher ends). A commit in a process with
@@ -71,17 +84,24 @@ struct FinishReport {
   bool was_done = false;    // the commit had finished; only the journal was left
   size_t outputs = 0;       // entries of the journal
   std::string first_final;  // the first output's name, for messages
+  std::vector<std::string> left;  // what rolling forward left in place, and why (not what facegen wrote)
 };
 
-// "r.txt and 2,000 more": the outputs a report speaks of, for messages.
+// "r.txt and 2,000 more": the outputs a report speaks of, for messages ("outputs" when it names none).
 std::string outputs_named(const FinishReport& report);
 
+// "; left alone: the old folder now at r.tmp-Ab12Cd (it holds notes.txt, which facegen did not
+// write)", or "" when the report left nothing.
+std::string left_named(const FinishReport& report);
+
 // Finishes the commit a journal records (see above) and removes the journal. Throws UserError when
-// the journal cannot be read or is not one, or the outputs can be put in neither state.
+// the journal cannot be read or is not one of this user's facegen (then nothing was changed), or the
+// outputs can be put in neither state.
 FinishReport finish_commit(const std::string& journal_path);
 
 // Finishes every journal in `directory` whose process is gone; returns one sentence per journal
-// finished (or that could not be), for the caller to print.
+// finished, left alone ("left alone: PATH is not a commit journal of this user's facegen (WHY)") or
+// that could not be finished ("warning: ..."), for the caller to print.
 std::vector<std::string> finish_dead_commits(const std::string& directory);
 
 // The journal files' name prefix, ".facegen-commit-".

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 build=${BUILD:-build}
 sanitize=${SANITIZE:-0}
 export SANITIZE=$sanitize
-sanitized_suites=" faults "
+sanitized_suites=" faults foreign_journals "
 if [ "$sanitize" = 1 ]; then
   # exitcode 86: a sanitizer report must not look like the program's own exit status 1.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:exitcode=86:strict_string_checks=1:detect_stack_use_after_return=1}

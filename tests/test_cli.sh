@@ -305,6 +305,7 @@ bad_input "Inf in a latent" "bad.txt:2:[0-9]+.*[\"']1e999[\"'].*value 100" "1\n$
 
 # --- bad outputs ----------------------------------------------------------------------------------
 expect_error "--output ''" 1 "--output takes a path prefix such as outputs/run1 .*, got ''" --model "$model" --input "$work/l3.txt" --output '' --device cpu
+expect_error "--output named as facegen's own files" 1 "--output .*/\.facegen-old-x begins as facegen's own journals, backups and locks are named" --model "$model" --input "$work/l3.txt" --output "$work/.facegen-old-x" --device cpu
 expect_error "--output dir/" 1 "--output takes a path prefix .*, got '$work/'" --model "$model" --input "$work/l3.txt" --output "$work/" --device cpu
 expect_error "--output over the input file" 1 "--output $work/l3 would overwrite the input file $work/l3.txt" --model "$model" --input "$work/l3.txt" --output "$work/l3" --device cpu
 # Only the formats asked for count: the same prefix with --formats npy writes l3.npy beside l3.txt.

@@ -566,7 +566,7 @@ fi
 printf 'hello\n' > "$work/journal/.facegen-commit-abcdef"
 "$prog" --finish-commit "$work/journal/.facegen-commit-abcdef" > /dev/null 2> "$work/stderr"
 got=$?
-if [ $got = 1 ] && grep -q "is not a commit journal of facegen: its first line is not" "$work/stderr" &&
+if [ $got = 1 ] && grep -q "is not a commit journal of this user's facegen (its first line is not" "$work/stderr" &&
    [ "$(cat "$work/journal/.facegen-commit-abcdef")" = hello ]; then
   pass "--finish-commit of a file that is not a journal: refused, kept"
 else
