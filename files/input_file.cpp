@@ -41,6 +41,7 @@ int launcher_rank() {
 
 }  // namespace
 
+// FACEGEN_TEST_STOP (input_file.hpp): read once; each point stops the process at most once.
 void stop_for_test(const char* point) {
   static const char* const spec = std::getenv("FACEGEN_TEST_STOP");
   if (spec == nullptr) return;

@@ -79,7 +79,7 @@ cpu=(--device cpu -q)
 reference() {  # reference NAME facegen-args...: $work/ref-NAME.{txt,bmp}
   local name=$1
   shift
-  "$prog" "$@" --output "$work/ref-$name" 2> "$work/stderr" ||
+  env --default-signal timeout 60 "$prog" "$@" --output "$work/ref-$name" 2> "$work/stderr" ||
     { echo "changing_inputs: the reference run $name failed: $(head -c 300 "$work/stderr")"; exit 1; }
 }
 cp "$work/l.txt" "$work/keep.txt" && cp "$work/l.npy" "$work/keep.npy" && cp "$work/m.bin" "$work/keep.bin"
@@ -181,8 +181,8 @@ check() {
   fi
 }
 
-# expected HOW FILE: exit status and pattern of a change HOW to FILE (PATTERN is empty for success).
-changed_line() {  # changed_line HOW FILE
+# changed_line HOW FILE: the sentence (a regular expression) that a change HOW to FILE in place gives.
+changed_line() {
   local what=latent
   case $2 in *.bin) what=model ;; esac
   case $1 in
