@@ -1,17 +1,16 @@
 // latent_index.cpp: the coarse token map of a latent text file (see latent_index.hpp).
 //
 // Blocks are read with pread through a buffer of at most 1 MiB, so any thread can count or scan any
-// block of one shared descriptor. A token starts at a byte that is not white space and follows white
+// block of the file's one shared descriptor (input_file.hpp). A token starts at a byte that is not white space and follows white
 // space or the start of the file, the same rule as the reader's (is_latent_space).
 #include "files/latent_index.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "common/errors.hpp"
 #include "files/input_file.hpp"
@@ -23,19 +22,13 @@ namespace {
 
 constexpr int64_t kScanBytes = int64_t{1} << 20;
 
-// The input file, read at offsets by every thread that counts a part of it.
-class ReadOnlyFile : public InputFile {
- public:
-  using InputFile::InputFile;
-
-  // Whether the byte before `offset` separates tokens (true at the start of the file).
-  bool space_before(int64_t offset) const {
-    if (offset == 0) return true;
-    char c;
-    read_at(offset - 1, 1, &c);
-    return is_latent_space(c);
-  }
-};
+// Whether the byte before `offset` separates tokens (true at the start of the file).
+bool space_before(const InputFile& file, int64_t offset) {
+  if (offset == 0) return true;
+  char c;
+  file.read_at(offset - 1, 1, &c);
+  return is_latent_space(c);
+}
 
 int64_t block_begin_of(int64_t block, int64_t file_size) {
   return block * file_size / LatentIndex::kBlocks;  // file_size < 2^63 / kBlocks for any real file
@@ -49,10 +42,10 @@ inline uint32_t space_bit(unsigned char c) { return (c == ' ') | (static_cast<un
 // counts[block * kFields ...]: token starts, newlines, last newline offset + 1 (0: none). Each byte is
 // compared with the one before it, without a dependency from one byte to the next, so that the
 // compiler vectorises the count and it runs several times faster than parsing.
-void count_blocks(const ReadOnlyFile& file, int64_t first, int64_t last, int64_t file_size, int64_t* counts) {
+void count_blocks(const InputFile& file, int64_t first, int64_t last, int64_t file_size, int64_t* counts) {
   const int64_t begin = block_begin_of(first, file_size), end = block_begin_of(last, file_size);
   std::vector<unsigned char> buffer(static_cast<size_t>(std::min(kScanBytes, std::max<int64_t>(1, end - begin))));
-  unsigned char before = file.space_before(begin) ? ' ' : 'x';
+  unsigned char before = space_before(file, begin) ? ' ' : 'x';
   int64_t filled_begin = begin, filled_end = begin;  // buffer holds bytes [filled_begin, filled_end)
   for (int64_t block = first; block < last; ++block) {
     const int64_t block_end = block_begin_of(block + 1, file_size);
@@ -89,24 +82,23 @@ void count_blocks(const ReadOnlyFile& file, int64_t first, int64_t last, int64_t
 
 }  // namespace
 
-std::vector<int64_t> LatentIndex::count_part(const std::string& path, int64_t file_size, int part, int parts,
-                                             int threads) {
+std::vector<int64_t> LatentIndex::count_part(const InputFile& file, int part, int parts, int threads) {
+  const int64_t file_size = file.bytes();
   if (parts < 1 || part < 0 || part >= parts || file_size < 0) {
     throw std::invalid_argument("LatentIndex::count_part: part " + std::to_string(part) + " of " +
                                 std::to_string(parts));
   }
   std::vector<int64_t> counts(static_cast<size_t>(kBlocks) * kFields, 0);
   const int64_t first = int64_t{kBlocks} * part / parts, last = int64_t{kBlocks} * (part + 1) / parts;
-  const ReadOnlyFile file(path);
   parallel_for(last - first, threads, [&](int64_t begin, int64_t end) {
     count_blocks(file, first + begin, first + end, file_size, counts.data());
   });
   return counts;
 }
 
-LatentIndex::LatentIndex(const std::string& path, int64_t file_size, std::vector<int64_t> counts)
-    : path_(path),
-      file_size_(file_size),
+LatentIndex::LatentIndex(std::shared_ptr<const InputFile> file, std::vector<int64_t> counts)
+    : file_(std::move(file)),
+      file_size_(file_->bytes()),
       tokens_before_(kBlocks + 1, 0),
       lines_before_(kBlocks + 1, 0),
       newline_before_(kBlocks + 1, -1) {
@@ -131,10 +123,10 @@ TextPosition LatentIndex::locate(int64_t token) const {
   // The block holding the token's start: the last one with tokens_before <= token.
   const int64_t block =
       std::upper_bound(tokens_before_.begin(), tokens_before_.end(), token) - tokens_before_.begin() - 1;
-  const ReadOnlyFile file(path_);
+  const InputFile& file = *file_;
   const int64_t begin = block_begin(block), end = block_begin(block + 1);
   std::vector<char> buffer(static_cast<size_t>(std::min(kScanBytes, end - begin)));
-  bool prev_space = file.space_before(begin);
+  bool prev_space = space_before(file, begin);
   int64_t seen = tokens_before_[block], line = 1 + lines_before_[block], last_newline = newline_before_[block];
   for (int64_t at = begin; at < end;) {
     const int64_t bytes = std::min(end - at, static_cast<int64_t>(buffer.size()));
@@ -154,8 +146,9 @@ TextPosition LatentIndex::locate(int64_t token) const {
     }
     at += bytes;
   }
+  file.check_unchanged();  // a map of other bytes than these
   throw std::logic_error("LatentIndex::locate: token " + std::to_string(token) + " is not in block " +
-                         std::to_string(block) + " of " + path_ + " (did the file change?)");
+                         std::to_string(block) + " of " + file.path());
 }
 
 }  // namespace facegen

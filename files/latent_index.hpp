@@ -11,8 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "files/input_file.hpp"
 
 namespace facegen {
 
@@ -27,13 +30,13 @@ class LatentIndex {
   static constexpr int kBlocks = 4096;
   static constexpr int kFields = 3;  // per block: token starts, newlines, last newline offset + 1
 
-  // Counts part `part` of `parts` of the blocks of `path` (`file_size` bytes) with `threads` threads:
-  // kBlocks * kFields integers, zero outside this part. Throws UserError if the file cannot be read.
-  static std::vector<int64_t> count_part(const std::string& path, int64_t file_size, int part, int parts,
-                                         int threads);
+  // Counts part `part` of `parts` of the blocks of `file` (a regular file, its size at the open) with
+  // `threads` threads: kBlocks * kFields integers, zero outside this part. Throws UserError if the file
+  // cannot be read or changed.
+  static std::vector<int64_t> count_part(const InputFile& file, int part, int parts, int threads);
 
-  // The whole map: the sum of every part's counts.
-  LatentIndex(const std::string& path, int64_t file_size, std::vector<int64_t> counts);
+  // The whole map of `file`: the sum of every part's counts. locate() reads the file's one descriptor.
+  LatentIndex(std::shared_ptr<const InputFile> file, std::vector<int64_t> counts);
 
   int64_t tokens() const { return tokens_before_.back(); }  // in the whole file, N included
   // Where token `token` starts; past the last token, the end of the file (where a reader finds it ends).
@@ -42,7 +45,7 @@ class LatentIndex {
  private:
   int64_t block_begin(int64_t block) const;
 
-  std::string path_;
+  std::shared_ptr<const InputFile> file_;
   int64_t file_size_;
   std::vector<int64_t> tokens_before_;    // (kBlocks + 1): tokens starting before each block
   std::vector<int64_t> lines_before_;     // (kBlocks + 1): newlines before each block

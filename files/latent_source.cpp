@@ -1,12 +1,10 @@
 // latent_source.cpp: choosing a latent file's reader, counter-based random latents, interpolation grids.
 #include "files/latent_source.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "common/errors.hpp"
@@ -141,18 +139,15 @@ void RangeLatentSource::check_range(int64_t first, int64_t images) const {
 }
 
 std::unique_ptr<LatentSource> open_latent_file(const std::string& path, int latent_dim) {
+  auto file = std::make_shared<const InputFile>(path, InputKind::Latents);
   // Only a regular file is looked into: the bytes of a pipe would be gone for the reader.
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-    std::string start(6, '\0');
-    if (std::FILE* file = std::fopen(path.c_str(), "rb")) {
-      start.resize(std::fread(start.data(), 1, start.size(), file));
-      std::fclose(file);
-    }
+  if (file->regular()) {
+    std::string start(static_cast<size_t>(std::min<int64_t>(6, file->bytes())), '\0');
+    file->read_at(0, static_cast<int64_t>(start.size()), start.data());
     const bool npy_name = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
-    if (has_npy_magic(start) || npy_name) return open_npy_latents(path, latent_dim);
+    if (has_npy_magic(start) || npy_name) return open_npy_latents(std::move(file), latent_dim);
   }
-  return open_text_latents(path, latent_dim);
+  return open_text_latents(std::move(file), latent_dim);
 }
 
 std::unique_ptr<LatentSource> make_random_latents(int64_t count, uint64_t seed, int64_t first, int latent_dim) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/model_shape.hpp"
+#include "files/input_file.hpp"
 
 namespace facegen {
 
@@ -23,7 +24,7 @@ class LatentSource {
   virtual ~LatentSource() = default;
   virtual int64_t count() const = 0;                            // N
   virtual int64_t read(float* dst, int64_t max_images) = 0;     // next min(max, left) latents
-  virtual void finish() = 0;                                    // after all N: checks nothing follows
+  virtual void finish() = 0;  // after all N: checks nothing follows, and that a file did not change
   virtual std::string describe() const = 0;                     // for messages and the summary
 
   // Whether read_range works: any images, in any order, by any process that opened the same source.
@@ -31,8 +32,11 @@ class LatentSource {
   // Images [first, first + count) into dst, (count, nz), using up to threads() threads. It does not
   // move read()'s position. Throws UserError, and std::logic_error where !random_access().
   virtual void read_range(int64_t first, int64_t count, float* dst);
-  // The size of the file behind the source (-1: none), so that processes can check they see one file.
+  // The size of the file behind the source at its open (-1: none).
   virtual int64_t file_bytes() const { return -1; }
+  // The regular file behind a random-access source, opened once (null: none), so that processes can
+  // check they read one file.
+  virtual const InputFile* input_file() const { return nullptr; }
 
   // A text file first maps where its tokens start (latent_index.hpp). One process maps it on its
   // first read; processes that share the work each count part `part` of `parts` (map_part: integers,
@@ -68,6 +72,9 @@ class RangeLatentSource : public LatentSource {
 // A latent file, told apart by its content: a NumPy .npy file (it starts with "\x93NUMPY", see
 // npy_latents.hpp), else text: N, then N*nz numbers (latents.hpp). A regular file is read with random
 // access; a pipe or other stream only in order, as text. A file named *.npy must be a .npy file.
+// The path is opened once (input_file.hpp): the first bytes are looked at and every later read goes
+// through that descriptor, so the run reads the file it opened even if the path is deleted or another
+// file is renamed over it; a change in place is reported, by finish() at the latest.
 std::unique_ptr<LatentSource> open_latent_file(const std::string& path, int latent_dim = kLatentDim);
 
 // N images of N(0, 1) latents, images [first, first + count) of the sequence keyed by seed; value v

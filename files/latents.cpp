@@ -21,6 +21,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include <fast_float/fast_float.h>
 
@@ -66,15 +67,6 @@ bool is_integer_text(const char* s, size_t length) {
   return true;
 }
 
-std::FILE* open_input(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    const int err = errno;
-    throw UserError("cannot open input file " + path + ": " + std::strerror(err));
-  }
-  return file;
-}
-
 }  // namespace
 
 LatentToken parse_latent_value(const char* text, size_t length, float* value) {
@@ -106,75 +98,91 @@ LatentReader::LatentReader(std::FILE* file, const std::string& name, const Laten
   buffer_.resize(std::min(capacity_, kFirstBufferBytes));
 }
 
-LatentReader::LatentReader(const std::string& path, int64_t offset, const LatentResume& at)
-    : LatentReader(open_input(path), path, at) {
-  if (::fseeko(file_, static_cast<off_t>(offset), SEEK_SET) != 0) {
-    const int err = errno;
-    throw UserError("reading input file " + path_ + " failed: " + std::strerror(err));
+LatentReader::LatentReader(std::shared_ptr<const InputFile> file, int64_t offset, const LatentResume& at)
+    : path_(file->path()), input_(std::move(file)), input_offset_(offset), line_(at.line), column_(at.column),
+      count_(at.count), read_(at.image), latent_dim_(at.latent_dim) {
+  if (!input_->regular() || offset < 0 || offset > input_->bytes() || at.count < 1 || at.image < 0 ||
+      at.image > at.count || at.latent_dim < 1) {
+    throw std::invalid_argument("LatentReader: resuming " + path_ + " at byte " + std::to_string(offset) +
+                                ", image " + std::to_string(at.image) + " of " + std::to_string(at.count));
   }
+  file_size_ = input_->bytes();
+  capacity_ = kDefaultBufferBytes;
+  buffer_.resize(std::min(capacity_, kFirstBufferBytes));
 }
 
 LatentReader::LatentReader(const std::string& path, int latent_dim)
-    : LatentReader(open_input(path), path, kDefaultBufferBytes, latent_dim) {}
+    : LatentReader(std::make_shared<const InputFile>(path, InputKind::Latents), latent_dim) {}
+
+LatentReader::LatentReader(std::shared_ptr<const InputFile> file, int latent_dim)
+    : path_(file->path()), input_(std::move(file)), latent_dim_(latent_dim) {
+  if (input_->directory()) throw UserError("input file " + path_ + " is a directory, not a latent file");
+  file_size_ = input_->bytes();
+  read_header(kDefaultBufferBytes);
+}
 
 LatentReader::LatentReader(std::FILE* file, const std::string& name, size_t buffer_bytes, int latent_dim)
     : path_(name), file_(file), latent_dim_(latent_dim) {
   if (file_ == nullptr) throw std::invalid_argument("LatentReader: null stream for " + name);
   // The destructor does not run if a constructor throws, so close the stream on the way out.
   try {
-    if (buffer_bytes == 0) throw std::invalid_argument("LatentReader: a read buffer of 0 bytes");
-    if (latent_dim < 1) throw std::invalid_argument("LatentReader: latents of " + std::to_string(latent_dim) + " values");
-    capacity_ = buffer_bytes;
-    buffer_.resize(std::min(capacity_, kFirstBufferBytes));
     struct stat st;
     if (::fstat(::fileno(file_), &st) == 0) {
       if (S_ISDIR(st.st_mode)) throw UserError("input file " + path_ + " is a directory, not a latent file");
       if (S_ISREG(st.st_mode)) file_size_ = st.st_size;
     }
-    Token token;
-    if (!next_token(&token)) {
-      fail_at(token, "the file is empty, but it must start with the image count N, a positive integer");
-    }
-    // A UTF-8 byte order mark, as some editors write, is not part of N.
-    if (token.length > 3 && std::memcmp(token.text, "\xEF\xBB\xBF", 3) == 0) {
-      token.text += 3;
-      token.length -= 3;
-    }
-    const TokenString text(token.text, token.length);
-    if (!is_integer_text(token.text, token.length)) {
-      char* end = nullptr;
-      std::strtod(text.c_str(), &end);
-      const bool is_number = end == text.c_str() + token.length;
-      fail_at(token, std::string("the image count N must be a positive integer, but the first token is ") +
-                         (is_number ? "the non-integer " : "") + quote(token));
-    }
-    errno = 0;
-    const long long n = std::strtoll(text.c_str(), nullptr, 10);
-    const bool overflow = errno == ERANGE;
-    if (n <= 0) {
-      fail_at(token, "the image count N must be a positive integer, but it is " + quote(token));
-    }
-    // Each of the N*nz numbers needs at least one character and one separator before it.
-    const int64_t after_n = bytes_read_ - static_cast<int64_t>(end_ - begin_);
-    const int64_t max_n = (std::numeric_limits<int64_t>::max() - after_n) / (latent_dim_ * kMinBytesPerValue);
-    if (overflow || n > max_n) {
-      fail_at(token, "the image count N = " + std::string(text.c_str()) +
-                         " is too large: that many images need more numbers than any file can hold");
-    }
-    if (file_size_ >= 0) {
-      const int64_t needed = after_n + n * latent_dim_ * kMinBytesPerValue;
-      if (needed > file_size_) {
-        fail_at(token, "the image count N = " + with_commas(n) + " needs " + with_commas(n * latent_dim_) +
-                           " numbers, at least " + with_commas(needed) + " bytes, but the file has only " +
-                           with_commas(file_size_) + " bytes");
-      }
-    }
-    count_ = n;
+    read_header(buffer_bytes);
   } catch (...) {
     std::fclose(file_);
     file_ = nullptr;
     throw;
   }
+}
+
+void LatentReader::read_header(size_t buffer_bytes) {
+  if (buffer_bytes == 0) throw std::invalid_argument("LatentReader: a read buffer of 0 bytes");
+  if (latent_dim_ < 1) throw std::invalid_argument("LatentReader: latents of " + std::to_string(latent_dim_) + " values");
+  capacity_ = buffer_bytes;
+  buffer_.resize(std::min(capacity_, kFirstBufferBytes));
+  Token token;
+  if (!next_token(&token)) {
+    fail_at(token, "the file is empty, but it must start with the image count N, a positive integer");
+  }
+  // A UTF-8 byte order mark, as some editors write, is not part of N.
+  if (token.length > 3 && std::memcmp(token.text, "\xEF\xBB\xBF", 3) == 0) {
+    token.text += 3;
+    token.length -= 3;
+  }
+  const TokenString text(token.text, token.length);
+  if (!is_integer_text(token.text, token.length)) {
+    char* end = nullptr;
+    std::strtod(text.c_str(), &end);
+    const bool is_number = end == text.c_str() + token.length;
+    fail_at(token, std::string("the image count N must be a positive integer, but the first token is ") +
+                       (is_number ? "the non-integer " : "") + quote(token));
+  }
+  errno = 0;
+  const long long n = std::strtoll(text.c_str(), nullptr, 10);
+  const bool overflow = errno == ERANGE;
+  if (n <= 0) {
+    fail_at(token, "the image count N must be a positive integer, but it is " + quote(token));
+  }
+  // Each of the N*nz numbers needs at least one character and one separator before it.
+  const int64_t after_n = bytes_read_ - static_cast<int64_t>(end_ - begin_);
+  const int64_t max_n = (std::numeric_limits<int64_t>::max() - after_n) / (latent_dim_ * kMinBytesPerValue);
+  if (overflow || n > max_n) {
+    fail_at(token, "the image count N = " + std::string(text.c_str()) +
+                       " is too large: that many images need more numbers than any file can hold");
+  }
+  if (file_size_ >= 0) {
+    const int64_t needed = after_n + n * latent_dim_ * kMinBytesPerValue;
+    if (needed > file_size_) {
+      fail_at(token, "the image count N = " + with_commas(n) + " needs " + with_commas(n * latent_dim_) +
+                         " numbers, at least " + with_commas(needed) + " bytes, but the file has only " +
+                         with_commas(file_size_) + " bytes");
+    }
+  }
+  count_ = n;
 }
 
 LatentReader::~LatentReader() {
@@ -188,14 +196,19 @@ void LatentReader::refill() {
     begin_ = 0;
   }
   if (end_ == buffer_.size() && buffer_.size() < capacity_) buffer_.resize(std::min(capacity_, 2 * buffer_.size()));
-  const size_t got = std::fread(buffer_.data() + end_, 1, buffer_.size() - end_, file_);
-  if (got == 0) {
-    if (std::ferror(file_)) {
+  size_t got = 0;
+  if (input_) {
+    got = static_cast<size_t>(input_->read_some(input_offset_, static_cast<int64_t>(buffer_.size() - end_),
+                                                buffer_.data() + end_));
+    input_offset_ += static_cast<int64_t>(got);
+  } else {
+    got = std::fread(buffer_.data() + end_, 1, buffer_.size() - end_, file_);
+    if (got == 0 && std::ferror(file_)) {
       const int err = errno;
       throw UserError("reading input file " + path_ + " failed: " + std::strerror(err));
     }
-    eof_ = true;
   }
+  if (got == 0) eof_ = true;
   end_ += got;
   bytes_read_ += static_cast<int64_t>(got);
 }
@@ -267,6 +280,8 @@ std::string LatentReader::where(int64_t value_index) const {
 std::string LatentReader::n_times_nz() const { return "(N x " + std::to_string(latent_dim_) + ")"; }
 
 void LatentReader::fail_at(const Token& token, const std::string& what) const {
+  // Bytes that changed under the reader are no mistake of the file as it was: say that it changed.
+  if (input_) input_->check_unchanged();
   throw UserError(path_ + ":" + std::to_string(token.line) + ":" + std::to_string(token.column) + ": " + what);
 }
 
@@ -309,6 +324,7 @@ void LatentReader::finish() {
     fail_at(token, "unexpected " + quote(token) + " after the " + with_commas(count_ * latent_dim_) +
                        " numbers that N = " + with_commas(count_) + " calls for " + n_times_nz());
   }
+  if (input_) input_->check_unchanged();  // after the last read: the file is still the one opened
 }
 
 std::vector<float> read_all_latents(const std::string& path, int latent_dim) {

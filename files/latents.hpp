@@ -9,6 +9,8 @@
 // A reader can also start in the middle of a regular file, at the first token of any image, when the
 // caller knows that token's byte offset, line and column (latent_index.hpp finds them): several
 // threads or ranks then read their own images of one file with the same messages as one reader.
+// Readers of one file share its one descriptor (input_file.hpp): a regular file is read at offsets,
+// no further than its size at the open, a stream in order.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "common/model_shape.hpp"
+#include "files/input_file.hpp"
 
 namespace facegen {
 
@@ -46,6 +49,9 @@ class LatentReader {
  public:
   // Opens the file and reads N; each image has `latent_dim` values (nz). Throws UserError.
   explicit LatentReader(const std::string& path, int latent_dim = kLatentDim);
+  // Reads N from the start of a file that is already open (a regular file from byte 0, a stream from
+  // where it stands); `file` stays open at least as long as the reader.
+  LatentReader(std::shared_ptr<const InputFile> file, int latent_dim);
   // Reads from a stream that is already open (a pipe, fmemopen, a memfd); the reader owns it and
   // closes it, also when this throws. `name` stands for the file in messages. The N-against-size check
   // applies when the stream is a regular file. `buffer_bytes` (at least 1) is the read buffer; tests
@@ -56,8 +62,8 @@ class LatentReader {
   // Resumes at `at` in a stream positioned there (no header is read); finish() works too once
   // images_read() reaches count().
   LatentReader(std::FILE* file, const std::string& name, const LatentResume& at);
-  // Opens `path` and resumes at byte `offset`, which is `at`.
-  LatentReader(const std::string& path, int64_t offset, const LatentResume& at);
+  // Resumes at byte `offset` of a regular file that is already open, which is `at`.
+  LatentReader(std::shared_ptr<const InputFile> file, int64_t offset, const LatentResume& at);
   // The buffer starts at this size and grows (doubling) to buffer_bytes only while one token fills
   // it, so that a reader of a few images neither holds nor reads a whole buffer.
   static constexpr size_t kFirstBufferBytes = size_t{64} << 10;
@@ -73,7 +79,9 @@ class LatentReader {
   // Returns how many it read. Throws UserError.
   int64_t read(float* dst, int64_t max_images);
 
-  // Call once all N latents were read: throws UserError if any token follows them.
+  // Call once all N latents were read: throws UserError if any token follows them, or if the file
+  // read through an InputFile changed since it was opened (a parse error says so too, instead of
+  // blaming bytes that changed under it).
   void finish();
 
  private:
@@ -83,6 +91,7 @@ class LatentReader {
     int64_t line;
     int64_t column;
   };
+  void read_header(size_t buffer_bytes);  // N, checked against the file's size where it has one
   bool next_token(Token* token);  // false at end of file
   void refill();
   [[noreturn]] void fail_at(const Token& token, const std::string& what) const;
@@ -92,7 +101,9 @@ class LatentReader {
   std::string n_times_nz() const;                // "(N x 100)"
 
   std::string path_;
-  std::FILE* file_ = nullptr;
+  std::FILE* file_ = nullptr;                 // a stream the caller gave, or
+  std::shared_ptr<const InputFile> input_;    // the shared descriptor, read from input_offset_
+  int64_t input_offset_ = 0;
   std::vector<char> buffer_;
   size_t capacity_ = 0;  // the most buffer_ grows to: a token this long is refused
   size_t begin_ = 0;  // next unread byte in buffer_

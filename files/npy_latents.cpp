@@ -5,16 +5,13 @@
 // literal such as {'descr': '<f4', 'fortran_order': False, 'shape': (10, 100), }; the data follows.
 #include "files/npy_latents.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "common/errors.hpp"
@@ -43,8 +40,9 @@ std::string value_of(const std::string& header, const std::string& key) {
 
 class NpyLatents : public RangeLatentSource {
  public:
-  NpyLatents(const std::string& path, int latent_dim) : path_(path), file_(path), latent_dim_(latent_dim) {
-    read_header();
+  NpyLatents(std::shared_ptr<const InputFile> file, int latent_dim)
+      : path_(file->path()), file_(std::move(file)), latent_dim_(latent_dim) {
+    file_->blame_change([&] { read_header(); });
   }
   NpyLatents(const NpyLatents&) = delete;
   NpyLatents& operator=(const NpyLatents&) = delete;
@@ -52,10 +50,21 @@ class NpyLatents : public RangeLatentSource {
   int64_t count() const override { return count_; }
   std::string describe() const override { return path_ + " (.npy, " + (item_bytes_ == 4 ? "float32" : "float64") + ")"; }
   int64_t file_bytes() const override { return file_size_; }
-  void finish() override {}
+  const InputFile* input_file() const override { return file_.get(); }
+  void finish() override { file_->check_unchanged(); }
 
   void read_range(int64_t first, int64_t images, float* dst) override {
     check_range(first, images);
+    file_->blame_change([&] { read_values(first, images, dst); });
+    stop_for_test("latents-read");
+  }
+
+ private:
+  [[noreturn]] void refuse(const std::string& what) const { throw UserError(path_ + ": " + what); }
+
+  void read_bytes(int64_t offset, int64_t bytes, char* dst) const { file_->read_at(offset, bytes, dst); }
+
+  void read_values(int64_t first, int64_t images, float* dst) const {
     const int64_t row = latent_dim_ * item_bytes_;
     if (item_bytes_ == 4) {
       read_bytes(data_offset_ + first * row, images * row, reinterpret_cast<char*>(dst));
@@ -73,11 +82,6 @@ class NpyLatents : public RangeLatentSource {
     }
   }
 
- private:
-  [[noreturn]] void refuse(const std::string& what) const { throw UserError(path_ + ": " + what); }
-
-  void read_bytes(int64_t offset, int64_t bytes, char* dst) const { file_.read_at(offset, bytes, dst); }
-
   // Values of images [first, first + images) in `values` must be finite floats; `wide` holds them as
   // read from a float64 file (to tell an infinity from a finite value too large for a float).
   void check_finite(int64_t first, int64_t images, const float* values, const double* wide) const {
@@ -93,11 +97,10 @@ class NpyLatents : public RangeLatentSource {
   }
 
   void read_header() {
-    struct stat st;
-    if (::fstat(file_.fd(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (!file_->regular()) {
       refuse("a .npy latent file must be a regular file (it is read at offsets), not a pipe or a device");
     }
-    file_size_ = st.st_size;
+    file_size_ = file_->bytes();
     const std::string expected = "a .npy file starts with the magic \"\\x93NUMPY\", a version and a header";
     if (file_size_ < 10) refuse("it has " + std::to_string(file_size_) + (file_size_ == 1 ? " byte; " : " bytes; ") + expected);
     char start[12];
@@ -168,7 +171,7 @@ class NpyLatents : public RangeLatentSource {
   }
 
   std::string path_;
-  InputFile file_;
+  std::shared_ptr<const InputFile> file_;  // the file's one descriptor
   int64_t latent_dim_;  // nz
   int64_t file_size_ = 0;
   int64_t data_offset_ = 0;
@@ -182,8 +185,12 @@ bool has_npy_magic(const std::string& bytes) {
   return bytes.size() >= kMagicBytes && std::memcmp(bytes.data(), kMagic, kMagicBytes) == 0;
 }
 
+std::unique_ptr<LatentSource> open_npy_latents(std::shared_ptr<const InputFile> file, int latent_dim) {
+  return std::make_unique<NpyLatents>(std::move(file), latent_dim);
+}
+
 std::unique_ptr<LatentSource> open_npy_latents(const std::string& path, int latent_dim) {
-  return std::make_unique<NpyLatents>(path, latent_dim);
+  return open_npy_latents(std::make_shared<const InputFile>(path, InputKind::Latents), latent_dim);
 }
 
 }  // namespace facegen

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/model_shape.hpp"
+#include "files/input_file.hpp"
 #include "files/latent_source.hpp"
 
 namespace facegen {
@@ -19,6 +20,9 @@ namespace facegen {
 // Whether `bytes` (the file's first bytes) start with the .npy magic "\x93NUMPY".
 bool has_npy_magic(const std::string& bytes);
 
+// Reads through the file's one descriptor (`file`, or the path opened once); finish() checks that the
+// file did not change since it was opened.
+std::unique_ptr<LatentSource> open_npy_latents(std::shared_ptr<const InputFile> file, int latent_dim);
 std::unique_ptr<LatentSource> open_npy_latents(const std::string& path, int latent_dim = kLatentDim);
 
 }  // namespace facegen

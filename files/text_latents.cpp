@@ -1,11 +1,11 @@
-// text_latents.cpp: latent text files read in order (streams) or by image ranges (regular files).
+// text_latents.cpp: latent text files read in order (streams) or by image ranges (regular files), all
+// through the file's one descriptor.
 #include "files/text_latents.hpp"
-
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <exception>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "common/model_shape.hpp"
@@ -19,9 +19,14 @@ namespace {
 // A stream: one reader, in order.
 class StreamedTextLatents : public LatentSource {
  public:
-  StreamedTextLatents(const std::string& path, int latent_dim) : reader_(path, latent_dim), path_(path) {}
+  StreamedTextLatents(std::shared_ptr<const InputFile> file, int latent_dim)
+      : reader_(file, latent_dim), path_(file->path()) {}
   int64_t count() const override { return reader_.count(); }
-  int64_t read(float* dst, int64_t max_images) override { return reader_.read(dst, max_images); }
+  int64_t read(float* dst, int64_t max_images) override {
+    const int64_t images = reader_.read(dst, max_images);
+    stop_for_test("latents-read");
+    return images;
+  }
   void finish() override { reader_.finish(); }
   std::string describe() const override { return path_; }
 
@@ -33,18 +38,17 @@ class StreamedTextLatents : public LatentSource {
 // A regular file: N from the header, then any range of images through the token map.
 class IndexedTextLatents : public RangeLatentSource {
  public:
-  IndexedTextLatents(const std::string& path, int64_t file_size, int latent_dim)
-      : path_(path), file_size_(file_size), latent_dim_(latent_dim), count_(LatentReader(path, latent_dim).count()) {}
+  IndexedTextLatents(std::shared_ptr<const InputFile> file, int latent_dim)
+      : file_(std::move(file)), latent_dim_(latent_dim), count_(LatentReader(file_, latent_dim).count()) {}
   int64_t count() const override { return count_; }
-  std::string describe() const override { return path_; }
-  int64_t file_bytes() const override { return file_size_; }
+  std::string describe() const override { return file_->path(); }
+  int64_t file_bytes() const override { return file_->bytes(); }
+  const InputFile* input_file() const override { return file_.get(); }
 
   std::vector<int64_t> map_part(int part, int parts) override {
-    return LatentIndex::count_part(path_, file_size_, part, parts, threads());
+    return LatentIndex::count_part(*file_, part, parts, threads());
   }
-  void set_map(std::vector<int64_t> sum) override {
-    index_ = std::make_unique<LatentIndex>(path_, file_size_, std::move(sum));
-  }
+  void set_map(std::vector<int64_t> sum) override { index_ = std::make_unique<LatentIndex>(file_, std::move(sum)); }
 
   void read_range(int64_t first, int64_t images, float* dst) override {
     check_range(first, images);
@@ -66,6 +70,7 @@ class IndexedTextLatents : public RangeLatentSource {
     });
     for (const std::exception_ptr& error : errors)
       if (error) std::rethrow_exception(error);
+    stop_for_test("latents-read");
   }
 
   void finish() override {
@@ -80,11 +85,10 @@ class IndexedTextLatents : public RangeLatentSource {
   // A reader at the first number of `image` (image == N: where the numbers should end).
   LatentReader resume_at(int64_t image) const {
     const TextPosition at = index_->locate(1 + image * latent_dim_);
-    return LatentReader(path_, at.offset, LatentResume{count_, image, at.line, at.column, latent_dim_});
+    return LatentReader(file_, at.offset, LatentResume{count_, image, at.line, at.column, latent_dim_});
   }
 
-  std::string path_;
-  int64_t file_size_;
+  std::shared_ptr<const InputFile> file_;
   int latent_dim_;  // nz
   int64_t count_;
   std::unique_ptr<LatentIndex> index_;
@@ -92,12 +96,13 @@ class IndexedTextLatents : public RangeLatentSource {
 
 }  // namespace
 
+std::unique_ptr<LatentSource> open_text_latents(std::shared_ptr<const InputFile> file, int latent_dim) {
+  if (file->regular()) return std::make_unique<IndexedTextLatents>(std::move(file), latent_dim);
+  return std::make_unique<StreamedTextLatents>(std::move(file), latent_dim);
+}
+
 std::unique_ptr<LatentSource> open_text_latents(const std::string& path, int latent_dim) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-    return std::make_unique<IndexedTextLatents>(path, static_cast<int64_t>(st.st_size), latent_dim);
-  }
-  return std::make_unique<StreamedTextLatents>(path, latent_dim);
+  return open_text_latents(std::make_shared<const InputFile>(path, InputKind::Latents), latent_dim);
 }
 
 }  // namespace facegen

@@ -10,11 +10,14 @@
 #include <string>
 
 #include "common/model_shape.hpp"
+#include "files/input_file.hpp"
 #include "files/latent_source.hpp"
 
 namespace facegen {
 
-// Each image has `latent_dim` (nz) values.
+// Each image has `latent_dim` (nz) values. Every reader reads the file's one descriptor (`file`, or
+// the path opened once).
+std::unique_ptr<LatentSource> open_text_latents(std::shared_ptr<const InputFile> file, int latent_dim);
 std::unique_ptr<LatentSource> open_text_latents(const std::string& path, int latent_dim = kLatentDim);
 
 }  // namespace facegen

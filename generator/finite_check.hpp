@@ -2,13 +2,19 @@
 //
 // The drivers (run/ and mpi/) pass every computed chunk of images through require_finite_images().
 // An image with a NaN or Inf, the first image of each chunk whose every value is exactly +-1 (the
-// tanh of an Inf), and the first image of the run always, is computed again from its latent by the
+// tanh of an Inf), the image of each chunk whose latent has the largest value beyond +-16 (below),
+// and the first image of the run always, is computed again from its latent by the
 // CPU reference layers (generator/reference_forward.hpp), one layer at a time, single-threaded; the first
-// layer whose output is not finite is named in a UserError: the model is bad (exit 1). Works the
-// same for every backend.
-// Not caught, for a latent other than the run's first: an Inf before tanh that becomes +-1 beside
-// ordinary values, or an overflow that a backend's ReLU turns into 0 (seen with the CPU backend for
-// a latent of 1e20s through a model whose proj weights were scaled by 1e30).
+// layer whose output is not finite is named in a UserError: the model is bad (exit 1). Unless the
+// latent is to blame: it has a value beyond +-16, which no Gaussian latent has (|z| > 8.3 comes once in
+// 10^16 draws), and with its values clamped to [-16, 16] every layer is finite; then the latent is
+// named, by its place in the input and its largest value (exit 1): "latent 6 of the input (image 5),
+// value 17 of 100, is 3.4e+38, far outside a Gaussian latent's range: ...". A model that overflows on
+// the clamped latent too is blamed as before. Works the same for every backend.
+// Not caught, for a latent within +-16 other than the run's first: an Inf before tanh that becomes +-1
+// beside ordinary values, or an overflow that a backend's ReLU turns into 0 (seen with the CPU backend
+// for a latent of 1e20s through a model whose proj weights were scaled by 1e30); nor, beyond +-16, any
+// but the largest latent of a chunk.
 #pragma once
 
 #include <cstdint>

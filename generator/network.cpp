@@ -7,12 +7,7 @@
 // is reported as block[index], the index counted inside the block.
 #include "generator/network.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -201,55 +196,34 @@ TConvView Network::tconv(int stage) const {
 namespace {
 
 // A regular file is told apart by its content or its name; a pipe is read as a network.bin.
-bool is_safetensors_file(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+bool is_safetensors_file(const InputFile& file) {
+  if (!file.regular()) return false;
+  const std::string& path = file.path();
   const bool named = path.size() >= 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0;
-  std::string start(9, '\0');
-  if (std::FILE* file = std::fopen(path.c_str(), "rb")) {
-    start.resize(std::fread(start.data(), 1, start.size(), file));
-    std::fclose(file);
-  }
+  std::string start(static_cast<size_t>(std::min<int64_t>(9, file.bytes())), '\0');
+  file.read_at(0, static_cast<int64_t>(start.size()), start.data());
   return named || looks_like_safetensors(start);
 }
 
-Network load_network_bin(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    throw UserError("cannot open model file " + path + ": " + std::strerror(err));
-  }
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
-
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    throw UserError("cannot read model file " + path + ": " + std::strerror(err));
-  }
-  if (S_ISDIR(st.st_mode)) throw UserError("model file " + path + " is a directory, not a network.bin");
-  if (S_ISREG(st.st_mode) && st.st_size != kNetworkBytes) {
-    throw UserError("model file " + path + " has " + with_commas(st.st_size) + " bytes, expected " +
+Network load_network_bin(const InputFile& file) {
+  const std::string& path = file.path();
+  if (file.directory()) throw UserError("model file " + path + " is a directory, not a network.bin");
+  if (file.regular() && file.bytes() != kNetworkBytes) {
+    throw UserError("model file " + path + " has " + with_commas(file.bytes()) + " bytes, expected " +
                     with_commas(kNetworkBytes) + " bytes (" + with_commas(kNetworkFloats) +
                     " little-endian float32 values)");
   }
 
-  // Read one byte past the expected size so that a stream (a pipe) that is too long is noticed too.
+  // Read one byte past the expected size so that a stream (a pipe) that is too long is noticed too; a
+  // regular file gives no more than its size at the open.
   std::vector<float> floats(static_cast<size_t>(kNetworkFloats));
   char* dst = reinterpret_cast<char*>(floats.data());
   int64_t got = 0;
   char extra = 0;
   for (;;) {
     char* where = got < kNetworkBytes ? dst + got : &extra;
-    const size_t want = got < kNetworkBytes ? static_cast<size_t>(kNetworkBytes - got) : 1;
-    const ssize_t n = ::read(fd, where, want);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      throw UserError("reading model file " + path + " failed: " + std::strerror(err));
-    }
+    const int64_t want = got < kNetworkBytes ? kNetworkBytes - got : 1;
+    const int64_t n = file.read_some(got, want, where);
     if (n == 0) break;
     got += n;
     if (got > kNetworkBytes) break;
@@ -268,13 +242,20 @@ Network load_network_bin(const std::string& path) {
 
 }  // namespace
 
-ModelSpec read_model_spec(const std::string& path) {
-  return is_safetensors_file(path) ? read_safetensors_spec(path) : kShpcSpec;
+ModelSpec read_model_spec(const InputFile& file) {
+  return file.blame_change([&] { return is_safetensors_file(file) ? read_safetensors_spec(file) : kShpcSpec; });
 }
 
-Network load_network(const std::string& path) {
-  return is_safetensors_file(path) ? load_safetensors_network(path) : load_network_bin(path);
+Network load_network(const InputFile& file) {
+  Network net = file.blame_change(
+      [&] { return is_safetensors_file(file) ? load_safetensors_network(file) : load_network_bin(file); });
+  file.check_unchanged();  // after the last read: these are the bytes the file had at its open
+  return net;
 }
+
+ModelSpec read_model_spec(const std::string& path) { return read_model_spec(InputFile(path, InputKind::Model)); }
+
+Network load_network(const std::string& path) { return load_network(InputFile(path, InputKind::Model)); }
 
 void validate_network(const Network& net, const std::string& source) {
   const std::vector<float>& f = net.floats();

@@ -19,6 +19,7 @@
 
 #include "common/model_shape.hpp"
 #include "common/model_spec.hpp"
+#include "files/input_file.hpp"
 
 namespace facegen {
 
@@ -61,15 +62,22 @@ std::string model_spec_problem(const ModelSpec& spec);
 // The spec in words, e.g. "nz 100, ngf 64, nc 3, 5x5 kernels, with biases".
 std::string describe_spec(const ModelSpec& spec);
 
-// The shape of the model in the file at `path`, without reading its weights, for what must be sized
+// The shape of the model in an open model file, without reading its weights, for what must be sized
 // before the model is loaded (an MPI job's latent readers): a safetensors file's __metadata__, else
 // kShpcSpec (a network.bin; a file that is not one is explained by load_network). Throws UserError.
-ModelSpec read_model_spec(const std::string& path);
+ModelSpec read_model_spec(const InputFile& file);
 
 // Reads and validates a model file: a safetensors file (generator/safetensors_model.hpp), told apart
 // by its content or a name ending in .safetensors, or else a network.bin. Throws UserError naming the
 // file and the problem: unreadable, a network.bin's wrong byte count (expected and actual), a NaN or
-// Inf (which block or tensor, which index), var + eps <= 0, or any flaw of a safetensors file.
+// Inf (which block or tensor, which index), var + eps <= 0, any flaw of a safetensors file, or a
+// file that changed in place while it was read (input_file.hpp). Every byte comes through the one
+// descriptor `file`: the spec read before and the weights are of one file, whatever happens to its
+// path meanwhile.
+Network load_network(const InputFile& file);
+
+// The same for a path, opened once.
+ModelSpec read_model_spec(const std::string& path);
 Network load_network(const std::string& path);
 
 // Throws UserError if any value is NaN or Inf or any batch-norm var + eps <= 0; `source` names the file.

@@ -10,12 +10,7 @@
 // the internal formula does, so the taps need no flip.
 #include "generator/safetensors_model.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -354,26 +349,21 @@ std::vector<float> take_tensor(const Slot& slot, const std::vector<float>& f, co
   return v;
 }
 
-std::string read_whole(const std::string& path, int64_t limit) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw UserError("cannot open model file " + path + ": " + std::strerror(errno));
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
+// The file's first `limit` bytes (all of them, if fewer), through its one descriptor.
+std::string read_whole(const InputFile& file, int64_t limit) {
   std::string bytes;
-  struct stat st;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    if (st.st_size > kMaxFileBytes) {
-      fail(path, "it has " + with_commas(st.st_size) + " bytes, more than any generator facegen runs");
+  if (file.regular()) {
+    if (file.bytes() > kMaxFileBytes) {
+      fail(file.path(), "it has " + with_commas(file.bytes()) + " bytes, more than any generator facegen runs");
     }
-    bytes.reserve(static_cast<size_t>(std::min<int64_t>(st.st_size, limit)));
+    bytes.resize(static_cast<size_t>(std::min(file.bytes(), limit)));
+    file.read_at(0, static_cast<int64_t>(bytes.size()), bytes.data());
+    return bytes;
   }
   char buffer[1 << 16];
   while (static_cast<int64_t>(bytes.size()) < limit) {
-    const ssize_t n = ::read(fd, buffer, static_cast<size_t>(std::min<int64_t>(sizeof buffer, limit - bytes.size())));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw UserError("reading model file " + path + " failed: " + std::strerror(errno));
+    const int64_t n = file.read_some(static_cast<int64_t>(bytes.size()),
+                                     std::min<int64_t>(sizeof buffer, limit - static_cast<int64_t>(bytes.size())), buffer);
     if (n == 0) break;
     bytes.append(buffer, static_cast<size_t>(n));
   }
@@ -389,18 +379,19 @@ bool looks_like_safetensors(const std::string& first_bytes) {
   return header_bytes <= kMaxHeaderBytes;
 }
 
-ModelSpec read_safetensors_spec(const std::string& path) {
-  std::string bytes = read_whole(path, 8);
+ModelSpec read_safetensors_spec(const InputFile& file) {
+  const std::string& path = file.path();
+  std::string bytes = read_whole(file, 8);
   uint64_t header_bytes = 0;
   for (int i = static_cast<int>(bytes.size()) - 1; i >= 0; --i) {
     header_bytes = header_bytes << 8 | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
   }
-  if (bytes.size() == 8 && header_bytes <= kMaxHeaderBytes) bytes = read_whole(path, 8 + static_cast<int64_t>(header_bytes));
+  if (bytes.size() == 8 && header_bytes <= kMaxHeaderBytes) bytes = read_whole(file, 8 + static_cast<int64_t>(header_bytes));
   return spec_from_metadata(parse_container(bytes, path, /*header_only=*/true), path);
 }
 
-Network load_safetensors_network(const std::string& path) {
-  return parse_safetensors_network(read_whole(path, kMaxFileBytes + 1), path);
+Network load_safetensors_network(const InputFile& file) {
+  return parse_safetensors_network(read_whole(file, kMaxFileBytes + 1), file.path());
 }
 
 std::string safetensors_bytes(const Network& net) {

@@ -30,10 +30,10 @@ namespace facegen {
 bool looks_like_safetensors(const std::string& first_bytes);
 
 // The spec in a safetensors file's header (the tensors are checked against it when it is loaded).
-ModelSpec read_safetensors_spec(const std::string& path);
+ModelSpec read_safetensors_spec(const InputFile& file);
 
 // Reads and validates the whole file, converting the tensors to the internal layout (network.hpp).
-Network load_safetensors_network(const std::string& path);
+Network load_safetensors_network(const InputFile& file);
 
 // The same from the file's bytes, `source` naming it in messages (for tests and the fuzz target).
 Network parse_safetensors_network(const std::string& bytes, const std::string& source);

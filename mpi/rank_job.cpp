@@ -30,6 +30,7 @@
 #include "generator/backend.hpp"
 #include "generator/finite_check.hpp"
 #include "common/errors.hpp"
+#include "files/input_file.hpp"
 #include "files/latent_source.hpp"
 #include "generator/network.hpp"
 #include "common/text_format.hpp"
@@ -41,6 +42,7 @@
 #include "mpi/ordered_output.hpp"
 #include "mpi/polite_wait.hpp"
 #include "mpi/rank_topology.hpp"
+#include "mpi/same_file.hpp"
 #include "mpi/shared_latents.hpp"
 #include "mpi/work_split.hpp"
 
@@ -106,6 +108,7 @@ class RankJob {
   bool is_root_ = false;
 
   ModelSpec spec_ = kShpcSpec;  // the model file's, read by every rank before the latents
+  std::unique_ptr<InputFile> model_file_;  // opened once for the spec and the weights
   LatentSpec latents_;          // the request's, with the model's nz
   std::optional<Network> net_;  // the backend keeps its own copy; this one names the layer of a non-finite image
   std::unique_ptr<Backend> backend_;
@@ -133,8 +136,8 @@ int64_t RankJob::default_min_images() const {
 void RankJob::start_backend(int active, const std::vector<int>& node_of_rank) {
   const auto start = Clock::now();
   // The synthetic backend computes no network: like the single-process driver, it reads no model.
-  net_ = request_.backend.device == DeviceKind::Synthetic ? Network() : load_network(request_.model_path);
-  if (net_->spec() != spec_) throw UserError("model file " + request_.model_path + " changed while it was read");
+  net_ = request_.backend.device == DeviceKind::Synthetic ? Network() : load_network(*model_file_);
+  model_file_.reset();
   const Network& net = *net_;
   const DeviceChoice choice = choose_device(request_.backend, topo_.local_rank);
   BackendOptions backend = choice.options;
@@ -187,7 +190,11 @@ int RankJob::run_steps() {
 
   // 0. The model's shape, which says how many values each latent has.
   if (request_.backend.device != DeviceKind::Synthetic) {
-    attempt(status, [&] { spec_ = read_model_spec(request_.model_path); });
+    attempt(status, [&] {
+      model_file_ = std::make_unique<InputFile>(request_.model_path, InputKind::Model);
+      spec_ = read_model_spec(*model_file_);
+    });
+    require_same_file(world_, topo_, model_file_.get(), &status);
   }
   latents_.latent_dim = spec_.latent_dim;
 
@@ -208,7 +215,7 @@ int RankJob::run_steps() {
   wait_politely(&request);
   // Where every rank can read any images of the source, each reads its own; else rank 0 reads for all.
   const auto share_start = Clock::now();
-  const bool shared = share_latents(world_, latents_, cpu_threads_for_rank(topo_.local_size), &reader,
+  const bool shared = share_latents(world_, topo_, latents_, cpu_threads_for_rank(topo_.local_size), &reader,
                                     &input_status);
   times_.parse += seconds_since(share_start);
 
@@ -326,8 +333,8 @@ int RankJob::run_steps() {
     outputs.submit_round(images, round, mine, status);
   }
 
-  // 5. Nothing may follow the last number; then the files go into place.
-  if (is_root_) attempt(status, [&] { reader->finish(); });
+  // 5. Nothing may follow the last number, and no rank's latent file changed; then the files go into place.
+  if (reader) attempt(status, [&] { reader->finish(); });
   outputs.finish(status);
   if (!agree(status)) return exit_code_;
   attempt(status, [&] { outputs.commit(); });

@@ -5,24 +5,29 @@
 #include <vector>
 
 #include "mpi/mpi_check.hpp"
+#include "mpi/same_file.hpp"
 
 namespace facegen {
 namespace mpi {
 
-bool share_latents(MPI_Comm world, const LatentSpec& spec, int threads, std::unique_ptr<LatentSource>* source,
-                   RankStatus* status) {
-  int rank = 0, ranks = 1;
-  MPI_CHECK(MPI_Comm_rank(world, &rank));
-  MPI_CHECK(MPI_Comm_size(world, &ranks));
-  // Rank 0's file size, or -2 when it reads in order only (or could not open the latents at all).
-  int64_t root_bytes = -2;
-  if (rank == 0 && *source && (*source)->random_access()) root_bytes = (*source)->file_bytes();
-  MPI_CHECK(MPI_Bcast(&root_bytes, 1, MPI_INT64_T, 0, world));
-  if (root_bytes == -2) return false;
+bool share_latents(MPI_Comm world, const RankTopology& topo, const LatentSpec& spec, int threads,
+                   std::unique_ptr<LatentSource>* source, RankStatus* status) {
+  const int rank = topo.world_rank, ranks = topo.world_size;
+  // Whether rank 0 reads by ranges (not when it reads in order only, or could not open the latents).
+  int root_ranges = rank == 0 && *source && (*source)->random_access() ? 1 : 0;
+  MPI_CHECK(MPI_Bcast(&root_ranges, 1, MPI_INT, 0, world));
+  if (!root_ranges) return false;
   if (rank != 0) {
     RankStatus opening;  // a rank that cannot open the file leaves the reading to rank 0
     attempt(opening, [&] { *source = open_latents(spec); });
-    if (opening.failed || !(*source)->random_access() || (*source)->file_bytes() != root_bytes) source->reset();
+    if (opening.failed || !(*source)->random_access()) source->reset();
+  }
+  // A file that was replaced or rewritten since rank 0 opened it stops the job (at the next agreement).
+  RankStatus same;
+  require_same_file(world, topo, *source ? (*source)->input_file() : nullptr, &same);
+  if (same.failed) {
+    status->fail(same.exit_code, same.message);
+    source->reset();
   }
   int everyone = *source ? 1 : 0;
   MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &everyone, 1, MPI_INT, MPI_MIN, world));

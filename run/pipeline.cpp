@@ -110,7 +110,8 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
     summary.files.push_back({sink->path(), bytes});
     written_bytes += static_cast<double>(bytes);
   }
-  const double input_bytes = request.latents.path.empty() ? 0 : static_cast<double>(file_bytes(request.latents.path));
+  // The file as it was opened (its path may name another file by now, or none).
+  const double input_bytes = static_cast<double>(std::max<int64_t>(0, run.reader.file_bytes()));
   char wait_text[32];
   std::snprintf(wait_text, sizeof wait_text, "%.3f s", stage.wait_seconds());
   summary.stages = {

@@ -3,8 +3,10 @@
 // Order of work: load and validate the model; open the latent file and read N; create every output
 // (as temporary files, so a missing or read-only directory fails before any computing); then, in
 // chunks, read latents -> generate -> hand to the output stage, whose writer thread appends the chunk
-// to every output while the next chunk is computed; check that no token follows the N*100 numbers;
-// commit the outputs (rename into place). Any error leaves no output file behind.
+// to every output while the next chunk is computed; check that no token follows the N*100 numbers and
+// that the latent file did not change since it was opened (each input is opened once and read
+// through that descriptor: files/input_file.hpp); commit the outputs (rename into place). Any error
+// leaves no output file behind.
 //
 // Memory does not depend on N: one latent chunk, `write_buffers` image chunks, each sink's own fixed
 // buffers (text: a block per thread; mosaics: one file's pixels), the backend's. README states the bound.

@@ -2,7 +2,8 @@
 //
 // Each block is set to +-3e38 (its signs kept) in a fresh random network; the layer trace must name
 // exactly that block's layer for random latents, and name nothing for the unchanged network.
-// require_finite_images() is fed poisoned images (a NaN, an Inf, all +-1) at odd positions.
+// require_finite_images() is fed poisoned images (a NaN, an Inf, all +-1) at odd positions, and latents
+// with values no Gaussian latent has, which are named instead of the model when they are the cause.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -137,4 +138,47 @@ TEST_CASE("finite check: every kind of float is classed right, and the first bad
                          doctest::Contains("layer tconv3 is NaN or Inf for image 263"), UserError);
     CHECK_NOTHROW(require_finite_images(sane, "m.bin", z.data(), saturated.data(), count, 7, threads));
   }
+}
+
+TEST_CASE("finite check: a latent far outside a Gaussian's range is named, not the model; ordinary ones blame the model") {
+  const Network sane = make_random_network(41);
+  Network bad = sane;
+  overflow_block(bad, sane.tconv_weight_offset(2), int64_t{25} * kStageChannels[2] * kStageChannels[3]);
+  const int64_t count = 6;
+  std::vector<float> z = random_latents(count, 42);
+  std::vector<float> images(static_cast<size_t>(count) * kImageValues, 0.25f);  // (6, 64, 64, 3)
+  // Image 4 (13 in the run): every value +-3.4e38, the largest magnitude first at value 1. Its image
+  // looks ordinary (a backend's tanh or ReLU may hide the overflow): it is traced all the same.
+  for (int v = 0; v < kLatentDim; ++v) z[4 * kLatentDim + v] = v % 2 ? -3.4e38f : 3.4e38f;
+  z[4 * kLatentDim + 3] = -3.40001e38f;  // the largest, value 4
+  for (int threads : {1, 2, 5}) {
+    CAPTURE(threads);
+    CHECK_THROWS_WITH_AS(require_finite_images(sane, "m.bin", z.data(), images.data(), count, 9, threads),
+                         "latent 14 of the input (image 13), value 4 of 100, is -3.40001e+38, far outside a Gaussian "
+                         "latent's range: it makes layer proj's output NaN or Inf, which the model avoids with the "
+                         "latent clamped to [-16, 16]",
+                         UserError);
+  }
+  // A bad model overflows on the clamped latent too: the model is named.
+  CHECK_THROWS_WITH_AS(require_finite_images(bad, "m.bin", z.data(), images.data(), count, 9, 1),
+                       doctest::Contains("m.bin is a bad model: its weights are finite but the output of layer"),
+                       UserError);
+  // The backend gave a NaN where the float32 reference is finite: a latent beyond +-16 is named.
+  std::vector<float> mild = random_latents(count, 43);
+  mild[2 * kLatentDim + 50] = 1e30f;
+  images[2 * kImageValues + 7] = std::numeric_limits<float>::quiet_NaN();
+  REQUIRE(first_non_finite_layer(sane, mild.data() + 2 * kLatentDim).empty());
+  CHECK_THROWS_WITH_AS(require_finite_images(sane, "m.bin", mild.data(), images.data(), count, 0, 1),
+                       "latent 3 of the input (image 2), value 51 of 100, is 1e+30, far outside a Gaussian latent's "
+                       "range: the backend's arithmetic overflows to NaN or Inf on it (try --precision fp32)",
+                       UserError);
+  // Within +-16 (a Gaussian scaled twice over), or beyond it but finite through every layer: no error.
+  images[2 * kImageValues + 7] = 0.25f;
+  std::vector<float> scaled = random_latents(count, 44);
+  for (float& v : scaled) v *= 2.0f;
+  scaled[kLatentDim + 5] = 15.9f;
+  CHECK_NOTHROW(require_finite_images(sane, "m.bin", scaled.data(), images.data(), count, 3, 2));
+  scaled[kLatentDim + 5] = 40.0f;
+  REQUIRE(first_non_finite_layer(sane, scaled.data() + kLatentDim).empty());
+  CHECK_NOTHROW(require_finite_images(sane, "m.bin", scaled.data(), images.data(), count, 3, 2));
 }

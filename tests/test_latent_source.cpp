@@ -1,13 +1,22 @@
-// test_latent_source.cpp: random and interpolated latents are pure functions of (seed, image).
+// test_latent_source.cpp: random and interpolated latents are pure functions of (seed, image); a latent
+// file (text or .npy) is read through the descriptor it was opened with, whatever happens to its path.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
 #include <vector>
 
+#include "common/text_format.hpp"
 #include "files/latent_source.hpp"
 #include "generator/network.hpp"
+#include "tests/test_support.hpp"
 
 using namespace facegen;
+using namespace facegen_test;
 
 namespace {
 
@@ -95,6 +104,95 @@ TEST_CASE("random and interpolated latents of any nz: value v of an image does n
     for (int v = 0; v < nz; ++v) {
       REQUIRE(row[static_cast<size_t>(v)] == static_cast<float>(random_latent_value(5, 0, v)));
       REQUIRE(row[static_cast<size_t>(3 * nz + v)] == static_cast<float>(random_latent_value(5, 2, v)));
+    }
+  }
+}
+
+namespace {
+
+// A float32 .npy file of shape (n, 100).
+std::string npy_file(const std::vector<float>& values) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(values.size() / kLatentDim) + ", 100), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = std::string("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+}
+
+}  // namespace
+
+TEST_CASE("latent files changing while read: deleted or renamed over, the opened file; changed in place, one sentence") {
+  TempDir dir;
+  std::mt19937_64 rng(41);
+  std::uniform_real_distribution<float> uniform(-3.0f, 3.0f);
+  const int64_t n = 40;
+  // Text: fixed-point tokens (the expected values are strtof's of them); its twin has every digit 1-8
+  // one higher after N, so that it is as long and its tokens sit at the same offsets.
+  std::string text = std::to_string(n) + "\n";
+  std::vector<float> from_text;
+  for (int64_t i = 0; i < n * kLatentDim; ++i) {
+    char token[32];
+    std::snprintf(token, sizeof token, "%.6f", static_cast<double>(uniform(rng)));
+    from_text.push_back(std::strtof(token, nullptr));
+    text += std::string(token) + (i % kLatentDim == kLatentDim - 1 ? "\n" : " ");
+  }
+  std::string text_twin = text;
+  for (size_t i = text.find('\n'); i < text_twin.size(); ++i)
+    if (text_twin[i] >= '1' && text_twin[i] <= '8') ++text_twin[i];
+  // A cut in the second half right after a '-': the reader once saw the "-" as a token of its own.
+  const size_t text_cut = text.find('-', text.size() / 2) + 1;
+  std::vector<float> from_npy(static_cast<size_t>(n) * kLatentDim), npy_twin_values(from_npy.size());
+  for (size_t i = 0; i < from_npy.size(); ++i) {
+    from_npy[i] = uniform(rng);
+    npy_twin_values[i] = from_npy[i] + 1.0f;
+  }
+  struct Format {
+    std::string name;
+    std::string bytes, twin;
+    size_t cut;
+    const std::vector<float>* values;
+  };
+  const Format formats[] = {{"in.txt", text, text_twin, text_cut, &from_text},
+                            {"in.npy", npy_file(from_npy), npy_file(npy_twin_values), npy_file(from_npy).size() / 2, &from_npy}};
+  const FileChange changes[] = {FileChange::Deleted, FileChange::RenamedOver, FileChange::Truncated, FileChange::Grown,
+                                FileChange::Rewritten};
+  for (const Format& format : formats) {
+    const std::string path = dir.file(format.name);
+    const std::string size = with_commas(static_cast<int64_t>(format.bytes.size()));
+    for (int read_first : {0, 7}) {  // images read before the change
+      for (FileChange change : changes) {
+        for (int threads : {1, 3}) {
+          CAPTURE(format.name);
+          CAPTURE(read_first);
+          CAPTURE(change_name(change));
+          CAPTURE(threads);
+          write_file(path, format.bytes);
+          std::unique_ptr<LatentSource> source = open_latent_file(path);
+          source->set_threads(threads);
+          std::vector<float> got(static_cast<size_t>(n) * kLatentDim, NAN);  // poisoned
+          REQUIRE(source->read(got.data(), read_first) == read_first);
+          change_file(path, change, format.twin, format.cut);
+          auto read_rest = [&] {
+            for (int64_t done = read_first; done < n;) done += source->read(got.data() + done * kLatentDim, 9);
+            source->finish();
+          };
+          if (!changes_opened_file(change)) {
+            read_rest();
+            CHECK(std::memcmp(got.data(), format.values->data(), got.size() * sizeof(float)) == 0);
+            continue;
+          }
+          const std::string message = user_error_of(read_rest);
+          const std::string now = change == FileChange::Truncated ? with_commas(static_cast<int64_t>(format.cut))
+                                                                  : with_commas(static_cast<int64_t>(format.bytes.size()) + 5);
+          const std::string how = change == FileChange::Rewritten
+                                      ? size + " bytes when opened and now, but rewritten in place: its modification time moved 1.000 s"
+                                      : size + " bytes when opened, " + now + " now";
+          CHECK(message == "latent file " + path + " changed while it was read (" + how + ")");
+        }
+      }
     }
   }
 }

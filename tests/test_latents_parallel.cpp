@@ -202,12 +202,13 @@ TEST_CASE("latent token map: every token's offset, line and column, whatever the
     const std::string path = dir.file("map.txt");
     write_file(path, text);
     const int parts = 1 + static_cast<int>(rng() % 6);
+    const auto file = std::make_shared<const InputFile>(path, InputKind::Latents);
     std::vector<int64_t> sum(static_cast<size_t>(LatentIndex::kBlocks) * LatentIndex::kFields, 0);
     for (int p = 0; p < parts; ++p) {
-      const std::vector<int64_t> part = LatentIndex::count_part(path, static_cast<int64_t>(text.size()), p, parts, 1 + p % 3);
+      const std::vector<int64_t> part = LatentIndex::count_part(*file, p, parts, 1 + p % 3);
       for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
     }
-    const LatentIndex index(path, static_cast<int64_t>(text.size()), sum);
+    const LatentIndex index(file, sum);
     CHECK(index.tokens() == tokens);
     // The reference: one walk through the text.
     int64_t token = 0, line = 1, column = 1;

@@ -1,4 +1,5 @@
-// test_network.cpp: the network.bin layout, loading and validation messages, saving, random weights.
+// test_network.cpp: the network.bin layout, loading and validation messages, saving, random weights, and
+// a model file whose path changes between its open and the end of its load.
 //
 // Offsets are checked against numbers worked out by hand from the layout in network.hpp, not against
 // a second copy of the offset code. Files are written under a fresh mkdtemp directory.
@@ -16,7 +17,9 @@
 #include <vector>
 
 #include "common/errors.hpp"
+#include "common/text_format.hpp"
 #include "generator/network.hpp"
+#include "generator/safetensors_model.hpp"
 #include "tests/test_support.hpp"
 
 using namespace facegen;
@@ -286,4 +289,45 @@ TEST_CASE("network: random weights of any spec validate; no biases means zero bi
   TempDir dir;
   CHECK_THROWS_AS(save_network(a, dir.file("x.bin")), std::invalid_argument);
   CHECK(!std::filesystem::exists(dir.file("x.bin")));
+}
+
+TEST_CASE("network: a model file changing between its open and its load: the opened file, or one sentence") {
+  TempDir dir;
+  const ModelSpec small{100, 16, 1, 4, false};  // the PyTorch tutorial's generator, grey, narrow
+  struct Format {
+    std::string name;
+    Network net;
+    std::string bytes, twin;
+  };
+  Network shpc = make_random_network(3), small_net = make_random_network(small, 4);
+  std::string shpc_bytes(reinterpret_cast<const char*>(shpc.floats().data()), static_cast<size_t>(kNetworkBytes));
+  const Network shpc_twin = make_random_network(5);
+  const Format formats[] = {
+      {"m.bin", shpc, shpc_bytes,
+       std::string(reinterpret_cast<const char*>(shpc_twin.floats().data()), static_cast<size_t>(kNetworkBytes))},
+      {"m.safetensors", small_net, safetensors_bytes(small_net), safetensors_bytes(make_random_network(small, 6))}};
+  for (const Format& format : formats) {
+    REQUIRE(format.twin.size() == format.bytes.size());
+    const std::string path = dir.file(format.name);
+    const std::string size = with_commas(static_cast<int64_t>(format.bytes.size()));
+    for (FileChange change : {FileChange::Deleted, FileChange::RenamedOver, FileChange::Truncated, FileChange::Grown,
+                              FileChange::Rewritten}) {
+      CAPTURE(format.name);
+      CAPTURE(change_name(change));
+      write_file(path, format.bytes);
+      const InputFile file(path, InputKind::Model);
+      CHECK(read_model_spec(file) == format.net.spec());  // read before the change, as an MPI rank does
+      change_file(path, change, format.twin, format.bytes.size() / 2);
+      if (!changes_opened_file(change)) {
+        const Network loaded = load_network(file);
+        CHECK(loaded.floats() == format.net.floats());
+        continue;
+      }
+      const std::string how =
+          change == FileChange::Rewritten ? size + " bytes when opened and now, but rewritten in place: its modification time moved 1.000 s"
+          : change == FileChange::Truncated ? size + " bytes when opened, " + with_commas(static_cast<int64_t>(format.bytes.size() / 2)) + " now"
+                                            : size + " bytes when opened, " + with_commas(static_cast<int64_t>(format.bytes.size()) + 5) + " now";
+      CHECK(user_error_of([&] { load_network(file); }) == "model file " + path + " changed while it was read (" + how + ")");
+    }
+  }
 }

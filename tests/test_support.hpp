@@ -1,12 +1,16 @@
 // test_support.hpp: small helpers the unit tests share: a temporary directory, whole-file reads and
-// writes, a file-size limit, the message of an expected UserError, and an earlier run's output.
+// writes, a file-size limit, the message of an expected UserError, an earlier run's output, and the
+// ways an input file changes under a run.
 #pragma once
 
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -123,6 +127,55 @@ std::string user_error_of(Body body) {
 
 inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
+}
+
+// What happens to an input's path while a run reads it: the first two leave the opened file as it
+// was (the run keeps reading it), the other three change that file.
+enum class FileChange { Deleted, RenamedOver, Truncated, Grown, Rewritten };
+inline const char* change_name(FileChange change) {
+  static const char* const names[] = {"deleted", "renamed over", "truncated", "grown", "rewritten in place"};
+  return names[static_cast<int>(change)];
+}
+inline bool changes_opened_file(FileChange change) {
+  return change != FileChange::Deleted && change != FileChange::RenamedOver;
+}
+
+// Applies `change` to the file at `path`; `twin` is other bytes of the same size (what is renamed over
+// it or written into it); Truncated cuts it to `cut` bytes. A rewrite keeps the inode and sets the
+// modification time one second past the old one, so that it differs whatever the file system's
+// timestamp granularity.
+inline void change_file(const std::string& path, FileChange change, const std::string& twin, size_t cut) {
+  struct stat before;
+  REQUIRE(::stat(path.c_str(), &before) == 0);
+  switch (change) {
+    case FileChange::Deleted:
+      REQUIRE(::unlink(path.c_str()) == 0);
+      return;
+    case FileChange::RenamedOver:
+      write_file(path + ".new", twin);
+      REQUIRE(::rename((path + ".new").c_str(), path.c_str()) == 0);
+      return;
+    case FileChange::Truncated:
+      REQUIRE(::truncate(path.c_str(), static_cast<off_t>(cut)) == 0);
+      return;
+    case FileChange::Grown: {
+      std::ofstream out(path, std::ios::binary | std::ios::app);
+      out << " 0.5\n";
+      REQUIRE(out.good());
+      return;
+    }
+    case FileChange::Rewritten: {
+      REQUIRE(twin.size() == static_cast<size_t>(before.st_size));
+      const int fd = ::open(path.c_str(), O_WRONLY);
+      REQUIRE(fd >= 0);
+      REQUIRE(::pwrite(fd, twin.data(), twin.size(), 0) == static_cast<ssize_t>(twin.size()));
+      timespec times[2] = {before.st_atim, before.st_mtim};
+      times[1].tv_sec += 1;
+      REQUIRE(::futimens(fd, times) == 0);
+      ::close(fd);
+      return;
+    }
+  }
 }
 
 }  // namespace facegen_test
