@@ -112,7 +112,9 @@ drawn_bound=$(( 64000 + 2 * 16 * 49152 / 1000 + 16 * 400 / 1000 + 6000 * threads
 drawn() {
   local name=$1 pattern=$2
   shift 2
-  (ulimit -v $limit_kb; exec "$@" > /dev/null 2> "$work/err") &
+  # Default signal dispositions: a shell started in the background hands its children SIGINT ignored,
+  # which the program rightly keeps, and the SIGINT below would then never end the run.
+  (ulimit -v $limit_kb; exec env --default-signal "$@" > /dev/null 2> "$work/err") &
   local pid=$! waited=0 peak=0 status
   until compgen -G "$work/$pattern" > /dev/null || ! kill -0 $pid 2> /dev/null || [ $waited -ge 600 ]; do
     sleep 0.1
@@ -124,6 +126,9 @@ drawn() {
     [ "${hwm:-0}" -gt $peak ] && peak=$hwm
   done
   kill -INT $pid 2> /dev/null
+  local deadline=$((SECONDS + 30))
+  while kill -0 $pid 2> /dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+  kill -0 $pid 2> /dev/null && { pkill -KILL -P $pid; kill -KILL $pid; } 2> /dev/null  # a run that ignored SIGINT: fail, never hang
   wait $pid
   status=$?
   if [ $status -ne 130 ]; then
