@@ -77,7 +77,8 @@ class SeedLatents : public RangeLatentSource {
     });
   }
   void finish() override {}
-  std::string describe() const override { return "N(0, 1) latents of " + seeds_->describe(); }
+  // The summary states the count beside this.
+  std::string describe() const override { return "N(0, 1) latents of " + seeds_->describe(false); }
 
  private:
   std::shared_ptr<const SeedList> seeds_;

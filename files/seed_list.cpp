@@ -105,7 +105,7 @@ uint64_t SeedList::seed_at(int64_t image) const {
   return ranges_[r].first + static_cast<uint64_t>(image - starts_[r]);
 }
 
-std::string SeedList::describe() const {
+std::string SeedList::describe(bool with_count) const {
   // Up to 8 pieces in full; beyond that the first 6, "...", and the last.
   constexpr size_t kShown = 8;
   std::string text = "seeds ";
@@ -116,9 +116,10 @@ std::string SeedList::describe() const {
     }
     text += (r == 0 ? "" : ",") + range_text(ranges_[r]);
   }
-  const std::string images = std::to_string(count_) + " images";
-  if (ranges_.size() > kShown) return text + " (" + std::to_string(ranges_.size()) + " pieces, " + images + ")";
-  if (ranges_.size() > 1) return text + " (" + images + ")";
+  const std::string pieces = std::to_string(ranges_.size()) + " pieces";
+  const std::string images = with_count ? std::to_string(count_) + " images" : "";
+  if (ranges_.size() > kShown) return text + " (" + pieces + (with_count ? ", " + images : "") + ")";
+  if (ranges_.size() > 1 && with_count) return text + " (" + images + ")";
   return text;
 }
 

@@ -34,8 +34,9 @@ class SeedList {
   uint64_t seed_at(int64_t image) const;                       // image in [0, count()); std::out_of_range else
   const std::vector<SeedRange>& ranges() const { return ranges_; }
   // "seeds 0-49999"; "seeds 0-99,500,1000-1009 (111 images)" where the count is not the one range's;
-  // a long list shows its first and last pieces and how many there are.
-  std::string describe() const;
+  // a long list shows its first and last pieces and how many there are. Without `with_count`, for
+  // text that states the count beside it (the summary's input line), no image count.
+  std::string describe(bool with_count = true) const;
 
  private:
   std::vector<SeedRange> ranges_;

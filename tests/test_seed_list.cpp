@@ -89,6 +89,16 @@ TEST_CASE("--seeds text: a seed, a range, a list of both, repeats, the ends of u
     CHECK(list.ranges() == c.ranges);
     CHECK(list.count() == c.count);
     CHECK(list.describe() == c.description);
+    // Without the count (text that states it beside), and in a latent source's description.
+    const size_t count_from = c.description.find(" images)");
+    if (c.ranges.size() <= 8 && count_from != std::string::npos) {
+      CHECK(list.describe(false) == c.description.substr(0, c.description.rfind(" (")));
+    } else if (count_from != std::string::npos) {
+      CHECK(list.describe(false) == c.description.substr(0, c.description.rfind(", ")) + ")");
+    } else {
+      CHECK(list.describe(false) == c.description);
+    }
+    CHECK(make_seed_latents(seeds_of(c.text))->describe() == "N(0, 1) latents of " + list.describe(false));
     const std::vector<uint64_t> seeds = expanded(c.ranges);
     for (int64_t k = 0; k < list.count(); ++k) REQUIRE(list.seed_at(k) == seeds[static_cast<size_t>(k)]);
     CHECK_THROWS_AS(list.seed_at(list.count()), std::out_of_range);
