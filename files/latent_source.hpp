@@ -104,8 +104,9 @@ struct LatentSpec {
   std::shared_ptr<const SeedList> seeds;  // --seeds; shared, so that outputs can name each image's seed
   int latent_dim = kLatentDim;  // nz: values per latent, the model's (the drivers set it from the model file)
 
-  // The seed of image k where the latents come from --seeds; empty for every other source (image n of
-  // --random N --seed S is not the image of any one seed).
+  // The seed of image k (0 <= k < N; std::out_of_range else) where the latents come from --seeds;
+  // empty for every other source (image n of --random N --seed S is not the image of any one seed).
+  // The function holds the list, so it outlives the spec.
   ImageSeeds image_seeds() const;
 };
 std::unique_ptr<LatentSource> open_latents(const LatentSpec& spec);
