@@ -4,7 +4,8 @@
 #
 #   ./run_parallel.sh --input inputs/input1.txt --output outputs/output1 --ranks-per-node 4 \
 #                     [--model PATH] [--hosts a,b | --hosts FILE] [--program PATH] [-- facegen flags]
-#   (--random N [--seed S] or --interpolate K [--seed S] instead of --input: drawn latents)
+#   (--random N [--seed S] or --interpolate K [--seed S] instead of --input: drawn latents; --seeds LIST:
+#   one image per seed)
 #   make run_parallel INPUT=input1 OUTPUT=output1 NGPUS=4 [MODEL=path] [HOSTS=...] [ARGS='--verbose']
 #
 # Where the ranks run:
@@ -52,7 +53,7 @@ die() {
 
 while [ $# -gt 0 ]; do
   case $1 in
-    --input|--random|--interpolate|--seed) latent_args+=("$1" "${2:?}"); shift 2 ;;
+    --input|--random|--interpolate|--seed|--seeds) latent_args+=("$1" "${2:?}"); shift 2 ;;
     --output) output=${2:?}; shift 2 ;;
     --ranks-per-node) ranks_per_node=${2:?}; shift 2 ;;
     --model) model=${2:?}; shift 2 ;;
@@ -64,7 +65,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#latent_args[@]} -gt 0 ] && [ -n "$output" ] && [ -n "$ranks_per_node" ] ||
-  die "--input (or --random, --interpolate), --output and --ranks-per-node are required (see --help)"
+  die "--input (or --random, --interpolate, --seeds), --output and --ranks-per-node are required (see --help)"
 [[ $ranks_per_node =~ ^[1-9][0-9]*$ ]] || die "--ranks-per-node must be a positive integer, got '$ranks_per_node'"
 [ -x "$program" ] || die "$program is missing: run make first"
 facegen_args=(

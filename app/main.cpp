@@ -2,6 +2,7 @@
 //
 //   facegen --model network.bin --input inputs/input1.txt --output outputs/output1
 //   facegen --model network.bin --random 64 --seed 7 --output outputs/samples
+//   facegen --model network.bin --seeds 0-99,500 --output outputs/seeds
 //
 // writes outputs/output1.txt and outputs/output1.bmp. Exit status: 0 success, 1 a problem with the
 // input (files, values, flags: one sentence on stderr), 2 a malformed command line, 3 a fault of the
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +34,7 @@
 #include "files/output_guard.hpp"
 #include "files/path_parts.hpp"
 #include "files/prefix_lock.hpp"
+#include "files/seed_list.hpp"
 #include "files/stop_signals.hpp"
 #include "common/errors.hpp"
 #include "run/pipeline.hpp"
@@ -138,6 +141,15 @@ uint64_t seed_flag(const cxxopts::ParseResult& args) {
   return value;
 }
 
+// --seeds LIST; --seed beside it is refused rather than ignored, since each image takes its seed from the list.
+std::shared_ptr<const facegen::SeedList> seeds_flag(const cxxopts::ParseResult& args) {
+  if (args.count("seed")) {
+    throw facegen::UserError("--seed applies to --random and --interpolate; with --seeds each image's seed comes "
+                             "from the list (for seed S alone, --seeds S)");
+  }
+  return std::make_shared<const facegen::SeedList>(facegen::SeedList::parse(args["seeds"].as<std::string>()));
+}
+
 double seconds_flag(const cxxopts::ParseResult& args, const char* name) {
   const std::string text = args[name].as<std::string>();
   char* end = nullptr;
@@ -151,12 +163,17 @@ double seconds_flag(const cxxopts::ParseResult& args, const char* name) {
 cxxopts::Options command_line() {
   using cxxopts::value;
   cxxopts::Options options("facegen", "Generates 64x64 RGB images from latent vectors with a DCGAN generator.");
-  options.custom_help("--output PREFIX (--input PATH | --random N | --interpolate K) [options]");
+  options.custom_help("--output PREFIX (--input PATH | --random N | --interpolate K | --seeds LIST) [options]");
   options.add_options("Input")
       ("i,input", "latent file: N, then N*100 numbers", value<std::string>(), "PATH")
       ("r,random", "instead of --input: N latents drawn from N(0, 1)", value<std::string>(), "N")
       ("interpolate", "instead of --input: a K x K grid, each row K steps between two random latents",
        value<std::string>(), "K")
+      // cxxopts 3.1 keys an option by its long name and short letter joined: a bare "seeds" would be
+      // "s,seed" ("seed" + "s") and the two flags one option. The letter keeps them apart.
+      ("S,seeds", "instead of --input: one image per seed, as ranges and lists (0-49999, 0-99,500,1000-1009); seed "
+       "S's image is --random 1 --seed S's, whatever else the list holds; a seed given twice gives its image twice",
+       value<std::string>(), "LIST")
       ("s,seed", "seed of --random and --interpolate (same seed, same images)", value<std::string>()->default_value("1"),
        "S")
       ("m,model", "generator weights, SHPC facegen network.bin layout (default: the shipped model, "
@@ -425,9 +442,10 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
       return kExitUsage;
     }
     if (args.count("finish-commit")) return finish_commit_command(args["finish-commit"].as<std::string>());
-    const int sources = static_cast<int>(args.count("input") + args.count("random") + args.count("interpolate"));
+    const int sources = static_cast<int>(args.count("input") + args.count("random") + args.count("interpolate") +
+                                         args.count("seeds"));
     if (sources != 1) {
-      say("facegen: give exactly one of --input PATH, --random N, --interpolate K (see --help)");
+      say("facegen: give exactly one of --input PATH, --random N, --interpolate K, --seeds LIST (see --help)");
       return kExitUsage;
     }
     const bool synthetic = args["device"].as<std::string>() == "synthetic";
@@ -444,8 +462,9 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
     }
     if (args.count("input")) request.latents.path = args["input"].as<std::string>();
     request.latents.seed = seed_flag(args);
-    if (args.count("random")) request.latents.random_count = int_flag(args, "random", 1, INT64_MAX / 2);
+    if (args.count("random")) request.latents.random_count = int_flag(args, "random", 1, facegen::kMaxImages);
     if (args.count("interpolate")) request.latents.interpolate_side = int_flag(args, "interpolate", 1, 1000);
+    if (args.count("seeds")) request.latents.seeds = seeds_flag(args);
     request.output_prefix = args["output"].as<std::string>();
     request.formats = facegen::parse_formats(args["formats"].as<std::string>());
     const std::vector<ReadFile> read_files = {{"input file", request.latents.path}, {"model file", request.model_path}};

@@ -1,4 +1,5 @@
-// latent_source.cpp: choosing a latent file's reader, counter-based random latents, interpolation grids.
+// latent_source.cpp: choosing a latent file's reader, counter-based random latents, the latents of a
+// seed list, interpolation grids.
 #include "files/latent_source.hpp"
 
 #include <algorithm>
@@ -64,6 +65,26 @@ class RandomLatents : public LatentSource {
   int latent_dim_;  // nz
 };
 
+class SeedLatents : public RangeLatentSource {
+ public:
+  SeedLatents(std::shared_ptr<const SeedList> seeds, int latent_dim) : seeds_(std::move(seeds)), latent_dim_(latent_dim) {}
+  int64_t count() const override { return seeds_->count(); }
+  void read_range(int64_t first, int64_t count, float* dst) override {
+    check_range(first, count);
+    const int threads_used = std::min(threads(), static_cast<int>(std::max<int64_t>(1, count / 64)));
+    parallel_for(count, threads_used, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) seed_latent(seeds_->seed_at(first + i), latent_dim_, dst + i * latent_dim_);
+    });
+  }
+  void finish() override {}
+  // The summary states the count beside this.
+  std::string describe() const override { return "N(0, 1) latents of " + seeds_->describe(false); }
+
+ private:
+  std::shared_ptr<const SeedList> seeds_;
+  int latent_dim_;  // nz
+};
+
 class InterpolationLatents : public RangeLatentSource {
  public:
   InterpolationLatents(int64_t side, uint64_t seed, int latent_dim) : side_(side), seed_(seed), latent_dim_(latent_dim) {}
@@ -118,6 +139,10 @@ double random_latent_value(uint64_t seed, uint64_t image, uint64_t value) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
+void seed_latent(uint64_t seed, int latent_dim, float* out) {
+  for (int v = 0; v < latent_dim; ++v) out[v] = static_cast<float>(random_latent_value(seed, 0, v));
+}
+
 void LatentSource::read_range(int64_t, int64_t, float*) {
   throw std::logic_error("read_range on " + describe() + ", which is read in order only");
 }
@@ -158,8 +183,18 @@ std::unique_ptr<LatentSource> make_interpolation_latents(int64_t side, uint64_t 
   return std::make_unique<InterpolationLatents>(side, seed, latent_dim);
 }
 
+std::unique_ptr<LatentSource> make_seed_latents(std::shared_ptr<const SeedList> seeds, int latent_dim) {
+  return std::make_unique<SeedLatents>(std::move(seeds), latent_dim);
+}
+
+ImageSeeds LatentSpec::image_seeds() const {
+  if (!seeds) return [](int64_t) { return std::optional<uint64_t>(); };
+  return [list = seeds](int64_t image) { return std::optional<uint64_t>(list->seed_at(image)); };
+}
+
 std::unique_ptr<LatentSource> open_latents(const LatentSpec& spec) {
   const int latent_dim = spec.latent_dim;
+  if (spec.seeds) return make_seed_latents(spec.seeds, latent_dim);
   if (spec.interpolate_side > 0) return make_interpolation_latents(spec.interpolate_side, spec.seed, latent_dim);
   if (spec.random_count > 0) return make_random_latents(spec.random_count, spec.seed, 0, latent_dim);
   return open_latent_file(spec.path, latent_dim);

@@ -1,4 +1,5 @@
-// latent_source.hpp: where latent vectors come from: a file, seeded random draws, or interpolations.
+// latent_source.hpp: where latent vectors come from: a file, seeded random draws, one latent per seed, or
+// interpolations.
 //
 // Every source hands out its N latents in order, (count, nz) floats per read (nz: the model's latent
 // size, given when the source is opened; 100 for the SHPC network). Most can also read any
@@ -6,7 +7,8 @@
 // several threads, and every MPI rank, then read their own share. A pipe is read in order only. Random latents are
 // counter-based: value v of image n is a pure function of (seed, n, v), so the same seed gives the
 // same images whatever the batch size, the chunking or the number of ranks, and a rank can start at
-// any image without drawing the ones before it.
+// any image without drawing the ones before it. The latent of a seed (--seeds) is image 0 of that seed's
+// sequence (seed_latent), so it depends on the seed alone, wherever it stands in the list.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 
 #include "common/model_shape.hpp"
 #include "files/input_file.hpp"
+#include "files/seed_list.hpp"
 
 namespace facegen {
 
@@ -87,17 +90,33 @@ std::unique_ptr<LatentSource> make_random_latents(int64_t count, uint64_t seed, 
 // norm typical of a Gaussian latent), so each row of the mosaic is one interpolation.
 std::unique_ptr<LatentSource> make_interpolation_latents(int64_t side, uint64_t seed, int latent_dim = kLatentDim);
 
-// What the command line asked for: a file, --random N, or --interpolate SIDE (with --seed).
+// One latent per seed of the list, image k the latent of seeds->seed_at(k) (seed_latent): the same
+// image for a seed whatever the batch size, chunking, rank count or the seed's place in the list.
+std::unique_ptr<LatentSource> make_seed_latents(std::shared_ptr<const SeedList> seeds, int latent_dim = kLatentDim);
+
+// What the command line asked for: a file, --random N, or --interpolate SIDE (with --seed), or
+// --seeds LIST.
 struct LatentSpec {
   std::string path;
   int64_t random_count = 0;
   int64_t interpolate_side = 0;
   uint64_t seed = 1;
+  std::shared_ptr<const SeedList> seeds;  // --seeds; shared, so that outputs can name each image's seed
   int latent_dim = kLatentDim;  // nz: values per latent, the model's (the drivers set it from the model file)
+
+  // The seed of image k (0 <= k < N; std::out_of_range else) where the latents come from --seeds;
+  // empty for every other source (image n of --random N --seed S is not the image of any one seed).
+  // The function holds the list, so it outlives the spec.
+  ImageSeeds image_seeds() const;
 };
 std::unique_ptr<LatentSource> open_latents(const LatentSpec& spec);
 
 // Value `value` (0..nz-1) of random latent `image` for `seed`: N(0, 1) by Box-Muller over a hash.
 double random_latent_value(uint64_t seed, uint64_t image, uint64_t value);
+
+// The latent of `seed` (nz values into out): image 0 of --random with --seed `seed`, i.e. value v is
+// random_latent_value(seed, 0, v). The one definition that --seeds, and anything else that makes an
+// image from a seed, uses: --seeds 7 and --random 1 --seed 7 give the same image.
+void seed_latent(uint64_t seed, int latent_dim, float* out);
 
 }  // namespace facegen

@@ -415,6 +415,7 @@ RunSummary RankJob::gather_summary(const WorkSplit& split, const OrderedOutputs&
   s.model = request_.model_path;
   if (guard_) s.stale = guard_->stale();
   s.latents = latents_text_;
+  s.seeds = request_.latents.seeds;
   s.images = total;
   s.device = device_;
   s.precision = device_ == "cuda" ? precision_name(request_.backend.precision) : "fp32";

@@ -6,7 +6,7 @@
 // way ranks fail together from agreement.hpp. Order of work:
 //   0. every rank opens the model file (none for --device synthetic), once, reads its shape, and
 //      checks that it opened rank 0's file (same_file.hpp);
-//   1. rank 0 opens the latents (a file, or --random / --interpolate draws) and learns N (an error
+//   1. rank 0 opens the latents (a file, or --random / --interpolate / --seeds draws) and learns N (an error
 //      is held until step 3, so that errors come in the same order as in the single-process
 //      program); every rank learns N; where every rank can read the source by ranges, each opens it
 //      too, checks it is rank 0's file, and a text file's token map is built by all (shared_latents.hpp);

@@ -1,7 +1,7 @@
 // shared_latents.hpp: whether every rank reads its own latents, and the map a text file needs for it.
 //
 // Rank 0 has opened the latents (its errors come first, as in one process). When that source reads
-// by ranges (a regular text or .npy file, --random, --interpolate), every other rank opens the same
+// by ranges (a regular text or .npy file, --random, --interpolate, --seeds), every other rank opens the same
 // source itself; if each one could, the ranks share the input: a text file's token map is counted in
 // parts, one per rank, and summed (MPI_Allreduce), and then each rank reads its own slice of every
 // round through the descriptor it opened. Otherwise (a pipe, a file that another node does not see,

@@ -101,6 +101,7 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   progress.finish();
   summary.images = total;
   summary.latents = run.reader.describe();
+  summary.seeds = request.latents.seeds;
   double written_bytes = 0;
   for (const auto& sink : stage.sinks()) {
     // Sizes on disk, as the MPI driver reports them; the bytes written where no path is known.

@@ -29,7 +29,7 @@ namespace facegen {
 
 struct GenerateRequest {
   std::string model_path;
-  LatentSpec latents;
+  LatentSpec latents;  // latents.image_seeds(): image k's seed under --seeds, for outputs that name it
   std::string output_prefix;
   std::vector<OutputFormat> formats{OutputFormat::Text, OutputFormat::Bmp};
   BackendOptions backend;

@@ -112,6 +112,7 @@ std::string summary_json(const RunSummary& s) {
       {"program", {{"version", FACEGEN_VERSION}, {"commit", git_commit()}}},
       {"model", s.model.empty() ? json(nullptr) : json(normal_path(s.model))},
       {"latents", s.latents},
+      {"seeds", json::array()},
       {"images", s.images},
       {"device", s.device},
       {"precision", s.precision},
@@ -126,6 +127,12 @@ std::string summary_json(const RunSummary& s) {
       {"files", files},
       {"stale_files", stale},
   };
+  // --seeds only, in the order given: image k's seed is the k-th of these ranges written out.
+  if (s.seeds) {
+    for (const SeedRange& range : s.seeds->ranges()) out["seeds"].push_back({range.first, range.last});
+  } else {
+    out.erase("seeds");
+  }
   if (!s.per_rank.empty()) {
     json ranks = json::array();
     for (const RankFigures& r : s.per_rank) {

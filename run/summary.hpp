@@ -4,14 +4,18 @@
 //
 // The human summary is a few aligned lines (model, input, ranks, backend, one line per stage with
 // its seconds and rates, total, peak memory, every file written). The JSON holds the same figures
-// and, for an MPI job, each rank's; it is written atomically (files/atomic_file.hpp) like every
+// and, for an MPI job, each rank's; for --seeds, every seed as [first, last] ranges, so that any image
+// can be made again; it is written atomically (files/atomic_file.hpp) like every
 // output. README ("Machine-readable summary") lists its keys.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "files/seed_list.hpp"
 
 namespace facegen {
 
@@ -41,6 +45,7 @@ struct RankFigures {
 struct RunSummary {
   std::string model;          // path, normalised; empty for --device synthetic
   std::string latents;        // where they came from
+  std::shared_ptr<const SeedList> seeds;  // --seeds: image k is the image of seed seeds->seed_at(k); else null
   int64_t images = 0;
   std::string device;         // "cuda", "cpu", "synthetic"
   std::string precision;      // "fp32", "tf32", "bf16"

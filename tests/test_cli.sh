@@ -188,6 +188,26 @@ for flag in --random --interpolate --seed --batch --threads --chunk --gpu --mosa
     --model "$model" --output "$out"
 done
 expect_error "-r abc names --random" 1 "--random expects a whole number, got 'abc'" -r abc --model "$model" --output "$out"
+# --seeds LIST: each bad shape is one sentence naming the flag, the piece and what was expected
+# (every sentence: tests/test_seed_list.cpp); beside another source or --seed it is refused.
+expect_error "--seeds with --input" 2 "^facegen: give exactly one of --input PATH, --random N, --interpolate K, --seeds LIST" \
+  --seeds 3 --input "$work/l3.txt" --model "$model" --output "$out"
+expect_error "--seeds with --random" 2 "exactly one of" --seeds 3 --random 2 --model "$model" --output "$out"
+expect_error "--seeds with --seed" 1 "^facegen: error: --seed applies to --random and --interpolate; with --seeds each" \
+  --seeds 3 --seed 3 --model "$model" --output "$out"
+seeds_bad=(
+  "|--seeds expects seeds such as 0-49999 or 0-99,500,1000-1009, got an empty value"
+  "abc|--seeds piece 1, 'abc', is not a seed S or a range FIRST-LAST of whole numbers"
+  "0-99,500,x-3|--seeds piece 3, 'x-3', is not a seed S or a range FIRST-LAST of whole numbers"
+  "5-3|--seeds piece 1, '5-3', is a descending range \(expected FIRST-LAST with FIRST <= LAST\)"
+  "-5|--seeds piece 1, '-5', holds a negative number \(expected seeds from 0 to 18446744073709551615\)"
+  "18446744073709551616|--seeds piece 1, '18446744073709551616', holds a number out of range"
+  "1,,2|--seeds piece 2 is empty \(expected a seed S or a range FIRST-LAST between the commas\)"
+  "0-18446744073709551615|--seeds asks for more images than a run can hold \(at most 4611686018427387903\)"
+)
+for entry in "${seeds_bad[@]}"; do
+  expect_error "--seeds '${entry%%|*}'" 1 "^facegen: error: ${entry#*|}" "--seeds=${entry%%|*}" --model "$model" --output "$out"
+done
 # No GPU here (CUDA=0 build, or no NVIDIA driver): --device cuda is a fault (3) that says why in plain
 # words; auto falls back to the CPU with one notice, silenced by --quiet.
 if ! "$prog" --version | grep -q "CUDA  yes" || [ ! -e /proc/driver/nvidia/version ]; then
