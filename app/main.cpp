@@ -176,8 +176,9 @@ cxxopts::Options command_line() {
        value<std::string>(), "LIST")
       ("s,seed", "seed of --random and --interpolate (same seed, same images)", value<std::string>()->default_value("1"),
        "S")
-      ("m,model", "generator weights, SHPC facegen network.bin layout (default: the shipped model, "
-       "found from the program's location)", value<std::string>(), "PATH");
+      ("m,model", "the generator: a safetensors file of any DCGAN generator of the family "
+       "(tools/export_model.py makes one from a PyTorch state_dict) or an SHPC network.bin (default: the "
+       "shipped faces model, found from the program's location)", value<std::string>(), "PATH");
   options.add_options("Output")
       ("o,output", "output prefix: writes PREFIX.txt, PREFIX.bmp, ...", value<std::string>(), "PREFIX")
       ("f,formats", "outputs to write: comma-separated txt, bmp, npy, png (PREFIX/000000.png, ...), mosaic-png",

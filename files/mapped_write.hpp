@@ -3,7 +3,7 @@
 //
 // Linux takes a file's inode lock for every buffered write(2)/pwrite(2), so writers of one file go
 // one at a time however many there are (one H200 machine, 8 GiB into one file on pre-faulted
-// /dev/shm: pwrite 2.7-3.2 GB/s from 1, 4 or 16 threads; BENCHMARKS.md, "One file"). Page faults on a
+// /dev/shm: pwrite 2.7-3.2 GB/s from 1, 4 or 16 threads; docs/benchmarks/history.md, "One file"). Page faults on a
 // MAP_SHARED mapping take no such lock. mapped_write() reserves the range's space with fallocate
 // first, so that a full file system or `ulimit -f` is an ordinary failed call (ENOSPC, EFBIG) and
 // never a SIGBUS on a store into the mapping; then it maps the range window by window (4 MiB),

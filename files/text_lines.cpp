@@ -6,7 +6,7 @@
 // |v| < 2^40 the value times 10^4 is m * 10^4 * 2^e, which 64-bit integers hold exactly; rounding it
 // is a shift and a comparison of the bits shifted out. Larger values, Inf and NaN go to snprintf.
 //
-// Formatting is the cost (about 20x cheaper than fprintf per value, see BENCHMARKS.md), so a run is
+// Formatting is the cost (about 20x cheaper than fprintf per value, see docs/benchmarks/history.md), so a run is
 // cut into one contiguous piece per thread, each formatted into a buffer of its own; once the run's
 // length is known and placed, the pieces are written at their offsets, again in parallel.
 #include <algorithm>

@@ -5,7 +5,7 @@
 //   out(img, j) = relu(scale[j] * sum_k z(img, k) W(k, j) + shift[j]),   W (100, 8192), j in NHWC order
 //
 // On FFMA the projection was bound by the broadcasts of z (0.45 ms at batch 8192 on an H200, 30
-// TFLOP/s). Here it took 0.22 ms (bf16, same card, bench/NOTES.md v12-v14): the three products are
+// TFLOP/s). Here it took 0.22 ms (bf16, same card, docs/benchmarks/notes.md v12-v14): the three products are
 // 45 GFLOP of mma.sync at about 200 TFLOP/s, and every block re-reads its weight fragments from L2
 // (470 MB per 8192 images); writing act0 (134 MB in bf16) alone would take about 0.035 ms.
 //

@@ -50,7 +50,7 @@ namespace facegen {
 namespace mpi {
 namespace {
 
-// Below these many images per rank, an extra rank costs more than it saves (BENCHMARKS.md,
+// Below these many images per rank, an extra rank costs more than it saves (docs/benchmarks/history.md,
 // "MPI scaling"). Measured on two H200s with the phase-GEMM kernels (about 90,000 images/s per
 // GPU): a second GPU rank costs 0.13-0.22 s end to end (its CUDA context, weights and teardown
 // beside the first's) and saves about 0.034 ms per image (half of the formatting and generation;

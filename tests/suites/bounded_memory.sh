@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bounded_memory.sh: peak resident memory does not grow with N, and stays under the README's bound.
+# bounded_memory.sh: peak resident memory does not grow with N, and stays under the bound docs/usage.md states.
 #
 # Runs the whole program (latent parsing, the output stage, every file writer but the PNG mosaic, whose
 # encoder holds one mosaic file at the end) on N and on 10 N images with the synthetic backend (fast: the network
@@ -40,7 +40,7 @@ peak_kb() {  # peak_kb N: runs N images, prints the peak RSS in KB
 a=$(peak_kb $small) || { echo "run of $small images failed"; exit 1; }
 b=$(peak_kb $large) || { echo "run of $large images failed"; exit 1; }
 threads=$(nproc)
-# The README's bound, for these settings (no model: the synthetic backend holds none; no mosaic-png):
+# The bound docs/usage.md states, for these settings (no model: the synthetic backend holds none; no mosaic-png):
 # 64 MB + 2 x chunk x 49,152 B + 6 MB per writer thread.
 bound=$(( 64000 + 2 * chunk * 49152 / 1000 + 6000 * threads ))
 echo "peak memory: $small images ${a} KB, $large images ${b} KB (chunk $chunk, 10x the images: $((large / chunk)) chunks); bound ${bound} KB"

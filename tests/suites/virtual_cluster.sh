@@ -16,7 +16,7 @@
 #     the job ends within seconds, one line names rank and host, no output file, and nothing is left
 #     behind on any node (no temporary or lock file, no OpenMPI session directory, no process)
 #
-# Then tests/lib/slurm_cluster.sh (when Slurm and munge are installed) runs the README's sbatch
+# Then tests/lib/slurm_cluster.sh (when Slurm and munge are installed) runs the sbatch
 # commands on the same nodes. The script removes everything it made on every exit path.
 # Usage: tests/suites/virtual_cluster.sh [build-dir]; exit 0 pass, 77 skipped (says why), 1 fail.
 set -u
@@ -116,7 +116,7 @@ left_behind() {
     sed 's/^ *//; s/ *$//'
 }
 
-# --- 2 nodes x 2 ranks, the README's command ------------------------------------------------------
+# --- 2 nodes x 2 ranks, the documented command ------------------------------------------------------
 start=$SECONDS
 if vc_exec node1 make -s -C "$work/repo" -o build/facegen run_parallel INPUT=cluster40 OUTPUT=two-by-two NGPUS=2 \
      HOSTS=node1,node2 ARGS="--device cpu --all-ranks --verbose ${format_args[*]}" > "$work/stdout" 2> "$work/stderr"; then
@@ -234,7 +234,7 @@ else
 fi
 [ -n "$job" ] && { kill "$job"; wait "$job"; job=; }
 
-# --- Slurm on the same nodes: the README's sbatch commands ----------------------------------------
+# --- Slurm on the same nodes: the documented sbatch commands ----------------------------------------
 slurm_part() {
   local tool why
   for tool in slurmctld slurmd sbatch sinfo scontrol munged munge unmunge; do
