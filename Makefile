@@ -9,6 +9,7 @@
 #                        OUTPUT: a bare name (outputs/NAME) or a path, relative or absolute; without
 #                        OUTPUT, named after the input (input2 -> outputs/output2, data/x.txt -> outputs/x)
 #   make install PREFIX=/opt/facegen [DESTDIR=...]   bin/facegen, bin/facegen-run-parallel,
+#                        bin/facegen-export-model, bin/facegen-make-latents,
 #                        share/facegen/models/, share/facegen/slurm/
 #   make test            build and run every test this machine can run; ends with a pass/fail line
 #   make test-sanitize   the unit, command-line and fault tests again, built with AddressSanitizer and
@@ -273,10 +274,12 @@ run_parallel: $(PROGRAM)
 PREFIX  ?= /usr/local
 DESTDIR ?=
 INSTALL_SHARE = $(DESTDIR)$(PREFIX)/share/facegen
-install: $(PROGRAM)
+install: $(PROGRAM) $(LATENTS_TOOL)
 	install -d $(DESTDIR)$(PREFIX)/bin $(INSTALL_SHARE)/models $(INSTALL_SHARE)/slurm
 	install -m 755 $(PROGRAM) $(DESTDIR)$(PREFIX)/bin/facegen
 	install -m 755 run_parallel.sh $(DESTDIR)$(PREFIX)/bin/facegen-run-parallel
+	install -m 755 tools/export_model.py $(DESTDIR)$(PREFIX)/bin/facegen-export-model
+	install -m 755 $(LATENTS_TOOL) $(DESTDIR)$(PREFIX)/bin/facegen-make-latents
 	install -m 644 models/facegen-faces.safetensors models/facegen-fashion.bin $(INSTALL_SHARE)/models/
 	for f in slurm/*.sbatch; do \
 	  sed 's|\./run_parallel\.sh|$(PREFIX)/bin/facegen-run-parallel|g' "$$f" > $(INSTALL_SHARE)/slurm/$$(basename "$$f") && \

@@ -157,12 +157,17 @@ class NpyLatents : public RangeLatentSource {
     if (order.compare(0, 5, "False") != 0) refuse("its .npy header is not a dict NumPy writes: " + shown);
     const size_t close = shape.find(')');
     const std::string tuple = shape[0] == '(' && close != std::string::npos ? shape.substr(0, close + 1) : shape;
+    // (N, nz), or (N, nz, 1, 1) as torch.randn(N, nz, 1, 1) saved with numpy gives: the same bytes.
     long long rows = -1;
     int columns = -1, used = 0;
-    if (std::sscanf(tuple.c_str(), "(%lld, %d)%n", &rows, &columns, &used) != 2 ||
-        used != static_cast<int>(tuple.size()) || columns != latent_dim_ || rows < 1) {
-      refuse("a .npy latent file must have shape (N, " + std::to_string(latent_dim_) +
-             ") with N >= 1, but its shape is " + tuple);
+    const bool flat = std::sscanf(tuple.c_str(), "(%lld, %d)%n", &rows, &columns, &used) == 2 &&
+                      used == static_cast<int>(tuple.size());
+    used = 0;
+    const bool image_like = !flat && std::sscanf(tuple.c_str(), "(%lld, %d, 1, 1)%n", &rows, &columns, &used) == 2 &&
+                            used == static_cast<int>(tuple.size());
+    if ((!flat && !image_like) || columns != latent_dim_ || rows < 1) {
+      refuse("a .npy latent file must have shape (N, " + std::to_string(latent_dim_) + ") or (N, " +
+             std::to_string(latent_dim_) + ", 1, 1) with N >= 1, but its shape is " + tuple);
     }
     if (rows > std::numeric_limits<int64_t>::max() / (latent_dim_ * 8)) {
       refuse("its shape " + tuple + " is more than any file can hold");

@@ -205,9 +205,23 @@ bool is_safetensors_file(const InputFile& file) {
   return named || looks_like_safetensors(start);
 }
 
+// A PyTorch file (torch.save: a zip archive, or a pickle in the old format), which facegen does not read
+// but tools/export_model.py turns into safetensors.
+bool is_pytorch_file(const InputFile& file) {
+  if (!file.regular() || file.bytes() < 4) return false;
+  char start[4];
+  file.read_at(0, 4, start);
+  return std::memcmp(start, "PK\x03\x04", 4) == 0 || (start[0] == '\x80' && start[1] >= 2 && start[1] <= 5);
+}
+
 Network load_network_bin(const InputFile& file) {
   const std::string& path = file.path();
   if (file.directory()) throw UserError("model file " + path + " is a directory, not a network.bin");
+  if (is_pytorch_file(file)) {
+    throw UserError("model file " + path + " is a PyTorch file (torch.save), which facegen does not read: make a "
+                    "safetensors file of it with `tools/export_model.py " + path + " OUT.safetensors` "
+                    "(installed as facegen-export-model) and give that to --model");
+  }
   if (file.regular() && file.bytes() != kNetworkBytes) {
     throw UserError("model file " + path + " has " + with_commas(file.bytes()) + " bytes, expected " +
                     with_commas(kNetworkBytes) + " bytes (" + with_commas(kNetworkFloats) +

@@ -271,6 +271,8 @@ def refusals(root, tmp, exporter):
         "extra key": ({**state, "main.20.weight": torch.ones(3)}, "has a tensor main.20.weight"),
         "not a generator": ({"fc.weight": torch.ones(3, 3)}, "has no tensor main.0.weight"),
         "NaN": ({**state, "main.3.weight": state["main.3.weight"].clone().fill_(float("nan"))}, "is nan"),
+        "a training checkpoint": ({"netG": state, "epoch": torch.tensor(3)},
+                                  "save the generator's own state_dict, torch.save(ckpt['netG'], 'netG.pth')"),
     }
     for what, (bad, expected) in cases.items():
         path = os.path.join(tmp, "bad.pth")

@@ -288,6 +288,10 @@ expect_error "bad --chunk" 1 "--chunk must be between" --chunk 0 --model "$model
 expect_error "png folder's directory missing" 1 "cannot create output folder .*nodir/r" --formats png --model "$model" --input "$work/l3.txt" --output "$work/nodir/r" --device cpu
 
 # --- bad models -----------------------------------------------------------------------------------
+printf 'PK\003\004 a zip archive, as torch.save writes' > "$work/netG.pth"
+expect_error "a PyTorch file as the model" 1 "netG.pth is a PyTorch file \(torch.save\), which facegen does not read: make a safetensors file of it with .tools/export_model.py" --model "$work/netG.pth" --input "$work/l3.txt" --output "$out" --device cpu
+printf '\200\002 a pickle, as the old torch.save writes' > "$work/old.pth"
+expect_error "an old PyTorch pickle as the model" 1 "old.pth is a PyTorch file" --model "$work/old.pth" --input "$work/l3.txt" --output "$out" --device cpu
 expect_error "model missing" 1 "nosuch.bin.*(No such file|cannot)" --model "$work/nosuch.bin" --input "$work/l3.txt" --output "$out" --device cpu
 head -c 1000 "$model" > "$work/short.bin"
 expect_error "model too short" 1 "20,?549,?132.*1,?000|1,?000.*20,?549,?132" --model "$work/short.bin" --input "$work/l3.txt" --output "$out" --device cpu

@@ -53,7 +53,7 @@ std::string open_error(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("npy latents: float32 and float64, any range, versions 1 and 2, found by content") {
+TEST_CASE("npy latents: float32 and float64, (N, nz) or (N, nz, 1, 1), any range, versions 1 and 2, found by content") {
   TempDir dir;
   std::mt19937_64 rng(11);
   std::normal_distribution<double> normal;
@@ -63,7 +63,9 @@ TEST_CASE("npy latents: float32 and float64, any range, versions 1 and 2, found 
   std::vector<float> narrow(wide.begin(), wide.end());
   write_file(dir.file("f4.npy"), npy_bytes(dict("<f4", "(37, 100)"), raw(narrow)));
   write_file(dir.file("f8.data"), npy_bytes(dict("<f8", "(37,100)"), raw(wide), 2));  // no .npy name
-  for (const std::string name : {"f4.npy", "f8.data"}) {
+  // torch.randn(N, nz, 1, 1) saved with numpy: the same bytes as (N, nz).
+  write_file(dir.file("nchw.npy"), npy_bytes(dict("<f4", "(37, 100, 1, 1)"), raw(narrow)));
+  for (const std::string name : {"f4.npy", "f8.data", "nchw.npy"}) {
     std::unique_ptr<LatentSource> source = open_latent_file(dir.file(name));
     REQUIRE(source->count() == n);
     CHECK(source->random_access());
@@ -96,7 +98,9 @@ TEST_CASE("npy latents: every bad file is refused in one sentence with what was 
   const std::vector<Case> cases = {
       {npy_bytes(dict("<i4", "(1, 100)"), raw(one)), "but its dtype is '<i4'"},
       {npy_bytes(dict(">f4", "(1, 100)"), raw(one)), "float32 or float64, little-endian ('<f4' or '<f8'), but its dtype is '>f4'"},
-      {npy_bytes(dict("<f4", "(2, 50)"), raw(one)), "must have shape (N, 100) with N >= 1, but its shape is (2, 50)"},
+      {npy_bytes(dict("<f4", "(2, 50)"), raw(one)), "must have shape (N, 100) or (N, 100, 1, 1) with N >= 1, but its shape is (2, 50)"},
+      {npy_bytes(dict("<f4", "(1, 100, 1, 2)"), raw(two)), "but its shape is (1, 100, 1, 2)"},
+      {npy_bytes(dict("<f4", "(1, 100, 1, 1, 1)"), raw(one)), "but its shape is (1, 100, 1, 1, 1)"},
       {npy_bytes(dict("<f4", "(100,)"), raw(one)), "but its shape is (100,)"},
       {npy_bytes(dict("<f4", "(0, 100)"), ""), "but its shape is (0, 100)"},
       {npy_bytes(dict("<f4", "(1, 100, 1)"), raw(one)), "but its shape is (1, 100, 1)"},
@@ -156,7 +160,7 @@ TEST_CASE("latents of any nz: .npy (N, nz), text N x nz, each refusing the SHPC 
     CHECK(std::memcmp(slice.data(), values.data() + 3 * nz, slice.size() * sizeof(float)) == 0);
   }
   // The same files for a model of nz 100.
-  CHECK(contains(open_error(dir.file("z.npy")), "must have shape (N, 100) with N >= 1, but its shape is (5, 7)"));
+  CHECK(contains(open_error(dir.file("z.npy")), "must have shape (N, 100) or (N, 100, 1, 1) with N >= 1, but its shape is (5, 7)"));
   CHECK(contains(open_error(dir.file("z.txt")), "the image count N = 5 needs 500 numbers"));
   // And the file of nz 7 for a model of nz 3: numbers left over.
   LatentSpec spec;

@@ -85,7 +85,11 @@ def from_state_dict(path):
     tensors = {}
     for key, value in state.items():
         if not isinstance(key, str) or not torch.is_tensor(value):
-            raise ExportError(f"{path}: entry {key!r} is a {type(value).__name__}, but a state_dict holds tensors")
+            hint = ""
+            if isinstance(value, dict):  # a training checkpoint: {'netG': state_dict, 'optimizerG': ..., ...}
+                hint = (f" (a checkpoint of several parts: save the generator's own state_dict, "
+                        f"torch.save(ckpt[{key!r}], 'netG.pth'), and export that)")
+            raise ExportError(f"{path}: entry {key!r} is a {type(value).__name__}, but a state_dict holds tensors{hint}")
         tensors[key[len("module."):] if key.startswith("module.") else key] = value
     if "main.0.weight" not in tensors:
         shown = ", ".join(list(tensors)[:6]) + (", ..." if len(tensors) > 6 else "")

@@ -63,7 +63,8 @@ if ! mk install PREFIX="$prefix" DESTDIR="$stage" > "$work/out" 2>&1; then
 else
   root=$stage$prefix
   missing=
-  for f in bin/facegen bin/facegen-run-parallel share/facegen/models/facegen-faces.safetensors \
+  for f in bin/facegen bin/facegen-run-parallel bin/facegen-export-model bin/facegen-make-latents \
+           share/facegen/models/facegen-faces.safetensors \
            share/facegen/models/facegen-fashion.bin \
            share/facegen/slurm/facegen-one-node.sbatch; do
     [ -e "$root/$f" ] || missing="$missing $f"
