@@ -50,12 +50,14 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   double parse_seconds = run.parse_seconds, compute_seconds = 0;
   auto start = Clock::now();
   std::unique_ptr<Backend> backend;
+  // Said once the first latents are read: where the input or the outputs are wrong, that one line is
+  // what the user reads, not the CPU fallback's notice before it.
+  std::string device_notice;
   {
-    std::string notice;
+    std::string& notice = device_notice;
     BackendOptions options = request.backend;
     options.images_done = &generated;
     backend = make_backend(net, options, &notice);
-    if (!notice.empty() && request.on_notice) request.on_notice(notice);
     DeviceKind device = request.backend.device;
     if (device == DeviceKind::Auto) device = notice.empty() ? DeviceKind::Cuda : DeviceKind::Cpu;  // a notice: fell back
     summary.device = device_name(device);
@@ -83,6 +85,8 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
     start = Clock::now();
     const int64_t count = run.reader.read(latents.data(), chunk);
     parse_seconds += seconds_since(start);
+    if (!device_notice.empty() && request.on_notice) request.on_notice(device_notice);
+    device_notice.clear();
 
     float* images = stage.acquire();  // (chunk, 64, 64, nc); waits while the writer is behind
     start = Clock::now();
