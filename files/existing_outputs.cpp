@@ -144,7 +144,7 @@ const char* written_kind_name(WrittenKind kind) {
     case WrittenKind::Text: return "text output";
     case WrittenKind::Bmp: return "BMP mosaic";
     case WrittenKind::Npy: return "npy array";
-    case WrittenKind::NpyU8: return "uint8 npy array";
+    case WrittenKind::NpyU8: return "npy array of bytes";
     case WrittenKind::Tar: return "tar shard";
     case WrittenKind::Png: return "PNG mosaic";
     case WrittenKind::PngFolder: return "PNG folder";
