@@ -99,7 +99,7 @@ struct OutputFile {
   Kind kind = Kind::Data;
   std::string path;      // the final path (a pixel file: its PNG's path, for messages)
   std::string header;    // bytes at offset 0
-  int64_t size = -1;     // the whole file's size, known in advance; -1: it grows (text, PNGs)
+  int64_t size = -1;     // the whole file's size, known in advance; -1: it grows (text, tar, PNGs)
   int64_t first = 0;     // the images [first, first + count) of the run that it holds
   int64_t count = 0;
   MosaicGrid grid;       // mosaics: where the tiles go

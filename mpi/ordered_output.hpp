@@ -13,8 +13,8 @@
 // pixels go to scratch pixel files; at finish() rank r encodes mosaic files r, r + ranks, ... Then
 // rank 0 syncs every file and commits the whole set all or nothing (output_commit.hpp).
 // No list of the job's files is kept: the first file of each output is created and opened up front,
-// a numbered mosaic file when the first round reaches it (rank 0 creates it, the ranks open it
-// together) and it is closed by the round that completes it, so memory and descriptors follow the
+// a numbered file (a mosaic, a shard) when the first round reaches it (rank 0 creates it, the ranks
+// open it together) and it is closed by the round that completes it, so memory and descriptors follow the
 // files a job has actually begun, not N.
 // Memory per rank: two rounds of images, one round's records (about 86 KB per image of text, 9 KB of
 // tar), a tile-row part per writer thread.
