@@ -18,6 +18,7 @@
 #include "files/image_sink.hpp"
 #include "files/output_format.hpp"
 #include "files/tar_shard.hpp"
+#include "run/pipeline.hpp"
 #include "tests/test_support.hpp"
 
 using namespace facegen;
@@ -269,4 +270,17 @@ TEST_CASE("shards: names, --shard-images bounds, and an empty job's archive") {
   // No image: one shard that is an archive with no member.
   const std::vector<float> none;
   CHECK(read_ustar(write_output(OutputFormat::Tar, none, 0, 3, 0, 2, 1).files.at("r-000000.tar")).empty());
+}
+
+TEST_CASE("shards: the default chunk grows to write threads x shard images, within its bound") {
+  SinkOptions sinks;
+  sinks.threads = 3;
+  CHECK(default_chunk_images({OutputFormat::Text, OutputFormat::Npy}, sinks) == kDefaultChunkImages);  // no shard
+  CHECK(default_chunk_images({OutputFormat::Tar}, sinks) == kMaxShardChunkImages);  // 3 x 10,000, bounded
+  sinks.shard_images = 100;
+  CHECK(default_chunk_images({OutputFormat::Npy}, sinks) == kDefaultChunkImages);  // 300: never below 1024
+  sinks.shard_images = 1000;
+  CHECK(default_chunk_images({OutputFormat::NpyU8, OutputFormat::Bmp}, sinks) == 3000);
+  sinks.shard_images = 1;
+  CHECK(default_chunk_images({OutputFormat::Png}, sinks) == kDefaultChunkImages);
 }
