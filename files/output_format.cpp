@@ -378,6 +378,7 @@ void OutputLayout::write_run(const float* images, int64_t first, int64_t count, 
 void OutputLayout::write_sharded_array_run(const float* images, int64_t first, int64_t count, FileWriter& out) const {
   thread_local std::vector<unsigned char> rgb;  // (images, 64, 64, 3)
   constexpr int64_t kRgbBytes = 4096 * 3;
+  constexpr int64_t kRgbImagesPerWrite = 256;
   const auto [begin_file, end_file] = files_of(first, count);
   for (size_t f = begin_file; f < end_file; ++f) {
     const OutputFile shard = file(f);
@@ -388,11 +389,15 @@ void OutputLayout::write_sharded_array_run(const float* images, int64_t first, i
     if (format_ == OutputFormat::Npy) {
       out.write_at(f, header + (begin - shard.first) * image_values() * 4, from, (end - begin) * image_values() * 4);
     } else {
-      rgb.resize(static_cast<size_t>((end - begin) * kRgbBytes));
-      for (int64_t i = 0; i < end - begin; ++i) {
-        image_to_rgb8(from + i * image_values(), image_channels(), rgb.data() + i * kRgbBytes);
+      // At most kRgbImagesPerWrite images at a time: 3 MiB per thread whatever the run.
+      for (int64_t at = begin; at < end; at += kRgbImagesPerWrite) {
+        const int64_t images_now = std::min(kRgbImagesPerWrite, end - at);
+        rgb.resize(static_cast<size_t>(images_now * kRgbBytes));
+        for (int64_t i = 0; i < images_now; ++i) {
+          image_to_rgb8(from + (at - begin + i) * image_values(), image_channels(), rgb.data() + i * kRgbBytes);
+        }
+        out.write_at(f, header + (at - shard.first) * kRgbBytes, rgb.data(), images_now * kRgbBytes);
       }
-      out.write_at(f, header + (begin - shard.first) * kRgbBytes, rgb.data(), (end - begin) * kRgbBytes);
     }
     out.images_written(f, end - begin);
   }
@@ -416,8 +421,7 @@ size_t OutputLayout::append_record(const float* image, int64_t index, std::vecto
   sample.clear();
   append_tar_sample(sample, index, png, options_.facts);
   // The shard's last sample carries the archive's end: a shard is complete with its last image.
-  const OutputFile shard = file(file_of_image(index));
-  if (index == shard.first + shard.count - 1) sample.append(kTarEndBytes, '\0');
+  if ((index + 1) % per_file_ == 0 || index == total_ - 1) sample.append(kTarEndBytes, '\0');
   if (block.size() < used + sample.size()) block.resize(std::max(used + sample.size(), block.size() * 2));
   std::memcpy(block.data() + used, sample.data(), sample.size());
   return used + sample.size();

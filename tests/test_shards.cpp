@@ -230,6 +230,13 @@ TEST_CASE("npy and npy-u8: channel_to_byte of the floats, grey repeated, one fil
   }
 }
 
+TEST_CASE("npy-u8: a run longer than one conversion buffer, one thread") {
+  const int64_t n = 600;  // more than the 256 images converted per write
+  const std::vector<float> images = seeded_images(n, 3, 9);
+  check_npy(write_output(OutputFormat::NpyU8, images, n, 3, 0, 1, n), OutputFormat::NpyU8, images, n, 3, 0);
+  check_npy(write_output(OutputFormat::NpyU8, images, n, 3, 257, 1, n), OutputFormat::NpyU8, images, n, 3, 257);
+}
+
 TEST_CASE("shards: the same bytes for 1, 2, 3 and 7 writer threads and any chunk size") {
   const int64_t n = 23;
   const std::vector<float> images = seeded_images(n, 3, 5);
