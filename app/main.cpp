@@ -130,6 +130,16 @@ void grid_flags(const cxxopts::ParseResult& args, const std::vector<facegen::Out
   sinks->grid_padding = int_flag(args, "grid-padding", 0, facegen::kMaxGridPadding);
 }
 
+// --shard-images: refused where no format is sharded.
+void shard_flag(const cxxopts::ParseResult& args, const std::vector<facegen::OutputFormat>& formats,
+                facegen::SinkOptions* sinks) {
+  if (!args.count("shard-images")) return;
+  if (std::none_of(formats.begin(), formats.end(), facegen::is_sharded_format)) {
+    throw facegen::UserError("--shard-images splits the formats tar, npy and npy-u8, but --formats asks for none of them");
+  }
+  sinks->shard_images = int_flag(args, "shard-images", 1, facegen::kMaxShardImages);
+}
+
 uint64_t seed_flag(const cxxopts::ParseResult& args) {
   const std::string text = args["seed"].as<std::string>();
   errno = 0;
@@ -181,12 +191,15 @@ cxxopts::Options command_line() {
        "shipped faces model, found from the program's location)", value<std::string>(), "PATH");
   options.add_options("Output")
       ("o,output", "output prefix: writes PREFIX.txt, PREFIX.bmp, ...", value<std::string>(), "PREFIX")
-      ("f,formats", "outputs to write: comma-separated txt, bmp, npy, png (PREFIX/000000.png, ...), mosaic-png",
+      ("f,formats", "outputs to write: comma-separated txt, bmp, npy, png (PREFIX/000000.png, ...), mosaic-png, "
+       "npy-u8 (PREFIX.u8.npy, uint8), tar (WebDataset shards PREFIX-000000.tar, ...)",
        value<std::string>()->default_value("txt,bmp"), "LIST")
       ("mosaic-tiles", "largest mosaic, in tiles per side; more images split into PREFIX-0001.bmp, ...",
        value<std::string>()->default_value("128"), "T")
       ("grid-columns", "mosaics (bmp, mosaic-png): C tiles per row, as torchvision's save_image(nrow=C); each "
        "file of a split is a grid of its own (default: square, ceil(sqrt(images)) a side)", value<std::string>(), "C")
+      ("shard-images", "tar: samples per shard (default 10,000); npy, npy-u8: split into PREFIX-000000.npy, ... "
+       "of N images each", value<std::string>(), "N")
       ("grid-padding", "mosaics: P black pixels between and around the tiles, as save_image(padding=P)",
        value<std::string>()->default_value("0"), "P")
       ("summary-json", "also write the run summary as JSON to FILE (atomically, like every output); - for "
@@ -205,8 +218,8 @@ cxxopts::Options command_line() {
        "N")
       ("t,threads", "CPU threads (0: all this process may use)", value<std::string>()->default_value("0"), "N");
   options.add_options("Memory")
-      ("chunk", "images read, generated and written per step (memory grows with it, not with N)",
-       value<std::string>()->default_value("1024"), "N")
+      ("chunk", "images read, generated and written per step (memory grows with it, not with N; default 1024, "
+       "up to 4096 when shards are written)", value<std::string>(), "N")
       ("write-threads", "threads that format text and encode PNGs (0: all)", value<std::string>()->default_value("0"),
        "N");
   options.add_options("Reporting")
@@ -338,7 +351,7 @@ void refuse_overwriting(const std::string& prefix, const std::vector<facegen::Ou
     throw facegen::UserError("--output " + prefix + " would overwrite the " + read.what + " " + input_path + " (as " +
                              output + "); choose another prefix");
   };
-  // A numbered mosaic file of this prefix: PREFIX-<digits>.<extension>.
+  // A numbered mosaic or shard file of this prefix: PREFIX-<digits>.<extension>.
   auto numbered = [&](const char* extension) {
     const std::string dir = prefix.find('/') == std::string::npos ? "." : prefix.substr(0, prefix.find_last_of('/'));
     char resolved_dir[PATH_MAX];
@@ -357,9 +370,13 @@ void refuse_overwriting(const std::string& prefix, const std::vector<facegen::Ou
     const std::string extension = std::string(".") + facegen::format_extension(format);
     switch (format) {
       case facegen::OutputFormat::Text:
-      case facegen::OutputFormat::Npy:
         if (same_file(prefix + extension, input)) refuse(prefix + extension);
         break;
+      case facegen::OutputFormat::Tar:
+        numbered(facegen::format_extension(format));
+        break;
+      case facegen::OutputFormat::Npy:
+      case facegen::OutputFormat::NpyU8:
       case facegen::OutputFormat::Bmp:
       case facegen::OutputFormat::MosaicPng:
         if (same_file(prefix + extension, input)) refuse(prefix + extension);
@@ -414,8 +431,9 @@ void check_summary_path(const std::string& summary, const std::string& prefix,
     }
     const char* extension = facegen::format_extension(format);
     if (name == stem + "." + extension) refuse();
-    const bool mosaic = format == facegen::OutputFormat::Bmp || format == facegen::OutputFormat::MosaicPng;
-    if (mosaic && facegen::is_numbered_mosaic_name(name, stem, extension)) refuse();
+    const bool numbered = format == facegen::OutputFormat::Bmp || format == facegen::OutputFormat::MosaicPng ||
+                          facegen::is_sharded_format(format);
+    if (numbered && facegen::is_numbered_mosaic_name(name, stem, extension)) refuse();
   }
 }
 
@@ -478,8 +496,10 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
     request.sinks.mosaic_tiles = static_cast<int>(int_flag(args, "mosaic-tiles", 1, facegen::kMaxMosaicTiles));
     request.sinks.threads = static_cast<int>(int_flag(args, "write-threads", 0, 4096));
     grid_flags(args, request.formats, &request.sinks);
+    shard_flag(args, request.formats, &request.sinks);
     // Taken as given: a chunk smaller than --batch makes GPU batches of the chunk's size.
-    request.chunk_images = int_flag(args, "chunk", 1, 1 << 20);
+    request.chunk_images = args.count("chunk") ? int_flag(args, "chunk", 1, 1 << 20)
+                                               : facegen::default_chunk_images(request.formats, request.sinks);
     if (args.count("summary-json")) {
       request.summary_json_path = args["summary-json"].as<std::string>();
       check_summary_path(request.summary_json_path, request.output_prefix, request.formats, read_files);

@@ -18,7 +18,7 @@
 namespace facegen {
 namespace {
 
-constexpr size_t kSignatureBytes = 128;
+constexpr size_t kSignatureBytes = 512;  // a tar header: its magic is at 257
 
 struct Descriptor {
   int fd = -1;
@@ -72,6 +72,12 @@ bool has_signature(const std::string& bytes, int64_t size, WrittenKind kind) {
     case WrittenKind::Npy:
       return starts_with(bytes, "\x93NUMPY", 6) && bytes.find("'shape': (") != std::string::npos &&
              bytes.find(", 64, 64, ") != std::string::npos;
+    case WrittenKind::NpyU8:
+      return starts_with(bytes, "\x93NUMPY", 6) && bytes.find("'descr': '|u1'") != std::string::npos &&
+             bytes.find(", 64, 64, 3)") != std::string::npos;
+    case WrittenKind::Tar:  // a ustar member's header first (an empty shard: its two zero blocks alone)
+      if (size == 1024) return bytes.find_first_not_of('\0') == std::string::npos;
+      return bytes.size() >= 263 && bytes.compare(257, 6, std::string("ustar\0", 6)) == 0;
     case WrittenKind::Png:
       return starts_with(bytes, "\x89PNG\r\n\x1a\n", 8) && bytes.size() >= 16 && bytes.compare(12, 4, "IHDR") == 0;
     case WrittenKind::SummaryJson:
@@ -127,6 +133,8 @@ WrittenKind written_kind(OutputFormat format) {
     case OutputFormat::Npy: return WrittenKind::Npy;
     case OutputFormat::Png: return WrittenKind::PngFolder;
     case OutputFormat::MosaicPng: return WrittenKind::Png;
+    case OutputFormat::NpyU8: return WrittenKind::NpyU8;
+    case OutputFormat::Tar: return WrittenKind::Tar;
   }
   return WrittenKind::Text;
 }
@@ -136,6 +144,8 @@ const char* written_kind_name(WrittenKind kind) {
     case WrittenKind::Text: return "text output";
     case WrittenKind::Bmp: return "BMP mosaic";
     case WrittenKind::Npy: return "npy array";
+    case WrittenKind::NpyU8: return "npy array of bytes";
+    case WrittenKind::Tar: return "tar shard";
     case WrittenKind::Png: return "PNG mosaic";
     case WrittenKind::PngFolder: return "PNG folder";
     case WrittenKind::SummaryJson: return "JSON summary";

@@ -2,7 +2,7 @@
 //
 // facegen replaces only what an earlier facegen run could have written there:
 //   - nothing at all;
-//   - a file output (txt, bmp, npy, a mosaic PNG, the JSON summary): a regular file, not a link, that
+//   - a file output (txt, bmp, npy, npy-u8, a mosaic PNG, a tar shard, the JSON summary): a regular file, not a link, that
 //     is empty or begins as facegen's files of that kind begin (the signature below);
 //   - a folder output (the PNG folder): a folder, not a link nor a mount point, that is empty or holds
 //     only regular files named as its PNGs (000000.png, 000001.png, ... six digits or more).
@@ -16,6 +16,8 @@
 //   Text         a decimal image count, "\n", then a value's first character ('-' or a digit)
 //   Bmp          "BM", the file's own size at offset 2, the pixels at offset 54, 24 bits per pixel
 //   Npy          NumPy's magic "\x93NUMPY" and a header naming a shape (N, 64, 64, C)
+//   NpyU8        NumPy's magic, 'descr': '|u1' and a shape (N, 64, 64, 3)
+//   Tar          "ustar\0" at offset 257: the ustar magic of its first member's header
 //   Png          the PNG signature, then the IHDR chunk
 //   SummaryJson  the summary's first key: {\n  "program": {
 #pragma once
@@ -26,7 +28,7 @@
 
 namespace facegen {
 
-enum class WrittenKind { Text, Bmp, Npy, Png, PngFolder, SummaryJson };
+enum class WrittenKind { Text, Bmp, Npy, Png, PngFolder, SummaryJson, NpyU8, Tar };
 
 // What a format puts at each of its final paths (mosaic-png: Png; png: PngFolder).
 WrittenKind written_kind(OutputFormat format);

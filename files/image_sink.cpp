@@ -2,8 +2,9 @@
 //
 // A run handed to append() is cut into pieces written by several threads at once, each piece at its
 // own offsets (through OutputFiles: pwrite, or mapped writes where the first runs found them
-// faster). Text is made in sub-runs of a few images per thread, so its buffers stay small whatever
-// the chunk size: formatted in parallel, placed at the running end of the file, written in parallel.
+// faster). Records (txt lines, tar samples) are made in sub-runs of a few images per thread, so their
+// buffers stay small whatever the chunk size: made in parallel, placed at the running end of each
+// file (RecordEnds), written in parallel. A chunk that spans shards writes several of them at once.
 #include "files/image_sink.hpp"
 
 #include <algorithm>
@@ -19,16 +20,18 @@
 namespace facegen {
 namespace {
 
-// Text images per thread in one sub-run: about 1.6 MB of text per thread.
+// Images per thread in one sub-run of records: about 1.6 MB of text, or 2.4 MB of tar samples
+// (about 9 KB each), per thread.
 constexpr int64_t kTextImagesPerThread = 16;
+constexpr int64_t kTarImagesPerThread = 256;
 
 class FormatSink : public ImageSink {
  public:
   FormatSink(OutputLayout layout, const SinkOptions& options)
       : layout_(std::move(layout)),
         files_(FileList{layout_.file_count(), [this](size_t file) { return layout_.file(file); }}),
-        threads_(resolve_threads(options.threads)) {
-    text_end_ = layout_.format() == OutputFormat::Text ? layout_.text_data_offset() : 0;
+        threads_(resolve_threads(options.threads)),
+        record_ends_(layout_) {
     // The first file now, so that a directory that cannot take it fails before any computing; the
     // others (numbered mosaics) as their first image comes.
     files_.create(0);
@@ -44,16 +47,17 @@ class FormatSink : public ImageSink {
     files_.use_mapped_writes(way_.mapped_now());
     const int64_t bytes_before = files_.bytes_written();
     const auto start = std::chrono::steady_clock::now();
-    if (layout_.format() == OutputFormat::Text) {
-      const int64_t step = kTextImagesPerThread * threads_;
-      auto place = [this](int64_t bytes) {
-        const int64_t at = text_end_;
-        text_end_ += bytes;
-        return at;
-      };
+    if (layout_.writes_records()) {
+      const int64_t step =
+          (layout_.format() == OutputFormat::Text ? kTextImagesPerThread : kTarImagesPerThread) * threads_;
       for (int64_t done = 0; done < count; done += step) {
-        write_text_run(images + done * layout_.image_values(), std::min(step, count - done), threads_, text_blocks_,
-                       place, files_, layout_.image_values());
+        const int64_t run = std::min(step, count - done);
+        const auto files = layout_.files_of(first + done, run);
+        auto place = [&](const std::vector<int64_t>& bytes) {
+          return record_ends_.place(files, std::vector<int64_t>(bytes.size(), 0), bytes);
+        };
+        write_record_run(layout_, images + done * layout_.image_values(), first + done, run, files, threads_,
+                         record_blocks_, place, files_);
       }
     } else {
       layout_.write_run_threaded(images, first, count, files_, threads_);
@@ -72,7 +76,7 @@ class FormatSink : public ImageSink {
     if (layout_.format() == OutputFormat::MosaicPng) {
       for (size_t k = 0; k < layout_.file_count(); k += 2) layout_.encode_png(k, files_);
     }
-    std::vector<std::vector<char>>().swap(text_blocks_);
+    std::vector<std::vector<char>>().swap(record_blocks_);
     files_.finish();
     return files_.renames();
   }
@@ -91,9 +95,9 @@ class FormatSink : public ImageSink {
   OutputFiles files_;
   int threads_;
   int64_t written_ = 0;
-  int64_t text_end_ = 0;  // text: where the next run's lines go
-  WriteWayTrial way_;     // pwrite or mapped writes, by measuring the first runs
-  std::vector<std::vector<char>> text_blocks_;
+  RecordEnds record_ends_;  // txt, tar: where the next run's records go in each file
+  WriteWayTrial way_;       // pwrite or mapped writes, by measuring the first runs
+  std::vector<std::vector<char>> record_blocks_;
 };
 
 std::string without_extension(const std::string& path, const char* extension) {
@@ -125,6 +129,8 @@ OutputOptions output_options(const SinkOptions& options) {
   layout_options.on_notice = options.on_notice;
   layout_options.grid_columns = options.grid_columns;
   layout_options.grid_padding = options.grid_padding;
+  layout_options.shard_images = options.shard_images;
+  layout_options.facts = options.facts;
   return layout_options;
 }
 

@@ -49,6 +49,8 @@ struct SinkOptions {
   int64_t grid_columns = 0;
   int64_t grid_padding = 0;
   int image_channels = 3;  // nc of the images: 3 (RGB) or 1 (grey, written as grey RGB in BMP and PNG)
+  int64_t shard_images = 0;  // --shard-images: tar's samples per shard, npy's images per file (0: tar's default)
+  SampleFacts facts;         // what each tar sample's json says besides its index
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
 };
 
@@ -56,7 +58,7 @@ struct SinkOptions {
 OutputOptions output_options(const SinkOptions& options);
 
 // The sink of one format for N images: PREFIX.txt, PREFIX.bmp (or PREFIX-0001.bmp, ...), PREFIX.npy,
-// PREFIX/ (png), PREFIX.png (or PREFIX-0001.png, ...). The first file exists (as a temporary) on return,
+// PREFIX/ (png), PREFIX.png (or PREFIX-0001.png, ...), PREFIX.u8.npy, PREFIX-000000.tar, ... The first file exists (as a temporary) on return,
 // the others from their first image on.
 std::unique_ptr<ImageSink> make_sink(OutputFormat format, const std::string& prefix, int64_t total_images,
                                      const SinkOptions& options = {});

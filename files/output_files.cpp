@@ -109,7 +109,8 @@ void OutputFiles::make(size_t file, Slot& slot) {
     sync_fd_ = ::open(slot.temp.c_str(), O_RDONLY | O_CLOEXEC);
     if (sync_fd_ < 0) fail(slot, errno);
   }
-  if (spec.size > 0) slot.images_left = spec.count;
+  // A file of images (not an encoded PNG) is synced and closed as its last image is in.
+  if (spec.kind != OutputFile::Kind::Encoded && spec.count > 0) slot.images_left = spec.count;
   if (!spec.header.empty()) write_bytes(slot, 0, spec.header.data(), static_cast<int64_t>(spec.header.size()));
   if (spec.size > 0) {
     std::lock_guard<std::mutex> lock(slot.mutex);

@@ -23,6 +23,7 @@
 #include "common/text_format.hpp"
 #include "common/threads.hpp"
 #include "files/path_parts.hpp"
+#include "files/tar_shard.hpp"
 #include "files/temp_registry.hpp"
 
 namespace facegen {
@@ -106,7 +107,7 @@ void write_whole_file(const std::string& path, const std::string& shown, const s
 }  // namespace
 
 std::vector<OutputFormat> parse_formats(const std::string& list) {
-  static const char kExpected[] = "expected a comma-separated list of txt, bmp, npy, png, mosaic-png";
+  static const char kExpected[] = "expected a comma-separated list of txt, bmp, npy, png, mosaic-png, npy-u8, tar";
   std::vector<OutputFormat> formats;
   std::stringstream stream(list);
   std::string name;
@@ -122,6 +123,10 @@ std::vector<OutputFormat> parse_formats(const std::string& list) {
       format = OutputFormat::Png;
     } else if (name == "mosaic-png") {
       format = OutputFormat::MosaicPng;
+    } else if (name == "npy-u8") {
+      format = OutputFormat::NpyU8;
+    } else if (name == "tar") {
+      format = OutputFormat::Tar;
     } else {
       throw UserError("unknown output format '" + name + "' in --formats '" + list + "' (" + kExpected + ")");
     }
@@ -138,8 +143,21 @@ const char* format_name(OutputFormat format) {
     case OutputFormat::Npy: return "npy";
     case OutputFormat::Png: return "png";
     case OutputFormat::MosaicPng: return "mosaic-png";
+    case OutputFormat::NpyU8: return "npy-u8";
+    case OutputFormat::Tar: return "tar";
   }
   return "?";
+}
+
+const std::vector<OutputFormat>& every_format() {
+  static const std::vector<OutputFormat> all{OutputFormat::Text, OutputFormat::Bmp,   OutputFormat::Npy,
+                                             OutputFormat::Png,  OutputFormat::MosaicPng, OutputFormat::NpyU8,
+                                             OutputFormat::Tar};
+  return all;
+}
+
+bool is_sharded_format(OutputFormat format) {
+  return format == OutputFormat::Tar || format == OutputFormat::Npy || format == OutputFormat::NpyU8;
 }
 
 const char* format_extension(OutputFormat format) {
@@ -148,6 +166,8 @@ const char* format_extension(OutputFormat format) {
     case OutputFormat::Npy: return "npy";
     case OutputFormat::Bmp: return "bmp";
     case OutputFormat::MosaicPng: return "png";
+    case OutputFormat::NpyU8: return "u8.npy";
+    case OutputFormat::Tar: return "tar";
     case OutputFormat::Png: break;
   }
   return "";
@@ -163,8 +183,13 @@ OutputLayout::OutputLayout(OutputFormat format, const std::string& prefix, int64
                                 " channels (1 or 3 are written)");
   }
   if (format == OutputFormat::Text) header_bytes_ = static_cast<int64_t>(std::to_string(total_images).size()) + 1;
-  if (format == OutputFormat::Npy) {
-    header_bytes_ = static_cast<int64_t>(npy_header(total_images, options.image_channels).size());
+  if (options.shard_images < 0 || options.shard_images > kMaxShardImages) {
+    throw UserError("--shard-images must be between 1 and " + std::to_string(kMaxShardImages) + ", got " +
+                    std::to_string(options.shard_images));
+  }
+  if (is_sharded_format(format)) {
+    per_file_ = options.shard_images > 0 ? options.shard_images : format == OutputFormat::Tar ? kDefaultShardImages : 0;
+    return;
   }
   if (format != OutputFormat::Bmp && format != OutputFormat::MosaicPng) return;
   // The mosaics. mosaic_tiles 0: one file, however large.
@@ -197,6 +222,16 @@ int64_t OutputLayout::mosaic_count() const {
   return options_.mosaic_tiles == 0 ? 1 : mosaic_file_count(total_, options_.mosaic_tiles);
 }
 
+int64_t OutputLayout::shard_count() const {
+  if (!is_sharded_format(format_) || per_file_ == 0) return 1;
+  return std::max<int64_t>(1, (total_ + per_file_ - 1) / per_file_);
+}
+
+std::string OutputLayout::shard_file_path(int64_t shard) const {
+  if (per_file_ == 0) return prefix_ + "." + format_extension(format_);
+  return shard_path(prefix_, format_extension(format_), shard, shard_count());
+}
+
 std::string OutputLayout::mosaic_file_path(int64_t mosaic) const {
   return mosaic_path(prefix_, format_extension(format_), mosaic, mosaic_count());
 }
@@ -204,6 +239,15 @@ std::string OutputLayout::mosaic_file_path(int64_t mosaic) const {
 bool OutputLayout::writes_name(const std::string& name) const {
   const std::string stem = base_name(prefix_);
   if (!is_output_name(format_, stem, name)) return false;
+  if (is_sharded_format(format_)) {
+    if (per_file_ == 0) return name == base_name(shard_file_path(0));
+    // STEM-<digits>.EXT: shard k when the digits are those shard_path writes for k.
+    const size_t digits_start = stem.size() + 1;
+    const size_t digits_end = name.size() - std::strlen(format_extension(format_)) - 1;
+    if (digits_end - digits_start > 18) return false;
+    const int64_t number = std::stoll(name.substr(digits_start, digits_end - digits_start));
+    return number < shard_count() && name == base_name(shard_file_path(number));
+  }
   const int64_t mosaics = mosaic_count();
   if (mosaics == 1) return name == base_name(mosaic_file_path(0));
   // STEM-<digits>.EXT: file k of the split when the digits are those mosaic_path writes for k.
@@ -215,6 +259,7 @@ bool OutputLayout::writes_name(const std::string& name) const {
 }
 
 size_t OutputLayout::file_count() const {
+  if (is_sharded_format(format_)) return static_cast<size_t>(shard_count());
   const int64_t mosaics = mosaic_count();
   return static_cast<size_t>(format_ == OutputFormat::MosaicPng ? 2 * mosaics : mosaics);
 }
@@ -230,8 +275,21 @@ OutputFile OutputLayout::file(size_t index) const {
       return {Kind::Data, prefix_ + "." + format_extension(format_), std::to_string(total_) + "\n", -1, 0, total_, {},
               format_};
     case OutputFormat::Npy:
-      return {Kind::Data, prefix_ + "." + format_extension(format_), npy_header(total_, image_channels()),
-              header_bytes_ + total_ * image_values() * 4, 0, total_, {}, format_};
+    case OutputFormat::NpyU8:
+    case OutputFormat::Tar: {
+      const int64_t first = per_file_ == 0 ? 0 : static_cast<int64_t>(index) * per_file_;
+      const int64_t count = per_file_ == 0 ? total_ : std::min(per_file_, total_ - first);
+      const std::string path = shard_file_path(static_cast<int64_t>(index));
+      // An empty job's one shard is an empty archive: its end alone.
+      if (format_ == OutputFormat::Tar) {
+        return {Kind::Data, path, count == 0 ? std::string(kTarEndBytes, '\0') : "", -1, first, count, {}, format_};
+      }
+      // (count, 64, 64, nc) float32 or (count, 64, 64, 3) uint8 after the header.
+      const bool u8 = format_ == OutputFormat::NpyU8;
+      const std::string header = u8 ? npy_u8_header(count) : npy_header(count, image_channels());
+      const int64_t bytes = u8 ? count * 4096 * 3 : count * image_values() * 4;
+      return {Kind::Data, path, header, static_cast<int64_t>(header.size()) + bytes, first, count, {}, format_};
+    }
     case OutputFormat::Png:
       return {Kind::Folder, prefix_, "", -1, 0, total_, {}, format_};
     case OutputFormat::Bmp:
@@ -260,6 +318,10 @@ OutputFile OutputLayout::file(size_t index) const {
 
 std::pair<size_t, size_t> OutputLayout::files_of(int64_t first, int64_t count) const {
   if (count <= 0) return {0, 0};
+  if (is_sharded_format(format_)) {
+    if (per_file_ == 0) return {0, 1};
+    return {static_cast<size_t>(first / per_file_), static_cast<size_t>((first + count - 1) / per_file_ + 1)};
+  }
   if (format_ != OutputFormat::Bmp && format_ != OutputFormat::MosaicPng) return {0, 1};
   const size_t step = format_ == OutputFormat::Bmp ? 1 : 2;
   const size_t begin = static_cast<size_t>(first / per_file_) * step;
@@ -269,13 +331,22 @@ std::pair<size_t, size_t> OutputLayout::files_of(int64_t first, int64_t count) c
 
 std::string OutputLayout::describe() const {
   if (format_ == OutputFormat::Png) return prefix_ + "/";
+  if (is_sharded_format(format_)) {
+    const int64_t shards = shard_count();
+    if (per_file_ == 0 || shards == 1) return shard_file_path(0);
+    return shard_file_path(0) + " ... " + shard_file_path(shards - 1) + " (" + std::to_string(shards) + " files)";
+  }
   const int64_t mosaics = mosaic_count();
   if (mosaics == 1) return file(0).path;
   return mosaic_file_path(0) + " ... " + mosaic_file_path(mosaics - 1) + " (" + std::to_string(mosaics) + " files)";
 }
 
 int64_t OutputLayout::known_bytes() const {
-  if (format_ == OutputFormat::Npy) return file(0).size;
+  if (format_ == OutputFormat::Npy || format_ == OutputFormat::NpyU8) {
+    int64_t bytes = 0;
+    for (size_t k = 0; k < file_count(); ++k) bytes += file(k).size;
+    return bytes;
+  }
   if (format_ != OutputFormat::Bmp) return -1;
   const int64_t mosaics = mosaic_count();
   if (total_ == 0) return file(0).size;
@@ -291,16 +362,69 @@ void OutputLayout::write_run(const float* images, int64_t first, int64_t count, 
   if (count == 0) return;
   switch (format_) {
     case OutputFormat::Npy:
-      // (count, 64, 64, nc) float32, little-endian like the machines this runs on.
-      out.write_at(0, header_bytes_ + first * image_values() * 4, images, count * image_values() * 4);
-      out.images_written(0, count);
-      return;
+    case OutputFormat::NpyU8: write_sharded_array_run(images, first, count, out); return;
+    case OutputFormat::Tar: break;
     case OutputFormat::Bmp: write_mosaic_run(images, first, count, out, true); return;
     case OutputFormat::MosaicPng: write_mosaic_run(images, first, count, out, false); return;
     case OutputFormat::Png: write_png_files(images, first, count, out); return;
     case OutputFormat::Text: break;
   }
-  throw std::logic_error("OutputLayout::write_run: text goes through write_text_run");
+  throw std::logic_error("OutputLayout::write_run: " + std::string(format_name(format_)) +
+                         " goes through write_record_run");
+}
+
+// npy and npy-u8: the run's images, per shard they touch, at their fixed offsets: float32 as they are
+// (little-endian like the machines this runs on), or 8-bit RGB converted in a buffer of the thread's own.
+void OutputLayout::write_sharded_array_run(const float* images, int64_t first, int64_t count, FileWriter& out) const {
+  thread_local std::vector<unsigned char> rgb;  // (images, 64, 64, 3)
+  constexpr int64_t kRgbBytes = 4096 * 3;
+  constexpr int64_t kRgbImagesPerWrite = 256;
+  const auto [begin_file, end_file] = files_of(first, count);
+  for (size_t f = begin_file; f < end_file; ++f) {
+    const OutputFile shard = file(f);
+    const int64_t begin = std::max(first, shard.first);
+    const int64_t end = std::min(first + count, shard.first + shard.count);
+    const float* from = images + (begin - first) * image_values();
+    const int64_t header = static_cast<int64_t>(shard.header.size());
+    if (format_ == OutputFormat::Npy) {
+      out.write_at(f, header + (begin - shard.first) * image_values() * 4, from, (end - begin) * image_values() * 4);
+    } else {
+      // At most kRgbImagesPerWrite images at a time: 3 MiB per thread whatever the run.
+      for (int64_t at = begin; at < end; at += kRgbImagesPerWrite) {
+        const int64_t images_now = std::min(kRgbImagesPerWrite, end - at);
+        rgb.resize(static_cast<size_t>(images_now * kRgbBytes));
+        for (int64_t i = 0; i < images_now; ++i) {
+          image_to_rgb8(from + (at - begin + i) * image_values(), image_channels(), rgb.data() + i * kRgbBytes);
+        }
+        out.write_at(f, header + (at - shard.first) * kRgbBytes, rgb.data(), images_now * kRgbBytes);
+      }
+    }
+    out.images_written(f, end - begin);
+  }
+}
+
+size_t OutputLayout::file_of_image(int64_t index) const {
+  if (per_file_ == 0 || !is_sharded_format(format_)) return 0;
+  return static_cast<size_t>(index / per_file_);
+}
+
+size_t OutputLayout::append_record(const float* image, int64_t index, std::vector<char>& block, size_t used) const {
+  if (format_ == OutputFormat::Text) {
+    if (block.size() - used < kMaxImageTextBytes) block.resize(std::max(used + kMaxImageTextBytes, block.size() * 2));
+    return used + format_image_text(image, block.data() + used, image_values());
+  }
+  if (format_ != OutputFormat::Tar) throw std::logic_error("append_record: " + std::string(format_name(format_)));
+  thread_local unsigned char rgb[4096 * 3];
+  thread_local std::string png, sample;
+  image_to_rgb8(image, image_channels(), rgb);
+  encode_tile_png(rgb, png);
+  sample.clear();
+  append_tar_sample(sample, index, png, options_.facts);
+  // The shard's last sample carries the archive's end: a shard is complete with its last image.
+  if ((index + 1) % per_file_ == 0 || index == total_ - 1) sample.append(kTarEndBytes, '\0');
+  if (block.size() < used + sample.size()) block.resize(std::max(used + sample.size(), block.size() * 2));
+  std::memcpy(block.data() + used, sample.data(), sample.size());
+  return used + sample.size();
 }
 
 void OutputLayout::write_run_threaded(const float* images, int64_t first, int64_t count, FileWriter& out,
@@ -393,17 +517,28 @@ void OutputLayout::write_mosaic_run(const float* images, int64_t first, int64_t 
   }
 }
 
+void image_to_rgb8(const float* image, int image_channels, unsigned char* rgb) {
+  if (image_channels == 1) {
+    for (int k = 0; k < 4096; ++k) rgb[3 * k] = rgb[3 * k + 1] = rgb[3 * k + 2] = channel_to_byte(image[k]);
+  } else {
+    for (int k = 0; k < 4096 * 3; ++k) rgb[k] = channel_to_byte(image[k]);
+  }
+}
+
+void encode_tile_png(const unsigned char* rgb, std::string& png) {
+  png.clear();
+  if (stbi_write_png_to_func(append_to_string, &png, kImageSize, kImageSize, 3, rgb, kImageSize * 3) == 0) {
+    throw std::runtime_error("stb_image_write could not encode a 64 x 64 PNG (out of memory?)");
+  }
+}
+
 void OutputLayout::write_png_files(const float* images, int64_t first, int64_t count, FileWriter& out) const {
   thread_local std::vector<unsigned char> pixels;  // (64, 64, 3) RGB, a grey value repeated
   thread_local std::string png;
   pixels.resize(kImageSize * kImageSize * 3);
   for (int64_t i = 0; i < count; ++i) {
-    const float* image = images + i * image_values();
-    for (size_t k = 0; k < pixels.size(); ++k) pixels[k] = channel_to_byte(image[image_channels() == 1 ? k / 3 : k]);
-    png.clear();
-    if (stbi_write_png_to_func(append_to_string, &png, kImageSize, kImageSize, 3, pixels.data(), kImageSize * 3) == 0) {
-      throw std::runtime_error("stb_image_write could not encode a 64 x 64 PNG (out of memory?)");
-    }
+    image_to_rgb8(images + i * image_values(), image_channels(), pixels.data());
+    encode_tile_png(pixels.data(), png);
     const std::string name = png_file_name(first + i, total_);
     write_whole_file(out.temp_path(0) + "/" + name, prefix_ + "/" + name, png);
     out.add_bytes(0, static_cast<int64_t>(png.size()));
@@ -436,9 +571,13 @@ int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out) const {
   return target.bytes;
 }
 
-std::string npy_header(int64_t total_images, int image_channels) {
-  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(total_images) +
-                     ", 64, 64, " + std::to_string(image_channels) + "), }";
+namespace {
+
+// NumPy 1.0: the magic, the version, the header's length, then the dict padded with spaces and a
+// newline so that the data starts on a 64-byte boundary.
+std::string npy_file_header(const std::string& descr, int64_t total_images, int channels) {
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + std::to_string(total_images) +
+                     ", 64, 64, " + std::to_string(channels) + "), }";
   const size_t preamble = 10;
   const size_t header = dict.size() + 1;  // + '\n'
   const size_t padded = (preamble + header + 63) / 64 * 64 - preamble;
@@ -450,6 +589,22 @@ std::string npy_header(int64_t total_images, int image_channels) {
   out.push_back(static_cast<char>(padded & 0xff));  // header length, little-endian uint16
   out.push_back(static_cast<char>(padded >> 8));
   return out + dict;
+}
+
+}  // namespace
+
+std::string npy_header(int64_t total_images, int image_channels) {
+  return npy_file_header("<f4", total_images, image_channels);
+}
+
+std::string npy_u8_header(int64_t total_images) { return npy_file_header("|u1", total_images, 3); }
+
+std::string shard_path(const std::string& prefix, const char* extension, int64_t shard, int64_t shards) {
+  int digits = 6;
+  for (int64_t limit = 1000000; limit < shards; limit *= 10) ++digits;
+  char number[40];
+  std::snprintf(number, sizeof number, "-%0*lld.", digits, static_cast<long long>(shard));
+  return prefix + number + extension;
 }
 
 int64_t bmp_row_bytes(const MosaicGrid& grid) { return (grid.width() * 3 + 3) / 4 * 4; }
@@ -511,9 +666,9 @@ bool is_numbered_mosaic_name(const std::string& name, const std::string& stem, c
 bool is_output_name(OutputFormat format, const std::string& stem, const std::string& name) {
   if (format == OutputFormat::Png) return name == stem;
   const char* extension = format_extension(format);
-  if (name == stem + "." + extension) return true;
-  const bool mosaic = format == OutputFormat::Bmp || format == OutputFormat::MosaicPng;
-  return mosaic && is_numbered_mosaic_name(name, stem, extension);
+  if (name == stem + "." + extension && format != OutputFormat::Tar) return true;
+  const bool numbered = format == OutputFormat::Bmp || format == OutputFormat::MosaicPng || is_sharded_format(format);
+  return numbered && is_numbered_mosaic_name(name, stem, extension);
 }
 
 std::string mosaic_path(const std::string& prefix, const char* extension, int64_t file, int64_t files) {

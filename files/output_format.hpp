@@ -25,6 +25,17 @@
 //   npy         PREFIX.npy: NumPy 1.0, float32 (N, 64, 64, nc), C order; fixed offsets.
 //   png         PREFIX/ (a folder): one PNG per image, 000000.png, 000001.png, ... (more digits past a
 //               million), 8-bit RGB, each encoded by stb_image_write and written whole.
+//   npy-u8      PREFIX.u8.npy: NumPy 1.0, '|u1' (N, 64, 64, 3), C order, each channel_to_byte(v) (grey
+//               repeated in R, G and B), the array ADM's evaluator and clean-fid read; fixed offsets.
+//   tar         WebDataset shards PREFIX-000000.tar, PREFIX-000001.tar, ... (more digits past a million
+//               shards): POSIX ustar archives (tar_shard.hpp), shard k holding images [k S, min((k+1) S, N)),
+//               S = shard_images. Image n is the sample KKKKKKKKK (n in 9 digits, more past a billion):
+//               the members KKKKKKKKK.png (the png format's bytes) then KKKKKKKKK.json (its index, seed,
+//               model and precision), in index order; the last sample of a shard carries the archive's
+//               end (two zero blocks). Samples vary in length: like txt's lines they are variable-length
+//               records in numbered files (write_record_run).
+//   Sharding    with shard_images S (--shard-images), npy and npy-u8 are split as tar is:
+//               PREFIX-000000.npy, ... and PREFIX-000000.u8.npy, ..., each a complete array of its images.
 //   mosaic-png  PREFIX.png (split as bmp is, PREFIX-0001.png, ...): the mosaic as an 8-bit RGB PNG. Its
 //               encoder needs the whole picture, so the run's images go as 8-bit RGB rows, top-down, at
 //               computed offsets into a scratch pixel file beside each PNG (the same placement as bmp),
@@ -45,17 +56,23 @@
 
 namespace facegen {
 
-enum class OutputFormat { Text, Bmp, Npy, Png, MosaicPng };
+enum class OutputFormat { Text, Bmp, Npy, Png, MosaicPng, NpyU8, Tar };
+const std::vector<OutputFormat>& every_format();  // each once, for checks that know them all
 std::vector<OutputFormat> parse_formats(const std::string& list);  // "txt,bmp" -> ...; UserError
-const char* format_name(OutputFormat format);                      // "txt", "bmp", "npy", "png", "mosaic-png"
-// The extension of a format's file or of its numbered mosaic files: "txt", "npy", "bmp", "png"; ""
-// for the folder of PNGs.
+// "txt", "bmp", "npy", "png", "mosaic-png", "npy-u8", "tar"
+const char* format_name(OutputFormat format);
+// The extension of a format's file or of its numbered files: "txt", "npy", "bmp", "png", "u8.npy",
+// "tar"; "" for the folder of PNGs.
 const char* format_extension(OutputFormat format);
 
 // BMP's own limit under stb_image_write, kept by every mosaic: a file of at most 2^31 - 1 bytes,
 // 418 tiles per side.
 constexpr int kMaxMosaicTiles = 418;
 constexpr int kMaxGridPadding = 1024;  // --grid-padding, pixels
+constexpr int64_t kDefaultShardImages = 10000;  // tar's samples per shard without --shard-images
+constexpr int64_t kMaxShardImages = 2147483647;  // 2^31 - 1
+// Whether --shard-images splits this format (tar, npy, npy-u8).
+bool is_sharded_format(OutputFormat format);
 
 // Where the tiles of one mosaic file go: `columns` x `rows` tiles of 64x64 with `padding` pixels
 // between and around them, as torchvision's make_grid lays them out.
@@ -82,7 +99,7 @@ struct OutputFile {
   Kind kind = Kind::Data;
   std::string path;      // the final path (a pixel file: its PNG's path, for messages)
   std::string header;    // bytes at offset 0
-  int64_t size = -1;     // the whole file's size, known in advance; -1: it grows (text, PNGs)
+  int64_t size = -1;     // the whole file's size, known in advance; -1: it grows (text, tar, PNGs)
   int64_t first = 0;     // the images [first, first + count) of the run that it holds
   int64_t count = 0;
   MosaicGrid grid;       // mosaics: where the tiles go
@@ -108,11 +125,23 @@ class FileWriter {
   virtual void file_complete(size_t file) { (void)file; }
 };
 
+// What a tar sample's json says of its image besides the index, from the run.
+struct SampleFacts {
+  std::string model;      // the model file ("" for synthetic images)
+  std::string precision;  // "fp32", "tf32", "bf16"
+  bool random = false;    // latents drawn from random_seed (--random, --interpolate), not read from a file
+  uint64_t random_seed = 0;
+  // The image's own seed, where images have one (a seed per image): written as "seed". Unset: none.
+  std::function<uint64_t(int64_t index)> image_seed;
+};
+
 struct OutputOptions {
   int mosaic_tiles = 128;  // largest mosaic file, in tiles per side (8,192 x 8,192 pixels); 0: never split
   int64_t grid_columns = 0;  // mosaics: tiles per row; 0: a square grid
   int64_t grid_padding = 0;  // mosaics: black pixels between and around the tiles
   int image_channels = 3;    // nc of the images: 3 (RGB) or 1 (grey)
+  int64_t shard_images = 0;  // tar, npy, npy-u8: images per shard; 0: tar's kDefaultShardImages, npy unsplit
+  SampleFacts facts;         // tar: each sample's json
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
 };
 
@@ -147,6 +176,14 @@ class OutputLayout {
   // txt: where the lines start (after "N\n").
   int64_t text_data_offset() const { return header_bytes_; }
 
+  // The formats of variable-length records (txt, tar): each image's bytes are made first, then placed
+  // after every byte before them in its file (write_record_run).
+  bool writes_records() const { return format_ == OutputFormat::Text || format_ == OutputFormat::Tar; }
+  // Appends image `index`'s record (image: (64, 64, nc)) to block from `used` on, growing it as need
+  // be; returns the new end. Any thread.
+  size_t append_record(const float* image, int64_t index, std::vector<char>& block, size_t used) const;
+  size_t file_of_image(int64_t index) const;  // the file that holds image `index`
+
   // mosaic-png: encodes the pixel file files()[pixels] into the PNG files()[pixels + 1] through
   // `out`, after every image was written. Returns the PNG's bytes.
   int64_t encode_png(size_t pixels, FileWriter& out) const;
@@ -158,22 +195,52 @@ class OutputLayout {
   void write_mosaic_run(const float* images, int64_t first, int64_t count, FileWriter& out, bool bmp) const;
   void write_png_files(const float* images, int64_t first, int64_t count, FileWriter& out) const;
 
+  void write_sharded_array_run(const float* images, int64_t first, int64_t count, FileWriter& out) const;
+  int64_t shard_count() const;    // shard files (1 for an unsharded format)
+  std::string shard_file_path(int64_t shard) const;
   int64_t mosaic_count() const;   // mosaic files (1 for the other formats)
   std::string mosaic_file_path(int64_t mosaic) const;
 
   OutputFormat format_;
   std::string prefix_;
   int64_t total_;
-  int64_t per_file_ = 0;      // mosaics: images per file but the last
+  int64_t per_file_ = 0;      // mosaics and shards: images per file but the last (0: one file)
   int64_t header_bytes_ = 0;  // txt, npy: the header's bytes
   OutputOptions options_;
 };
 
-// txt: the lines of a run of images (count, image_values), formatted on `threads` threads into
-// `blocks` (reused between calls; one per piece of the run), then placed by `place(run_bytes)`, which
-// returns where the run's text starts in the file, and written at that offset through `out` (file 0).
-// Returns the run's bytes. `place` is called exactly once, also for an empty run (MPI ranks exchange
-// byte counts in it).
+// Variable-length records in numbered files (txt: one file, its lines; tar: a file per shard, its
+// samples). The records of images [first, first + count) (images: (count, image_values)) are made on
+// `threads` threads into `blocks` (reused between calls; one per piece of the run); then
+// place(bytes) is told, for each file of `files` = [begin, end) (files.first + k for bytes[k]), the
+// run's bytes in it, and returns where the run's records start in each; they are written there
+// through `out`, in parallel, one call per piece and file, and images_written() tells each file its
+// images. `files` covers files_of(first, count) and may be wider (an MPI round's files over every
+// rank); place is called exactly once, also for an empty run (MPI ranks exchange byte counts in it).
+// Returns the run's bytes.
+using RecordPlace = std::function<std::vector<int64_t>(const std::vector<int64_t>& bytes)>;
+int64_t write_record_run(const OutputLayout& layout, const float* images, int64_t first, int64_t count,
+                         std::pair<size_t, size_t> files, int threads, std::vector<std::vector<char>>& blocks,
+                         const RecordPlace& place, FileWriter& out);
+
+// Where the next records of each file go, for a driver that writes runs in order: a file's first
+// records start after its header; each run's records follow the run before. Holds only the files
+// that runs are still reaching.
+class RecordEnds {
+ public:
+  explicit RecordEnds(const OutputLayout& layout) : layout_(layout) {}
+  // before[k]: bytes of the run that go before this writer's in file files.first + k (earlier ranks);
+  // run[k]: the whole run's bytes there. Returns where this writer's records start in each file.
+  std::vector<int64_t> place(std::pair<size_t, size_t> files, const std::vector<int64_t>& before,
+                             const std::vector<int64_t>& run);
+
+ private:
+  const OutputLayout& layout_;
+  std::vector<std::pair<size_t, int64_t>> ends_;  // (file, its end so far), files in order
+};
+
+// txt alone, for tests and benchmarks: the lines of a run of images (count, image_values), placed by
+// `place(run_bytes)`, which returns where the run's text starts in the file (file 0 of `out`).
 int64_t write_text_run(const float* images, int64_t count, int threads, std::vector<std::vector<char>>& blocks,
                        const std::function<int64_t(int64_t)>& place, FileWriter& out,
                        int64_t image_values = kImageValues);
@@ -181,6 +248,13 @@ int64_t write_text_run(const float* images, int64_t count, int threads, std::vec
 // The pieces of each format, shared with tests and benchmarks.
 // Padded so that the data starts on a 64-byte boundary; shape (N, 64, 64, image_channels).
 std::string npy_header(int64_t total_images, int image_channels = 3);
+std::string npy_u8_header(int64_t total_images);  // '|u1', shape (N, 64, 64, 3)
+// A shard's path, k from 0: PREFIX-000000.EXT, ... (more digits past a million shards).
+std::string shard_path(const std::string& prefix, const char* extension, int64_t shard, int64_t shards);
+// The 8-bit RGB pixels (64, 64, 3) of one image (64, 64, nc): channel_to_byte, grey repeated.
+void image_to_rgb8(const float* image, int image_channels, unsigned char* rgb);
+// One image's PNG, as the png format writes it: the bytes of its 64 x 64 RGB pixels encoded.
+void encode_tile_png(const unsigned char* rgb, std::string& png);
 std::string bmp_header(const MosaicGrid& grid);  // the 54 bytes of a mosaic on this grid
 int64_t bmp_row_bytes(const MosaicGrid& grid);   // one pixel row, padded to a multiple of 4
 // Mosaic files for N images at most mosaic_tiles^2 a file (0: one file), and the path of file k of

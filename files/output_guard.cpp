@@ -17,9 +17,6 @@
 namespace facegen {
 namespace {
 
-const OutputFormat kEveryFormat[] = {OutputFormat::Text, OutputFormat::Bmp, OutputFormat::Npy, OutputFormat::Png,
-                                     OutputFormat::MosaicPng};
-
 // Names in the prefix's folder that some format writes for this prefix and that `layouts` do not
 // write, which look like facegen's (an unlistable folder gives none).
 std::vector<std::string> earlier_outputs(const std::string& prefix, const std::vector<OutputLayout>& layouts) {
@@ -31,7 +28,7 @@ std::vector<std::string> earlier_outputs(const std::string& prefix, const std::v
   while (const dirent* entry = ::readdir(listing)) {
     const std::string name = entry->d_name;
     if (name.compare(0, stem.size(), stem) != 0) continue;
-    for (OutputFormat format : kEveryFormat) {
+    for (OutputFormat format : every_format()) {
       if (!is_output_name(format, stem, name)) continue;
       const bool ours = std::any_of(layouts.begin(), layouts.end(),
                                     [&](const OutputLayout& layout) { return layout.writes_name(name); });

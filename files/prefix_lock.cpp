@@ -204,8 +204,7 @@ void remove_unheld_lock(const std::string& directory, const std::string& output_
   if (dir < 0) return;
   for (const std::string& stem : stems) {
     bool names_it = false;
-    for (OutputFormat format : {OutputFormat::Text, OutputFormat::Bmp, OutputFormat::Npy, OutputFormat::Png,
-                                OutputFormat::MosaicPng}) {
+    for (OutputFormat format : every_format()) {
       names_it = names_it || is_output_name(format, stem, output_name);
     }
     if (!names_it) continue;

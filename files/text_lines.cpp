@@ -6,9 +6,8 @@
 // |v| < 2^40 the value times 10^4 is m * 10^4 * 2^e, which 64-bit integers hold exactly; rounding it
 // is a shift and a comparison of the bits shifted out. Larger values, Inf and NaN go to snprintf.
 //
-// Formatting is the cost (about 20x cheaper than fprintf per value, see docs/benchmarks/history.md), so a run is
-// cut into one contiguous piece per thread, each formatted into a buffer of its own; once the run's
-// length is known and placed, the pieces are written at their offsets, again in parallel.
+// Formatting is the cost (about 20x cheaper than fprintf per value, see docs/benchmarks/history.md); a
+// run's lines are made and placed in parallel as variable-length records (record_run.cpp).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -27,43 +26,7 @@ namespace {
 // Biased exponent fields up to this one mean |v| < 2^40, the range of the integer path.
 constexpr uint32_t kFastMaxExponentField = 127 + 39;
 
-// A line is at most 98,305 bytes for values in [-1, 1] (tanh): buffers grow by this per image left.
-constexpr size_t kUsualImageTextBytes = 98305;
-
 }  // namespace
-
-int64_t write_text_run(const float* images, int64_t count, int threads, std::vector<std::vector<char>>& blocks,
-                       const std::function<int64_t(int64_t)>& place, FileWriter& out, int64_t image_values) {
-  const int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(resolve_threads(threads), count));
-  if (static_cast<int64_t>(blocks.size()) < pieces) blocks.resize(static_cast<size_t>(pieces));
-  std::vector<int64_t> piece_bytes(static_cast<size_t>(pieces), 0);
-  parallel_for(count > 0 ? pieces : 0, threads, [&](int64_t first_piece, int64_t end_piece) {
-    for (int64_t b = first_piece; b < end_piece; ++b) {
-      std::vector<char>& text = blocks[static_cast<size_t>(b)];
-      const int64_t first = count * b / pieces;
-      const int64_t end = count * (b + 1) / pieces;
-      size_t used = 0;
-      for (int64_t i = first; i < end; ++i) {
-        if (text.size() - used < kMaxImageTextBytes) {
-          text.resize(std::max(used + kMaxImageTextBytes, used + static_cast<size_t>(end - i) * kUsualImageTextBytes));
-        }
-        used += format_image_text(images + i * image_values, text.data() + used, image_values);
-      }
-      piece_bytes[static_cast<size_t>(b)] = static_cast<int64_t>(used);
-    }
-  });
-  std::vector<int64_t> piece_offset(static_cast<size_t>(pieces) + 1, 0);
-  for (int64_t b = 0; b < pieces; ++b) piece_offset[b + 1] = piece_offset[b] + piece_bytes[static_cast<size_t>(b)];
-  const int64_t bytes = piece_offset.back();
-  const int64_t base = place(bytes);
-  parallel_for(bytes > 0 ? pieces : 0, threads, [&](int64_t first_piece, int64_t end_piece) {
-    for (int64_t b = first_piece; b < end_piece; ++b) {
-      const int64_t n = piece_bytes[static_cast<size_t>(b)];
-      if (n > 0) out.write_at(0, base + piece_offset[b], blocks[static_cast<size_t>(b)].data(), n);
-    }
-  });
-  return bytes;
-}
 
 size_t format_value_text(float v, char* out) {
   uint32_t bits;

@@ -378,8 +378,7 @@ void OrderedOutputs::open_job_files(const std::vector<size_t>& indices, RankStat
 void OrderedOutputs::open(RankStatus& status) {
   files_ = std::make_unique<MpiFiles>(!threaded_);
   open_job_files(first_file_, status);
-  for (const OutputLayout& layout : layouts_)
-    if (layout.format() == OutputFormat::Text) text_base_ = layout.text_data_offset();
+  for (const OutputLayout& layout : layouts_) record_ends_.push_back(std::make_unique<RecordEnds>(layout));
   for (int b = 0; b < 2; ++b) {
     storage_.emplace_back(new float[static_cast<size_t>(round_images_) * 4096 * options_.image_channels]);
     free_.push_back(storage_.back().get());
@@ -436,21 +435,21 @@ void OrderedOutputs::write_round(const Round& round) {
     std::lock_guard<std::mutex> lock(mutex_);
     status = writer_status_;
   }
-  // The round's mosaic files, opened together by every rank (rank 0 creates them) as it first reaches
-  // them, and closed once the round has written their last images.
-  std::vector<size_t> mosaic_files, finished;
+  // The round's numbered files (mosaics, shards), opened together by every rank (rank 0 creates them)
+  // as it first reaches them, and closed once the round has written their last images.
+  std::vector<size_t> numbered_files, finished;
   for (size_t l = 0; l < layouts_.size(); ++l) {
     const OutputLayout& layout = layouts_[l];
-    if (layout.format() != OutputFormat::Bmp && layout.format() != OutputFormat::MosaicPng) continue;
-    const size_t step = layout.format() == OutputFormat::Bmp ? 1 : 2;  // a PNG is made at finish()
+    if (layout.format() == OutputFormat::Text || layout.format() == OutputFormat::Png) continue;
+    const size_t step = layout.format() == OutputFormat::MosaicPng ? 2 : 1;  // a PNG is made at finish()
     const auto [begin, end] = layout.files_of(round.all.begin, round.all.size());
     for (size_t f = begin; f < end; f += step) {
-      mosaic_files.push_back(first_file_[l] + f);
+      numbered_files.push_back(first_file_[l] + f);
       const OutputFile file = layout.file(f);
       if (file.first + file.count <= round.all.end) finished.push_back(first_file_[l] + f);
     }
   }
-  open_job_files(mosaic_files, status);
+  open_job_files(numbered_files, status);
   const bool skip = round.skip || status.failed || files_->broken();
   const int64_t count = skip ? 0 : round.slice.size();
   files_->use_mapped_writes(write_way_.mapped_now());
@@ -459,34 +458,34 @@ void OrderedOutputs::write_round(const Round& round) {
   for (size_t l = 0; l < layouts_.size(); ++l) {
     const OutputLayout& layout = layouts_[l];
     LayoutFiles out(*files_, first_file_[l]);
-    if (layout.format() != OutputFormat::Text) {
+    if (!layout.writes_records()) {
       attempt(status, [&] {
         layout.write_run_threaded(round.buffer, round.slice.begin, count, out, options_.threads);
       });
       continue;
     }
-    // Text: every rank takes part in the exchange of byte counts exactly once, whatever happens.
+    // Records (txt, tar): every rank takes part in the exchange of byte counts per file of the round
+    // exactly once, whatever happens; a rank's records go after those of the ranks before it.
+    const auto files = layout.files_of(round.all.begin, round.all.size());
     bool placed = false;
-    auto place = [&](int64_t bytes) {
+    auto place = [&](const std::vector<int64_t>& bytes) {
       placed = true;
-      int64_t before = 0;
-      int64_t round_total = 0;
+      const int n = static_cast<int>(bytes.size());
+      std::vector<int64_t> before(bytes.size(), 0), round_bytes(bytes.size(), 0);
       MPI_Request requests[2];
-      MPI_CHECK(MPI_Iexscan(&bytes, &before, 1, MPI_INT64_T, MPI_SUM, write_comm_, &requests[0]));
-      MPI_CHECK(MPI_Iallreduce(&bytes, &round_total, 1, MPI_INT64_T, MPI_SUM, write_comm_, &requests[1]));
+      MPI_CHECK(MPI_Iexscan(bytes.data(), before.data(), n, MPI_INT64_T, MPI_SUM, write_comm_, &requests[0]));
+      MPI_CHECK(MPI_Iallreduce(bytes.data(), round_bytes.data(), n, MPI_INT64_T, MPI_SUM, write_comm_, &requests[1]));
       wait_politely(&requests[0]);  // the ranks that finished their slice first wait here
       wait_politely(&requests[1]);
-      if (rank_ == 0) before = 0;  // MPI_Exscan leaves rank 0's result undefined
-      const int64_t at = text_base_ + before;
-      text_base_ += round_total;
-      return at;
+      if (rank_ == 0) std::fill(before.begin(), before.end(), 0);  // MPI_Exscan leaves rank 0's undefined
+      return record_ends_[l]->place(files, before, round_bytes);
     };
-    const int64_t text_count = status.failed ? 0 : count;
+    const int64_t record_count = status.failed ? 0 : count;
     attempt(status, [&] {
-      write_text_run(round.buffer, text_count, options_.threads, text_blocks_, place, out,
-                     int64_t{4096} * options_.image_channels);
+      write_record_run(layout, round.buffer, round.slice.begin, record_count, files, options_.threads,
+                       record_blocks_, place, out);
     });
-    if (!placed) place(0);
+    if (!placed) place(std::vector<int64_t>(files.second - files.first, 0));
   }
   write_way_.ran(bytes_written() - bytes_before, seconds_since(writing));
   if (!files_->broken()) files_->close_files(finished, status);

@@ -6,17 +6,18 @@
 // sizes set, removed if the job fails or is stopped); every rank opens them with MPI_File_open. Each
 // round a rank hands its slice of images to a writer thread of its own (when MPI gives
 // MPI_THREAD_MULTIPLE; otherwise the round is written at once), which writes it while the rank
-// generates the next round, on the rank's CPU threads. Text lines vary in length: after formatting
-// its slice, each rank learns from an exclusive scan over the ranks (on a communicator of the
-// writer's own) where its text starts, and from a sum where the next round's starts. A mosaic PNG's
+// generates the next round, on the rank's CPU threads. Records (txt lines, tar samples) vary in
+// length: after making its slice's, each rank learns from an exclusive scan over the ranks (on a
+// communicator of the writer's own), per file of the round, where its records start, and from a sum
+// where the next round's start (write_record_run, RecordEnds). A mosaic PNG's
 // pixels go to scratch pixel files; at finish() rank r encodes mosaic files r, r + ranks, ... Then
 // rank 0 syncs every file and commits the whole set all or nothing (output_commit.hpp).
 // No list of the job's files is kept: the first file of each output is created and opened up front,
-// a numbered mosaic file when the first round reaches it (rank 0 creates it, the ranks open it
-// together) and it is closed by the round that completes it, so memory and descriptors follow the
+// a numbered file (a mosaic, a shard) when the first round reaches it (rank 0 creates it, the ranks
+// open it together) and it is closed by the round that completes it, so memory and descriptors follow the
 // files a job has actually begun, not N.
-// Memory per rank: two rounds of images, one round's text (about 86 KB per image), a tile-row part
-// per writer thread.
+// Memory per rank: two rounds of images, one round's records (about 86 KB per image of text, 9 KB of
+// tar), a tile-row part per writer thread.
 #pragma once
 
 #include <mpi.h>
@@ -109,8 +110,8 @@ class OrderedOutputs {
   size_t file_count_ = 0;                  // files of every layout (computed, never listed)
   std::unique_ptr<OutputFiles> created_;   // rank 0
   std::unique_ptr<MpiFiles> files_;        // every rank, after open()
-  std::vector<std::vector<char>> text_blocks_;
-  int64_t text_base_ = 0;  // where the next round's text starts
+  std::vector<std::vector<char>> record_blocks_;
+  std::vector<std::unique_ptr<RecordEnds>> record_ends_;  // per layout: where the next round's records go
 
   std::vector<std::unique_ptr<float[]>> storage_;
   mutable std::mutex mutex_;

@@ -223,6 +223,7 @@ int RankJob::run_steps() {
   // nothing replaced that facegen did not write (files/output_guard.hpp).
   SinkOptions sink_options = request_.sinks;
   sink_options.image_channels = spec_.image_channels;
+  sink_options.facts = sample_facts(request_);
   RankStatus output_status;
   if (is_root_ && reader) {
     attempt(output_status, [&] {

@@ -12,6 +12,7 @@
 #include "common/errors.hpp"
 #include "common/model_shape.hpp"
 #include "common/precision.hpp"
+#include "common/threads.hpp"
 #include "files/commit_journal.hpp"
 #include "files/output_guard.hpp"
 #include "files/path_parts.hpp"
@@ -131,6 +132,28 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
 
 }  // namespace
 
+int64_t default_chunk_images(const std::vector<OutputFormat>& formats, const SinkOptions& sinks) {
+  int64_t shard = 0;  // the smallest shard of the outputs
+  for (OutputFormat format : formats) {
+    if (!is_sharded_format(format)) continue;
+    const int64_t images = sinks.shard_images > 0 ? sinks.shard_images
+                           : format == OutputFormat::Tar ? kDefaultShardImages : 0;
+    if (images > 0) shard = shard == 0 ? images : std::min(shard, images);
+  }
+  if (shard == 0) return kDefaultChunkImages;
+  const int64_t want = static_cast<int64_t>(resolve_threads(sinks.threads)) * shard;
+  return std::max(kDefaultChunkImages, std::min(want, kMaxShardChunkImages));
+}
+
+SampleFacts sample_facts(const GenerateRequest& request) {
+  SampleFacts facts;
+  facts.model = request.model_path;
+  facts.precision = precision_name(request.backend.precision);
+  facts.random = request.latents.path.empty();  // --random, --interpolate: drawn from the seed
+  facts.random_seed = request.latents.seed;
+  return facts;
+}
+
 RunSummary run_generation(const GenerateRequest& request) {
   RunSummary summary;
   const auto run_start = Clock::now();
@@ -153,6 +176,7 @@ RunSummary run_generation(const GenerateRequest& request) {
   SinkOptions sink_options = request.sinks;
   if (!sink_options.on_notice) sink_options.on_notice = request.on_notice;
   sink_options.image_channels = net.spec().image_channels;
+  sink_options.facts = sample_facts(request);
   const OutputGuard guard(request.output_prefix, request.formats, total, output_options(sink_options),
                           request.summary_json_path);
   summary.stale = guard.stale();

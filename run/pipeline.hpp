@@ -41,6 +41,17 @@ struct GenerateRequest {
   std::string summary_json_path;  // where the JSON summary goes; empty: none (rank 0 writes it)
 };
 
+// The chunk when --chunk is not given: 1024 images, or, when shards are written (tar; npy and
+// npy-u8 with --shard-images), enough to reach write_threads x shard images so that the writer's
+// threads fill several shards at once, within kMaxShardChunkImages (192 MiB of RGB floats per
+// buffer, two buffers).
+constexpr int64_t kDefaultChunkImages = 1024;
+constexpr int64_t kMaxShardChunkImages = 4096;
+int64_t default_chunk_images(const std::vector<OutputFormat>& formats, const SinkOptions& sinks);
+
+// What each tar sample's json says of the run: its model, precision and (drawn latents) seed.
+SampleFacts sample_facts(const GenerateRequest& request);
+
 // Runs the job and returns its summary (not yet printed nor written: that is the caller's).
 RunSummary run_generation(const GenerateRequest& request);
 

@@ -21,6 +21,7 @@
 
 #include "common/errors.hpp"
 #include "files/existing_outputs.hpp"
+#include "files/tar_shard.hpp"
 #include "files/output_format.hpp"
 
 namespace facegen_test {
@@ -96,6 +97,10 @@ inline std::string earlier_output(facegen::WrittenKind kind, const std::string& 
     }
     case facegen::WrittenKind::Npy:
       return facegen::npy_header(1) + tag;
+    case facegen::WrittenKind::NpyU8:
+      return facegen::npy_u8_header(1) + tag;
+    case facegen::WrittenKind::Tar:
+      return facegen::tar_header("000000000.png", static_cast<int64_t>(tag.size())) + tag;
     case facegen::WrittenKind::Png:
       return std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16) + tag;
     case facegen::WrittenKind::SummaryJson:

@@ -31,7 +31,8 @@ suite_end() {
 }
 
 # earlier_output EXT TAG: on stdout, an earlier run's output as a new run may replace it: bytes that
-# begin as facegen's files of that kind begin (files/existing_outputs.hpp: txt, bmp, npy, png, json),
+# begin as facegen's files of that kind begin (files/existing_outputs.hpp: txt, bmp, npy, u8.npy, tar,
+# png, json),
 # then TAG, which tells one such file from another. facegen refuses to replace anything else.
 earlier_output() {
   local tag=$2 size
@@ -47,6 +48,12 @@ earlier_output() {
     npy)
       local dict="{'descr': '<f4', 'fortran_order': False, 'shape': (1, 64, 64, 3), }"
       printf '\x93NUMPY\x01\x00\x36\x00%-53s\n%s' "$dict" "$tag" ;;
+    u8.npy)
+      local dict="{'descr': '|u1', 'fortran_order': False, 'shape': (1, 64, 64, 3), }"
+      printf '\x93NUMPY\x01\x00\x36\x00%-53s\n%s' "$dict" "$tag" ;;
+    tar)  # a ustar header's name and magic (its checksum is not what facegen looks at)
+      printf '000000000.png'; printf '\x00%.0s' {1..244}; printf 'ustar\x0000'; printf '\x00%.0s' {1..247}
+      printf '%s' "$tag" ;;
     png) printf '\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR%s' "$tag" ;;
     json) printf '{\n  "program": {"tag": "%s"}}\n' "$tag" ;;
     *) echo "earlier_output: unknown kind $1" >&2; return 1 ;;

@@ -5,7 +5,8 @@
 #                                   file, an empty folder, a folder of other files, a folder of PNGs,
 #                                   links to a file, a folder and nothing, a FIFO, a device, a socket,
 #                                   a mount point) at every output's name (txt, bmp, a numbered bmp,
-#                                   npy, the png folder, mosaic-png, --summary-json): replaced only
+#                                   npy, npy-u8, an npy shard, a tar shard, the png folder,
+#                                   mosaic-png, --summary-json): replaced only
 #                                   where facegen wrote it, else exit 1 and one sentence, before any
 #                                   work; 1 process for every pair, 2 and 3 ranks for every kind
 #   folders as prefixes             --output ., .., DIR/. and DIR/..: refused in one sentence
@@ -78,6 +79,9 @@ outputs=(
   "bmp|r.bmp|--formats bmp"
   "numbered bmp|r-0002.bmp|--formats bmp --mosaic-tiles 1|r-0001.bmp"
   "npy|r.npy|--formats npy"
+  "npy-u8|r.u8.npy|--formats npy-u8"
+  "npy shard|r-000001.npy|--formats npy --shard-images 1|r-000000.npy"
+  "tar shard|r-000001.tar|--formats tar --shard-images 1|r-000000.tar"
   "png folder|r|--formats png"
   "mosaic-png|r.png|--formats mosaic-png"
   "summary json|s.json|--formats txt --summary-json CASE/s.json|r.txt"
@@ -137,6 +141,7 @@ output_case() {
   IFS='|' read -r label name args also <<< "$entry"
   ext=${name##*.}
   [ "$name" = r ] && ext=folder
+  [ "${name%.u8.npy}" != "$name" ] && ext=u8.npy
   case $kind in device|mount-point) [ $root = yes ] || { skip "$kind at the $label's name: needs root"; return; } ;; esac
   case_number=$((case_number + 1))
   local dir=$work/case$case_number victim=$work/victim$case_number

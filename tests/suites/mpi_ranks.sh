@@ -120,6 +120,48 @@ for ranks in 1 2 3 5; do
   fi
 done
 
+
+# --- shards: tar, npy and npy-u8 split by --shard-images; npy-u8 and tar's default shards ------
+# Rounds of 3 images per rank against shards of 5: ranks' slices and rounds cross shard boundaries,
+# and a shard's samples come from several ranks. Every file byte for byte the single process's.
+same_set() {  # same_set NAME DIR PATTERN REFERENCE_PATTERN: the same names and bytes
+  local name=$1 got ref f
+  got=$(cd "$work" && ls -d $3 2>/dev/null | sed "s/^${3%%\**}//" | sort)
+  ref=$(cd "$work" && ls -d $4 2>/dev/null | sed "s/^${4%%\**}//" | sort)
+  if [ -z "$ref" ] || [ "$got" != "$ref" ]; then
+    fail "$name" "other files than one process wrote: $(diff <(echo "$ref") <(echo "$got") | head -4)"
+    return 1
+  fi
+  for f in $ref; do
+    if ! cmp -s "$work/${3%%\**}$f" "$work/${4%%\**}$f"; then
+      fail "$name" "${3%%\**}$f differs: $(cmp "$work/${3%%\**}$f" "$work/${4%%\**}$f" 2>&1 | head -1)"
+      return 1
+    fi
+  done
+}
+shard_formats="tar,npy,npy-u8,txt"
+"$prog" --device cpu --model "$model" --input "$work/l64.txt" --output "$work/ref64s" --formats "$shard_formats" \
+  --shard-images 5 --write-threads 1 --quiet 2> /dev/null
+"$prog" --device cpu --model "$model" --input "$work/l64.txt" --output "$work/ref64u" --formats npy-u8,tar \
+  --write-threads 3 --quiet 2> /dev/null
+for ranks_threads in "1 7" "2 1" "3 2" "5 3"; do
+  read -r ranks threads <<< "$ranks_threads"
+  name="$ranks rank(s), N=64, $shard_formats in shards of 5, rounds of 3, $threads writer thread(s): identical"
+  rm -rf "$work/s64"* "$work/u64"*
+  if ! parallel "$ranks" "$work/s64" "$work/l64.txt" --all-ranks --formats "$shard_formats" --shard-images 5 \
+       --images-per-round 3 --write-threads "$threads"; then
+    fail "$name" "exit status $?: $(head -c 400 "$work/stderr")"
+  elif same_set "$name" s64 's64*' 'ref64s*'; then
+    pass "$name"
+  fi
+  name="$ranks rank(s), N=64, npy-u8 and tar unsplit by the flag, rounds of 7: identical"
+  if ! parallel "$ranks" "$work/u64" "$work/l64.txt" --all-ranks --formats npy-u8,tar --images-per-round 7 \
+       --write-threads "$threads"; then
+    fail "$name" "exit status $?: $(head -c 400 "$work/stderr")"
+  elif same_set "$name" u64 'u64*' 'ref64u*'; then
+    pass "$name"
+  fi
+done
 # --- mosaic grids (--grid-columns, --grid-padding) over a split: the single process's bytes -----------
 grid_flags=(--formats bmp,mosaic-png --mosaic-tiles 3 --grid-columns 2 --grid-padding 3)
 "$prog" --device cpu --model "$model" --input "$work/l64.txt" --output "$work/grid-ref" "${grid_flags[@]}" \

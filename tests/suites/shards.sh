@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# shards.sh: the sharded outputs as their readers see them.
+#
+#   tar        Python's tarfile reads every shard PREFIX-000000.tar, ...; WebDataset's layout holds: keys
+#              of 9 digits, KEY.png then KEY.json side by side, keys in index order across the shards,
+#              shard k holding images [k S, (k+1) S); each PNG is the png folder's file byte for byte;
+#              each json names index, random_seed, model and precision
+#   npy-u8     np.load gives (N, 64, 64, 3) uint8 equal to the BMP mosaic's pixels, whole and in shards
+#   flags      --shard-images without a sharded format, 0 or 2^31: exit 1, one sentence, nothing written
+#   stale      an earlier run's shards are named in the summary as left, and kept
+#   SIGKILL    a job killed while it writes its shards (the second shard's temporary exists) leaves no
+#              shard under a final name
+# Every run starts with default signal dispositions and has a deadline. Usage: shards.sh [build]
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/suite.sh shards
+build=${1:-build}
+prog=$build/facegen
+[ -x "$prog" ] || { echo "shards: $prog is missing (run make)"; exit 1; }
+py=/usr/bin/python3
+$py -c "import numpy" 2> /dev/null || skip_suite "$py lacks numpy"
+work=$(mktemp -d /tmp/facegen-shards.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+run() {  # run ARGS...: the program, 120 s at most, default signals; stdout and stderr kept
+  env --default-signal timeout 120 "$prog" --device synthetic "$@" > "$work/stdout" 2> "$work/stderr"
+}
+
+echo "shards as their readers see them:"
+# --- tar and npy-u8 read back -----------------------------------------------------------------------
+n=23
+if ! run --random $n --seed 3 --output "$work/r" --formats tar,npy-u8,png,bmp --shard-images 5 -q ||
+   ! run --random $n --seed 3 --output "$work/w" --formats npy-u8 -q; then
+  fail "tar, npy-u8, png and bmp of $n images" "exit status: $(head -c 300 "$work/stderr")"
+else
+  verdict=$($py - "$work" $n 5 <<'PY' 2>&1
+import glob, json, os, re, sys, tarfile
+import numpy as np
+work, n, s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+problems = []
+shards = sorted(glob.glob(f"{work}/r-*.tar"))
+want = [f"{work}/r-{k:06d}.tar" for k in range((n + s - 1) // s)]
+if shards != want: problems.append(f"shards {shards}")
+keys = []
+for k, path in enumerate(shards):
+    with tarfile.open(path) as archive:
+        members = archive.getmembers()
+        for m in members:
+            if not m.isfile() or m.mode != 0o644 or m.uid or m.gid or m.mtime or m.uname or m.gname:
+                problems.append(f"{m.name}: type, mode, owner or time")
+        names = [m.name for m in members]
+        for i in range(0, len(names), 2):
+            key = names[i].split(".", 1)[0]
+            if not re.fullmatch(r"\d{9}", key) or names[i:i + 2] != [key + ".png", key + ".json"]:
+                problems.append(f"{path}: members {names[i:i + 2]}")
+                continue
+            keys.append(int(key))
+            png = archive.extractfile(names[i]).read()
+            if png != open(f"{work}/r/{int(key):06d}.png", "rb").read(): problems.append(f"{key}.png differs")
+            meta = json.loads(archive.extractfile(names[i + 1]).read())
+            if meta.get("index") != int(key) or meta.get("random_seed") != 3 or "model" not in meta or \
+               meta.get("precision") != "fp32":
+                problems.append(f"{key}.json: {meta}")
+        if keys[-(len(names) // 2):] != list(range(k * s, min((k + 1) * s, n))): problems.append(f"{path}: keys")
+if keys != list(range(n)): problems.append(f"keys {keys}")
+# The BMP mosaic (5 x 5 tiles, BGR, rows bottom-up) as (N, 64, 64, 3) RGB.
+bmp = open(f"{work}/r.bmp", "rb").read()
+side = 5
+rows = np.frombuffer(bmp, np.uint8, offset=54).reshape(side * 64, -1)[::-1, :side * 64 * 3]
+tiles = rows.reshape(side, 64, side, 64, 3)[..., ::-1].transpose(0, 2, 1, 3, 4).reshape(-1, 64, 64, 3)[:n]
+parts = [np.load(p) for p in sorted(glob.glob(f"{work}/r-*.u8.npy"))]
+if [p.shape for p in parts] != [(5, 64, 64, 3)] * 4 + [(3, 64, 64, 3)] or any(p.dtype != np.uint8 for p in parts):
+    problems.append(f"u8 shards {[(p.shape, p.dtype) for p in parts]}")
+elif not np.array_equal(np.concatenate(parts), tiles): problems.append("u8 shards differ from the BMP's pixels")
+whole = np.load(f"{work}/w.u8.npy")
+if whole.shape != (n, 64, 64, 3) or not np.array_equal(whole, tiles): problems.append("w.u8.npy differs from the BMP")
+print("; ".join(problems[:4]) if problems else "ok")
+PY
+)
+  [ "$verdict" = ok ] && pass "tarfile reads $((($n + 4) / 5)) shards of 5; WebDataset layout, PNGs, json; npy-u8 equal to the BMP" ||
+    fail "tar and npy-u8 read back" "$verdict"
+fi
+
+# --- --shard-images refused ---------------------------------------------------------------------------
+for flags in "--formats txt,bmp --shard-images 5" "--formats tar --shard-images 0" "--formats npy --shard-images 2147483648" \
+             "--formats npy-u8 --shard-images x"; do
+  mkdir -p "$work/refused"
+  run --random 3 --output "$work/refused/r" $flags
+  got=$?
+  if [ $got -ne 1 ] || [ "$(wc -l < "$work/stderr")" -ne 1 ] || ! grep -q -- "--shard-images" "$work/stderr" ||
+     [ -n "$(ls -A "$work/refused")" ]; then
+    fail "$flags" "exit $got, expected 1 and one line naming --shard-images, nothing written: $(head -c 300 "$work/stderr")"
+  else
+    pass "$flags: $(cat "$work/stderr")"
+  fi
+  rm -rf "$work/refused"
+done
+
+# --- an earlier run's shards: named as left, kept ------------------------------------------------------
+mkdir -p "$work/stale"
+run --random 7 --output "$work/stale/r" --formats tar,npy --shard-images 2 -q  # 4 shards of each
+before=$(cd "$work/stale" && ls | tr '\n' ' ')
+run --random 3 --output "$work/stale/r" --formats tar --shard-images 2 --summary-json "$work/s.json"
+got=$?
+left=$($py -c 'import json, os, sys; print(" ".join(os.path.basename(p) for p in json.load(open(sys.argv[1]))["stale_files"]))' \
+       "$work/s.json" 2>&1)
+after=$(cd "$work/stale" && ls | tr '\n' ' ')
+if [ $got -eq 0 ] && [ "$before" = "$after" ] &&
+   [ "$left" = "r-000000.npy r-000001.npy r-000002.npy r-000002.tar r-000003.npy r-000003.tar" ]; then
+  pass "an earlier run's shards beyond this run's and other formats: named as left, all kept"
+else
+  fail "an earlier run's shards" "exit $got; before: $before; after: $after; $left"
+fi
+
+# --- SIGKILL while shards are written -----------------------------------------------------------------
+mkdir -p "$work/kill"
+env --default-signal "$prog" --device synthetic --random 200000 --output "$work/kill/r" --formats tar,npy-u8 \
+  --shard-images 500 -q > /dev/null 2>&1 &
+pid=$!
+tries=0  # the event: shard 1's temporary exists, so shard 0 is complete (and closed) in its temporary
+until compgen -G "$work/kill/r-000001.tar.tmp-*" > /dev/null || [ $tries -ge 600 ]; do sleep 0.1; tries=$((tries + 1)); done
+{
+  kill -KILL $pid
+  for _ in $(seq 100); do kill -0 $pid || break; sleep 0.1; done  # a deadline for the wait below
+  wait $pid
+} 2> /dev/null
+got=$?
+finals=$(cd "$work/kill" && ls | grep -v '\.tmp-' | tr '\n' ' ')
+if [ $tries -ge 600 ]; then
+  fail "SIGKILL mid-shard" "shard 1's temporary never appeared: $(ls "$work/kill" | head -5 | tr '\n' ' ')"
+elif [ $got -ne 137 ] || [ -n "$finals" ]; then
+  fail "SIGKILL mid-shard" "status $got; under final names: $finals"
+else
+  pass "SIGKILL mid-shard: no shard under a final name (temporaries left: $(ls "$work/kill" | grep -c '\.tmp-'))"
+fi
+
+suite_end

@@ -1,0 +1,293 @@
+// test_shards.cpp: the sharded outputs (tar, npy and npy-u8 with shard_images) through the
+// single-process driver: tar read back by a reader written here from the POSIX ustar spec (header
+// checksum, octal sizes, padding, the two zero blocks), WebDataset's member names and order, PNGs
+// decoding to channel_to_byte of the floats, npy-u8's bytes, shard boundaries at odd sizes, and the
+// same bytes for every writer thread count and chunk size.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <stb_image.h>
+
+#include "common/model_shape.hpp"
+#include "files/image_sink.hpp"
+#include "files/output_format.hpp"
+#include "files/tar_shard.hpp"
+#include "run/pipeline.hpp"
+#include "tests/test_support.hpp"
+
+using namespace facegen;
+using namespace facegen_test;
+
+namespace {
+
+// (n, 64, 64, nc) seeded values, a few beyond (-1, 1) so that clamping is exercised.
+std::vector<float> seeded_images(int64_t n, int nc, uint64_t seed) {
+  std::vector<float> images(static_cast<size_t>(n) * 4096 * nc);
+  for (float& v : images) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    v = -1.05f + 2.1f * static_cast<float>(seed >> 40) * 0x1.0p-24f;
+  }
+  return images;
+}
+
+struct Member {
+  std::string name;
+  std::string data;
+};
+
+uint64_t octal_field(const std::string& block, size_t at, size_t width) {
+  uint64_t value = 0;
+  size_t i = at;
+  while (i < at + width && block[i] == ' ') ++i;
+  for (; i < at + width && block[i] >= '0' && block[i] <= '7'; ++i) value = value * 8 + static_cast<uint64_t>(block[i] - '0');
+  return value;
+}
+
+// A POSIX ustar archive's regular-file members; fails the test on anything the spec (or our fixed
+// fields) does not allow.
+std::vector<Member> read_ustar(const std::string& archive) {
+  std::vector<Member> members;
+  REQUIRE(archive.size() % 512 == 0);
+  size_t at = 0;
+  for (;;) {
+    REQUIRE(at + 512 <= archive.size());
+    const std::string header = archive.substr(at, 512);
+    if (header.find_first_not_of('\0') == std::string::npos) {
+      // The end: two zero blocks, and nothing after them.
+      REQUIRE(at + 1024 == archive.size());
+      CHECK(archive.substr(at + 512).find_first_not_of('\0') == std::string::npos);
+      return members;
+    }
+    uint32_t sum = 0;
+    for (size_t i = 0; i < 512; ++i) sum += (i >= 148 && i < 156) ? ' ' : static_cast<unsigned char>(header[i]);
+    CHECK(octal_field(header, 148, 8) == sum);
+    CHECK(header.compare(257, 6, std::string("ustar\0", 6)) == 0);
+    CHECK(header.compare(263, 2, "00") == 0);
+    CHECK(header[156] == '0');
+    CHECK(octal_field(header, 100, 8) == 0644);
+    CHECK(octal_field(header, 108, 8) == 0);      // uid
+    CHECK(octal_field(header, 116, 8) == 0);      // gid
+    CHECK(octal_field(header, 136, 12) == 0);     // mtime
+    CHECK(header[265] == '\0');                   // no user name
+    CHECK(header[297] == '\0');                   // no group name
+    const size_t size = static_cast<size_t>(octal_field(header, 124, 12));
+    Member member{header.substr(0, std::min<size_t>(100, header.find('\0'))), archive.substr(at + 512, size)};
+    REQUIRE(member.data.size() == size);
+    const size_t padded = (size + 511) / 512 * 512;
+    CHECK(archive.substr(at + 512 + size, padded - size).find_first_not_of('\0') == std::string::npos);
+    members.push_back(member);
+    at += 512 + padded;
+  }
+}
+
+struct Written {
+  std::map<std::string, std::string> files;  // name in the folder -> bytes
+};
+
+// Writes `format` for `images` (n, 64, 64, nc) in runs of `chunk` on `threads` threads; returns
+// every file the output put in place.
+Written write_output(OutputFormat format, const std::vector<float>& images, int64_t n, int nc, int64_t shard_images,
+                     int threads, int64_t chunk) {
+  TempDir dir;
+  SinkOptions options;
+  options.threads = threads;
+  options.image_channels = nc;
+  options.shard_images = shard_images;
+  options.facts.model = "models/net \"1\".bin";
+  options.facts.precision = "fp32";
+  options.facts.random = true;
+  options.facts.random_seed = 7;
+  auto sink = make_sink(format, dir.file("r"), n, options);
+  for (int64_t first = 0; first < n; first += chunk) {
+    sink->append(images.data() + first * 4096 * nc, first, std::min(chunk, n - first));
+  }
+  sink->commit();
+  Written written;
+  for (const std::string& name : dir.names()) written.files[name] = read_file(dir.file(name));
+  return written;
+}
+
+std::string shard_name(int64_t k, const char* extension) {
+  char name[64];
+  std::snprintf(name, sizeof name, "r-%06lld.%s", static_cast<long long>(k), extension);
+  return name;
+}
+
+// The 8-bit RGB pixels of image i, written from the definition: channel_to_byte, grey repeated.
+std::vector<unsigned char> expected_rgb(const std::vector<float>& images, int nc, int64_t i) {
+  std::vector<unsigned char> rgb(4096 * 3);
+  for (int p = 0; p < 4096; ++p)
+    for (int c = 0; c < 3; ++c) rgb[p * 3 + c] = channel_to_byte(images[(i * 4096 + p) * nc + (nc == 1 ? 0 : c)]);
+  return rgb;
+}
+
+// Checks a tar output of n images in shards of s: the shards, their samples in index order, each
+// PNG's pixels and each json.
+void check_tar(const Written& written, const std::vector<float>& images, int64_t n, int nc, int64_t s) {
+  const int64_t shards = std::max<int64_t>(1, (n + s - 1) / s);
+  REQUIRE(written.files.size() == static_cast<size_t>(shards));
+  for (int64_t k = 0; k < shards; ++k) {
+    CAPTURE(k);
+    REQUIRE(written.files.count(shard_name(k, "tar")) == 1);
+    const std::vector<Member> members = read_ustar(written.files.at(shard_name(k, "tar")));
+    const int64_t first = k * s, count = std::min(s, n - first);
+    REQUIRE(members.size() == static_cast<size_t>(2 * count));
+    for (int64_t i = first; i < first + count; ++i) {
+      char key[16];
+      std::snprintf(key, sizeof key, "%09lld", static_cast<long long>(i));
+      const Member& png = members[static_cast<size_t>(2 * (i - first))];
+      const Member& json = members[static_cast<size_t>(2 * (i - first) + 1)];
+      CHECK(png.name == std::string(key) + ".png");
+      CHECK(json.name == std::string(key) + ".json");
+      int w = 0, h = 0, channels = 0;
+      unsigned char* pixels = stbi_load_from_memory(reinterpret_cast<const unsigned char*>(png.data.data()),
+                                                    static_cast<int>(png.data.size()), &w, &h, &channels, 3);
+      REQUIRE(pixels != nullptr);
+      CHECK((w == 64 && h == 64 && channels == 3));
+      CHECK(std::memcmp(pixels, expected_rgb(images, nc, i).data(), 4096 * 3) == 0);
+      stbi_image_free(pixels);
+      CHECK(json.data == "{\"index\": " + std::to_string(i) +
+                             ", \"random_seed\": 7, \"model\": \"models/net \\\"1\\\".bin\", \"precision\": \"fp32\"}\n");
+    }
+  }
+}
+
+// Checks an npy (float32) or npy-u8 output: one file, or shards of s, each a whole array.
+void check_npy(const Written& written, OutputFormat format, const std::vector<float>& images, int64_t n, int nc,
+               int64_t s) {
+  const bool u8 = format == OutputFormat::NpyU8;
+  const char* extension = u8 ? "u8.npy" : "npy";
+  const int64_t files = s == 0 ? 1 : std::max<int64_t>(1, (n + s - 1) / s);
+  REQUIRE(written.files.size() == static_cast<size_t>(files));
+  for (int64_t k = 0; k < files; ++k) {
+    CAPTURE(k);
+    const std::string name = s == 0 ? std::string("r.") + extension : shard_name(k, extension);
+    REQUIRE(written.files.count(name) == 1);
+    const std::string& bytes = written.files.at(name);
+    const int64_t first = k * s, count = s == 0 ? n : std::min(s, n - first);
+    const std::string header = u8 ? npy_u8_header(count) : npy_header(count, nc);
+    CHECK(header.find(u8 ? "'descr': '|u1'" : "'descr': '<f4'") != std::string::npos);
+    CHECK(header.find("'shape': (" + std::to_string(count) + ", 64, 64, " + std::to_string(u8 ? 3 : nc) + ")") !=
+          std::string::npos);
+    REQUIRE(bytes.compare(0, header.size(), header) == 0);
+    std::string data;
+    for (int64_t i = first; i < first + count; ++i) {
+      if (u8) {
+        const std::vector<unsigned char> rgb = expected_rgb(images, nc, i);
+        data.append(reinterpret_cast<const char*>(rgb.data()), rgb.size());
+      } else {
+        data.append(reinterpret_cast<const char*>(images.data() + i * 4096 * nc), 4096 * nc * sizeof(float));
+      }
+    }
+    CHECK(bytes.size() == header.size() + data.size());
+    CHECK(bytes.compare(header.size(), std::string::npos, data) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tar shards: ustar members, WebDataset order, PNG pixels and json, at odd shard boundaries") {
+  for (const auto& [n, s] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {5, 5}, {6, 5}, {14, 5}, {3, 10000}}) {
+    for (int nc : {3, 1}) {
+      CAPTURE(n);
+      CAPTURE(s);
+      CAPTURE(nc);
+      const std::vector<float> images = seeded_images(n, nc, static_cast<uint64_t>(n * 31 + s + nc));
+      check_tar(write_output(OutputFormat::Tar, images, n, nc, s == 10000 ? 0 : s, 3, 4), images, n, nc, s);
+    }
+  }
+}
+
+TEST_CASE("tar shards: a PNG member holds the png format's bytes") {
+  const int64_t n = 4;
+  const std::vector<float> images = seeded_images(n, 3, 11);
+  TempDir dir;
+  auto sink = make_sink(OutputFormat::Png, dir.file("r"), n, SinkOptions{});
+  sink->append(images.data(), 0, n);
+  sink->commit();
+  const std::vector<Member> members = read_ustar(write_output(OutputFormat::Tar, images, n, 3, 0, 2, n).files.at("r-000000.tar"));
+  for (int64_t i = 0; i < n; ++i) CHECK(members[static_cast<size_t>(2 * i)].data == read_file(dir.file("r/" + png_file_name(i, n))));
+}
+
+TEST_CASE("npy and npy-u8: channel_to_byte of the floats, grey repeated, one file or shards at odd boundaries") {
+  for (OutputFormat format : {OutputFormat::Npy, OutputFormat::NpyU8}) {
+    for (const auto& [n, s] : std::vector<std::pair<int64_t, int64_t>>{{1, 0}, {7, 0}, {1, 1}, {5, 5}, {6, 5}, {14, 5}}) {
+      for (int nc : {3, 1}) {
+        CAPTURE(format_name(format));
+        CAPTURE(n);
+        CAPTURE(s);
+        CAPTURE(nc);
+        const std::vector<float> images = seeded_images(n, nc, static_cast<uint64_t>(n * 7 + s + nc));
+        check_npy(write_output(format, images, n, nc, s, 3, 4), format, images, n, nc, s);
+      }
+    }
+  }
+}
+
+TEST_CASE("npy-u8: a run longer than one conversion buffer, one thread") {
+  const int64_t n = 600;  // more than the 256 images converted per write
+  const std::vector<float> images = seeded_images(n, 3, 9);
+  check_npy(write_output(OutputFormat::NpyU8, images, n, 3, 0, 1, n), OutputFormat::NpyU8, images, n, 3, 0);
+  check_npy(write_output(OutputFormat::NpyU8, images, n, 3, 257, 1, n), OutputFormat::NpyU8, images, n, 3, 257);
+}
+
+TEST_CASE("shards: the same bytes for 1, 2, 3 and 7 writer threads and any chunk size") {
+  const int64_t n = 23;
+  const std::vector<float> images = seeded_images(n, 3, 5);
+  for (OutputFormat format : {OutputFormat::Tar, OutputFormat::Npy, OutputFormat::NpyU8, OutputFormat::Text}) {
+    const int64_t s = format == OutputFormat::Text ? 0 : 4;
+    const Written reference = write_output(format, images, n, 3, s, 1, n);
+    for (int threads : {1, 2, 3, 7}) {
+      for (int64_t chunk : {int64_t{1}, int64_t{3}, int64_t{5}, int64_t{9}, n}) {
+        CAPTURE(format_name(format));
+        CAPTURE(threads);
+        CAPTURE(chunk);
+        CHECK(write_output(format, images, n, 3, s, threads, chunk).files == reference.files);
+      }
+    }
+  }
+}
+
+TEST_CASE("shards: names, --shard-images bounds, and an empty job's archive") {
+  OutputOptions options;
+  options.shard_images = 3;
+  const OutputLayout tar(OutputFormat::Tar, "out/r", 7, options);
+  CHECK(tar.file_count() == 3);
+  CHECK(tar.file(2).path == "out/r-000002.tar");
+  CHECK((tar.file(2).first == 6 && tar.file(2).count == 1));
+  CHECK(tar.writes_name("r-000001.tar"));
+  CHECK_FALSE(tar.writes_name("r-000003.tar"));
+  CHECK_FALSE(tar.writes_name("r-00001.tar"));
+  CHECK(is_output_name(OutputFormat::Tar, "r", "r-000009.tar"));
+  CHECK_FALSE(is_output_name(OutputFormat::Tar, "r", "r.tar"));
+  CHECK(is_output_name(OutputFormat::NpyU8, "r", "r.u8.npy"));
+  CHECK(is_output_name(OutputFormat::NpyU8, "r", "r-000000.u8.npy"));
+  CHECK_FALSE(is_output_name(OutputFormat::Npy, "r", "r.u8.npy"));
+  CHECK_FALSE(is_output_name(OutputFormat::Npy, "r", "r-000000.u8.npy"));
+  CHECK(shard_path("r", "tar", 5, 2000000) == "r-0000005.tar");
+  CHECK(sample_key(1234567890) == "1234567890");
+  options.shard_images = int64_t{1} << 31;
+  CHECK(contains(user_error_of([&] { OutputLayout(OutputFormat::Npy, "r", 7, options); }), "--shard-images"));
+  // No image: one shard that is an archive with no member.
+  const std::vector<float> none;
+  CHECK(read_ustar(write_output(OutputFormat::Tar, none, 0, 3, 0, 2, 1).files.at("r-000000.tar")).empty());
+}
+
+TEST_CASE("shards: the default chunk grows to write threads x shard images, within its bound") {
+  SinkOptions sinks;
+  sinks.threads = 3;
+  CHECK(default_chunk_images({OutputFormat::Text, OutputFormat::Npy}, sinks) == kDefaultChunkImages);  // no shard
+  CHECK(default_chunk_images({OutputFormat::Tar}, sinks) == kMaxShardChunkImages);  // 3 x 10,000, bounded
+  sinks.shard_images = 100;
+  CHECK(default_chunk_images({OutputFormat::Npy}, sinks) == kDefaultChunkImages);  // 300: never below 1024
+  sinks.shard_images = 1000;
+  CHECK(default_chunk_images({OutputFormat::NpyU8, OutputFormat::Bmp}, sinks) == 3000);
+  sinks.shard_images = 1;
+  CHECK(default_chunk_images({OutputFormat::Png}, sinks) == kDefaultChunkImages);
+}
