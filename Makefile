@@ -82,7 +82,8 @@ NVCCFLAGS := -std=c++17 $(OPT) $(GENCODE) --threads 0 -Xcompiler -Wall,-pthread
 ifeq ($(PROFILE),1)
 NVCCFLAGS += -lineinfo
 endif
-LDLIBS := -pthread
+# libdeflate compresses each PNG; zlib the bands of a mosaic PNG (png_encoder.hpp).
+LDLIBS := -pthread -ldeflate -lz
 # Any report is fatal (a sanitizer that only prints lets a test pass).
 SANITIZER_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 ifeq ($(VALGRIND),1)
@@ -336,7 +337,8 @@ clean:
 	rm -rf build build-san build-vg
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-RUN_PACKAGES := build-essential make libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
+RUN_PACKAGES := build-essential make libdeflate-dev zlib1g-dev libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
+# libstb-dev: the unit tests decode PNGs with stb_image (nothing is encoded with stb).
 # slurm-wlm, munge: the Slurm suites; openssh-server, openssh-client, iproute2, util-linux: the
 # virtual cluster (sshd on each node, veth links and a bridge, unshare and nsenter); clang and its
 # runtimes: libFuzzer targets; valgrind: the leak and memory check of a whole run; python3-pil: the
