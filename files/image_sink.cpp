@@ -70,7 +70,7 @@ class FormatSink : public ImageSink {
     }
     // One mosaic PNG at a time: each holds its pixels and the encoder's buffers (up to 2 x 201 MB).
     if (layout_.format() == OutputFormat::MosaicPng) {
-      for (size_t k = 0; k < layout_.file_count(); k += 2) layout_.encode_png(k, files_);
+      for (size_t k = 0; k < layout_.file_count(); k += 2) layout_.encode_png(k, files_, threads_);
     }
     std::vector<std::vector<char>>().swap(text_blocks_);
     files_.finish();
@@ -125,6 +125,7 @@ OutputOptions output_options(const SinkOptions& options) {
   layout_options.on_notice = options.on_notice;
   layout_options.grid_columns = options.grid_columns;
   layout_options.grid_padding = options.grid_padding;
+  layout_options.png_level = options.png_level;
   return layout_options;
 }
 

@@ -49,6 +49,7 @@ struct SinkOptions {
   int64_t grid_columns = 0;
   int64_t grid_padding = 0;
   int image_channels = 3;  // nc of the images: 3 (RGB) or 1 (grey, written as grey RGB in BMP and PNG)
+  int png_level = kDefaultPngLevel;  // png and mosaic-png: 0 (stored) .. kMaxPngLevel (png_encoder.hpp)
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
 };
 

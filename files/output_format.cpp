@@ -2,7 +2,6 @@
 // (see output_format.hpp for each layout). The text lines themselves are made in text_lines.cpp.
 #include "files/output_format.hpp"
 
-#include <stb_image_write.h>
 #include <sys/mman.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include "common/text_format.hpp"
 #include "common/threads.hpp"
 #include "files/path_parts.hpp"
+#include "files/png_encoder.hpp"
 #include "files/temp_registry.hpp"
 
 namespace facegen {
@@ -53,31 +53,6 @@ MosaicGrid checked_grid(const std::string& path, int64_t images, const OutputOpt
                     with_commas(bytes) + " bytes, more than the BMP writer can hold (2 GiB)");
   }
   return grid;
-}
-
-struct PngTarget {
-  FileWriter* out = nullptr;
-  size_t file = 0;
-  int64_t bytes = 0;
-  bool failed = false;
-  std::string error;
-};
-
-// stb_image_write's callback: it cannot throw through the C library, so it records the failure.
-void write_png_piece(void* context, void* data, int size) {
-  PngTarget* target = static_cast<PngTarget*>(context);
-  if (target->failed || size <= 0) return;
-  try {
-    target->out->write_at(target->file, target->bytes, data, size);
-    target->bytes += size;
-  } catch (const std::exception& e) {
-    target->failed = true;
-    target->error = e.what();
-  }
-}
-
-void append_to_string(void* context, void* data, int size) {
-  static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<size_t>(size));
 }
 
 // Writes bytes to a new file at path, every call checked. Throws UserError (disk full, ...).
@@ -396,21 +371,19 @@ void OutputLayout::write_mosaic_run(const float* images, int64_t first, int64_t 
 void OutputLayout::write_png_files(const float* images, int64_t first, int64_t count, FileWriter& out) const {
   thread_local std::vector<unsigned char> pixels;  // (64, 64, 3) RGB, a grey value repeated
   thread_local std::string png;
+  PngEncoder& encoder = thread_png_encoder(options_.png_level);
   pixels.resize(kImageSize * kImageSize * 3);
   for (int64_t i = 0; i < count; ++i) {
     const float* image = images + i * image_values();
     for (size_t k = 0; k < pixels.size(); ++k) pixels[k] = channel_to_byte(image[image_channels() == 1 ? k / 3 : k]);
-    png.clear();
-    if (stbi_write_png_to_func(append_to_string, &png, kImageSize, kImageSize, 3, pixels.data(), kImageSize * 3) == 0) {
-      throw std::runtime_error("stb_image_write could not encode a 64 x 64 PNG (out of memory?)");
-    }
+    encoder.encode(pixels.data(), kImageSize, kImageSize, png);
     const std::string name = png_file_name(first + i, total_);
     write_whole_file(out.temp_path(0) + "/" + name, prefix_ + "/" + name, png);
     out.add_bytes(0, static_cast<int64_t>(png.size()));
   }
 }
 
-int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out) const {
+int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out, int threads) const {
   const OutputFile file = this->file(pixels);
   if (file.kind != OutputFile::Kind::Pixels) throw std::logic_error("encode_png of a file that holds no pixels");
   const std::string& path = out.temp_path(pixels);
@@ -420,20 +393,20 @@ int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out) const {
   const int map_errno = errno;
   ::close(fd);
   if (map == MAP_FAILED) throw UserError("cannot read back the pixels of " + file.path + ": " + std::strerror(map_errno));
-  PngTarget target;
-  target.out = &out;
-  target.file = pixels + 1;
-  const int w = static_cast<int>(file.grid.width());
-  const int h = static_cast<int>(file.grid.height());
-  const int ok = stbi_write_png_to_func(write_png_piece, &target, w, h, 3, map, w * 3);
-  ::munmap(map, static_cast<size_t>(file.size));
-  if (target.failed) throw UserError(target.error);
-  if (ok == 0) {
-    throw std::runtime_error("stb_image_write refused a png of " + std::to_string(w) + " x " + std::to_string(h) +
-                             " pixels (out of memory?)");
-  }
+  struct Unmap {  // on every way out, a failed write included
+    void* map;
+    size_t bytes;
+    ~Unmap() { ::munmap(map, bytes); }
+  } unmap{map, static_cast<size_t>(file.size)};
+  int64_t written = 0;
+  auto write = [&](const void* data, int64_t bytes) {
+    out.write_at(pixels + 1, written, data, bytes);
+    written += bytes;
+  };
+  encode_png_in_bands(static_cast<const unsigned char*>(map), file.grid.width(), file.grid.height(), options_.png_level,
+                      threads, write);
   out.file_complete(pixels + 1);
-  return target.bytes;
+  return written;
 }
 
 std::string npy_header(int64_t total_images, int image_channels) {

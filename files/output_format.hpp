@@ -24,11 +24,13 @@
 //               of its own.
 //   npy         PREFIX.npy: NumPy 1.0, float32 (N, 64, 64, nc), C order; fixed offsets.
 //   png         PREFIX/ (a folder): one PNG per image, 000000.png, 000001.png, ... (more digits past a
-//               million), 8-bit RGB, each encoded by stb_image_write and written whole.
+//               million), 8-bit RGB, each encoded by PngEncoder (png_encoder.hpp) at --png-level and
+//               written whole.
 //   mosaic-png  PREFIX.png (split as bmp is, PREFIX-0001.png, ...): the mosaic as an 8-bit RGB PNG. Its
 //               encoder needs the whole picture, so the run's images go as 8-bit RGB rows, top-down, at
 //               computed offsets into a scratch pixel file beside each PNG (the same placement as bmp),
-//               and once every image is in, encode_png() compresses each pixel file into its PNG. Under
+//               and once every image is in, encode_png() compresses each pixel file into its PNG (in
+//               bands of rows on several threads, the same bytes for any thread count). Under
 //               MPI each rank encodes its share of the files, so every output works with every driver.
 //
 // A layout holds no list of its files: file k's path, header, size and images are computed when asked
@@ -42,6 +44,7 @@
 #include <vector>
 
 #include "common/model_shape.hpp"
+#include "files/png_encoder.hpp"
 
 namespace facegen {
 
@@ -113,6 +116,7 @@ struct OutputOptions {
   int64_t grid_columns = 0;  // mosaics: tiles per row; 0: a square grid
   int64_t grid_padding = 0;  // mosaics: black pixels between and around the tiles
   int image_channels = 3;    // nc of the images: 3 (RGB) or 1 (grey)
+  int png_level = kDefaultPngLevel;  // png, mosaic-png: 0 (stored) .. kMaxPngLevel
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
 };
 
@@ -148,8 +152,8 @@ class OutputLayout {
   int64_t text_data_offset() const { return header_bytes_; }
 
   // mosaic-png: encodes the pixel file files()[pixels] into the PNG files()[pixels + 1] through
-  // `out`, after every image was written. Returns the PNG's bytes.
-  int64_t encode_png(size_t pixels, FileWriter& out) const;
+  // `out` on `threads` threads (<= 0: every CPU), after every image was written. Returns the PNG's bytes.
+  int64_t encode_png(size_t pixels, FileWriter& out, int threads) const;
 
   // Bytes of the output once complete, when known in advance (bmp, npy); -1 otherwise.
   int64_t known_bytes() const;
