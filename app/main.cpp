@@ -127,6 +127,18 @@ void grid_flags(const cxxopts::ParseResult& args, const std::vector<facegen::Out
   sinks->grid_padding = int_flag(args, "grid-padding", 0, facegen::kMaxGridPadding);
 }
 
+// --png-level: how hard the PNG formats compress, refused where no PNG is written.
+void png_level_flag(const cxxopts::ParseResult& args, const std::vector<facegen::OutputFormat>& formats,
+                    facegen::SinkOptions* sinks) {
+  if (!args.count("png-level")) return;
+  const bool png = std::count(formats.begin(), formats.end(), facegen::OutputFormat::Png) +
+                       std::count(formats.begin(), formats.end(), facegen::OutputFormat::MosaicPng) > 0;
+  if (!png) {
+    throw facegen::UserError("--png-level sets the PNG formats (png, mosaic-png), but --formats asks for none of them");
+  }
+  sinks->png_level = static_cast<int>(int_flag(args, "png-level", 0, facegen::kMaxPngLevel));
+}
+
 uint64_t seed_flag(const cxxopts::ParseResult& args) {
   const std::string text = args["seed"].as<std::string>();
   errno = 0;
@@ -171,6 +183,8 @@ cxxopts::Options command_line() {
        "file of a split is a grid of its own (default: square, ceil(sqrt(images)) a side)", value<std::string>(), "C")
       ("grid-padding", "mosaics: P black pixels between and around the tiles, as save_image(padding=P)",
        value<std::string>()->default_value("0"), "P")
+      ("png-level", "PNG compression (png, mosaic-png): 0 stores the pixels uncompressed, 1 is fast (the default), "
+       "up to 12 for the smallest files at far lower speed", value<std::string>(), "L")
       ("summary-json", "also write the run summary as JSON to FILE (atomically, like every output); - for "
        "standard output, which then carries the JSON instead of the summary",
        value<std::string>(), "FILE")
@@ -458,6 +472,7 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
     request.sinks.mosaic_tiles = static_cast<int>(int_flag(args, "mosaic-tiles", 1, facegen::kMaxMosaicTiles));
     request.sinks.threads = static_cast<int>(int_flag(args, "write-threads", 0, 4096));
     grid_flags(args, request.formats, &request.sinks);
+    png_level_flag(args, request.formats, &request.sinks);
     // Taken as given: a chunk smaller than --batch makes GPU batches of the chunk's size.
     request.chunk_images = int_flag(args, "chunk", 1, 1 << 20);
     if (args.count("summary-json")) {
