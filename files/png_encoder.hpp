@@ -2,9 +2,10 @@
 // each chunk with its CRC-32) over a compression level, for the png folder and the mosaic PNG
 // (output_format.hpp), and later the tar shards that embed the same PNGs.
 //
-// Pixels are (height, width, 3) bytes, rows top-down, R G B fastest. Every row is written with PNG
-// filter type 0 (none): the same bytes on every machine and thread count, and no per-row search
-// (at fast levels the filter search costs more time than the bytes it saves are worth).
+// Pixels are (height, width, 3) bytes, rows top-down, R G B fastest. Every row has the same filter,
+// chosen by the level alone (none at level 0, Sub above it), never searched per row: the bytes are
+// the same on every machine and thread count, and a per-row search costs more time at fast levels
+// than the bytes it saves are worth.
 //
 // Levels (--png-level): 0 writes stored deflate blocks (no compression, at the speed of a copy);
 // 1-12 are libdeflate's levels for one picture. A mosaic is compressed in bands of rows on several
@@ -21,9 +22,11 @@ struct libdeflate_compressor;
 namespace facegen {
 
 constexpr int kMaxPngLevel = 12;
-// The level when --png-level is not given (measured in bench/bench_io.cpp, see BENCHMARKS.md): fast
-// enough that one core keeps up with tens of thousands of images a second, small enough to look at.
-constexpr int kDefaultPngLevel = 1;
+// The level when --png-level is not given: stored. Measured on faces (bench/bench_png.cpp,
+// BENCHMARKS.md), it encodes about 280,000 images/s on one core, where level 1 makes 7,500 (a GPU
+// making a million images/s would need 130 cores to compress them), and its 12.4 KB files are only
+// 1.7 times level 1's 7.3 KB (1.3 times stb_image_write's at zlib level 8).
+constexpr int kDefaultPngLevel = 0;
 
 // One picture at a time, reused: one encoder per thread. Its buffers and libdeflate's compressor
 // are kept between pictures, so encoding allocates nothing once the first picture of a size is made.
