@@ -68,7 +68,7 @@ class FormatSink : public ImageSink {
       throw std::logic_error("sink " + path() + ": commit after " + std::to_string(written_) + " of " +
                              std::to_string(layout_.total_images()) + " images");
     }
-    // One mosaic PNG at a time: each holds its pixels and the encoder's buffers (up to 2 x 201 MB).
+    // One mosaic PNG at a time: each maps its pixels (up to 201 MB) and holds a few bands a thread.
     if (layout_.format() == OutputFormat::MosaicPng) {
       for (size_t k = 0; k < layout_.file_count(); k += 2) layout_.encode_png(k, files_, threads_);
     }
