@@ -22,8 +22,6 @@ namespace facegen {
 namespace {
 
 constexpr unsigned char kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-constexpr int64_t kIhdrChunkBytes = 4 + 4 + 13 + 4;
-constexpr int64_t kChunkOverhead = 4 + 4 + 4;  // length, type, CRC
 constexpr int64_t kStoredBlockMax = 65535;     // deflate's LEN field
 constexpr int64_t kBandBytes = int64_t{1} << 20;
 // A chunk's length is at most 2^31 - 1; one picture is one IDAT, so its stream must fit.
@@ -47,25 +45,22 @@ uint32_t chunk_crc(const unsigned char* type_and_data, size_t bytes) {
   return static_cast<uint32_t>(libdeflate_crc32(0, type_and_data, bytes));
 }
 
-// Signature and IHDR: 8-bit RGB, no interlace.
-std::string png_prefix(int64_t width, int64_t height) {
-  std::string out(reinterpret_cast<const char*>(kSignature), sizeof kSignature);
+// Appends the signature and IHDR: 8-bit RGB, no interlace.
+void append_png_prefix(int64_t width, int64_t height, std::string& out) {
+  out.append(reinterpret_cast<const char*>(kSignature), sizeof kSignature);
   append_be32(out, 13);
+  const size_t ihdr = out.size();
   out += "IHDR";
   append_be32(out, static_cast<uint32_t>(width));
   append_be32(out, static_cast<uint32_t>(height));
-  out += std::string("\x08\x02\x00\x00\x00", 5);  // bit depth 8, colour type 2 (RGB), deflate, filters, no interlace
-  const unsigned char* ihdr = reinterpret_cast<const unsigned char*>(out.data()) + sizeof kSignature + 4;
-  append_be32(out, chunk_crc(ihdr, 4 + 13));
-  return out;
+  out.append("\x08\x02\x00\x00\x00", 5);  // bit depth 8, colour type 2 (RGB), deflate, filters, no interlace
+  append_be32(out, chunk_crc(reinterpret_cast<const unsigned char*>(out.data()) + ihdr, 4 + 13));
 }
 
-std::string iend_chunk() {
-  std::string out;
+void append_iend(std::string& out) {
   append_be32(out, 0);
   out += "IEND";
   append_be32(out, chunk_crc(reinterpret_cast<const unsigned char*>("IEND"), 4));
-  return out;
 }
 
 // The zlib header that announces `level`: deflate with a 32 KiB window, FLEVEL as zlib sets it (a
@@ -149,7 +144,8 @@ PngEncoder::~PngEncoder() { libdeflate_free_compressor(compressor_); }
 void PngEncoder::encode(const unsigned char* rgb, int64_t width, int64_t height, std::string& png) {
   check_size(width, height);
   filter_rows(rgb, width, height, filter_for(level_), filtered_);
-  png = png_prefix(width, height);
+  png.clear();  // keeps its capacity: no allocation once a picture of this size was made
+  append_png_prefix(width, height, png);
   const size_t idat = png.size();
   png.append(4, '\0');  // the length, once known
   png += "IDAT";
@@ -169,7 +165,7 @@ void PngEncoder::encode(const unsigned char* rgb, int64_t width, int64_t height,
   if (data_bytes > kMaxChunkData) throw std::invalid_argument("png: a picture too large for one IDAT chunk");
   put_be32(reinterpret_cast<unsigned char*>(&png[idat]), static_cast<uint32_t>(data_bytes));
   append_be32(png, chunk_crc(reinterpret_cast<const unsigned char*>(png.data()) + idat + 4, png.size() - idat - 4));
-  png += iend_chunk();
+  append_iend(png);
 }
 
 PngEncoder& thread_png_encoder(int level) {
@@ -283,7 +279,8 @@ int64_t encode_png_in_bands(const unsigned char* rgb, int64_t width, int64_t hei
   // Bands in flight: enough that a slow band does not idle the others, few enough to bound memory.
   std::vector<Band> batch(static_cast<size_t>(std::min<int64_t>(bands, 4 * int64_t{workers})));
 
-  const std::string prefix = png_prefix(width, height);
+  std::string prefix;
+  append_png_prefix(width, height, prefix);
   sink(prefix.data(), static_cast<int64_t>(prefix.size()));
   int64_t bytes = static_cast<int64_t>(prefix.size());
   uint32_t stream_adler = 1;
@@ -303,7 +300,8 @@ int64_t encode_png_in_bands(const unsigned char* rgb, int64_t width, int64_t hei
       bytes += emit_band(band, begin + i == bands - 1, stream_adler, sink);
     }
   }
-  const std::string iend = iend_chunk();
+  std::string iend;
+  append_iend(iend);
   sink(iend.data(), static_cast<int64_t>(iend.size()));
   return bytes + static_cast<int64_t>(iend.size());
 }
