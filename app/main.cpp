@@ -184,7 +184,7 @@ cxxopts::Options command_line() {
       ("grid-padding", "mosaics: P black pixels between and around the tiles, as save_image(padding=P)",
        value<std::string>()->default_value("0"), "P")
       ("png-level", "PNG compression (png, mosaic-png): 0 (the default) stores the pixels, fastest; 1 makes "
-       "files 40% smaller at 1/30 of the speed; up to 12, smallest and slowest", value<std::string>(), "L")
+       "files 40% smaller at 1/50 of the speed; up to 12, smallest and slowest", value<std::string>(), "L")
       ("summary-json", "also write the run summary as JSON to FILE (atomically, like every output); - for "
        "standard output, which then carries the JSON instead of the summary",
        value<std::string>(), "FILE")

@@ -23,9 +23,9 @@ namespace facegen {
 
 constexpr int kMaxPngLevel = 12;
 // The level when --png-level is not given: stored. Measured on faces (bench/bench_png.cpp,
-// BENCHMARKS.md), it encodes 200,000 to 280,000 images/s on one core, where level 1 makes 7,000 (a
-// GPU making a million images/s would need 140 cores to compress them), and its 12.4 KB files are
-// only 1.7 times level 1's 7.3 KB (1.3 times stb_image_write's at zlib level 8).
+// BENCHMARKS.md), it encodes about 670,000 images/s on one core, where level 1 makes 11,700 (a GPU
+// making a million images/s would need 85 cores to compress them), and its 12.4 KB files are only
+// 1.7 times level 1's 7.3 KB (1.3 times stb_image_write's at zlib level 8).
 constexpr int kDefaultPngLevel = 0;
 
 // One picture at a time, reused: one encoder per thread. Its buffers and libdeflate's compressor
