@@ -17,6 +17,8 @@
 #   make fuzz            libFuzzer targets (clang) in build/fuzz/; make fuzz-smoke runs each briefly
 #   make bench           (GPU machine) build/facegen-bench, then bench/pytorch_reference.py beside it
 #   make bench-io        the output writers in MB/s and images/s, on the CPU (BENCH_IO_ARGS=--images N)
+#   make bench-png       the PNG encoder by level (MB/s, images/s, bytes per face) and the mosaic by thread
+#                        count, on real faces made by the CPU backend (BENCH_PNG_ARGS="--seconds 2")
 #   make bench-cpu       the CPU backend beside PyTorch on the CPU and the FMA ceiling (BENCH_CPU_ROUNDS=3)
 #   make bench-write     one file's write ceiling against separate files' by writer count and way of writing
 #                        (pwrite, the program's mapped windows, whole-file mmap), BENCH_WRITE_DIR=/dev/shm BENCH_WRITE_ARGS="--mib 8192"
@@ -83,7 +85,8 @@ NVCCFLAGS := -std=c++17 $(OPT) $(GENCODE) --threads 0 -Xcompiler -Wall,-pthread
 ifeq ($(PROFILE),1)
 NVCCFLAGS += -lineinfo
 endif
-LDLIBS := -pthread
+# libdeflate compresses each PNG; zlib the bands of a mosaic PNG (png_encoder.hpp).
+LDLIBS := -pthread -ldeflate -lz
 # Any report is fatal (a sanitizer that only prints lets a test pass).
 SANITIZER_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 ifeq ($(VALGRIND),1)
@@ -158,6 +161,7 @@ GPU_TESTS := $(BUILD)/facegen-gpu-tests
 BENCH := $(BUILD)/facegen-bench
 BENCH_IO := $(BUILD)/facegen-bench-io
 BENCH_CPU := $(BUILD)/facegen-bench-cpu
+BENCH_PNG := $(BUILD)/facegen-bench-png
 BENCH_LATENTS := $(BUILD)/facegen-bench-latents
 BENCH_WRITE := $(BUILD)/facegen-bench-write
 BENCH_OUT := $(BUILD)/bench-run
@@ -202,7 +206,7 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-cpu bench-latents bench-write bench-scaling clean deps test-deps data-deps faces-data
+.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-png bench-cpu bench-latents bench-write bench-scaling clean deps test-deps data-deps faces-data
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -229,6 +233,9 @@ $(BENCH): $(BUILD)/bench/bench.cu.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS) -lcublas
 
 $(BENCH_IO): $(BUILD)/bench/bench_io.o $(BUILD)/libfacegen.a
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BENCH_PNG): $(BUILD)/bench/bench_png.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BENCH_CPU): $(BUILD)/bench/bench_cpu.o $(BUILD)/bench/fma_peak.o $(BUILD)/libfacegen.a
@@ -320,6 +327,14 @@ bench: $(BENCH)
 bench-io: $(BENCH_IO)
 	$(BENCH_IO) $(BENCH_IO_ARGS)
 
+# 256 faces from the shipped model on the CPU, made once.
+BENCH_FACES := $(BUILD)/bench-faces.npy
+$(BENCH_FACES): $(PROGRAM)
+	$(PROGRAM) --device cpu --model $(MODEL) --random 256 --seed 1 --formats npy --quiet --output $(basename $@)
+
+bench-png: $(BENCH_PNG) $(BENCH_FACES)
+	$(BENCH_PNG) --npy $(BENCH_FACES) $(BENCH_PNG_ARGS)
+
 # BENCH_CPU_ROUNDS interleaved rounds of facegen's CPU backend and PyTorch's CPU forms.
 BENCH_CPU_ROUNDS ?= 3
 bench-cpu: $(BENCH_CPU)
@@ -339,7 +354,8 @@ clean:
 	rm -rf build build-san build-vg
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-RUN_PACKAGES := build-essential make libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
+RUN_PACKAGES := build-essential make libdeflate-dev zlib1g-dev libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
+# libstb-dev: the unit tests decode PNGs with stb_image (nothing is encoded with stb).
 # slurm-wlm, munge: the Slurm suites; openssh-server, openssh-client, iproute2, util-linux: the
 # virtual cluster (sshd on each node, veth links and a bridge, unshare and nsenter); clang and its
 # runtimes: libFuzzer targets; valgrind: the leak and memory check of a whole run; python3-pil: the

@@ -140,6 +140,20 @@ void shard_flag(const cxxopts::ParseResult& args, const std::vector<facegen::Out
   sinks->shard_images = int_flag(args, "shard-images", 1, facegen::kMaxShardImages);
 }
 
+// --png-level: how hard the PNG formats compress, refused where no PNG is written.
+void png_level_flag(const cxxopts::ParseResult& args, const std::vector<facegen::OutputFormat>& formats,
+                    facegen::SinkOptions* sinks) {
+  if (!args.count("png-level")) return;
+  const bool png = std::count(formats.begin(), formats.end(), facegen::OutputFormat::Png) +
+                       std::count(formats.begin(), formats.end(), facegen::OutputFormat::MosaicPng) +
+                       std::count(formats.begin(), formats.end(), facegen::OutputFormat::Tar) > 0;
+  if (!png) {
+    throw facegen::UserError("--png-level sets the formats that hold PNGs (png, mosaic-png, tar), but --formats asks "
+                             "for none of them");
+  }
+  sinks->png_level = static_cast<int>(int_flag(args, "png-level", 0, facegen::kMaxPngLevel));
+}
+
 uint64_t seed_flag(const cxxopts::ParseResult& args) {
   const std::string text = args["seed"].as<std::string>();
   errno = 0;
@@ -202,6 +216,8 @@ cxxopts::Options command_line() {
        "of N images each", value<std::string>(), "N")
       ("grid-padding", "mosaics: P black pixels between and around the tiles, as save_image(padding=P)",
        value<std::string>()->default_value("0"), "P")
+      ("png-level", "PNG compression (png, mosaic-png, tar): 0 (the default) stores the pixels, fastest; 1 makes "
+       "files 40% smaller at 1/57 of the speed; up to 12, smallest and slowest", value<std::string>(), "L")
       ("summary-json", "also write the run summary as JSON to FILE (atomically, like every output); - for "
        "standard output, which then carries the JSON instead of the summary",
        value<std::string>(), "FILE")
@@ -497,6 +513,7 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
     request.sinks.threads = static_cast<int>(int_flag(args, "write-threads", 0, 4096));
     grid_flags(args, request.formats, &request.sinks);
     shard_flag(args, request.formats, &request.sinks);
+    png_level_flag(args, request.formats, &request.sinks);
     // Taken as given: a chunk smaller than --batch makes GPU batches of the chunk's size.
     request.chunk_images = args.count("chunk") ? int_flag(args, "chunk", 1, 1 << 20)
                                                : facegen::default_chunk_images(request.formats, request.sinks);

@@ -22,6 +22,7 @@
 
 #include "generator/backend.hpp"
 #include "files/image_sink.hpp"
+#include "files/png_encoder.hpp"
 #include "generator/network.hpp"
 #include "common/threads.hpp"
 
@@ -161,11 +162,11 @@ int main(int argc, char** argv) {
   run_sink("npy (PREFIX.npy)", make_npy_sink(dir + "/n.npy", n), dir + "/n.npy", "(fsync)");
   run_sink("bmp mosaic (PREFIX.bmp)", make_mosaic_sink(MosaicEncoding::Bmp, dir + "/m", n, sink_options),
            dir + "/m.bmp", "(one file)");
-  std::snprintf(note, sizeof note, "(%d threads, stb level %d)", threads, 8);
+  std::snprintf(note, sizeof note, "(%d threads, --png-level %d)", threads, kDefaultPngLevel);
   run_sink("png folder (PREFIX/000000.png)", make_png_folder_sink(dir + "/p", n, sink_options), dir + "/p", note);
   run_sink("png folder, 1 thread", make_png_folder_sink(dir + "/p", n, one_thread), dir + "/p", "");
   run_sink("png mosaic (PREFIX.png)", make_mosaic_sink(MosaicEncoding::Png, dir + "/m", n, sink_options),
-           dir + "/m.png", "(one file, one thread)");
+           dir + "/m.png", note);
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -72,9 +72,9 @@ class FormatSink : public ImageSink {
       throw std::logic_error("sink " + path() + ": commit after " + std::to_string(written_) + " of " +
                              std::to_string(layout_.total_images()) + " images");
     }
-    // One mosaic PNG at a time: each holds its pixels and the encoder's buffers (up to 2 x 201 MB).
+    // One mosaic PNG at a time: each maps its pixels (up to 201 MB) and holds a few bands a thread.
     if (layout_.format() == OutputFormat::MosaicPng) {
-      for (size_t k = 0; k < layout_.file_count(); k += 2) layout_.encode_png(k, files_);
+      for (size_t k = 0; k < layout_.file_count(); k += 2) layout_.encode_png(k, files_, threads_);
     }
     std::vector<std::vector<char>>().swap(record_blocks_);
     files_.finish();
@@ -131,6 +131,7 @@ OutputOptions output_options(const SinkOptions& options) {
   layout_options.grid_padding = options.grid_padding;
   layout_options.shard_images = options.shard_images;
   layout_options.facts = options.facts;
+  layout_options.png_level = options.png_level;
   return layout_options;
 }
 

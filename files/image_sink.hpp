@@ -51,6 +51,7 @@ struct SinkOptions {
   int image_channels = 3;  // nc of the images: 3 (RGB) or 1 (grey, written as grey RGB in BMP and PNG)
   int64_t shard_images = 0;  // --shard-images: tar's samples per shard, npy's images per file (0: tar's default)
   SampleFacts facts;         // what each tar sample's json says besides its index
+  int png_level = kDefaultPngLevel;  // png and mosaic-png: 0 (stored) .. kMaxPngLevel (png_encoder.hpp)
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
 };
 

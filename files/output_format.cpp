@@ -2,7 +2,6 @@
 // (see output_format.hpp for each layout). The text lines themselves are made in text_lines.cpp.
 #include "files/output_format.hpp"
 
-#include <stb_image_write.h>
 #include <sys/mman.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -23,6 +22,7 @@
 #include "common/text_format.hpp"
 #include "common/threads.hpp"
 #include "files/path_parts.hpp"
+#include "files/png_encoder.hpp"
 #include "files/tar_shard.hpp"
 #include "files/temp_registry.hpp"
 
@@ -54,31 +54,6 @@ MosaicGrid checked_grid(const std::string& path, int64_t images, const OutputOpt
                     with_commas(bytes) + " bytes, more than the BMP writer can hold (2 GiB)");
   }
   return grid;
-}
-
-struct PngTarget {
-  FileWriter* out = nullptr;
-  size_t file = 0;
-  int64_t bytes = 0;
-  bool failed = false;
-  std::string error;
-};
-
-// stb_image_write's callback: it cannot throw through the C library, so it records the failure.
-void write_png_piece(void* context, void* data, int size) {
-  PngTarget* target = static_cast<PngTarget*>(context);
-  if (target->failed || size <= 0) return;
-  try {
-    target->out->write_at(target->file, target->bytes, data, size);
-    target->bytes += size;
-  } catch (const std::exception& e) {
-    target->failed = true;
-    target->error = e.what();
-  }
-}
-
-void append_to_string(void* context, void* data, int size) {
-  static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<size_t>(size));
 }
 
 // Writes bytes to a new file at path, every call checked. Throws UserError (disk full, ...).
@@ -417,7 +392,7 @@ size_t OutputLayout::append_record(const float* image, int64_t index, std::vecto
   thread_local unsigned char rgb[4096 * 3];
   thread_local std::string png, sample;
   image_to_rgb8(image, image_channels(), rgb);
-  encode_tile_png(rgb, png);
+  encode_tile_png(rgb, options_.png_level, png);
   sample.clear();
   append_tar_sample(sample, index, png, options_.facts);
   // The shard's last sample carries the archive's end: a shard is complete with its last image.
@@ -525,11 +500,8 @@ void image_to_rgb8(const float* image, int image_channels, unsigned char* rgb) {
   }
 }
 
-void encode_tile_png(const unsigned char* rgb, std::string& png) {
-  png.clear();
-  if (stbi_write_png_to_func(append_to_string, &png, kImageSize, kImageSize, 3, rgb, kImageSize * 3) == 0) {
-    throw std::runtime_error("stb_image_write could not encode a 64 x 64 PNG (out of memory?)");
-  }
+void encode_tile_png(const unsigned char* rgb, int level, std::string& png) {
+  thread_png_encoder(level).encode(rgb, kImageSize, kImageSize, png);
 }
 
 void OutputLayout::write_png_files(const float* images, int64_t first, int64_t count, FileWriter& out) const {
@@ -538,14 +510,14 @@ void OutputLayout::write_png_files(const float* images, int64_t first, int64_t c
   pixels.resize(kImageSize * kImageSize * 3);
   for (int64_t i = 0; i < count; ++i) {
     image_to_rgb8(images + i * image_values(), image_channels(), pixels.data());
-    encode_tile_png(pixels.data(), png);
+    encode_tile_png(pixels.data(), options_.png_level, png);
     const std::string name = png_file_name(first + i, total_);
     write_whole_file(out.temp_path(0) + "/" + name, prefix_ + "/" + name, png);
     out.add_bytes(0, static_cast<int64_t>(png.size()));
   }
 }
 
-int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out) const {
+int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out, int threads) const {
   const OutputFile file = this->file(pixels);
   if (file.kind != OutputFile::Kind::Pixels) throw std::logic_error("encode_png of a file that holds no pixels");
   const std::string& path = out.temp_path(pixels);
@@ -555,20 +527,20 @@ int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out) const {
   const int map_errno = errno;
   ::close(fd);
   if (map == MAP_FAILED) throw UserError("cannot read back the pixels of " + file.path + ": " + std::strerror(map_errno));
-  PngTarget target;
-  target.out = &out;
-  target.file = pixels + 1;
-  const int w = static_cast<int>(file.grid.width());
-  const int h = static_cast<int>(file.grid.height());
-  const int ok = stbi_write_png_to_func(write_png_piece, &target, w, h, 3, map, w * 3);
-  ::munmap(map, static_cast<size_t>(file.size));
-  if (target.failed) throw UserError(target.error);
-  if (ok == 0) {
-    throw std::runtime_error("stb_image_write refused a png of " + std::to_string(w) + " x " + std::to_string(h) +
-                             " pixels (out of memory?)");
-  }
+  struct Unmap {  // on every way out, a failed write included
+    void* map;
+    size_t bytes;
+    ~Unmap() { ::munmap(map, bytes); }
+  } unmap{map, static_cast<size_t>(file.size)};
+  int64_t written = 0;
+  auto write = [&](const void* data, int64_t bytes) {
+    out.write_at(pixels + 1, written, data, bytes);
+    written += bytes;
+  };
+  encode_png_in_bands(static_cast<const unsigned char*>(map), file.grid.width(), file.grid.height(), options_.png_level,
+                      threads, write);
   out.file_complete(pixels + 1);
-  return target.bytes;
+  return written;
 }
 
 namespace {

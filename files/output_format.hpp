@@ -24,7 +24,8 @@
 //               of its own.
 //   npy         PREFIX.npy: NumPy 1.0, float32 (N, 64, 64, nc), C order; fixed offsets.
 //   png         PREFIX/ (a folder): one PNG per image, 000000.png, 000001.png, ... (more digits past a
-//               million), 8-bit RGB, each encoded by stb_image_write and written whole.
+//               million), 8-bit RGB, each encoded by PngEncoder (png_encoder.hpp) at --png-level and
+//               written whole.
 //   npy-u8      PREFIX.u8.npy: NumPy 1.0, '|u1' (N, 64, 64, 3), C order, each channel_to_byte(v) (grey
 //               repeated in R, G and B), the array ADM's evaluator and clean-fid read; fixed offsets.
 //   tar         WebDataset shards PREFIX-000000.tar, PREFIX-000001.tar, ... (more digits past a million
@@ -39,7 +40,8 @@
 //   mosaic-png  PREFIX.png (split as bmp is, PREFIX-0001.png, ...): the mosaic as an 8-bit RGB PNG. Its
 //               encoder needs the whole picture, so the run's images go as 8-bit RGB rows, top-down, at
 //               computed offsets into a scratch pixel file beside each PNG (the same placement as bmp),
-//               and once every image is in, encode_png() compresses each pixel file into its PNG. Under
+//               and once every image is in, encode_png() compresses each pixel file into its PNG (in
+//               bands of rows on several threads, the same bytes for any thread count). Under
 //               MPI each rank encodes its share of the files, so every output works with every driver.
 //
 // A layout holds no list of its files: file k's path, header, size and images are computed when asked
@@ -53,6 +55,7 @@
 #include <vector>
 
 #include "common/model_shape.hpp"
+#include "files/png_encoder.hpp"
 
 namespace facegen {
 
@@ -142,6 +145,7 @@ struct OutputOptions {
   int image_channels = 3;    // nc of the images: 3 (RGB) or 1 (grey)
   int64_t shard_images = 0;  // tar, npy, npy-u8: images per shard; 0: tar's kDefaultShardImages, npy unsplit
   SampleFacts facts;         // tar: each sample's json
+  int png_level = kDefaultPngLevel;  // png, mosaic-png: 0 (stored) .. kMaxPngLevel
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
 };
 
@@ -185,8 +189,8 @@ class OutputLayout {
   size_t file_of_image(int64_t index) const;  // the file that holds image `index`
 
   // mosaic-png: encodes the pixel file files()[pixels] into the PNG files()[pixels + 1] through
-  // `out`, after every image was written. Returns the PNG's bytes.
-  int64_t encode_png(size_t pixels, FileWriter& out) const;
+  // `out` on `threads` threads (<= 0: every CPU), after every image was written. Returns the PNG's bytes.
+  int64_t encode_png(size_t pixels, FileWriter& out, int threads) const;
 
   // Bytes of the output once complete, when known in advance (bmp, npy); -1 otherwise.
   int64_t known_bytes() const;
@@ -254,7 +258,7 @@ std::string shard_path(const std::string& prefix, const char* extension, int64_t
 // The 8-bit RGB pixels (64, 64, 3) of one image (64, 64, nc): channel_to_byte, grey repeated.
 void image_to_rgb8(const float* image, int image_channels, unsigned char* rgb);
 // One image's PNG, as the png format writes it: the bytes of its 64 x 64 RGB pixels encoded.
-void encode_tile_png(const unsigned char* rgb, std::string& png);
+void encode_tile_png(const unsigned char* rgb, int level, std::string& png);
 std::string bmp_header(const MosaicGrid& grid);  // the 54 bytes of a mosaic on this grid
 int64_t bmp_row_bytes(const MosaicGrid& grid);   // one pixel row, padded to a multiple of 4
 // Mosaic files for N images at most mosaic_tiles^2 a file (0: one file), and the path of file k of

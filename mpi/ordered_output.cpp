@@ -553,7 +553,7 @@ void OrderedOutputs::encode_mosaic_pngs(RankStatus& status) {
     if (mine < end) {
       const auto [l, pixels] = mosaics[mine];
       LayoutFiles out(*files_, first_file_[l]);
-      attempt(status, [&] { layouts_[l].encode_png(pixels, out); });
+      attempt(status, [&] { layouts_[l].encode_png(pixels, out, options_.threads); });
     }
     files_->close_files(pngs, status);
   }

@@ -151,6 +151,9 @@ SampleFacts sample_facts(const GenerateRequest& request) {
   facts.precision = precision_name(request.backend.precision);
   facts.random = request.latents.path.empty();  // --random, --interpolate: drawn from the seed
   facts.random_seed = request.latents.seed;
+  if (const ImageSeeds seed_of = request.latents.image_seeds(); seed_of && seed_of(0).has_value()) {
+    facts.image_seed = [seed_of](int64_t index) { return seed_of(index).value_or(0); };  // --seeds: each its own
+  }
   return facts;
 }
 

@@ -284,6 +284,10 @@ expect_error "bad --precision" 1 "unknown --precision 'fp64'" --precision fp64 -
 expect_error "bf16 on the CPU" 1 "CUDA GPU only" --device cpu --precision bf16 --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --batch" 1 "--batch must be" --batch 0 --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --mosaic-tiles" 1 "--mosaic-tiles must be between 1 and 418" --mosaic-tiles 419 --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "--png-level 13" 1 "^facegen: error: --png-level must be between 0 and 12, got 13$" --png-level 13 --formats png --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "--png-level -1" 1 "^facegen: error: --png-level must be between 0 and 12, got -1$" --png-level -1 --formats mosaic-png --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "--png-level abc" 1 "^facegen: error: --png-level expects a whole number, got 'abc'$" --png-level abc --formats png --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "--png-level without a PNG format" 1 "^facegen: error: --png-level sets the formats that hold PNGs \(png, mosaic-png, tar\), but --formats asks for none of them$" --png-level 1 --formats txt,bmp --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --chunk" 1 "--chunk must be between" --chunk 0 --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "png folder's directory missing" 1 "cannot create output folder .*nodir/r" --formats png --model "$model" --input "$work/l3.txt" --output "$work/nodir/r" --device cpu
 

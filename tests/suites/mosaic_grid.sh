@@ -68,7 +68,8 @@ cases="7 - 0 128
 9 3 2 2"
 runs=()
 while read -r n c p t; do
-  flags=(--grid-padding "$p" --mosaic-tiles "$t")
+  # Each case at another PNG level (0 stored ... 12), since PIL must read every level the same.
+  flags=(--grid-padding "$p" --mosaic-tiles "$t" --png-level $(( (n + p) % 13 )))
   [ "$c" != - ] && flags+=(--grid-columns "$c")
   out="$work/g$n-$c-$p-$t"
   if "$prog" --device synthetic --random "$n" --seed "$n" --formats npy,bmp,mosaic-png --output "$out" \

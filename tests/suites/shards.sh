@@ -96,6 +96,21 @@ for flags in "--formats txt,bmp --shard-images 5" "--formats tar --shard-images 
   rm -rf "$work/refused"
 done
 
+# --- --seeds: each sample's json names its own seed ---------------------------------------------------
+mkdir -p "$work/seeds"
+if run --seeds 5,7,100-101 --output "$work/seeds/s" --formats tar --shard-images 3 -q; then
+  seeds=$($py -c 'import json, sys, tarfile
+out = []
+for shard in sys.argv[1:]:
+    with tarfile.open(shard) as t:
+        out += [str(json.load(t.extractfile(m))["seed"]) for m in t.getmembers() if m.name.endswith(".json")]
+print(",".join(out))' "$work/seeds/s-000000.tar" "$work/seeds/s-000001.tar" 2>&1)
+  [ "$seeds" = "5,7,100,101" ] && pass "--seeds 5,7,100-101 into tar: each sample's json names its seed" ||
+    fail "--seeds into tar" "seeds in the json: $seeds"
+else
+  fail "--seeds into tar" "exit status: $(head -c 300 "$work/stderr")"
+fi
+
 # --- an earlier run's shards: named as left, kept ------------------------------------------------------
 mkdir -p "$work/stale"
 run --random 7 --output "$work/stale/r" --formats tar,npy --shard-images 2 -q  # 4 shards of each
