@@ -260,6 +260,17 @@ trap - INT TERM
 set -e
 [ "$interrupted" -eq 0 ] || status=$interrupted
 
+# prefix_lock_name STEM: the lock file's name of a prefix whose last name is STEM: ".facegen-lock-"
+# and FNV-1a (64 bits) of its bytes in 16 hex digits, as files/prefix_lock.cpp names it.
+prefix_lock_name() {
+  local LC_ALL=C stem=$1 hash=$((0xcbf29ce484222325)) i byte
+  for ((i = 0; i < ${#stem}; i++)); do
+    printf -v byte '%d' "'${stem:i:1}"
+    hash=$(( (hash ^ (byte & 255)) * 0x100000001b3 ))
+  done
+  printf '.facegen-lock-%016x' "$hash"
+}
+
 # Rank 0 journals the commit of the outputs (DIR/.facegen-commit-TOKEN-XXXXXX, marked done when it
 # finished). A journal still under way means the launcher killed rank 0 mid-commit (mpirun sends
 # SIGKILL a second after the SIGTERM it hands on): facegen --finish-commit completes it, before the
@@ -301,6 +312,12 @@ if [ $status -ne 0 ]; then
                              compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????" || true
                              compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????-*.lock" || true
                              compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????.*" || true; } | sort -u)
+  # The prefix's lock (DIR/.facegen-lock-HASH, files/prefix_lock.cpp) that a killed rank 0 left:
+  # removed only while this script holds it itself (no run does), and only this user's regular file.
+  lock="$outdir/$(prefix_lock_name "$(basename -- "$output")")"
+  if [ -f "$lock" ] && [ ! -L "$lock" ] && this_users "$lock" && command -v flock > /dev/null; then
+    flock --nonblock "$lock" rm -f -- "$lock" 2> /dev/null || true
+  fi
   owned=()
   for leftover in ${leftovers[@]+"${leftovers[@]}"}; do
     if this_users "$leftover"; then owned+=("$leftover"); else foreign+=("$leftover"); fi

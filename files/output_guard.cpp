@@ -17,30 +17,55 @@
 namespace facegen {
 namespace {
 
-// Names in the prefix's folder that some format writes for this prefix and that `layouts` do not
-// write, which look like facegen's (an unlistable folder gives none).
-std::vector<std::string> earlier_outputs(const std::string& prefix, const std::vector<OutputLayout>& layouts) {
-  const std::string folder = directory_of(prefix);
+// Where the folder cannot be listed (written but not read: mode 0300), the first files of each
+// output are checked by name; the commit checks every one again before it replaces it.
+constexpr size_t kCheckedUnlisted = 4096;
+
+// The path of a name in the prefix's folder, spelt as the outputs' paths are.
+std::string path_in_folder(const std::string& prefix, const std::string& name) {
+  return prefix.find('/') == std::string::npos ? name : directory_of(prefix) + "/" + name;
+}
+
+// One pass over the prefix's folder, whatever N is (a split of 10^12 one-tile mosaics has as many
+// names, which are never each looked up): every entry that is one of the run's outputs must be one
+// that facegen may replace (UserError otherwise); the others of this prefix that look like facegen's
+// are returned, sorted: an earlier run's outputs that stay.
+std::vector<std::string> check_folder(const std::string& prefix, const std::vector<OutputLayout>& layouts) {
   const std::string stem = base_name(prefix);
-  std::vector<std::string> found;
-  DIR* listing = ::opendir(folder.c_str());
-  if (listing == nullptr) return found;
+  std::vector<std::string> earlier;
+  DIR* listing = ::opendir(directory_of(prefix).c_str());
+  if (listing == nullptr) {
+    for (const OutputLayout& layout : layouts) {
+      for (size_t k = 0; k < std::min(layout.file_count(), kCheckedUnlisted); ++k) {
+        const OutputFile file = layout.file(k);
+        if (file.kind != OutputFile::Kind::Pixels) require_replaceable(file.path, written_kind(layout.format()), "--output");
+      }
+    }
+    return earlier;
+  }
+  struct Closer {
+    DIR* listing;
+    ~Closer() { ::closedir(listing); }
+  } closer{listing};
   while (const dirent* entry = ::readdir(listing)) {
     const std::string name = entry->d_name;
     if (name.compare(0, stem.size(), stem) != 0) continue;
+    const auto writer = std::find_if(layouts.begin(), layouts.end(),
+                                     [&](const OutputLayout& layout) { return layout.writes_name(name); });
+    if (writer != layouts.end()) {
+      require_replaceable(path_in_folder(prefix, name), written_kind(writer->format()), "--output");
+      continue;
+    }
     for (OutputFormat format : every_format()) {
       if (!is_output_name(format, stem, name)) continue;
-      const bool ours = std::any_of(layouts.begin(), layouts.end(),
-                                    [&](const OutputLayout& layout) { return layout.writes_name(name); });
-      if (!ours && why_not_replaceable(::dirfd(listing), name, written_kind(format)).empty()) {
-        found.push_back(folder == "." && prefix.find('/') == std::string::npos ? name : folder + "/" + name);
+      if (why_not_replaceable(::dirfd(listing), name, written_kind(format)).empty()) {
+        earlier.push_back(path_in_folder(prefix, name));
       }
       break;
     }
   }
-  ::closedir(listing);
-  std::sort(found.begin(), found.end());
-  return found;
+  std::sort(earlier.begin(), earlier.end());
+  return earlier;
 }
 
 }  // namespace
@@ -92,15 +117,8 @@ OutputGuard::OutputGuard(const std::string& prefix, const std::vector<OutputForm
   OutputOptions quiet = options;
   quiet.on_notice = nullptr;  // the drivers' own layouts say what is to be said
   std::vector<OutputLayout> layouts;
-  for (OutputFormat format : formats) {
-    layouts.emplace_back(format, prefix, total_images, quiet);
-    const OutputLayout& layout = layouts.back();
-    for (size_t k = 0; k < layout.file_count(); ++k) {
-      const OutputFile file = layout.file(k);
-      if (file.kind == OutputFile::Kind::Pixels) continue;  // scratch, never at a final path
-      require_replaceable(file.path, written_kind(format), "--output");
-    }
-  }
+  for (OutputFormat format : formats) layouts.emplace_back(format, prefix, total_images, quiet);
+  stale_ = check_folder(prefix, layouts);
   if (!summary_json.empty() && !summary_to_stdout(summary_json)) {
     // Written after the commit: a folder that cannot take it must fail the run now, not then.
     const std::string folder = directory_of(summary_json);
@@ -113,7 +131,6 @@ OutputGuard::OutputGuard(const std::string& prefix, const std::vector<OutputForm
     if (::access(folder.c_str(), W_OK | X_OK) != 0) cannot(std::string(": ") + std::strerror(errno));
     require_replaceable(summary_json, WrittenKind::SummaryJson, "--summary-json");
   }
-  stale_ = earlier_outputs(prefix, layouts);
 }
 
 }  // namespace facegen

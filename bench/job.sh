@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# job.sh: the user's whole job, from latents to finished files, beside the ceilings it waits on (for
+# the GPU machine; DEVICE=cpu runs it anywhere, slowly).
+#
+#   bench/job.sh [DIR...]        default: /dev/shm/facegen-job (pre-faulted first) and the root disk
+#   N=1048576 PRECISIONS="fp32 bf16" PROG=build/facegen bench/job.sh
+#
+# For each folder it prints its write ceilings (build/facegen-bench-write: separate files and one
+# file, 1, 4 and 16 writers), then, per precision, one row per job: --random N into tar shards, npy-u8
+# shards, npy shards, npy (one file), a png folder, bmp; 65,536 latents from a text file into
+# txt,bmp; one image. Each row gives the whole job's images/s without its start-up (N / (total
+# seconds - model load and backend start), from the run's JSON summary), the program's own
+# generation rate in that run, the bytes an image takes on disk, and the wall time. The ceiling a
+# row is held to is the write ceiling that fits it (separate files for shards, the png folder and a
+# split bmp; one file for npy and txt) divided by its bytes an image; the row prints that too.
+# Every run's outputs are removed after it.
+set -u
+cd "$(dirname "$0")/.."
+prog=${PROG:-build/facegen}
+bench_write=${BENCH_WRITE:-build/facegen-bench-write}
+latents_tool=${LATENTS_TOOL:-build/make-latents}
+n=${N:-1048576}
+precisions=${PRECISIONS:-fp32 bf16}
+device=${DEVICE:-cuda}
+[ "$device" = cuda ] || precisions=fp32
+for f in "$prog" "$bench_write" "$latents_tool"; do
+  [ -x "$f" ] || { echo "job.sh: $f is missing (make all)"; exit 1; }
+done
+dirs=("$@")
+[ ${#dirs[@]} -gt 0 ] || dirs=(/dev/shm/facegen-job "${TMPDIR:-/var/tmp}/facegen-job")
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+
+echo "job.sh: $(date -u +%F), $("$prog" --version | head -2 | tr '\n' ' '), $(nproc) cores"
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name --format=csv,noheader
+text_latents=$(mktemp /tmp/facegen-job-latents.XXXXXX)
+"$latents_tool" --count 65536 --seed 3 --output "$text_latents" > /dev/null
+
+# row NAME IMAGES CEILING-MB/S ARGS...: one job, its figures on one line.
+row() {
+  local name=$1 images=$2 ceiling=$3
+  shift 3
+  rm -rf "$dir/out" && mkdir -p "$dir/out"
+  local start=$SECONDS
+  if ! timeout 900 "$prog" --device "$device" "$@" --output "$dir/out/r" --summary-json "$dir/summary.json" -q \
+       2> "$dir/stderr"; then
+    printf '  %-44s FAILED: %s\n' "$name" "$(head -c 200 "$dir/stderr")"
+    return
+  fi
+  local bytes
+  bytes=$(du -sb "$dir/out" | cut -f1)
+  "$py" - "$dir/summary.json" "$name" "$images" "$bytes" "$ceiling" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+name, images, bytes_, ceiling = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+total, load = s["total"]["seconds"], s["load_seconds"]
+job = images / max(total - load, 1e-9)
+gen = s["stages"]["generate"]["images_per_second"] or 0
+per_image = bytes_ / images
+cap = ceiling * 1e6 / per_image if ceiling > 0 else float("inf")
+bound = min(gen, cap) if gen else cap
+print(f"  {name:<44} {job:>11,.0f} {gen:>12,.0f} {per_image:>9,.0f} {cap:>12,.0f} {job / bound:>6.2f} {total:>8.2f} s")
+PY
+  rm -rf "$dir/out"
+}
+
+for dir in "${dirs[@]}"; do
+  mkdir -p "$dir" || continue
+  echo
+  echo "== $dir ($(df -T "$dir" | awk 'NR == 2 { print $2 }'))"
+  if [[ $dir == /dev/shm/* ]]; then  # pre-fault: the first pages a tmpfs hands out cost more than the rest
+    dd if=/dev/zero of="$dir/fault" bs=1M count=8192 status=none; rm -f "$dir/fault"
+  fi
+  "$bench_write" "$dir" --mib 4096 --writers 1,4,16 --ways files,pwrite --best | tee "$dir/ceilings.txt" | sed 's/^/  /'
+  files_ceiling=$(sed -n 's/^best files: .* \([0-9]*\) MB\/s$/\1/p' "$dir/ceilings.txt")
+  one_ceiling=$(sed -n 's/^best one-file: .* \([0-9]*\) MB\/s$/\1/p' "$dir/ceilings.txt")
+  printf '  %-44s %11s %12s %9s %12s %6s %10s\n' job "job img/s" "gen img/s" "B/image" "ceiling" ratio wall
+  for p in $precisions; do
+    row "$p --random $n -> tar (shards of 10,000)" "$n" "$files_ceiling" --precision "$p" --random "$n" --formats tar
+    row "$p --random $n -> npy-u8, shards of 65,536" "$n" "$files_ceiling" --precision "$p" --random "$n" --formats npy-u8 --shard-images 65536
+    row "$p --random $n -> npy, shards of 65,536" "$n" "$files_ceiling" --precision "$p" --random "$n" --formats npy --shard-images 65536
+    row "$p --random $n -> npy (one file)" "$n" "$one_ceiling" --precision "$p" --random "$n" --formats npy
+    row "$p --random $((n / 4)) -> png folder" "$((n / 4))" "$files_ceiling" --precision "$p" --random "$((n / 4))" --formats png
+    row "$p --random $n -> bmp (split mosaics)" "$n" "$files_ceiling" --precision "$p" --random "$n" --formats bmp
+    row "$p --random 65536 -> mosaic-png" 65536 "$files_ceiling" --precision "$p" --random 65536 --formats mosaic-png
+    row "$p 65,536 text latents -> txt,bmp" 65536 "$one_ceiling" --precision "$p" --input "$text_latents" --formats txt,bmp
+    start=$(date +%s%N)
+    "$prog" --device "$device" --precision "$p" --random 1 --output "$dir/one" --formats png -q
+    printf '  %-44s wall %d ms\n' "$p one image (--random 1 -> png)" $((($(date +%s%N) - start) / 1000000))
+    rm -rf "$dir/one"
+  done
+done
+rm -f "$text_latents"
