@@ -31,7 +31,7 @@
 #   make faces-data      the face training set in .deps/data/faces/ (train/README.md), from npm's DiceBear
 #                        and rsvg-convert; make data-deps installs node, npm, librsvg2-bin, numpy and PIL
 #
-# Knobs: CUDA=0 builds without CUDA (CPU backend only); CUDA_ARCH="80 90a" picks the GPU architectures
+# Knobs: CUDA=0 builds without CUDA (CPU backend only; remembered until CUDA=1); CUDA_ARCH="80 90a" picks the GPU architectures
 # (default: 80 86 89 90a, one binary for Ampere, Ada and Hopper; the wgmma kernels exist only in the
 # 90a code, and the program picks them at run time on a compute capability 9.0 GPU; CUDA_ARCH=90a
 # alone builds faster on a Hopper machine); DEBUG=1 builds with -O0 -g; PROFILE=1 adds
@@ -47,7 +47,13 @@ CXX       ?= g++
 ifeq ($(origin CXX),default)
 CXX := g++
 endif
-CUDA      ?= $(shell test -x $(NVCC) && echo 1 || echo 0)
+# CUDA=0 or CUDA=1 given on the command line is remembered in build/cuda-choice, so that a later
+# plain `make run` keeps building what the last explicit choice built instead of rebuilding all with
+# nvcc; without a choice, CUDA is built where nvcc is installed.
+ifeq ($(origin CUDA),command line)
+$(shell mkdir -p build && echo '$(CUDA)' > build/cuda-choice)
+endif
+CUDA      ?= $(shell cat build/cuda-choice 2>/dev/null || { test -x $(NVCC) && echo 1 || echo 0; })
 ifeq ($(SANITIZE),1)
 override CUDA := 0
 endif

@@ -223,6 +223,7 @@ bool OutputLayout::writes_name(const std::string& name) const {
     const int64_t number = std::stoll(name.substr(digits_start, digits_end - digits_start));
     return number < shard_count() && name == base_name(shard_file_path(number));
   }
+  if (format_ != OutputFormat::Bmp && format_ != OutputFormat::MosaicPng) return name == base_name(file(0).path);
   const int64_t mosaics = mosaic_count();
   if (mosaics == 1) return name == base_name(mosaic_file_path(0));
   // STEM-<digits>.EXT: file k of the split when the digits are those mosaic_path writes for k.

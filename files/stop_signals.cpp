@@ -42,6 +42,7 @@ struct sigaction g_previous[kSignalSlots];  // crash signals: what to do after t
 bool g_is_crash[kSignalSlots] = {};
 std::atomic<int> g_style{static_cast<int>(StopStyle::Message)};
 std::atomic<bool> g_handling{false};
+std::atomic<bool> g_bar_on_stderr{false};  // a progress bar is drawn on stderr's last line
 int g_rt_min = 0;  // SIGRTMIN, read once (glibc computes it)
 std::once_flag g_installed;
 
@@ -117,6 +118,7 @@ extern "C" void on_ending_signal(int signal_number) {
   const auto style = static_cast<StopStyle>(g_style.load());
   if (style == StopStyle::Message || crash || failures > 0) {
     Line line;
+    if (g_bar_on_stderr.load()) line.add("\r\033[K");  // over the bar, not after it (Ctrl-C at a terminal)
     line.add(crash ? "facegen: fault: crashed (" : signal_number == SIGINT ? "facegen: interrupted (" : "facegen: terminated (");
     add_signal_name(line, signal_number);
     line.add(")");
@@ -127,6 +129,12 @@ extern "C" void on_ending_signal(int signal_number) {
   if (crash || style == StopStyle::DieOfSignal) return act_as_before(signal_number);
   ::_exit(128 + signal_number);
 }
+
+}  // namespace
+
+void set_bar_on_stderr(bool drawn) noexcept { g_bar_on_stderr.store(drawn); }
+
+namespace {
 
 void take_over_if_default(int signal_number, const struct sigaction& ours) {
   struct sigaction current;

@@ -32,6 +32,10 @@ void install_stop_handlers(StopStyle style);
 // before main) removes the listed paths too and ends with one line and exit status 3.
 void end_faults_in_one_line();
 
+// Whether a progress bar is drawn on stderr's last line (a terminal): a signal's line then clears it
+// first instead of following it on the same line.
+void set_bar_on_stderr(bool drawn) noexcept;
+
 // The signals that end a run from outside (the ones TempCreation holds while a file is created).
 const sigset_t& stop_signal_set();
 

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/clock.hpp"
+#include "files/stop_signals.hpp"
 
 namespace facegen {
 
@@ -101,6 +102,7 @@ void ProgressDisplay::loop() {
 void ProgressDisplay::draw(double seconds) {
   const int64_t done = images_done_();
   if (options_.style == ProgressStyle::Bar) {
+    if (out_ == stderr) set_bar_on_stderr(true);
     std::fprintf(out_, "\r%s\033[K", progress_line(done, total_, seconds).c_str());
   } else {
     std::fprintf(out_, "facegen: %s\n", progress_log_line(done, total_, seconds).c_str());
@@ -120,6 +122,7 @@ void ProgressDisplay::finish() {
   if (options_.style == ProgressStyle::Bar && draws_ > 0) {
     std::fprintf(out_, "\r\033[K");
     std::fflush(out_);
+    if (out_ == stderr) set_bar_on_stderr(false);
   }
 }
 

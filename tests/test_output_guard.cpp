@@ -196,6 +196,32 @@ TEST_CASE("output guard: an earlier run's other outputs are named, sorted, and k
   CHECK(std::filesystem::exists(prefix + "-0003.bmp"));
 }
 
+TEST_CASE("output layouts: the names each one writes, and no other") {
+  OutputOptions split;
+  split.mosaic_tiles = 1;
+  struct Case {
+    OutputFormat format;
+    int64_t images;
+    OutputOptions options;
+    std::vector<std::string> written, not_written;
+  };
+  const std::vector<Case> cases = {
+      {OutputFormat::Text, 3, {}, {"r.txt"}, {"r", "r.bmp", "r-0001.txt", "rr.txt"}},
+      {OutputFormat::Npy, 3, {}, {"r.npy"}, {"r", "r.u8.npy", "r-000000.npy"}},
+      {OutputFormat::Png, 3, {}, {"r"}, {"r.png", "r.", "r-0001.png", "rr"}},
+      {OutputFormat::MosaicPng, 3, {}, {"r.png"}, {"r", "r-0001.png", "r.png.pixels"}},
+      {OutputFormat::Bmp, 3, {}, {"r.bmp"}, {"r-0001.bmp", "r"}},
+      {OutputFormat::Bmp, 3, split, {"r-0001.bmp", "r-0002.bmp", "r-0003.bmp"}, {"r.bmp", "r-0004.bmp", "r-0000.bmp", "r-1.bmp"}},
+      {OutputFormat::Tar, 3, {}, {"r-000000.tar"}, {"r.tar", "r-000001.tar", "r"}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(format_name(c.format));
+    const OutputLayout layout(c.format, "dir/r", c.images, c.options);
+    for (const std::string& name : c.written) CHECK_MESSAGE(layout.writes_name(name), name);
+    for (const std::string& name : c.not_written) CHECK_MESSAGE(!layout.writes_name(name), name);
+  }
+}
+
 TEST_CASE("output guard: the first path that may not be replaced is refused before anything is made") {
   TempDir dir;
   std::filesystem::create_directory(dir.file("r.npy"));

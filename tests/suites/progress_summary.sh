@@ -68,6 +68,18 @@ if command -v script > /dev/null; then
   else
     fail "terminal bar" "draws $draws, intermediate $inner: $(head -c 300 "$work/tty.out" | od -c | head -4)"
   fi
+  # Ctrl-C while the bar is drawn: the line that says so replaces the bar rather than following it.
+  # The run is interrupted once its output exists and the bar (redrawn every 0.2 s) has had 0.6 s.
+  # (A background job of a shell script starts with SIGINT ignored: env --default-signal undoes that.)
+  script -qec "bash -c 'env --default-signal $prog --device cpu --threads 1 --model $model --random 100000 \
+    --output $work/int --formats npy & pid=\$!; for i in \$(seq 600); do compgen -G \"$work/int.npy.tmp-*\" > /dev/null && break; \
+    sleep 0.05; done; sleep 0.6; kill -INT \$pid; wait \$pid'" /dev/null > "$work/int.out" 2>&1
+  if grep -q $'\r\033\[Kfacegen: interrupted (SIGINT); temporary files removed' "$work/int.out" &&
+     tr '\r' '\n' < "$work/int.out" | grep -qE '^\[[# ]+\] [0-9]+/100000 images'; then
+    pass "terminal, Ctrl-C while the bar is drawn: its line clears the bar"
+  else
+    fail "terminal, Ctrl-C" "$(tail -c 200 "$work/int.out" | od -c | tail -6)"
+  fi
   script -qec "$prog --quiet --device cpu --model $model --random 16 --output $work/tty --formats npy" /dev/null \
     > "$work/tty.out" 2>&1
   [ ! -s "$work/tty.out" ] && pass "terminal with --quiet: nothing at all" || fail "quiet" "$(head -c 200 "$work/tty.out")"
