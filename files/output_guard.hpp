@@ -3,9 +3,11 @@
 // Both drivers (run/pipeline for one process, rank 0 of an MPI job) make one OutputGuard as soon as
 // they know N, before the model's backend starts and before any output is created. It
 //   1. takes the prefix's lock (prefix_lock.hpp): one run at a time into a prefix;
-//   2. checks every final path of every requested output, and the --summary-json file, against
-//      existing_outputs.hpp: a run replaces only what facegen wrote there, and refuses anything else
-//      in one sentence (UserError) before it has touched anything;
+//   2. checks, in one pass over the prefix's folder whatever N is, every entry that is one of the
+//      run's outputs, and the --summary-json file, against existing_outputs.hpp: a run replaces only
+//      what facegen wrote there, and refuses anything else in one sentence (UserError) before it has
+//      touched anything (a folder that cannot be listed: the first 4,096 files of each output by
+//      name; the commit checks every one again);
 //   3. lists the outputs of an earlier run with this prefix that this run will not replace (other
 //      formats, numbered mosaic files beyond this run's), which the summary names: nothing is
 //      removed that the run does not replace.

@@ -265,8 +265,6 @@ else
 fi
 
 # --- one run per prefix --------------------------------------------------------------------------------
-# The first run generates 400 images on the CPU (seconds); it holds the prefix's lock from before it
-# creates its outputs, so the second run starts as soon as a temporary output appears.
 echo "one run per prefix:"
 # wait_for GLOB SECONDS: until a path matching GLOB exists.
 wait_for() {
@@ -290,20 +288,45 @@ start_slow_run() {
   fi
   job=$!
 }
+# The first run reads 400 latents from a file and stops itself (SIGSTOP, FACEGEN_TEST_STOP: rank 0, once
+# its first latents are read, which is after it took the lock and made its outputs); the second run
+# starts while it is stopped, then the first is let go. No race with how fast either starts.
+"$build/make-latents" --count 400 --seed 5 --output "$work/l400.txt" > /dev/null
+# stopped_pids PATTERN: the processes whose command line matches PATTERN and that are stopped.
+stopped_pids() {
+  local p
+  for p in $(pgrep -f -- "$1"); do grep -q '^State:.*T' "/proc/$p/status" 2> /dev/null && echo "$p"; done
+}
 held_run_case() {  # held_run_case FIRST-RANKS SECOND-RANKS
   local first=$1 second=$2 dir=$work/held$1$2
   mkdir -p "$dir"
   local name="a second run ($second rank$([ $second = 1 ] || echo s)) while one ($first) holds the prefix"
-  start_slow_run "$first" "$dir/r"
-  if ! wait_for "$dir/r.txt.tmp-*" 60; then
+  if [ "$first" = 1 ]; then
+    FACEGEN_TEST_STOP=0:latents-read env --default-signal timeout 120 "$prog" --device cpu \
+      --model "$build/random-network.bin" --input "$work/l400.txt" --output "$dir/r" --formats txt -q \
+      > /dev/null 2> "$dir/r.first.err" &
+  else
+    FACEGEN_TEST_STOP=0:latents-read env --default-signal timeout 120 "$launcher" --program "$prog" \
+      --ranks-per-node "$first" --input "$work/l400.txt" --output "$dir/r" -- --device cpu \
+      --model "$build/random-network.bin" --formats txt -q > /dev/null 2> "$dir/r.first.err" &
+  fi
+  job=$!
+  local stopped= deadline=$((SECONDS + 60))
+  while [ -z "$stopped" ] && [ $SECONDS -lt $deadline ] && kill -0 $job 2> /dev/null; do
+    stopped=$(stopped_pids "--output $dir/r")
+    [ -n "$stopped" ] || sleep 0.05
+  done
+  if [ -z "$stopped" ]; then
+    kill $job 2> /dev/null
     wait $job
-    fail "$name" "the first run did not create its output: $(head -c 300 "$dir/r.first.err")"
+    fail "$name" "the first run did not stop after reading its first latents: $(head -c 300 "$dir/r.first.err")"
     return
   fi
   local lock
   lock=$(compgen -G "$dir/.facegen-lock-*")
   run "$second" "$dir/r" --device synthetic --formats txt
   local got=$?
+  kill -CONT $stopped
   wait $job
   local first_status=$?
   if [ $got -ne 1 ] || [ "$(facegen_lines)" != 1 ] ||
