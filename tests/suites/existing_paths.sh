@@ -233,33 +233,27 @@ if [ $root = yes ] && command -v setpriv > /dev/null; then
   mkdir -m 1777 "$shared"
   as_other() { setpriv --reuid=4242 --regid=4242 --clear-groups env --default-signal timeout 20 "$@"; }
   as_other sh -c "$(declare -f earlier_output); earlier_output txt theirs > '$shared/r.txt'; ln -s /etc/hostname '$shared/r.bmp'"
+  # refused_in_shared NAME PATTERN STATUS: the run just made exited STATUS = 1, said PATTERN, and left
+  # the shared folder as $before.
+  refused_in_shared() {
+    if [ "$3" -eq 1 ] && grep -q "$2" "$work/stderr" && [ "$(snapshot "$shared")" = "$before" ]; then
+      pass "$1: refused, left as it was"
+    else
+      fail "$1" "exit status $3: $(head -c 300 "$work/stderr")"
+    fi
+  }
   before=$(snapshot "$shared")
   run 1 "$shared/r" --device synthetic --formats txt -q
-  got=$?
-  if [ $got -eq 1 ] && grep -q "r.txt: it belongs to another user (uid 4242) in a shared folder" "$work/stderr" &&
-     [ "$(snapshot "$shared")" = "$before" ]; then
-    pass "another user's earlier output in a sticky folder: refused, left as it was"
-  else
-    fail "another user's output in a sticky folder" "exit status $got: $(head -c 300 "$work/stderr")"
-  fi
+  refused_in_shared "another user's earlier output in a sticky folder" \
+    "r.txt: it belongs to another user (uid 4242) in a shared folder" $?
   run 1 "$shared/r" --device synthetic --formats bmp -q
-  got=$?
-  if [ $got -eq 1 ] && grep -q "r.bmp: it is a symbolic link" "$work/stderr" && [ "$(snapshot "$shared")" = "$before" ]; then
-    pass "another user's link at an output's name in a sticky folder: refused, left as it was"
-  else
-    fail "another user's link in a sticky folder" "exit status $got: $(head -c 300 "$work/stderr")"
-  fi
+  refused_in_shared "another user's link at an output's name in a sticky folder" "r.bmp: it is a symbolic link" $?
   # The other user runs into the shared folder while root's earlier outputs are there.
   run 1 "$shared/mine" --device synthetic --formats txt -q
   before=$(snapshot "$shared")
   as_other "$prog" --device synthetic --random 2 --output "$shared/mine" --formats txt -q > /dev/null 2> "$work/stderr"
-  got=$?
-  if [ $got -eq 1 ] && grep -q "mine.txt: it belongs to another user (uid 0) in a shared folder" "$work/stderr" &&
-     [ "$(snapshot "$shared")" = "$before" ]; then
-    pass "a second user's run over root's outputs in a sticky folder: refused, left as it was"
-  else
-    fail "a second user's run over root's outputs" "exit status $got: $(head -c 300 "$work/stderr")"
-  fi
+  refused_in_shared "a second user's run over root's outputs in a sticky folder" \
+    "mine.txt: it belongs to another user (uid 0) in a shared folder" $?
 else
   skip "a sticky shared folder: needs root and setpriv"
 fi
