@@ -89,5 +89,17 @@ for dir in "${dirs[@]}"; do
     printf '  %-44s wall %d ms\n' "$p one image (--random 1 -> png)" $((($(date +%s%N) - start) / 1000000))
     rm -rf "$dir/one"
   done
+  # What one image cannot beat: a fresh process's bare CUDA context (cudaFree(0)), timed inside it.
+  if [ "$device" = cuda ]; then
+    "$py" - <<'PY'
+import ctypes, glob, time
+paths = sorted(glob.glob("/usr/local/cuda/lib64/libcudart.so*")) + ["libcudart.so"]
+start = time.perf_counter()
+runtime = ctypes.CDLL(paths[0])
+status = runtime.cudaFree(ctypes.c_void_p(0))
+print(f"  {'bare CUDA context (cudaFree(0), fresh process)':<44} wall {(time.perf_counter() - start) * 1000:.0f} ms"
+      + ("" if status == 0 else f" (cudaFree returned {status})"))
+PY
+  fi
 done
 rm -f "$text_latents"

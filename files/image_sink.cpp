@@ -37,7 +37,10 @@ class FormatSink : public ImageSink {
     files_.create(0);
   }
 
-  void append(const float* images, int64_t first, int64_t count) override {
+  using ImageSink::append;
+  int image_channels() const override { return layout_.image_channels(); }
+
+  void append(const ImageRun& images, int64_t first, int64_t count) override {
     const int64_t total = layout_.total_images();
     if (first != written_ || count < 0 || count > total - written_) {
       throw std::logic_error("sink " + path() + ": got images [" + std::to_string(first) + ", " +
@@ -56,7 +59,7 @@ class FormatSink : public ImageSink {
         auto place = [&](const std::vector<int64_t>& bytes) {
           return record_ends_.place(files, std::vector<int64_t>(bytes.size(), 0), bytes);
         };
-        write_record_run(layout_, images + done * layout_.image_values(), first + done, run, files, threads_,
+        write_record_run(layout_, images.skip(done), first + done, run, files, threads_,
                          record_blocks_, place, files_);
       }
     } else {

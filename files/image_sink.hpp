@@ -3,7 +3,7 @@
 // several threads).
 //
 // The pipeline hands a sink consecutive runs of images in order: append(images, first, count) with
-// images (count, 64, 64, 3), C fastest, values in (-1, 1). finish() writes what is left (a mosaic PNG
+// images (count, 64, 64, nc), C fastest, values in (-1, 1) (or their 8-bit RGB pixels). finish() writes what is left (a mosaic PNG
 // is encoded then) and syncs every byte; commit_sinks() then puts the outputs of all sinks in place
 // all together or not at all. Destroying a sink that was not committed leaves no file behind.
 #pragma once
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "files/image_run.hpp"
 #include "files/output_commit.hpp"
 #include "files/output_format.hpp"
 
@@ -22,7 +23,12 @@ namespace facegen {
 class ImageSink {
  public:
   virtual ~ImageSink() = default;
-  virtual void append(const float* images, int64_t first, int64_t count) = 0;
+  // images: float32 values, or 8-bit RGB pixels where the sink's format is 8-bit (image_run.hpp).
+  virtual void append(const ImageRun& images, int64_t first, int64_t count) = 0;
+  void append(const float* images, int64_t first, int64_t count) {
+    append(ImageRun::floats(images, image_channels()), first, count);
+  }
+  virtual int image_channels() const = 0;  // nc of the float32 images it takes
   // Every byte written and on disk; returns the renames that put the output in place.
   virtual std::vector<PendingRename> finish() = 0;
   virtual void committed() {}  // the renames of finish() are done

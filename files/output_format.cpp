@@ -135,6 +135,17 @@ bool is_sharded_format(OutputFormat format) {
   return format == OutputFormat::Tar || format == OutputFormat::Npy || format == OutputFormat::NpyU8;
 }
 
+bool is_eight_bit_format(OutputFormat format) {
+  return format != OutputFormat::Text && format != OutputFormat::Npy;
+}
+
+ImageEncoding image_encoding_for(const std::vector<OutputFormat>& formats) {
+  for (OutputFormat format : formats) {
+    if (!is_eight_bit_format(format)) return ImageEncoding::Float32;
+  }
+  return formats.empty() ? ImageEncoding::Float32 : ImageEncoding::Rgb8;
+}
+
 const char* format_extension(OutputFormat format) {
   switch (format) {
     case OutputFormat::Text: return "txt";
@@ -330,7 +341,7 @@ int64_t OutputLayout::known_bytes() const {
   return (mosaics - 1) * file(0).size + file(static_cast<size_t>(mosaics - 1)).size;
 }
 
-void OutputLayout::write_run(const float* images, int64_t first, int64_t count, FileWriter& out) const {
+void OutputLayout::write_run(const ImageRun& images, int64_t first, int64_t count, FileWriter& out) const {
   if (first < 0 || count < 0 || count > total_ - first) {
     throw std::logic_error("output " + describe() + ": images [" + std::to_string(first) + ", " +
                            std::to_string(first + count) + ") of " + std::to_string(total_));
@@ -350,29 +361,34 @@ void OutputLayout::write_run(const float* images, int64_t first, int64_t count, 
 }
 
 // npy and npy-u8: the run's images, per shard they touch, at their fixed offsets: float32 as they are
-// (little-endian like the machines this runs on), or 8-bit RGB converted in a buffer of the thread's own.
-void OutputLayout::write_sharded_array_run(const float* images, int64_t first, int64_t count, FileWriter& out) const {
+// (little-endian like the machines this runs on), or 8-bit RGB as they came or converted in a buffer of
+// the thread's own.
+void OutputLayout::write_sharded_array_run(const ImageRun& images, int64_t first, int64_t count,
+                                           FileWriter& out) const {
   thread_local std::vector<unsigned char> rgb;  // (images, 64, 64, 3)
-  constexpr int64_t kRgbBytes = 4096 * 3;
   constexpr int64_t kRgbImagesPerWrite = 256;
   const auto [begin_file, end_file] = files_of(first, count);
   for (size_t f = begin_file; f < end_file; ++f) {
     const OutputFile shard = file(f);
     const int64_t begin = std::max(first, shard.first);
     const int64_t end = std::min(first + count, shard.first + shard.count);
-    const float* from = images + (begin - first) * image_values();
+    const ImageRun from = images.skip(begin - first);
     const int64_t header = static_cast<int64_t>(shard.header.size());
     if (format_ == OutputFormat::Npy) {
-      out.write_at(f, header + (begin - shard.first) * image_values() * 4, from, (end - begin) * image_values() * 4);
+      out.write_at(f, header + (begin - shard.first) * image_values() * 4, from.values(),
+                   (end - begin) * image_values() * 4);
+    } else if (from.encoding == ImageEncoding::Rgb8) {
+      out.write_at(f, header + (begin - shard.first) * kRgb8ImageBytes, from.data, (end - begin) * kRgb8ImageBytes);
     } else {
       // At most kRgbImagesPerWrite images at a time: 3 MiB per thread whatever the run.
       for (int64_t at = begin; at < end; at += kRgbImagesPerWrite) {
         const int64_t images_now = std::min(kRgbImagesPerWrite, end - at);
-        rgb.resize(static_cast<size_t>(images_now * kRgbBytes));
+        rgb.resize(static_cast<size_t>(images_now * kRgb8ImageBytes));
         for (int64_t i = 0; i < images_now; ++i) {
-          image_to_rgb8(from + (at - begin + i) * image_values(), image_channels(), rgb.data() + i * kRgbBytes);
+          image_to_rgb8(from.values() + (at - begin + i) * image_values(), image_channels(),
+                        rgb.data() + i * kRgb8ImageBytes);
         }
-        out.write_at(f, header + (at - shard.first) * kRgbBytes, rgb.data(), images_now * kRgbBytes);
+        out.write_at(f, header + (at - shard.first) * kRgb8ImageBytes, rgb.data(), images_now * kRgb8ImageBytes);
       }
     }
     out.images_written(f, end - begin);
@@ -384,16 +400,16 @@ size_t OutputLayout::file_of_image(int64_t index) const {
   return static_cast<size_t>(index / per_file_);
 }
 
-size_t OutputLayout::append_record(const float* image, int64_t index, std::vector<char>& block, size_t used) const {
+size_t OutputLayout::append_record(const ImageRun& images, int64_t i, int64_t index, std::vector<char>& block,
+                                   size_t used) const {
   if (format_ == OutputFormat::Text) {
     if (block.size() - used < kMaxImageTextBytes) block.resize(std::max(used + kMaxImageTextBytes, block.size() * 2));
-    return used + format_image_text(image, block.data() + used, image_values());
+    return used + format_image_text(images.values() + i * image_values(), block.data() + used, image_values());
   }
   if (format_ != OutputFormat::Tar) throw std::logic_error("append_record: " + std::string(format_name(format_)));
-  thread_local unsigned char rgb[4096 * 3];
+  thread_local unsigned char scratch[kRgb8ImageBytes];
   thread_local std::string png, sample;
-  image_to_rgb8(image, image_channels(), rgb);
-  encode_tile_png(rgb, options_.png_level, png);
+  encode_tile_png(images.rgb8_image(i, scratch), options_.png_level, png);
   sample.clear();
   append_tar_sample(sample, index, png, options_.facts);
   // The shard's last sample carries the archive's end: a shard is complete with its last image.
@@ -403,11 +419,11 @@ size_t OutputLayout::append_record(const float* image, int64_t index, std::vecto
   return used + sample.size();
 }
 
-void OutputLayout::write_run_threaded(const float* images, int64_t first, int64_t count, FileWriter& out,
+void OutputLayout::write_run_threaded(const ImageRun& images, int64_t first, int64_t count, FileWriter& out,
                                       int threads) const {
   if (format_ != OutputFormat::Bmp && format_ != OutputFormat::MosaicPng) {
     parallel_for(count, threads, [&](int64_t begin, int64_t end) {
-      write_run(images + begin * image_values(), first + begin, end - begin, out);
+      write_run(images.skip(begin), first + begin, end - begin, out);
     });
     return;
   }
@@ -426,7 +442,7 @@ void OutputLayout::write_run_threaded(const float* images, int64_t first, int64_
   }
   parallel_for(static_cast<int64_t>(cuts.size()) - 1, threads, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
-      write_run(images + cuts[p] * image_values(), first + cuts[p], cuts[p + 1] - cuts[p], out);
+      write_run(images.skip(cuts[p]), first + cuts[p], cuts[p + 1] - cuts[p], out);
     }
   });
 }
@@ -434,9 +450,10 @@ void OutputLayout::write_run_threaded(const float* images, int64_t first, int64_
 // A run's images land in parts of tile rows; each part is 64 RGB pixel rows of its tiles (a grey value
 // repeated in R, G and B; the padding between them black), gathered in file order in a buffer of the thread's own and written with one
 // call per pixel row, or one call when the part spans the whole mosaic row.
-void OutputLayout::write_mosaic_run(const float* images, int64_t first, int64_t count, FileWriter& out,
+void OutputLayout::write_mosaic_run(const ImageRun& images, int64_t first, int64_t count, FileWriter& out,
                                     bool bmp) const {
   thread_local std::vector<unsigned char> part;
+  thread_local unsigned char scratch[kRgb8ImageBytes];
   const auto [begin_file, end_file] = files_of(first, count);
   const size_t step = bmp ? 1 : 2;  // a mosaic PNG's files come in pairs: pixels, then the PNG
   for (size_t f = begin_file; f < end_file; f += step) {
@@ -459,22 +476,20 @@ void OutputLayout::write_mosaic_run(const float* images, int64_t first, int64_t 
       } else {
         part.resize(static_cast<size_t>(span * kImageSize));
       }
-      for (int y = 0; y < kImageSize; ++y) {
-        // BMP rows are bottom-up: the tile's last pixel row comes first.
-        unsigned char* row = part.data() + (bmp ? kImageSize - 1 - y : y) * span;
-        for (int64_t t = 0; t < tiles; ++t) {
-          const float* src = images + (n - first + t) * image_values() + y * kImageSize * image_channels();
-          unsigned char* dst = row + t * pitch * 3;
-          if (image_channels() == 1) {
-            for (int x = 0; x < kImageSize; ++x) dst[3 * x] = dst[3 * x + 1] = dst[3 * x + 2] = channel_to_byte(src[x]);
-          } else if (bmp) {
+      for (int64_t t = 0; t < tiles; ++t) {
+        const unsigned char* rgb = images.rgb8_image(n - first + t, scratch);  // (64, 64, 3)
+        for (int y = 0; y < kImageSize; ++y) {
+          // BMP rows are bottom-up: the tile's last pixel row comes first.
+          unsigned char* dst = part.data() + (bmp ? kImageSize - 1 - y : y) * span + t * pitch * 3;
+          const unsigned char* src = rgb + y * kTileRowBytes;
+          if (bmp) {
             for (int x = 0; x < kImageSize; ++x) {  // RGB in, BGR out
-              dst[3 * x + 0] = channel_to_byte(src[3 * x + 2]);
-              dst[3 * x + 1] = channel_to_byte(src[3 * x + 1]);
-              dst[3 * x + 2] = channel_to_byte(src[3 * x + 0]);
+              dst[3 * x + 0] = src[3 * x + 2];
+              dst[3 * x + 1] = src[3 * x + 1];
+              dst[3 * x + 2] = src[3 * x + 0];
             }
           } else {
-            for (int k = 0; k < kTileRowBytes; ++k) dst[k] = channel_to_byte(src[k]);
+            std::memcpy(dst, src, kTileRowBytes);
           }
         }
       }
@@ -505,13 +520,11 @@ void encode_tile_png(const unsigned char* rgb, int level, std::string& png) {
   thread_png_encoder(level).encode(rgb, kImageSize, kImageSize, png);
 }
 
-void OutputLayout::write_png_files(const float* images, int64_t first, int64_t count, FileWriter& out) const {
-  thread_local std::vector<unsigned char> pixels;  // (64, 64, 3) RGB, a grey value repeated
+void OutputLayout::write_png_files(const ImageRun& images, int64_t first, int64_t count, FileWriter& out) const {
+  thread_local unsigned char scratch[kRgb8ImageBytes];  // (64, 64, 3) RGB, a grey value repeated
   thread_local std::string png;
-  pixels.resize(kImageSize * kImageSize * 3);
   for (int64_t i = 0; i < count; ++i) {
-    image_to_rgb8(images + i * image_values(), image_channels(), pixels.data());
-    encode_tile_png(pixels.data(), options_.png_level, png);
+    encode_tile_png(images.rgb8_image(i, scratch), options_.png_level, png);
     const std::string name = png_file_name(first + i, total_);
     write_whole_file(out.temp_path(0) + "/" + name, prefix_ + "/" + name, png);
     out.add_bytes(0, static_cast<int64_t>(png.size()));

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "common/model_shape.hpp"
+#include "files/image_run.hpp"
 #include "files/png_encoder.hpp"
 
 namespace facegen {
@@ -76,6 +77,12 @@ constexpr int64_t kDefaultShardImages = 10000;  // tar's samples per shard witho
 constexpr int64_t kMaxShardImages = 2147483647;  // 2^31 - 1
 // Whether --shard-images splits this format (tar, npy, npy-u8).
 bool is_sharded_format(OutputFormat format);
+// bmp, png, mosaic-png, tar, npy-u8: formats of 8-bit pixels only. When every format of a run is
+// one of these, its images may come as 8-bit RGB (image_run.hpp).
+bool is_eight_bit_format(OutputFormat format);
+// The one decision of both drivers: a run's images are made as 8-bit RGB when every format it writes is
+// 8-bit, else as float32.
+ImageEncoding image_encoding_for(const std::vector<OutputFormat>& formats);
 
 // Where the tiles of one mosaic file go: `columns` x `rows` tiles of 64x64 with `padding` pixels
 // between and around them, as torchvision's make_grid lays them out.
@@ -170,12 +177,19 @@ class OutputLayout {
 
   // Every format but txt: writes images [first, first + count) of the run, (count, 64, 64, nc), at their
   // offsets through `out`. Any thread; several threads may write disjoint runs at once.
-  void write_run(const float* images, int64_t first, int64_t count, FileWriter& out) const;
+  // images: float32 values, or 8-bit RGB pixels for the 8-bit formats (image_run.hpp).
+  void write_run(const ImageRun& images, int64_t first, int64_t count, FileWriter& out) const;
+  void write_run(const float* images, int64_t first, int64_t count, FileWriter& out) const {
+    write_run(ImageRun::floats(images, image_channels()), first, count, out);
+  }
   // The same run written by `threads` threads (both drivers call this), split where each piece takes
   // the fewest write calls: a mosaic into pieces of at most one tile row, so that every whole row of
   // tiles is converted by one thread and written with one call (64 pixel rows are contiguous in the
   // file), rather than one call per pixel row of a few tiles from every thread into one file.
-  void write_run_threaded(const float* images, int64_t first, int64_t count, FileWriter& out, int threads) const;
+  void write_run_threaded(const ImageRun& images, int64_t first, int64_t count, FileWriter& out, int threads) const;
+  void write_run_threaded(const float* images, int64_t first, int64_t count, FileWriter& out, int threads) const {
+    write_run_threaded(ImageRun::floats(images, image_channels()), first, count, out, threads);
+  }
 
   // txt: where the lines start (after "N\n").
   int64_t text_data_offset() const { return header_bytes_; }
@@ -183,9 +197,9 @@ class OutputLayout {
   // The formats of variable-length records (txt, tar): each image's bytes are made first, then placed
   // after every byte before them in its file (write_record_run).
   bool writes_records() const { return format_ == OutputFormat::Text || format_ == OutputFormat::Tar; }
-  // Appends image `index`'s record (image: (64, 64, nc)) to block from `used` on, growing it as need
-  // be; returns the new end. Any thread.
-  size_t append_record(const float* image, int64_t index, std::vector<char>& block, size_t used) const;
+  // Appends the record of image `index`, image i of `images`, to block from `used` on, growing it as
+  // need be; returns the new end. Any thread.
+  size_t append_record(const ImageRun& images, int64_t i, int64_t index, std::vector<char>& block, size_t used) const;
   size_t file_of_image(int64_t index) const;  // the file that holds image `index`
 
   // mosaic-png: encodes the pixel file files()[pixels] into the PNG files()[pixels + 1] through
@@ -196,10 +210,10 @@ class OutputLayout {
   int64_t known_bytes() const;
 
  private:
-  void write_mosaic_run(const float* images, int64_t first, int64_t count, FileWriter& out, bool bmp) const;
-  void write_png_files(const float* images, int64_t first, int64_t count, FileWriter& out) const;
+  void write_mosaic_run(const ImageRun& images, int64_t first, int64_t count, FileWriter& out, bool bmp) const;
+  void write_png_files(const ImageRun& images, int64_t first, int64_t count, FileWriter& out) const;
 
-  void write_sharded_array_run(const float* images, int64_t first, int64_t count, FileWriter& out) const;
+  void write_sharded_array_run(const ImageRun& images, int64_t first, int64_t count, FileWriter& out) const;
   int64_t shard_count() const;    // shard files (1 for an unsharded format)
   std::string shard_file_path(int64_t shard) const;
   int64_t mosaic_count() const;   // mosaic files (1 for the other formats)
@@ -214,7 +228,7 @@ class OutputLayout {
 };
 
 // Variable-length records in numbered files (txt: one file, its lines; tar: a file per shard, its
-// samples). The records of images [first, first + count) (images: (count, image_values)) are made on
+// samples). The records of images [first, first + count) (images: float32 values, or 8-bit pixels for tar) are made on
 // `threads` threads into `blocks` (reused between calls; one per piece of the run); then
 // place(bytes) is told, for each file of `files` = [begin, end) (files.first + k for bytes[k]), the
 // run's bytes in it, and returns where the run's records start in each; they are written there
@@ -223,7 +237,7 @@ class OutputLayout {
 // rank); place is called exactly once, also for an empty run (MPI ranks exchange byte counts in it).
 // Returns the run's bytes.
 using RecordPlace = std::function<std::vector<int64_t>(const std::vector<int64_t>& bytes)>;
-int64_t write_record_run(const OutputLayout& layout, const float* images, int64_t first, int64_t count,
+int64_t write_record_run(const OutputLayout& layout, const ImageRun& images, int64_t first, int64_t count,
                          std::pair<size_t, size_t> files, int threads, std::vector<std::vector<char>>& blocks,
                          const RecordPlace& place, FileWriter& out);
 
@@ -255,8 +269,6 @@ std::string npy_header(int64_t total_images, int image_channels = 3);
 std::string npy_u8_header(int64_t total_images);  // '|u1', shape (N, 64, 64, 3)
 // A shard's path, k from 0: PREFIX-000000.EXT, ... (more digits past a million shards).
 std::string shard_path(const std::string& prefix, const char* extension, int64_t shard, int64_t shards);
-// The 8-bit RGB pixels (64, 64, 3) of one image (64, 64, nc): channel_to_byte, grey repeated.
-void image_to_rgb8(const float* image, int image_channels, unsigned char* rgb);
 // One image's PNG, as the png format writes it: the bytes of its 64 x 64 RGB pixels encoded.
 void encode_tile_png(const unsigned char* rgb, int level, std::string& png);
 std::string bmp_header(const MosaicGrid& grid);  // the 54 bytes of a mosaic on this grid

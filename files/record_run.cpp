@@ -17,7 +17,7 @@
 
 namespace facegen {
 
-int64_t write_record_run(const OutputLayout& layout, const float* images, int64_t first, int64_t count,
+int64_t write_record_run(const OutputLayout& layout, const ImageRun& images, int64_t first, int64_t count,
                          std::pair<size_t, size_t> files, int threads, std::vector<std::vector<char>>& blocks,
                          const RecordPlace& place, FileWriter& out) {
   const int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(resolve_threads(threads), count));
@@ -28,7 +28,7 @@ int64_t write_record_run(const OutputLayout& layout, const float* images, int64_
       std::vector<char>& block = blocks[static_cast<size_t>(b)];
       size_t used = 0;
       for (int64_t i = count * b / pieces; i < count * (b + 1) / pieces; ++i) {
-        const size_t end = layout.append_record(images + i * layout.image_values(), first + i, block, used);
+        const size_t end = layout.append_record(images, i, first + i, block, used);
         record_bytes[static_cast<size_t>(i)] = static_cast<int64_t>(end - used);
         used = end;
       }
@@ -90,7 +90,7 @@ int64_t write_text_run(const float* images, int64_t count, int threads, std::vec
   options.image_channels = static_cast<int>(image_values / 4096);
   // The lines alone: the layout's N only sizes its header, which this run does not write.
   const OutputLayout text(OutputFormat::Text, "text", count, options);
-  return write_record_run(text, images, 0, count, {0, 1}, threads, blocks,
+  return write_record_run(text, ImageRun::floats(images, options.image_channels), 0, count, {0, 1}, threads, blocks,
                           [&](const std::vector<int64_t>& bytes) { return std::vector<int64_t>{place(bytes[0])}; },
                           out);
 }

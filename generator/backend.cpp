@@ -4,18 +4,46 @@
 // cpu always works; cuda is the user's explicit request, so no usable GPU is a fault of the
 // environment (exit status 3) that names why; auto prefers a GPU and otherwise falls back to the
 // CPU with a one-line notice saying why in plain words. The CPU computes in fp32 only.
+//
+// Also the host's generate_checked(), for the backends that make images in host memory.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "generator/backend.hpp"
 #include "common/errors.hpp"
 #include "common/threads.hpp"
+#include "generator/finite_check.hpp"
 
 namespace facegen {
+
+void Backend::generate_checked(const float* latents, int64_t n, const ImageTarget& out, int threads) {
+  const int values = 4096 * out.channels;
+  if (out.encoding == ImageEncoding::Float32) {
+    float* images = static_cast<float*>(out.images);
+    generate(latents, n, images);
+    scan_images(images, n, values, threads, out.flags);
+    return;
+  }
+  // 8-bit pixels: float32 images a piece at a time (12 MB for nc = 3), each scanned and converted.
+  constexpr int64_t kPiece = 256;
+  std::vector<float> piece(static_cast<size_t>(std::min(n, kPiece) * values));  // (piece, 64, 64, nc)
+  unsigned char* pixels = static_cast<unsigned char*>(out.images);               // (n, 64, 64, 3)
+  for (int64_t first = 0; first < n; first += kPiece) {
+    const int64_t count = std::min(kPiece, n - first);
+    generate(latents + first * out.latent_dim, count, piece.data());
+    scan_images(piece.data(), count, values, threads, out.flags + first);
+    parallel_for(count, threads, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        image_to_rgb8(piece.data() + i * values, out.channels, pixels + (first + i) * kRgb8ImageBytes);
+    });
+  }
+}
 
 int usable_gpu_count(std::string* reason) {
   std::string runtime_says;

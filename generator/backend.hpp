@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/precision.hpp"
+#include "files/image_run.hpp"
 #include "generator/network.hpp"
 
 namespace facegen {
@@ -27,6 +28,18 @@ struct BackendOptions {
   Precision precision = Precision::Fp32;
   // Where the CPU backend adds each pass of images as it finishes it (progress display); optional.
   std::atomic<int64_t>* images_done = nullptr;
+  // What generate_checked() will be asked for: the CUDA backend then makes 8-bit pixels on the GPU.
+  ImageEncoding images = ImageEncoding::Float32;
+};
+
+// Where generate_checked() puts n images: their float32 values (n, 64, 64, nc) or 8-bit RGB pixels
+// (n, 64, 64, 3) (image_run.hpp), and each image's scan flags (n) (generator/finite_check.hpp).
+struct ImageTarget {
+  ImageEncoding encoding;
+  void* images;
+  uint8_t* flags;
+  int latent_dim;  // nz
+  int channels;    // nc
 };
 
 class Backend {
@@ -34,6 +47,10 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string describe() const = 0;  // e.g. "CPU, 2 threads" or "CUDA 0: NVIDIA H200 (0000:1a:00.0)"
   virtual void generate(const float* latents, int64_t n, float* images) = 0;
+  // What the drivers call: the images in out's encoding, and their scan. Here: generate(), then the
+  // scan and the conversion to 8-bit on the host on `threads` threads (<= 0: every CPU), a piece at a
+  // time; the CUDA backend does both on the GPU. Any n.
+  virtual void generate_checked(const float* latents, int64_t n, const ImageTarget& out, int threads);
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Network& net, const BackendOptions& options);

@@ -4,12 +4,14 @@
 // once for the chosen precision (phase-GEMM matrices, batch norms folded into epilogues), buffers
 // allocated once, uploads, compute and downloads on three streams so batch b's images download
 // while batch b+1 computes. Every image's arithmetic is independent of max_batch and of its place
-// in the batch, so split runs (MPI ranks) give the same bytes as one run.
+// in the batch, so split runs (MPI ranks) give the same bytes as one run. The images' scan for NaN and
+// Inf, and their 8-bit pixels where every format is 8-bit, are made on the GPU too.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,7 +28,8 @@ namespace {
 
 class CudaBackend : public Backend {
  public:
-  CudaBackend(const Network& net, int device, int max_batch, Precision precision) {
+  CudaBackend(const Network& net, int device, int max_batch, Precision precision, ImageEncoding images)
+      : encoding_(images) {
     CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
@@ -34,7 +37,7 @@ class CudaBackend : public Backend {
     CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device));
     const char* mode = precision == Precision::Fp32 ? "fp32" : precision == Precision::Tf32 ? "tf32" : "bf16";
     description_ = "CUDA " + std::to_string(device) + ": " + prop.name + " (" + bus_id + "), " + mode;
-    pipeline_ = std::make_unique<GpuPipeline>(net.floats().data(), net.spec(), precision, max_batch, device);
+    pipeline_ = std::make_unique<GpuPipeline>(net.floats().data(), net.spec(), precision, max_batch, device, images);
   }
 
   std::string describe() const override { return description_; }
@@ -43,7 +46,14 @@ class CudaBackend : public Backend {
     pipeline_->generate(latents, n, images);
   }
 
+  // The scan, and the 8-bit pixels where asked for, on the GPU (gpu_pipeline.hpp).
+  void generate_checked(const float* latents, int64_t n, const ImageTarget& out, int) override {
+    if (out.encoding != encoding_) throw std::logic_error("CudaBackend: images asked for in another encoding than built for");
+    pipeline_->generate_checked(latents, n, out.images, out.flags);
+  }
+
  private:
+  ImageEncoding encoding_;
   std::string description_;
   std::unique_ptr<GpuPipeline> pipeline_;
 };
@@ -74,7 +84,7 @@ std::unique_ptr<Backend> make_cuda_backend(const Network& net, const BackendOpti
   if (options.max_batch < 1)
     throw UserError("the GPU batch size must be at least 1 image, got " +
                     std::to_string(options.max_batch));
-  return std::make_unique<CudaBackend>(net, device, options.max_batch, options.precision);
+  return std::make_unique<CudaBackend>(net, device, options.max_batch, options.precision, options.images);
 }
 
 }  // namespace facegen

@@ -24,24 +24,10 @@ bool all_finite(const std::vector<float>& values) {
   return true;
 }
 
-// What the scan of one image found: kNonFinite (a NaN or Inf), kSaturated (every value exactly +-1:
+// What the checks found of one image: kNonFinite (a NaN or Inf), kSaturated (every value exactly +-1:
 // the tanh of an Inf, or of values merely large), kOutlier (its latent has a value beyond
 // kLatentBound), or none of these.
-constexpr uint8_t kNonFinite = 1, kSaturated = 2, kOutlier = 4;
-
-// Tests on the bits, so that the loop vectorises (the scan reads every image the GPU makes and ran at
-// 1.6 ns a value as a scalar loop of isfinite and fabs, a third of a GPU's rate): a float is NaN or
-// Inf when its exponent bits are all ones, and +-1 when its bits without the sign are those of 1.0f.
-uint8_t scan_image(const float* image, int values) {
-  uint32_t non_finite = 0, not_one = 0;
-  for (int v = 0; v < values; ++v) {
-    uint32_t bits;
-    std::memcpy(&bits, image + v, sizeof bits);
-    non_finite |= (bits & 0x7f800000u) == 0x7f800000u;
-    not_one |= (bits & 0x7fffffffu) != 0x3f800000u;
-  }
-  return uint8_t((non_finite ? kNonFinite : 0) | (not_one ? 0 : kSaturated));
-}
+constexpr uint8_t kNonFinite = kImageNonFinite, kSaturated = kImageSaturated, kOutlier = 4;
 
 // Where a latent's values may lie and still be blamed on the model. A standard normal value passes
 // 8.3 in magnitude once in 10^16 draws, so a latent of N(0, 1) values (or one scaled up twice, or an
@@ -94,6 +80,26 @@ std::string blame_latent(const Network& net, const float* latent, int64_t image,
 
 }  // namespace
 
+// Tests on the bits, so that the loop vectorises (the scan reads every image the GPU makes and ran at
+// 1.6 ns a value as a scalar loop of isfinite and fabs, a third of a GPU's rate): a float is NaN or
+// Inf when its exponent bits are all ones, and +-1 when its bits without the sign are those of 1.0f.
+uint8_t scan_image(const float* image, int values) {
+  uint32_t non_finite = 0, not_one = 0;
+  for (int v = 0; v < values; ++v) {
+    uint32_t bits;
+    std::memcpy(&bits, image + v, sizeof bits);
+    non_finite |= (bits & 0x7f800000u) == 0x7f800000u;
+    not_one |= (bits & 0x7fffffffu) != 0x3f800000u;
+  }
+  return uint8_t((non_finite ? kNonFinite : 0) | (not_one ? 0 : kSaturated));
+}
+
+void scan_images(const float* images, int64_t count, int values, int threads, uint8_t* flags) {
+  parallel_for(count, threads, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) flags[i] = scan_image(images + i * values, values);
+  });
+}
+
 std::string first_non_finite_layer(const Network& net, const float* latent) {
   const int threads = 1;  // one image, on the error path only
   std::string bad_layer;
@@ -109,12 +115,17 @@ std::string first_non_finite_layer(const Network& net, const float* latent) {
 
 void require_finite_images(const Network& net, const std::string& source, const float* latents,
                            const float* images, int64_t count, int64_t first_index, int threads) {
-  const int values = net.spec().image_values();
-  std::vector<uint8_t> found(static_cast<size_t>(std::max<int64_t>(count, 0)));  // (count): scan_image's flags
+  std::vector<uint8_t> flags(static_cast<size_t>(std::max<int64_t>(count, 0)));  // (count)
+  scan_images(images, count, net.spec().image_values(), threads, flags.data());
+  require_finite_flags(net, source, latents, flags.data(), count, first_index, threads);
+}
+
+void require_finite_flags(const Network& net, const std::string& source, const float* latents,
+                          const uint8_t* flags, int64_t count, int64_t first_index, int threads) {
+  std::vector<uint8_t> found(static_cast<size_t>(std::max<int64_t>(count, 0)));  // (count): the images' flags and kOutlier
   const int nz = net.spec().latent_dim;
   parallel_for(count, threads, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      found[i] = uint8_t(scan_image(images + i * values, values) | (has_outlier(latents + i * nz, nz) ? kOutlier : 0));
+    for (int64_t i = begin; i < end; ++i) found[i] = uint8_t(flags[i] | (has_outlier(latents + i * nz, nz) ? kOutlier : 0));
   });
   // Of the latents beyond kLatentBound, the one with the largest value is traced too (a backend's tanh
   // or ReLU may hide what it did to the layers); one per chunk, as a file of such latents may be meant.

@@ -19,15 +19,27 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "generator/network.hpp"
 
 namespace facegen {
 
-// images (count, 64, 64, nc) were computed from latents (count, nz) by `net`; `first_index` is the index of
-// images[0] in the whole run, `source` names the model file. Throws UserError on a non-finite value,
-// naming the lowest-numbered bad image. The scan is split over `threads` (<= 0: every CPU
-// available_cpus() finds); what it decides does not depend on the split.
+// What the scan of one image finds, as bits: a NaN or Inf among its values, or every value exactly +-1.
+// scan_images() is the CPU's scan and the reference of the GPU's (kernels/image_output.hpp).
+constexpr uint8_t kImageNonFinite = 1, kImageSaturated = 2;
+uint8_t scan_image(const float* image, int values);  // image: (values)
+// flags[i] = scan_image(image i) for images (count, values), on `threads` threads (<= 0: every CPU).
+void scan_images(const float* images, int64_t count, int values, int threads, uint8_t* flags);
+
+// images (count, 64, 64, nc) were computed from latents (count, nz) by `net`, and their scan found
+// `flags` (count); `first_index` is the index of image 0 in the whole run, `source` names the model
+// file. Throws UserError on a non-finite value, naming the lowest-numbered bad image. The latents'
+// scan is split over `threads` (<= 0: every CPU available_cpus() finds); what it decides does not
+// depend on the split.
+void require_finite_flags(const Network& net, const std::string& source, const float* latents,
+                          const uint8_t* flags, int64_t count, int64_t first_index, int threads);
+// scan_images, then require_finite_flags.
 void require_finite_images(const Network& net, const std::string& source, const float* latents,
                            const float* images, int64_t count, int64_t first_index, int threads);
 

@@ -10,30 +10,56 @@
 #include "common/thread_pool.hpp"
 #include "common/threads.hpp"
 #include "generator/network.hpp"
-#include "kernels/image_half.hpp"
+#include "kernels/image_output.hpp"
 
 namespace facegen {
 
-ImageTransfer image_transfer(Precision precision) {
+ImageTransfer image_transfer(Precision precision, ImageEncoding encoding) {
+  if (encoding == ImageEncoding::Rgb8) return ImageTransfer::Rgb8;
   return precision == Precision::Bf16 ? ImageTransfer::Float16 : ImageTransfer::Float32;
 }
 
+namespace {
+
+size_t transfer_bytes_per_image(ImageTransfer transfer, int image_values) {
+  switch (transfer) {
+    case ImageTransfer::Float32: return sizeof(float) * image_values;
+    case ImageTransfer::Float16: return sizeof(uint16_t) * image_values;
+    case ImageTransfer::Rgb8: return static_cast<size_t>(kRgb8ImageBytes);
+  }
+  return 0;
+}
+
+gpu::ImageOutput finish_output(ImageTransfer transfer) {
+  switch (transfer) {
+    case ImageTransfer::Float32: return gpu::ImageOutput::None;
+    case ImageTransfer::Float16: return gpu::ImageOutput::Float16;
+    case ImageTransfer::Rgb8: return gpu::ImageOutput::Rgb8;
+  }
+  return gpu::ImageOutput::None;
+}
+
+}  // namespace
+
+size_t PinnedImages::bytes() const { return transfer_bytes_per_image(format, values_per_image) * count; }
+
 float PinnedImages::value(size_t i) const {
+  if (format == ImageTransfer::Rgb8) throw std::logic_error("8-bit pixels are not float values");
   return format == ImageTransfer::Float16 ? half_to_float(static_cast<const uint16_t*>(data)[i])
                                           : static_cast<const float*>(data)[i];
 }
 
 void PinnedImages::to_floats(size_t begin, size_t end, float* out) const {
+  if (format == ImageTransfer::Rgb8) throw std::logic_error("8-bit pixels are not float values");
   if (format == ImageTransfer::Float16) halves_to_floats(static_cast<const uint16_t*>(data) + begin, end - begin, out);
   else std::memcpy(out, static_cast<const float*>(data) + begin, sizeof(float) * (end - begin));
 }
 
 GpuPipeline::GpuPipeline(const float* network_floats, const ModelSpec& spec, Precision precision, int max_batch,
-                         int device)
+                         int device, ImageEncoding encoding)
     : spec_(spec), latent_dim_(spec.latent_dim), image_values_(spec.image_values()),
-      transfer_(image_transfer(precision)),
-      transfer_bytes_per_image_(size_t(image_values_) * (transfer_ == ImageTransfer::Float16 ? 2 : 4)),
-      max_batch_(max_batch), device_(device) {
+      transfer_(image_transfer(precision, encoding)), transfer_bytes_per_image_(transfer_bytes_per_image(transfer_, image_values_)),
+      round_half_(precision == Precision::Bf16), max_batch_(max_batch), device_(device) {
   if (max_batch < 1) throw std::invalid_argument("max_batch must be at least 1");
   chunks_ = (max_batch + kChunkImages - 1) / kChunkImages;
   CUDA_CHECK(cudaSetDevice(device));
@@ -52,7 +78,8 @@ GpuPipeline::GpuPipeline(const float* network_floats, const ModelSpec& spec, Pre
   for (int k = 0; k < kDeviceSlots; ++k) {
     CUDA_CHECK(cudaMalloc(&d_latents_[k], z_bytes));
     CUDA_CHECK(cudaMalloc(&d_images_[k], img_bytes));
-    if (transfer_ == ImageTransfer::Float16) CUDA_CHECK(cudaMalloc(&d_half_[k], transfer_bytes_per_image_ * max_batch));
+    if (transfer_ != ImageTransfer::Float32) CUDA_CHECK(cudaMalloc(&d_out_[k], transfer_bytes_per_image_ * max_batch));
+    CUDA_CHECK(cudaMalloc(&d_flags_[k], max_batch));
     CUDA_CHECK(cudaMallocHost(&h_latents_[k], z_bytes));
     CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_[k], cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&computed_[k], cudaEventDisableTiming));
@@ -60,6 +87,7 @@ GpuPipeline::GpuPipeline(const float* network_floats, const ModelSpec& spec, Pre
   }
   for (int k = 0; k < kPinnedSlots; ++k) {
     CUDA_CHECK(cudaMallocHost(&h_images_[k], transfer_bytes_per_image_ * max_batch));
+    CUDA_CHECK(cudaMallocHost(&h_flags_[k], max_batch));
     chunk_landed_[k].resize(chunks_);
     for (auto& e : chunk_landed_[k]) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }
@@ -74,7 +102,8 @@ GpuPipeline::~GpuPipeline() {
       if (g) cudaGraphExecDestroy(g);
     cudaFree(d_latents_[k]);
     cudaFree(d_images_[k]);
-    cudaFree(d_half_[k]);
+    cudaFree(d_out_[k]);
+    cudaFree(d_flags_[k]);
     cudaFreeHost(h_latents_[k]);
     cudaEventDestroy(uploaded_[k]);
     cudaEventDestroy(computed_[k]);
@@ -82,6 +111,7 @@ GpuPipeline::~GpuPipeline() {
   }
   for (int k = 0; k < kPinnedSlots; ++k) {
     cudaFreeHost(h_images_[k]);
+    cudaFreeHost(h_flags_[k]);
     for (auto e : chunk_landed_[k]) cudaEventDestroy(e);
   }
   for (void* a : act_) cudaFree(a);
@@ -98,8 +128,10 @@ const DeviceNetwork& GpuPipeline::network() const {
 void GpuPipeline::forward(int slot, int n, bool for_download) {
   if (net_) net_->forward(d_latents_[slot], n, act_, d_images_[slot], compute_);
   else generic_->forward(d_latents_[slot], n, act_, d_images_[slot], compute_);
-  if (for_download && transfer_ == ImageTransfer::Float16)
-    gpu::launch_images_to_half(d_images_[slot], int64_t{n} * image_values_, d_half_[slot], compute_);
+  if (for_download) {
+    gpu::launch_finish_images(d_images_[slot], n, image_values_, finish_output(transfer_), round_half_, d_out_[slot],
+                              d_flags_[slot], compute_);
+  }
 }
 
 void GpuPipeline::run(int slot, int n, bool for_download) {
@@ -121,10 +153,11 @@ void GpuPipeline::run(int slot, int n, bool for_download) {
 }
 
 const void* GpuPipeline::download_source(int slot) const {
-  return transfer_ == ImageTransfer::Float16 ? static_cast<const void*>(d_half_[slot]) : d_images_[slot];
+  return transfer_ == ImageTransfer::Float32 ? static_cast<const void*>(d_images_[slot]) : d_out_[slot];
 }
 
 void GpuPipeline::generate(const float* latents, int64_t n, float* images) {
+  if (transfer_ == ImageTransfer::Rgb8) throw std::logic_error("GpuPipeline::generate: this pipeline makes 8-bit pixels");
   // Pieces of 64K values (256 KB of float32): smaller ones cost more in wake-ups than they save.
   constexpr size_t kPiece = size_t{64} << 10;
   generate_each(latents, n, [&](int64_t first, const PinnedImages& chunk) {
@@ -133,6 +166,23 @@ void GpuPipeline::generate(const float* latents, int64_t n, float* images) {
     copier_->parallel_for(static_cast<int64_t>((values + kPiece - 1) / kPiece), [&](int64_t p0, int64_t p1) {
       const size_t begin = p0 * kPiece, end = std::min(values, p1 * kPiece);
       chunk.to_floats(begin, end, out + begin);
+    });
+  });
+}
+
+void GpuPipeline::generate_checked(const float* latents, int64_t n, void* images, uint8_t* flags) {
+  // Pieces of 256 KB: smaller ones cost more in wake-ups than they save.
+  constexpr size_t kPiece = size_t{256} << 10;
+  const bool widen = transfer_ == ImageTransfer::Float16;
+  const size_t out_bytes_per_image = widen ? sizeof(float) * image_values_ : transfer_bytes_per_image_;
+  generate_each(latents, n, [&](int64_t first, const PinnedImages& chunk) {
+    std::memcpy(flags + first, chunk.flags, static_cast<size_t>(chunk.count));
+    char* out = static_cast<char*>(images) + first * out_bytes_per_image;
+    const size_t bytes = chunk.bytes();
+    copier_->parallel_for(static_cast<int64_t>((bytes + kPiece - 1) / kPiece), [&](int64_t p0, int64_t p1) {
+      const size_t begin = p0 * kPiece, end = std::min(bytes, p1 * kPiece);
+      if (widen) chunk.to_floats(begin / 2, end / 2, reinterpret_cast<float*>(out) + begin / 2);
+      else std::memcpy(out + begin, static_cast<const char*>(chunk.data) + begin, end - begin);
     });
   });
 }
@@ -181,6 +231,7 @@ void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer&
     // Pinned images: batch b-3's, which the host copied out before it called this.
     CUDA_CHECK(cudaStreamWaitEvent(download_, computed_[slot], 0));
     mark(b, 4, download_);
+    CUDA_CHECK(cudaMemcpyAsync(h_flags_[pin], d_flags_[slot], nb, cudaMemcpyDeviceToHost, download_));
     for (int c = 0; c < chunk_count(nb); ++c) {
       const size_t first = transfer_bytes_per_image_ * kChunkImages * c;
       const size_t bytes = transfer_bytes_per_image_ * std::min(kChunkImages, nb - c * kChunkImages);
@@ -197,7 +248,7 @@ void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer&
       const int first = kChunkImages * c;
       CUDA_CHECK(cudaEventSynchronize(chunk_landed_[pin][c]));
       const PinnedImages chunk{static_cast<const char*>(h_images_[pin]) + transfer_bytes_per_image_ * first, transfer_,
-                               std::min(kChunkImages, nb - first), image_values_};
+                               std::min(kChunkImages, nb - first), image_values_, h_flags_[pin] + first};
       consume(b * max_batch_ + first, chunk);
     }
   };

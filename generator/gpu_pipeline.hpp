@@ -19,6 +19,12 @@
 // network (kernels/image_half.hpp) into a float16 device buffer, which is downloaded instead; the
 // host widens them back exactly (common/half_float.hpp) as it copies them out. fp32 and tf32 runs
 // keep float32 images end to end.
+//
+// Runs whose every format is 8-bit (files/image_run.hpp) bring 8-bit RGB pixels over PCIe instead,
+// 12 KB an image, made on the GPU from the values the host would otherwise receive (float16-rounded
+// in bf16), so the bytes are those of the host's conversion. Every batch's images are also scanned
+// on the GPU (kernels/image_output.hpp) and their flags (a byte an image) come down beside them, so
+// the host never reads the images to check them.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,6 +36,7 @@
 
 #include "common/model_spec.hpp"
 #include "common/precision.hpp"
+#include "files/image_run.hpp"
 #include "generator/backend.hpp"
 #include "kernels/generator_gpu.hpp"
 #include "kernels/generic_generator.hpp"
@@ -38,21 +45,25 @@ namespace facegen {
 
 class ThreadPool;
 
-// How a run's images cross PCIe: float32, or float16 for bf16 (see above). The one decision.
-enum class ImageTransfer { Float32, Float16 };
-ImageTransfer image_transfer(Precision precision);
+// How a run's images cross PCIe: float32, float16 for bf16, or 8-bit RGB pixels for a run of 8-bit
+// formats (see above). The one decision.
+enum class ImageTransfer { Float32, Float16, Rgb8 };
+ImageTransfer image_transfer(Precision precision, ImageEncoding encoding = ImageEncoding::Float32);
 
 // One download chunk of images where it landed in a pinned slot: count images of values_per_image
-// values each, (count, 64, 64, nc), in `format`.
+// values each, (count, 64, 64, nc), in `format` (Rgb8: (count, 64, 64, 3) bytes), and their scan flags
+// (count) (generator/finite_check.hpp).
 struct PinnedImages {
   const void* data;
   ImageTransfer format;
   int count;
   int values_per_image;
+  const uint8_t* flags;
 
   size_t values() const { return size_t(count) * values_per_image; }
-  float value(size_t i) const;  // value i (0 .. values() - 1) as float32
-  // Values [begin, end) as float32 into out[0 .. end - begin).
+  size_t bytes() const;  // of data
+  float value(size_t i) const;  // value i (0 .. values() - 1) as float32; not for Rgb8
+  // Values [begin, end) as float32 into out[0 .. end - begin); not for Rgb8.
   void to_floats(size_t begin, size_t end, float* out) const;
 };
 
@@ -61,7 +72,9 @@ class GpuPipeline {
   // network_floats: the flat layout of `spec` (network.bin's for kShpcSpec). The SHPC network runs
   // its tuned kernels (kernels/generator_gpu.hpp), any other spec the generic ones
   // (kernels/generic_generator.hpp). device: CUDA device index (the constructor selects it).
-  GpuPipeline(const float* network_floats, const ModelSpec& spec, Precision precision, int max_batch, int device);
+  // encoding: what generate_checked() delivers (8-bit RGB only where asked for).
+  GpuPipeline(const float* network_floats, const ModelSpec& spec, Precision precision, int max_batch, int device,
+              ImageEncoding encoding = ImageEncoding::Float32);
   // The SHPC network.
   GpuPipeline(const float* network_floats, Precision precision, int max_batch, int device)
       : GpuPipeline(network_floats, kShpcSpec, precision, max_batch, device) {}
@@ -76,8 +89,12 @@ class GpuPipeline {
   const DeviceNetwork& network() const;
   cudaStream_t compute_stream() const { return compute_; }
 
-  // latents (n, nz) -> images (n, 64, 64, nc), both in host memory (pageable or pinned).
+  // latents (n, nz) -> images (n, 64, 64, nc), both in host memory (pageable or pinned). Not for a
+  // pipeline of 8-bit RGB images.
   void generate(const float* latents, int64_t n, float* images);
+  // latents (n, nz) -> the images in the pipeline's encoding (float32 values, or (n, 64, 64, 3) bytes)
+  // and each image's scan flags (n), all in host memory.
+  void generate_checked(const float* latents, int64_t n, void* images, uint8_t* flags);
 
   // The same without the copy out of pinned memory: consume(first, images) is called on this
   // thread, in image order, once per download chunk (at most kChunkImages images), with images in a
@@ -106,13 +123,13 @@ class GpuPipeline {
   static constexpr int kChunkImages = 1024;  // images per download chunk (one event each)
 
  private:
-  // The network on slot's batch of n; with for_download, also the rounding of its images to
-  // float16 (into d_half_) where the run downloads them so.
+  // The network on slot's batch of n; with for_download, also its images' scan (into d_flags_) and
+  // their float16 or 8-bit form (into d_out_) where the run downloads them so.
   void forward(int slot, int n, bool for_download);
   // forward() on the compute stream, as a graph replay when n == max_batch (one graph per slot and
   // for_download).
   void run(int slot, int n, bool for_download);
-  // What a batch's download reads: d_images_ or d_half_.
+  // What a batch's download reads: d_images_ or d_out_.
   const void* download_source(int slot) const;
 
   ModelSpec spec_;
@@ -120,6 +137,7 @@ class GpuPipeline {
   int image_values_;  // floats per image
   ImageTransfer transfer_;
   size_t transfer_bytes_per_image_;
+  bool round_half_;  // bf16: the host receives float16-rounded values, or pixels made from them
   int max_batch_;
   int device_;
   int chunks_;  // download chunks of a full batch
@@ -130,9 +148,11 @@ class GpuPipeline {
   void* act_[4] = {};
   float* d_latents_[kDeviceSlots] = {};
   float* d_images_[kDeviceSlots] = {};
-  uint16_t* d_half_[kDeviceSlots] = {};  // float16 images; only for ImageTransfer::Float16
+  void* d_out_[kDeviceSlots] = {};       // float16 images or 8-bit pixels; not for ImageTransfer::Float32
+  uint8_t* d_flags_[kDeviceSlots] = {};  // (max_batch): each image's scan flags
   float* h_latents_[kDeviceSlots] = {};  // pinned
   void* h_images_[kPinnedSlots] = {};    // pinned, transfer_bytes_per_image_ per image
+  uint8_t* h_flags_[kPinnedSlots] = {};  // pinned, (max_batch)
   // uploaded_: the slot's pinned latents were read; computed_: its device latents were read and its
   // images written; images_read_: its device images were downloaded.
   cudaEvent_t uploaded_[kDeviceSlots] = {}, computed_[kDeviceSlots] = {}, images_read_[kDeviceSlots] = {};

@@ -309,7 +309,8 @@ class LayoutFiles : public FileWriter {
 OrderedOutputs::OrderedOutputs(MPI_Comm comm, std::string prefix, std::vector<OutputFormat> formats,
                                int64_t total_images, SinkOptions options, int64_t round_images)
     : comm_(comm), prefix_(std::move(prefix)), formats_(std::move(formats)), total_(total_images),
-      options_(std::move(options)), round_images_(std::max<int64_t>(1, round_images)) {
+      options_(std::move(options)), round_images_(std::max<int64_t>(1, round_images)),
+      encoding_(image_encoding_for(formats_)) {
   MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   MPI_CHECK(MPI_Comm_size(comm_, &ranks_));
   MPI_CHECK(MPI_Comm_dup(comm_, &write_comm_));
@@ -380,21 +381,21 @@ void OrderedOutputs::open(RankStatus& status) {
   open_job_files(first_file_, status);
   for (const OutputLayout& layout : layouts_) record_ends_.push_back(std::make_unique<RecordEnds>(layout));
   for (int b = 0; b < 2; ++b) {
-    storage_.emplace_back(new float[static_cast<size_t>(round_images_) * 4096 * options_.image_channels]);
+    storage_.emplace_back(new char[static_cast<size_t>(round_images_ * buffer_run(nullptr).bytes_per_image())]);
     free_.push_back(storage_.back().get());
   }
   if (threaded_) writer_ = std::thread(&OrderedOutputs::writer_loop, this);
 }
 
-float* OrderedOutputs::next_buffer() {
+void* OrderedOutputs::next_buffer() {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return !free_.empty(); });
-  float* buffer = free_.back();
+  void* buffer = free_.back();
   free_.pop_back();
   return buffer;
 }
 
-void OrderedOutputs::submit_round(float* buffer, ImageRange all, ImageRange slice, const RankStatus& status) {
+void OrderedOutputs::submit_round(void* buffer, ImageRange all, ImageRange slice, const RankStatus& status) {
   const Round round{buffer, all, slice, status.failed};
   if (!threaded_) {
     write_round(round);
@@ -460,7 +461,7 @@ void OrderedOutputs::write_round(const Round& round) {
     LayoutFiles out(*files_, first_file_[l]);
     if (!layout.writes_records()) {
       attempt(status, [&] {
-        layout.write_run_threaded(round.buffer, round.slice.begin, count, out, options_.threads);
+        layout.write_run_threaded(buffer_run(round.buffer), round.slice.begin, count, out, options_.threads);
       });
       continue;
     }
@@ -482,7 +483,7 @@ void OrderedOutputs::write_round(const Round& round) {
     };
     const int64_t record_count = status.failed ? 0 : count;
     attempt(status, [&] {
-      write_record_run(layout, round.buffer, round.slice.begin, record_count, files, options_.threads,
+      write_record_run(layout, buffer_run(round.buffer), round.slice.begin, record_count, files, options_.threads,
                        record_blocks_, place, out);
     });
     if (!placed) place(std::vector<int64_t>(files.second - files.first, 0));

@@ -60,14 +60,16 @@ class OrderedOutputs {
   // Collective: every rank opens every temporary file; starts the writer thread. Errors go into `status`.
   void open(RankStatus& status);
 
-  // A free buffer for one round's images (round_images, 64, 64, nc); waits while the writer holds both.
-  float* next_buffer();
+  // A free buffer for one round's images (round_images, 64, 64, nc) in encoding(); waits while the
+  // writer holds both.
+  void* next_buffer();
+  ImageEncoding encoding() const { return encoding_; }  // image_encoding_for(the formats)
   // Every rank, every round, in order (a rank with no images passes an empty slice): the writer
   // writes images (slice.size(), 64, 64, nc) from `buffer` to every output. A rank that has failed
   // still takes part in the exchange of text offsets, writing nothing.
   // `all` is the round's images over every rank; the mosaic files it reaches are opened before it is
   // written and those it completes closed after (collective on the writer's communicator).
-  void submit_round(float* buffer, ImageRange all, ImageRange slice, const RankStatus& status);
+  void submit_round(void* buffer, ImageRange all, ImageRange slice, const RankStatus& status);
   // Adds the writer's failure, if any, to `status` (without waiting).
   void collect_errors(RankStatus& status);
   // Collective: waits until every submitted round is written (then collect_errors), encodes the
@@ -83,13 +85,14 @@ class OrderedOutputs {
 
  private:
   struct Round {
-    float* buffer;
+    void* buffer;
     ImageRange all;    // the round, every rank's images
     ImageRange slice;  // this rank's
     bool skip;  // the rank has failed: only the text exchange
   };
   void writer_loop();
   void write_round(const Round& round);
+  ImageRun buffer_run(const void* buffer) const { return {encoding_, buffer, options_.image_channels}; }
   OutputFile job_file(size_t index) const;  // file `index` of the job's flat list, over every layout
   void open_job_files(const std::vector<size_t>& indices, RankStatus& status);  // collective
   void encode_mosaic_pngs(RankStatus& status);                                  // collective
@@ -113,10 +116,11 @@ class OrderedOutputs {
   std::vector<std::vector<char>> record_blocks_;
   std::vector<std::unique_ptr<RecordEnds>> record_ends_;  // per layout: where the next round's records go
 
-  std::vector<std::unique_ptr<float[]>> storage_;
+  ImageEncoding encoding_;
+  std::vector<std::unique_ptr<char[]>> storage_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<float*> free_;
+  std::vector<void*> free_;
   std::deque<Round> queue_;
   bool stopping_ = false;
   RankStatus writer_status_;

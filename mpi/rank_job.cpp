@@ -93,7 +93,8 @@ class RankJob {
 
  private:
   int run_steps();
-  void generate_slice(const float* latents, int64_t count, int64_t first_index, float* images);
+  // images: the round's buffer, (count, 64, 64, nc) in `encoding`.
+  void generate_slice(const float* latents, int64_t count, int64_t first_index, ImageEncoding encoding, void* images);
   RunSummary gather_summary(const WorkSplit& split, const OrderedOutputs& outputs);
   bool agree(const RankStatus& status) { return ranks_agree(world_, status, &exit_code_); }
   int64_t default_min_images() const;
@@ -121,6 +122,7 @@ class RankJob {
   bool on_cpu_ = false;
   std::string device_ = "cpu";  // "cuda", "cpu", "synthetic": the device this rank's backend runs on
   int64_t generated_ = 0;       // images this rank has generated so far
+  std::vector<uint8_t> flags_;  // (slice): each image's scan (generator/finite_check.hpp)
   std::unique_ptr<JobProgress> progress_;
   std::unique_ptr<ProgressDisplay> display_;  // rank 0
   std::unique_ptr<OutputGuard> guard_;         // rank 0: the prefix's lock, until the outputs are in place
@@ -150,6 +152,7 @@ void RankJob::start_backend(int active, const std::vector<int>& node_of_rank) {
   on_cpu_ = backend.device == DeviceKind::Cpu;
   device_ = backend.device == DeviceKind::Cuda ? "cuda" : backend.device == DeviceKind::Synthetic ? "synthetic" : "cpu";
   backend.images_done = &progress_->own_count();
+  backend.images = image_encoding_for(request_.formats);  // OrderedOutputs' buffers hold them so
   std::string ignored;
   backend_ = make_backend(net, backend, &ignored);
   backend_text_ = backend_->describe();
@@ -169,13 +172,18 @@ int RankJob::run() {
 
 // This rank's slice, in steps that tell rank 0 how far it is (see kCpuProgressStep).
 // first_index: the index of latents[0] in the whole job.
-void RankJob::generate_slice(const float* latents, int64_t count, int64_t first_index, float* images) {
+void RankJob::generate_slice(const float* latents, int64_t count, int64_t first_index, ImageEncoding encoding,
+                             void* images) {
+  const int64_t image_bytes = ImageRun{encoding, nullptr, spec_.image_channels}.bytes_per_image();
   const int64_t step = on_cpu_ ? kCpuProgressStep : std::max<int64_t>(count, 1);
+  flags_.resize(static_cast<size_t>(std::max<int64_t>(count, 1)));
   for (int64_t first = 0; first < count; first += step) {
     const int64_t n = std::min(step, count - first);
-    backend_->generate(latents + first * latents_.latent_dim, n, images + first * spec_.image_values());
-    require_finite_images(*net_, request_.model_path, latents + first * latents_.latent_dim,
-                          images + first * spec_.image_values(), n, first_index + first, cpu_threads_);
+    const float* z = latents + first * latents_.latent_dim;
+    const ImageTarget out{encoding, static_cast<char*>(images) + first * image_bytes, flags_.data() + first,
+                          latents_.latent_dim, spec_.image_channels};
+    backend_->generate_checked(z, n, out, cpu_threads_);
+    require_finite_flags(*net_, request_.model_path, z, out.flags, n, first_index + first, cpu_threads_);
     progress_->own_count().store(generated_ + first + n, std::memory_order_relaxed);
     progress_->publish();
   }
@@ -322,12 +330,12 @@ int RankJob::run_steps() {
       wait_politely(&request);
     }
     // (slice, 64, 64, nc); written by the outputs' writer thread while the next round is generated.
-    float* images = outputs.next_buffer();
+    void* images = outputs.next_buffer();
     if (!mine.empty()) {
       const auto start = Clock::now();
       attempt(status, [&] {
         if (q == 0) maybe_inject_fault(topo_.world_rank);
-        generate_slice(my_latents, mine.size(), mine.begin, images);
+        generate_slice(my_latents, mine.size(), mine.begin, outputs.encoding(), images);
       });
       times_.compute += seconds_since(start);
     }

@@ -10,12 +10,14 @@
 
 namespace facegen {
 OutputStage::OutputStage(std::vector<std::unique_ptr<ImageSink>> sinks, int64_t chunk_images, int buffers,
-                         std::function<void(int64_t)> on_written, int64_t image_values)
-    : sinks_(std::move(sinks)), on_written_(std::move(on_written)) {
+                         std::function<void(int64_t)> on_written, int64_t image_values, ImageEncoding encoding)
+    : sinks_(std::move(sinks)), on_written_(std::move(on_written)), encoding_(encoding),
+      channels_(static_cast<int>(image_values / 4096)) {
   if (chunk_images < 1 || buffers < 1) throw std::invalid_argument("OutputStage: empty chunk or no buffers");
+  const int64_t image_bytes = ImageRun{encoding, nullptr, channels_}.bytes_per_image();
   for (int b = 0; b < buffers; ++b) {
     // new[] without initialisation: a buffer's pages become resident as images land in it.
-    storage_.emplace_back(new float[static_cast<size_t>(chunk_images * image_values)]);
+    storage_.emplace_back(new char[static_cast<size_t>(chunk_images * image_bytes)]);
     free_.push_back(storage_.back().get());
   }
   writer_ = std::thread(&OutputStage::writer_loop, this);
@@ -35,18 +37,18 @@ void OutputStage::rethrow_if_failed() {
   if (error_) std::rethrow_exception(error_);
 }
 
-float* OutputStage::acquire() {
+void* OutputStage::acquire() {
   const auto start = Clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] { return !free_.empty() || error_; });
   rethrow_if_failed();
-  float* buffer = free_.back();
+  void* buffer = free_.back();
   free_.pop_back();
   wait_seconds_ += seconds_since(start);
   return buffer;
 }
 
-void OutputStage::submit(float* buffer, int64_t first, int64_t count) {
+void OutputStage::submit(void* buffer, int64_t first, int64_t count) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     rethrow_if_failed();
@@ -87,7 +89,8 @@ void OutputStage::writer_loop() {
     const auto start = Clock::now();
     std::exception_ptr error;
     try {
-      for (auto& sink : sinks_) sink->append(job.buffer, job.first, job.count);
+      const ImageRun images{encoding_, job.buffer, channels_};
+      for (auto& sink : sinks_) sink->append(images, job.first, job.count);
     } catch (...) {
       error = std::current_exception();
     }

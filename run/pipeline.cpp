@@ -54,15 +54,14 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   // Said once the first latents are read: where the input or the outputs are wrong, that one line is
   // what the user reads, not the CPU fallback's notice before it.
   std::string device_notice;
-  {
-    std::string& notice = device_notice;
-    BackendOptions options = request.backend;
-    options.images_done = &generated;
-    backend = make_backend(net, options, &notice);
-    DeviceKind device = request.backend.device;
-    if (device == DeviceKind::Auto) device = notice.empty() ? DeviceKind::Cuda : DeviceKind::Cpu;  // a notice: fell back
-    summary.device = device_name(device);
-  }
+  const ImageEncoding encoding = image_encoding_for(request.formats);
+  BackendOptions options = request.backend;
+  options.images_done = &generated;
+  options.images = encoding;
+  backend = make_backend(net, options, &device_notice);
+  DeviceKind device = request.backend.device;
+  if (device == DeviceKind::Auto) device = device_notice.empty() ? DeviceKind::Cuda : DeviceKind::Cpu;  // a notice: fell back
+  summary.device = device_name(device);
   summary.backend = backend->describe();
   summary.precision = summary.device == "cuda" ? precision_name(request.backend.precision) : "fp32";
   summary.model = request.model_path;
@@ -79,9 +78,11 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   }
 
   const int64_t chunk = std::max<int64_t>(1, std::min(request.chunk_images, total));
-  OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), nullptr, net.spec().image_values());
+  const ModelSpec& spec = net.spec();
+  OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), nullptr, spec.image_values(), encoding);
   ProgressDisplay progress(stderr, request.progress, total, [&generated] { return generated.load(); });
-  std::vector<float> latents(static_cast<size_t>(chunk) * net.spec().latent_dim);  // (chunk, nz)
+  std::vector<float> latents(static_cast<size_t>(chunk) * spec.latent_dim);  // (chunk, nz)
+  std::vector<uint8_t> flags(static_cast<size_t>(chunk));                    // (chunk): each image's scan
   for (int64_t done = 0; done < total;) {
     start = Clock::now();
     const int64_t count = run.reader.read(latents.data(), chunk);
@@ -89,10 +90,12 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
     if (!device_notice.empty() && request.on_notice) request.on_notice(device_notice);
     device_notice.clear();
 
-    float* images = stage.acquire();  // (chunk, 64, 64, nc); waits while the writer is behind
+    void* images = stage.acquire();  // (chunk, 64, 64, nc) in `encoding`; waits while the writer is behind
     start = Clock::now();
-    backend->generate(latents.data(), count, images);
-    require_finite_images(net, request.model_path, latents.data(), images, count, done, request.backend.threads);
+    const int threads = request.backend.threads;
+    backend->generate_checked(latents.data(), count,
+                              {encoding, images, flags.data(), spec.latent_dim, spec.image_channels}, threads);
+    require_finite_flags(net, request.model_path, latents.data(), flags.data(), count, done, threads);
     compute_seconds += seconds_since(start);
     stage.submit(images, done, count);
     done += count;

@@ -370,9 +370,11 @@ struct RecordingSink : ImageSink {
   int64_t fail_at;
   bool* was_committed;
   RecordingSink(std::vector<float>* s, int64_t f, bool* c) : seen(s), fail_at(f), was_committed(c) {}
-  void append(const float* images, int64_t first, int64_t count) override {
+  using ImageSink::append;
+  int image_channels() const override { return 3; }
+  void append(const ImageRun& images, int64_t first, int64_t count) override {
     if (first >= fail_at) throw UserError("disk full at " + std::to_string(first));
-    for (int64_t k = 0; k < count; ++k) seen->push_back(images[k * kImageValues]);
+    for (int64_t k = 0; k < count; ++k) seen->push_back(images.values()[k * kImageValues]);
   }
   std::vector<PendingRename> finish() override { return {}; }
   void committed() override { *was_committed = true; }
@@ -389,7 +391,7 @@ TEST_CASE("output stage: chunks reach the sinks in order through two buffers; er
   int64_t last_done = 0;
   OutputStage stage(std::move(sinks), 3, 2, [&](int64_t done) { last_done = done; });
   for (int64_t first = 0; first < 20; first += 3) {
-    float* buffer = stage.acquire();
+    float* buffer = static_cast<float*>(stage.acquire());
     const int64_t count = std::min<int64_t>(3, 20 - first);
     for (int64_t k = 0; k < count; ++k) buffer[k * kImageValues] = static_cast<float>(first + k);
     stage.submit(buffer, first, count);

@@ -29,7 +29,9 @@
 #include "common/half_float.hpp"
 #include "generator/gpu_pipeline.hpp"
 #include "kernels/generator_gpu.hpp"
-#include "kernels/image_half.hpp"
+#include "files/output_format.hpp"
+#include "generator/finite_check.hpp"
+#include "kernels/image_output.hpp"
 #include "common/cuda_check.cuh"
 #include "tests/gpu/gpu_test_support.cuh"
 #include "tests/gpu/reference.hpp"
@@ -370,47 +372,135 @@ TEST_CASE("a run hands over its network's images: bf16's rounded to float16, fp3
   }
 }
 
-TEST_CASE("images_to_half rounds like float_to_half, at every count, without writing past it") {
-  std::mt19937_64 rng(test_seed() + 14);
+namespace {
+
+// n images (n, 4096 nc) whose kinds cycle: tanh of normals; specials (float16 ties, the bytes' edges
+// k / 127.5 - 1, the largest half and beyond, zeros, NaN, Inf) among them; any bits; every value
+// exactly +-1; every value +-1 but one.
+std::vector<float> finish_inputs(int n, int nc, std::mt19937_64& rng) {
   std::normal_distribution<float> nd;
   std::uniform_int_distribution<uint32_t> any_bits;
-  // Specials: zeros, ties of float16 rounding, subnormal halves, the largest half and beyond, Inf, NaN.
-  const float specials[] = {0.f, -0.f, 1.f, -1.f, 1.f + 0x1p-11f, 1.f + 3 * 0x1p-11f, 0x1p-25f, 3 * 0x1p-25f, 0x1p-20f,
-                            65504.f, 65519.f, 65520.f, -70000.f, std::numeric_limits<float>::infinity(),
-                            std::numeric_limits<float>::quiet_NaN(), 0x1p-140f};
-  for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{4099}, int64_t{12288} * 3 + 5,
-                        int64_t{1} << 20}) {
-    std::vector<float> in(count);
-    for (int64_t i = 0; i < count; ++i) {
-      const int kind = static_cast<int>(i % 5);
-      if (kind == 0) in[i] = std::tanh(nd(rng));
-      else if (kind == 1) in[i] = nd(rng) * 1000.f;
-      else if (kind == 2) in[i] = specials[(i / 5) % (sizeof specials / sizeof specials[0])];
-      else {
+  const float specials[] = {0.f, -0.f, 1.f, -1.f, 1.f + 0x1p-11f, 1.f + 3 * 0x1p-11f, 0x1p-25f, 0x1p-20f, 65504.f,
+                            65520.f, -70000.f, std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), 1.f / 127.5f - 1.f, 128.f / 127.5f - 1.f,
+                            254.f / 127.5f - 1.f, 0x1p-140f};
+  const int values = 4096 * nc;
+  std::vector<float> in(size_t(n) * values);
+  for (int i = 0; i < n; ++i) {
+    float* image = &in[size_t(i) * values];
+    const int kind = i % 5;
+    for (int v = 0; v < values; ++v) {
+      if (kind == 0) image[v] = std::tanh(nd(rng));
+      else if (kind == 1) image[v] = v % 3 ? std::tanh(nd(rng)) : specials[(v / 3) % (sizeof specials / sizeof specials[0])];
+      else if (kind == 2) {
         const uint32_t b = any_bits(rng);
-        std::memcpy(&in[i], &b, 4);
+        std::memcpy(&image[v], &b, 4);
+      } else {
+        image[v] = v % 2 ? 1.f : -1.f;
       }
     }
-    constexpr int kGuard = 8;  // values past the end that must keep their poison
-    DeviceBuffer d_in(count * 4), d_out((count + kGuard) * 2);
-    d_out.poison();
-    CUDA_CHECK(cudaMemcpy(d_in.p, in.data(), count * 4, cudaMemcpyHostToDevice));
-    gpu::launch_images_to_half(static_cast<const float*>(d_in.p), count, static_cast<uint16_t*>(d_out.p), nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<uint16_t> out(count + kGuard);
-    CUDA_CHECK(cudaMemcpy(out.data(), d_out.p, out.size() * 2, cudaMemcpyDeviceToHost));
-    int64_t wrong = 0, shown = 0;
-    for (int64_t i = 0; i < count; ++i) {
-      const uint16_t want = float_to_half(in[i]);
-      const bool both_nan = std::isnan(in[i]) && std::isnan(half_to_float(out[i]));
-      if (out[i] != want && !both_nan) {
-        ++wrong;
-        if (shown++ < 5) FAIL_CHECK("count " << count << ", value " << i << " = " << in[i] << ": got 0x" << std::hex << out[i]
-                                               << ", want 0x" << want << std::dec);
+    if (kind == 4) image[any_bits(rng) % values] = 0.25f;
+  }
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("finish_images: flags as scan_image, float16 as float_to_half, bytes as image_to_rgb8, nothing past n") {
+  std::mt19937_64 rng(test_seed() + 14);
+  for (int nc : {3, 1}) {
+    const int values = 4096 * nc;
+    for (int n : {1, 3, 77}) {
+      const std::vector<float> in = finish_inputs(n, nc, rng);
+      DeviceBuffer d_in(in.size() * 4);
+      CUDA_CHECK(cudaMemcpy(d_in.p, in.data(), in.size() * 4, cudaMemcpyHostToDevice));
+      for (gpu::ImageOutput output : {gpu::ImageOutput::None, gpu::ImageOutput::Float16, gpu::ImageOutput::Rgb8}) {
+        for (bool round_half : {false, true}) {
+          const bool rounded = round_half || output == gpu::ImageOutput::Float16;
+          const size_t image_bytes = output == gpu::ImageOutput::Float16 ? size_t(values) * 2
+                                     : output == gpu::ImageOutput::Rgb8 ? size_t(kRgb8ImageBytes) : 0;
+          constexpr int kGuard = 2;  // images past n whose poison must stay
+          DeviceBuffer d_out(std::max<size_t>(1, image_bytes * (n + kGuard))), d_flags(n + 64);
+          d_out.poison();
+          d_flags.poison();
+          gpu::launch_finish_images(static_cast<const float*>(d_in.p), n, values, output, round_half, d_out.p,
+                                    static_cast<uint8_t*>(d_flags.p), nullptr);
+          CUDA_CHECK(cudaDeviceSynchronize());
+          std::vector<unsigned char> out(image_bytes * (n + kGuard));
+          std::vector<uint8_t> flags(n + 64);
+          CUDA_CHECK(cudaMemcpy(out.data(), d_out.p, out.size(), cudaMemcpyDeviceToHost));
+          CUDA_CHECK(cudaMemcpy(flags.data(), d_flags.p, flags.size(), cudaMemcpyDeviceToHost));
+          int wrong_flags = 0, wrong_images = 0, seen_flags[4] = {};
+          std::vector<float> host(values);  // (64, 64, nc): what the host would receive
+          std::vector<unsigned char> rgb(kRgb8ImageBytes);
+          for (int i = 0; i < n; ++i) {
+            const float* image = &in[size_t(i) * values];
+            for (int v = 0; v < values; ++v) host[v] = rounded ? half_to_float(float_to_half(image[v])) : image[v];
+            const uint8_t want = scan_image(host.data(), values);
+            wrong_flags += flags[i] != want;
+            ++seen_flags[want & 3];
+            const unsigned char* got = out.data() + image_bytes * i;
+            if (output == gpu::ImageOutput::Rgb8) {
+              image_to_rgb8(host.data(), nc, rgb.data());
+              wrong_images += std::memcmp(got, rgb.data(), rgb.size()) != 0;
+            } else if (output == gpu::ImageOutput::Float16) {
+              for (int v = 0; v < values; ++v) {
+                uint16_t h;
+                std::memcpy(&h, got + 2 * v, 2);
+                const bool both_nan = std::isnan(image[v]) && std::isnan(half_to_float(h));
+                if (h != float_to_half(image[v]) && !both_nan) {
+                  ++wrong_images;
+                  break;
+                }
+              }
+            }
+          }
+          const std::string what = "nc " + std::to_string(nc) + ", n " + std::to_string(n) + ", output " +
+                                   std::to_string(int(output)) + ", round_half " + std::to_string(round_half);
+          CHECK_MESSAGE(wrong_flags == 0, what << ": " << wrong_flags << " images flagged otherwise than scan_image");
+          CHECK_MESSAGE(wrong_images == 0, what << ": " << wrong_images << " images differ from the CPU's conversion");
+          if (n >= 5) {  // every kind of image was there, so the flags were not all alike
+            CHECK(seen_flags[0] > 0);
+            CHECK(seen_flags[kImageNonFinite] > 0);
+            CHECK(seen_flags[kImageSaturated] > 0);
+          }
+          for (size_t k = image_bytes * n; k < out.size(); ++k) REQUIRE_MESSAGE(out[k] == 0xff, what << ": written past n");
+          for (int k = n; k < n + 64; ++k) REQUIRE_MESSAGE(flags[k] == 0xff, what << ": a flag past n");
+        }
       }
     }
-    CHECK_MESSAGE(wrong == 0, "count " << count << ": " << wrong << " values rounded differently");
-    for (int k = 0; k < kGuard; ++k) CHECK_MESSAGE(out[count + k] == 0xffff, "count " << count << ": written past the end");
+  }
+}
+
+TEST_CASE("8-bit runs: the pipeline's pixels and flags equal the host's conversion and scan of its float images") {
+  const auto net = reference::random_network(test_seed() + 15);
+  const int n_max = batch_sizes().back();
+  const int batch = std::min(n_max, GpuPipeline::kChunkImages + 5);  // two download chunks, a graph and a ragged batch
+  const int n = std::min(n_max, 2 * batch + 3);
+  std::mt19937_64 rng(test_seed() + 16);
+  std::normal_distribution<float> nd;
+  std::vector<float> z(size_t(n) * kLatentDim);
+  for (auto& v : z) v = nd(rng);
+  for (Precision p : kPrecisions) {
+    GpuPipeline floats(net.data(), kShpcSpec, p, batch, 0);
+    GpuPipeline pixels(net.data(), kShpcSpec, p, batch, 0, ImageEncoding::Rgb8);
+    CHECK(pixels.transfer() == ImageTransfer::Rgb8);
+    std::vector<float> images(size_t(n) * kImageValues);
+    std::vector<uint8_t> float_flags(n, 0xee), pixel_flags(n + 16, 0xee);
+    floats.generate_checked(z.data(), n, images.data(), float_flags.data());
+    std::vector<unsigned char> got(size_t(n + 1) * kRgb8ImageBytes, 0xee), want(size_t(n) * kRgb8ImageBytes);
+    pixels.generate_checked(z.data(), n, got.data(), pixel_flags.data());
+    int wrong_flags = 0;
+    for (int i = 0; i < n; ++i) {
+      image_to_rgb8(&images[size_t(i) * kImageValues], 3, &want[size_t(i) * kRgb8ImageBytes]);
+      const uint8_t scanned = scan_image(&images[size_t(i) * kImageValues], kImageValues);
+      wrong_flags += (float_flags[i] != scanned) + (pixel_flags[i] != scanned);
+    }
+    CHECK_MESSAGE(wrong_flags == 0, name(p) << ": " << wrong_flags << " flags differ from scan_image");
+    CHECK_MESSAGE(std::memcmp(got.data(), want.data(), want.size()) == 0, name(p) << ": pixels differ from image_to_rgb8");
+    for (size_t k = want.size(); k < got.size(); ++k) REQUIRE(got[k] == 0xee);
+    for (int k = n; k < n + 16; ++k) REQUIRE(pixel_flags[k] == 0xee);
+    CHECK_THROWS_AS(pixels.generate(z.data(), 1, images.data()), std::logic_error);
   }
 }
 
