@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -81,12 +82,19 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   const ModelSpec& spec = net.spec();
   OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), nullptr, spec.image_values(), encoding);
   ProgressDisplay progress(stderr, request.progress, total, [&generated] { return generated.load(); });
-  std::vector<float> latents(static_cast<size_t>(chunk) * spec.latent_dim);  // (chunk, nz)
-  std::vector<uint8_t> flags(static_cast<size_t>(chunk));                    // (chunk): each image's scan
-  for (int64_t done = 0; done < total;) {
+  // Chunk k + 1's latents are read on a thread of their own while chunk k is generated: parse_seconds
+  // is only the wait, what reading did not hide.
+  std::vector<float> latent_buffers[2];  // each (chunk, nz)
+  for (auto& buffer : latent_buffers) buffer.resize(static_cast<size_t>(chunk) * spec.latent_dim);
+  auto read_chunk = [&run, &latent_buffers, chunk](int64_t k) { return run.reader.read(latent_buffers[k % 2].data(), chunk); };
+  std::future<int64_t> next_read = std::async(std::launch::async, read_chunk, 0);
+  std::vector<uint8_t> flags(static_cast<size_t>(chunk));  // (chunk): each image's scan
+  for (int64_t done = 0, k = 0; done < total; ++k) {
     start = Clock::now();
-    const int64_t count = run.reader.read(latents.data(), chunk);
+    const int64_t count = next_read.get();  // rethrows what reading threw
     parse_seconds += seconds_since(start);
+    if (done + count < total) next_read = std::async(std::launch::async, read_chunk, k + 1);
+    const std::vector<float>& latents = latent_buffers[k % 2];
     if (!device_notice.empty() && request.on_notice) request.on_notice(device_notice);
     device_notice.clear();
 
