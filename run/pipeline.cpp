@@ -153,7 +153,8 @@ int64_t default_chunk_images(const std::vector<OutputFormat>& formats, const Sin
   }
   if (shard == 0) return kDefaultChunkImages;
   const int64_t want = static_cast<int64_t>(resolve_threads(sinks.threads)) * shard;
-  return std::max(kDefaultChunkImages, std::min(want, kMaxShardChunkImages));
+  const int64_t image_bytes = ImageRun{image_encoding_for(formats), nullptr, sinks.image_channels}.bytes_per_image();
+  return std::max(kDefaultChunkImages, std::min(want, kMaxShardChunkBytes / image_bytes));
 }
 
 SampleFacts sample_facts(const GenerateRequest& request) {

@@ -283,7 +283,11 @@ TEST_CASE("shards: the default chunk grows to write threads x shard images, with
   SinkOptions sinks;
   sinks.threads = 3;
   CHECK(default_chunk_images({OutputFormat::Text, OutputFormat::Npy}, sinks) == kDefaultChunkImages);  // no shard
-  CHECK(default_chunk_images({OutputFormat::Tar}, sinks) == kMaxShardChunkImages);  // 3 x 10,000, bounded
+  CHECK(default_chunk_images({OutputFormat::Tar}, sinks) == 16384);  // 3 x 10,000, bounded: 192 MiB of pixels
+  CHECK(default_chunk_images({OutputFormat::Tar, OutputFormat::Npy}, sinks) == 4096);  // ... or of RGB floats
+  sinks.image_channels = 1;
+  CHECK(default_chunk_images({OutputFormat::Tar, OutputFormat::Text}, sinks) == 12288);  // ... or of grey floats
+  sinks.image_channels = 3;
   sinks.shard_images = 100;
   CHECK(default_chunk_images({OutputFormat::Npy}, sinks) == kDefaultChunkImages);  // 300: never below 1024
   sinks.shard_images = 1000;
