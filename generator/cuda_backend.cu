@@ -9,10 +9,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -59,6 +61,27 @@ class CudaBackend : public Backend {
 };
 
 }  // namespace
+
+struct EarlyCudaContext::Creation {
+  std::thread thread;
+};
+
+EarlyCudaContext::EarlyCudaContext(int device) : creation_(std::make_unique<Creation>()) {
+  creation_->thread = std::thread([device] {
+    // Errors (no driver, no such device) are left for the backend's own calls, which report them.
+    if (cudaSetDevice(device < 0 ? 0 : device) == cudaSuccess) cudaFree(nullptr);
+    cudaGetLastError();
+  });
+}
+
+EarlyCudaContext::~EarlyCudaContext() { wait(); }
+
+double EarlyCudaContext::wait() {
+  if (!creation_->thread.joinable()) return 0;
+  const auto start = std::chrono::steady_clock::now();
+  creation_->thread.join();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 int cuda_device_count(std::string* why_none) {
   int count = 0;

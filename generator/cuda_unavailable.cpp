@@ -19,6 +19,11 @@ int cuda_device_count(std::string* why_none) {
   return 0;
 }
 
+struct EarlyCudaContext::Creation {};
+EarlyCudaContext::EarlyCudaContext(int) {}
+EarlyCudaContext::~EarlyCudaContext() = default;
+double EarlyCudaContext::wait() { return 0; }
+
 std::unique_ptr<Backend> make_cuda_backend(const Network&, const BackendOptions&) {
   throw std::runtime_error(std::string("cannot use a CUDA GPU: ") + kNoCuda);
 }

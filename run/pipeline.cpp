@@ -41,6 +41,7 @@ struct Prepared {
   SinkOptions sink_options;
   double parse_seconds;  // so far
   Clock::time_point run_start;
+  EarlyCudaContext* context;  // being created beside the reading, or null
 };
 
 // The backend, the outputs (as temporaries), the chunks generated and written, the commit; fills
@@ -50,7 +51,6 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   const Network& net = run.net;
   const int64_t total = run.total;
   double parse_seconds = run.parse_seconds, compute_seconds = 0;
-  auto start = Clock::now();
   std::unique_ptr<Backend> backend;
   // Said once the first latents are read: where the input or the outputs are wrong, that one line is
   // what the user reads, not the CPU fallback's notice before it.
@@ -59,14 +59,20 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   BackendOptions options = request.backend;
   options.images_done = &generated;
   options.images = encoding;
+  options.max_batch = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(options.max_batch, total)));  // buffers to the job
+  const double waited = run.context ? run.context->wait() : 0;
+  if (run.context) summary.startup.push_back({"cuda_context_wait", waited, 0, ""});
+  auto start = Clock::now();
   backend = make_backend(net, options, &device_notice);
+  const double backend_seconds = seconds_since(start);
+  summary.startup.push_back({"backend", backend_seconds, 0, ""});
   DeviceKind device = request.backend.device;
   if (device == DeviceKind::Auto) device = device_notice.empty() ? DeviceKind::Cuda : DeviceKind::Cpu;  // a notice: fell back
   summary.device = device_name(device);
   summary.backend = backend->describe();
   summary.precision = summary.device == "cuda" ? precision_name(request.backend.precision) : "fp32";
   summary.model = request.model_path;
-  summary.load_seconds += seconds_since(start);
+  summary.load_seconds += waited + backend_seconds;
 
   // A commit of an earlier run into this directory that a kill cut short is finished first.
   for (const std::string& sentence : finish_dead_commits(directory_of(request.output_prefix))) {
@@ -174,10 +180,15 @@ RunSummary run_generation(const GenerateRequest& request) {
   const auto run_start = Clock::now();
   std::atomic<int64_t> generated{0};  // images generated so far, for the progress display
 
+  // The CUDA context is made while the model and the latents are read and the outputs checked.
+  const DeviceKind device = request.backend.device;
+  std::unique_ptr<EarlyCudaContext> context;
+  if (device == DeviceKind::Cuda || device == DeviceKind::Auto) context = std::make_unique<EarlyCudaContext>(request.backend.cuda_device);
   auto start = Clock::now();
   // The backends keep their own copy (host or device); this one names the layer of a non-finite image.
-  const Network net = request.backend.device == DeviceKind::Synthetic ? Network() : load_network(request.model_path);
+  const Network net = device == DeviceKind::Synthetic ? Network() : load_network(request.model_path);
   summary.load_seconds = seconds_since(start);
+  summary.startup.push_back({"model", summary.load_seconds, 0, ""});
 
   start = Clock::now();
   LatentSpec latent_spec = request.latents;
@@ -195,7 +206,7 @@ RunSummary run_generation(const GenerateRequest& request) {
   const OutputGuard guard(request.output_prefix, request.formats, total, output_options(sink_options),
                           request.summary_json_path);
   summary.stale = guard.stale();
-  const Prepared prepared{net, *reader, total, sink_options, parse_seconds, run_start};
+  const Prepared prepared{net, *reader, total, sink_options, parse_seconds, run_start, context.get()};
   naming_folder_change([&] { generate_into_outputs(request, prepared, generated, summary); });
   return summary;
 }

@@ -66,8 +66,15 @@ void print_summary(std::FILE* out, const RunSummary& s) {
     std::fprintf(out, "%-9s %s%s%s\n", stage.name.c_str(), timing_text(stage.seconds, s.images, stage.bytes).c_str(),
                  stage.note.empty() ? "" : ", ", stage.note.c_str());
   }
-  std::fprintf(out, "total     %s from start to finished files, model load %.3f s, peak memory %s\n",
-               timing_text(s.total_seconds, s.images, 0).c_str(), s.load_seconds,
+  std::string startup;
+  for (const StageTiming& part : s.startup) {
+    char text[96];
+    std::snprintf(text, sizeof text, "%s%s %.3f s", startup.empty() ? " (" : ", ", part.name.c_str(), part.seconds);
+    startup += text;
+  }
+  if (!startup.empty()) startup += ")";
+  std::fprintf(out, "total     %s from start to finished files, model load %.3f s%s, peak memory %s\n",
+               timing_text(s.total_seconds, s.images, 0).c_str(), s.load_seconds, startup.c_str(),
                human_bytes(static_cast<double>(s.peak_memory_bytes)).c_str());
   for (const FileWritten& file : s.files) {
     std::fprintf(out, "wrote     %s (%s)\n", normal_path(file.path).c_str(), human_bytes(static_cast<double>(file.bytes)).c_str());
@@ -121,12 +128,15 @@ std::string summary_json(const RunSummary& s) {
       {"hosts", s.hosts},
       {"generating_ranks", s.generating_ranks},
       {"load_seconds", s.load_seconds},
+      {"startup", json::object()},
       {"stages", stages},
       {"total", {{"seconds", s.total_seconds}, {"images_per_second", rate(s.total_seconds, static_cast<double>(s.images))}}},
       {"peak_memory_bytes", s.peak_memory_bytes},
       {"files", files},
       {"stale_files", stale},
   };
+  for (const StageTiming& part : s.startup) out["startup"][part.name + "_seconds"] = part.seconds;
+  if (s.startup.empty()) out.erase("startup");
   // --seeds only, in the order given: image k's seed is the k-th of these ranges written out.
   if (s.seeds) {
     for (const SeedRange& range : s.seeds->ranges()) out["seeds"].push_back({range.first, range.last});

@@ -53,6 +53,9 @@ struct RunSummary {
   int ranks = 1, hosts = 1, generating_ranks = 1;
   std::string ranks_note;     // MPI: how the work was shared
   double load_seconds = 0;    // model load and backend start (slowest rank)
+  // A single process's start-up in parts (empty for MPI): "model" (read and checked), "cuda_context_wait"
+  // (the wait for the CUDA context beyond what ran beside its creation), "backend" (weights, buffers).
+  std::vector<StageTiming> startup;
   std::vector<StageTiming> stages;
   double total_seconds = 0;
   int64_t peak_memory_bytes = 0;  // this process's (rank 0's); each rank's in `per_rank`

@@ -50,8 +50,13 @@ if ranks > 1:
     need(len(s["per_rank"]) == ranks and [r["rank"] for r in s["per_rank"]] == list(range(ranks)), "per_rank")
     need(sum(r["images"] for r in s["per_rank"]) == images, "per-rank images add up")
     need(all(r["host"] and r["peak_memory_bytes"] > 0 for r in s["per_rank"]), "per-rank host and memory")
+    need("startup" not in s, "no start-up parts for an MPI job")
 else:
     need("per_rank" not in s, "no per_rank for one process")
+    parts = s["startup"]
+    need(set(parts) == {"model_seconds", "backend_seconds"}, "start-up parts (--device cpu: no CUDA context)")
+    need(all(v >= 0 for v in parts.values()), "start-up parts' seconds")
+    need(s["load_seconds"] >= parts["model_seconds"] + parts["backend_seconds"] - 1e-6, "load covers the parts")
 PY
 }
 
