@@ -234,8 +234,8 @@ cxxopts::Options command_line() {
        "N")
       ("t,threads", "CPU threads (0: all this process may use)", value<std::string>()->default_value("0"), "N");
   options.add_options("Memory")
-      ("chunk", "images read, generated and written per step (memory grows with it, not with N; default 1024, "
-       "when shards are written up to 192 MiB a buffer: 4096 float or 16384 8-bit images)", value<std::string>(), "N")
+      ("chunk", "images read, generated and written per step (memory grows with it, not with N; default 48 MiB "
+       "a buffer: 1024 float or 4096 8-bit images; with shards up to 192 MiB: 4096 or 16384)", value<std::string>(), "N")
       ("write-threads", "threads that format text and encode PNGs (0: all)", value<std::string>()->default_value("0"),
        "N");
   options.add_options("Reporting")

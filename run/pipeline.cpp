@@ -150,6 +150,8 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
 }  // namespace
 
 int64_t default_chunk_images(const std::vector<OutputFormat>& formats, const SinkOptions& sinks) {
+  const int64_t image_bytes = ImageRun{image_encoding_for(formats), nullptr, sinks.image_channels}.bytes_per_image();
+  const int64_t plain = kDefaultChunkBytes / image_bytes;
   int64_t shard = 0;  // the smallest shard of the outputs
   for (OutputFormat format : formats) {
     if (!is_sharded_format(format)) continue;
@@ -157,10 +159,9 @@ int64_t default_chunk_images(const std::vector<OutputFormat>& formats, const Sin
                            : format == OutputFormat::Tar ? kDefaultShardImages : 0;
     if (images > 0) shard = shard == 0 ? images : std::min(shard, images);
   }
-  if (shard == 0) return kDefaultChunkImages;
+  if (shard == 0) return plain;
   const int64_t want = static_cast<int64_t>(resolve_threads(sinks.threads)) * shard;
-  const int64_t image_bytes = ImageRun{image_encoding_for(formats), nullptr, sinks.image_channels}.bytes_per_image();
-  return std::max(kDefaultChunkImages, std::min(want, kMaxShardChunkBytes / image_bytes));
+  return std::max(plain, std::min(want, kMaxShardChunkBytes / image_bytes));
 }
 
 SampleFacts sample_facts(const GenerateRequest& request) {

@@ -279,7 +279,7 @@ TEST_CASE("shards: names, --shard-images bounds, and an empty job's archive") {
   CHECK(read_ustar(write_output(OutputFormat::Tar, none, 0, 3, 0, 2, 1).files.at("r-000000.tar")).empty());
 }
 
-TEST_CASE("shards: the default chunk grows to write threads x shard images, within its bound") {
+TEST_CASE("shards: the default chunk grows to write threads x shard images, within its bound in bytes") {
   SinkOptions sinks;
   sinks.threads = 3;
   CHECK(default_chunk_images({OutputFormat::Text, OutputFormat::Npy}, sinks) == kDefaultChunkImages);  // no shard
@@ -291,7 +291,9 @@ TEST_CASE("shards: the default chunk grows to write threads x shard images, with
   sinks.shard_images = 100;
   CHECK(default_chunk_images({OutputFormat::Npy}, sinks) == kDefaultChunkImages);  // 300: never below 1024
   sinks.shard_images = 1000;
-  CHECK(default_chunk_images({OutputFormat::NpyU8, OutputFormat::Bmp}, sinks) == 3000);
+  CHECK(default_chunk_images({OutputFormat::NpyU8, OutputFormat::Text}, sinks) == 3000);
+  CHECK(default_chunk_images({OutputFormat::NpyU8, OutputFormat::Bmp}, sinks) == 4096);  // 3000: never below 48 MiB
   sinks.shard_images = 1;
-  CHECK(default_chunk_images({OutputFormat::Png}, sinks) == kDefaultChunkImages);
+  CHECK(default_chunk_images({OutputFormat::Png}, sinks) == 4096);  // no shard: 48 MiB of pixels
+  CHECK(default_chunk_images({OutputFormat::Png, OutputFormat::Npy}, sinks) == kDefaultChunkImages);
 }

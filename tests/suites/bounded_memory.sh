@@ -108,7 +108,7 @@ fi
 # drawn NAME PATTERN ARGS...: the program (or mpirun) under ulimit -v; once a file matching PATTERN
 # exists (it computes and writes), the peak RSS of every facegen process, then SIGINT: exit 130,
 # nothing left, peak under the bound of a chunk of 16 images.
-drawn_bound=$(( 64000 + 2 * 16 * 49152 / 1000 + 16 * 400 / 1000 + 6000 * threads ))
+drawn_bound=$(( 64000 + 2 * 16 * 49152 / 1000 + 2 * 16 * 400 / 1000 + 6000 * threads ))
 drawn() {
   local name=$1 pattern=$2
   shift 2
