@@ -36,7 +36,27 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name --format=csv,no
 text_latents=$(mktemp /tmp/facegen-job-latents.XXXXXX)
 "$latents_tool" --count 65536 --seed 3 --output "$text_latents" > /dev/null
 
-# row NAME IMAGES CEILING-MB/S ARGS...: one job, its figures on one line.
+# The kernels' rate on this GPU for the default model's architecture at the default batch (512) and at
+# 8192, from build/facegen-bench (CUDA only): the rate a run's generation is held to.
+kernels_json=
+if [ "$device" = cuda ] && [ -x build/facegen-bench ]; then
+  kernels_dir=$(mktemp -d /tmp/facegen-job-kernels.XXXXXX)
+  if timeout 300 build/facegen-bench --tutorial-only --quick --out "$kernels_dir" > "$kernels_dir/log" 2>&1; then
+    kernels_json=$kernels_dir/results.json
+    echo "kernels alone (facegen-bench --tutorial-only --quick):"
+    grep -E "batch +(512|8192):" "$kernels_dir/log" | sed 's/^/  /'
+  else
+    echo "facegen-bench failed: $(tail -n 3 "$kernels_dir/log")"
+  fi
+fi
+kernels_rate() {  # kernels_rate PRECISION: images/s at batch 512, or 0
+  [ -n "$kernels_json" ] || { echo 0; return; }
+  "$py" -c "import json, sys; print(json.load(open(sys.argv[1])).get('tutorial_' + sys.argv[2] + '_b512_kernels', 0))" \
+    "$kernels_json" "$1"
+}
+
+# row NAME IMAGES CEILING-MB/S ARGS...: one job, its figures on one line (gen/kern: the program's
+# generation rate over the kernels' at batch 512, for the precision in $p).
 row() {
   local name=$1 images=$2 ceiling=$3
   shift 3
@@ -49,17 +69,19 @@ row() {
   fi
   local bytes
   bytes=$(du -sb "$dir/out" | cut -f1)
-  "$py" - "$dir/summary.json" "$name" "$images" "$bytes" "$ceiling" <<'PY'
+  "$py" - "$dir/summary.json" "$name" "$images" "$bytes" "$ceiling" "$(kernels_rate "$p")" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 name, images, bytes_, ceiling = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+kernels = float(sys.argv[6])
 total, load = s["total"]["seconds"], s["load_seconds"]
 job = images / max(total - load, 1e-9)
 gen = s["stages"]["generate"]["images_per_second"] or 0
 per_image = bytes_ / images
 cap = ceiling * 1e6 / per_image if ceiling > 0 else float("inf")
 bound = min(gen, cap) if gen else cap
-print(f"  {name:<44} {job:>11,.0f} {gen:>12,.0f} {per_image:>9,.0f} {cap:>12,.0f} {job / bound:>6.2f} {total:>8.2f} s")
+gen_share = f"{gen / kernels:>8.2f}" if kernels > 0 else f"{'-':>8}"
+print(f"  {name:<44} {job:>11,.0f} {gen:>12,.0f} {gen_share} {per_image:>9,.0f} {cap:>12,.0f} {job / bound:>6.2f} {total:>8.2f} s")
 PY
   rm -rf "$dir/out"
 }
@@ -71,10 +93,10 @@ for dir in "${dirs[@]}"; do
   if [[ $dir == /dev/shm/* ]]; then  # pre-fault: the first pages a tmpfs hands out cost more than the rest
     dd if=/dev/zero of="$dir/fault" bs=1M count=8192 status=none; rm -f "$dir/fault"
   fi
-  "$bench_write" "$dir" --mib 4096 --writers 1,4,16 --ways files,pwrite --best | tee "$dir/ceilings.txt" | sed 's/^/  /'
+  "$bench_write" "$dir" --mib 4096 --writers 1,4,16 --ways files,pwrite,window --best | tee "$dir/ceilings.txt" | sed 's/^/  /'
   files_ceiling=$(sed -n 's/^best files: .* \([0-9]*\) MB\/s$/\1/p' "$dir/ceilings.txt")
   one_ceiling=$(sed -n 's/^best one-file: .* \([0-9]*\) MB\/s$/\1/p' "$dir/ceilings.txt")
-  printf '  %-44s %11s %12s %9s %12s %6s %10s\n' job "job img/s" "gen img/s" "B/image" "ceiling" ratio wall
+  printf '  %-44s %11s %12s %8s %9s %12s %6s %10s\n' job "job img/s" "gen img/s" gen/kern "B/image" "ceiling" ratio wall
   for p in $precisions; do
     row "$p --random $n -> tar (shards of 10,000)" "$n" "$files_ceiling" --precision "$p" --random "$n" --formats tar
     row "$p --random $n -> npy-u8, shards of 65,536" "$n" "$files_ceiling" --precision "$p" --random "$n" --formats npy-u8 --shard-images 65536
@@ -103,3 +125,4 @@ PY
   fi
 done
 rm -f "$text_latents"
+[ -n "$kernels_json" ] && rm -rf "$(dirname "$kernels_json")"

@@ -85,7 +85,7 @@ int bench_tutorial_network(const std::string& out, const std::vector<float>& z, 
       if (!f) throw std::runtime_error("cannot write tutorial images into " + out);
       add(std::string("tutorial_") + pname + "_max_error", worst);
     }
-    for (int B : {64, 1024, 8192}) {
+    for (int B : {64, 512, 1024, 8192}) {  // 512: facegen's default --batch
       double rate[2];  // tutorial, SHPC
       for (int k = 0; k < 2; ++k) {
         GpuPipeline pipe(k == 0 ? net.data() : shpc.data(), k == 0 ? spec : kShpcSpec, p, B, 0);
