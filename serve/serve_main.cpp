@@ -11,6 +11,7 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cerrno>
@@ -159,6 +160,12 @@ int serve(const ServeFlags& flags) {
   server.set_read_timeout(10, 0);
   server.set_write_timeout(10, 0);
   server.set_keep_alive_timeout(5);
+  // SO_REUSEADDR alone: the library's default adds SO_REUSEPORT, with which a second server would
+  // share the port silently instead of being told it is taken.
+  server.set_socket_options([](int sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   add_routes(server, service);
 
   std::atomic<bool> listening_done{false};
