@@ -7,11 +7,14 @@
                                                 concurrent requests, /metrics counting them
   serve_client.py PORT WORK MODEL PROG load N   N requests in flight (16 images each), printing
                                                 "STARTED" once they are sent, then each one's result
+  serve_client.py PORT WORK MODEL PROG latency N   N one-image requests in turn: p50 and p99
+SERVE_DEVICE (default cpu): the device of the batch tool's runs, as the server's.
 Every request has a deadline (urllib's timeout)."""
 import concurrent.futures, http.client, json, os, re, subprocess, sys, time
 import numpy as np
 
 port, work, model, prog, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+device = os.environ.get("SERVE_DEVICE", "cpu")  # the batch tool's device, the server's
 TIMEOUT = 60
 
 
@@ -38,7 +41,7 @@ def report(name, ok, why=""):
 def batch(name, *args):
     """The batch tool's files for ARGS under WORK/NAME."""
     out = f"{work}/{name}"
-    subprocess.run([prog, "--device", "cpu", "--model", model, "--quiet", "--output", out, *args], check=True, timeout=120)
+    subprocess.run([prog, "--device", device, "--model", model, "--quiet", "--output", out, *args], check=True, timeout=120)
     return out
 
 
@@ -108,7 +111,7 @@ BAD = [  # (name, method, path, body, status, a part of the sentence)
     ("too many images", "POST", "/v1/generate", {"seeds": list(range(4097))}, 400, "at most 4096 images a request"),
     ("an unknown format", "POST", "/v1/generate", {"seeds": [1], "format": "gif"}, 400, "unknown \"format\""),
     ("png of several images", "POST", "/v1/generate", {"seeds": [1, 2], "format": "png"}, 400, "holds one image"),
-    ("a body too large", "POST", "/v1/generate", "[" + "0," * (17 << 20) + "0]", 413, "larger than"),
+    ("a body too large", "POST", "/v1/generate", "LARGE", 413, "larger than"),
     ("a bad seed in the path", "GET", "/v1/images/12x.png", None, 400, "whole number from 0"),
     ("a seed past 2^64 in the path", "GET", "/v1/images/18446744073709551616.png", None, 400, "whole number from 0"),
     ("an image not named SEED.png", "GET", "/v1/images/12.jpg", None, 404, "SEED.png"),
@@ -119,10 +122,23 @@ BAD = [  # (name, method, path, body, status, a part of the sentence)
 ]
 
 
+def announced_too_large():
+    """A request that announces a 40 MB body: the answer comes before any of it is sent."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    try:
+        conn.putrequest("POST", "/v1/generate")
+        conn.putheader("Content-Length", str(40 << 20))
+        conn.endheaders()
+        res = conn.getresponse()
+        return res.status, dict(res.getheaders()), res.read()
+    finally:
+        conn.close()
+
+
 def bad_requests():
     for name, method, path, body, want_status, part in BAD:
         data = json.dumps(body) if isinstance(body, (dict, list)) else body
-        status, headers, got = request(method, path, data)
+        status, headers, got = announced_too_large() if body == "LARGE" else request(method, path, data)
         try:
             sentence = json.loads(got)["error"]
         except Exception:
@@ -185,7 +201,28 @@ def load(n):
         conn.close()
 
 
-if mode == "checks":
+def latency(n):
+    """n one-image requests one after another on one kept-alive connection: p50 and p99."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    times = []
+    for k in range(n):
+        start = time.monotonic()
+        conn.request("GET", f"/v1/images/{1000 + k}.png")
+        res = conn.getresponse()
+        res.read()
+        times.append(time.monotonic() - start)
+        if res.status != 200:
+            report("one image at a time", False, f"status {res.status}")
+            return
+    conn.close()
+    times.sort()
+    print(f"INFO one PNG at concurrency 1 ({n} requests): p50 {times[n // 2] * 1000:.2f} ms, "
+          f"p99 {times[min(n - 1, n * 99 // 100)] * 1000:.2f} ms", flush=True)
+
+
+if mode == "latency":
+    latency(int(sys.argv[6]))
+elif mode == "checks":
     latents = endpoints()
     identity_with_batch_tool(latents)
     bad_requests()

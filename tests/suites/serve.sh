@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# serve.sh: `facegen serve` on 127.0.0.1 with the CPU backend and the tests' model, as a client sees it.
+# serve.sh: `facegen serve` on 127.0.0.1 with the CPU backend (SERVE_DEVICE=cuda: a GPU) and the tests'
+# model, as a client sees it.
 #
 #   endpoints    /healthz, /readyz, the page, /v1/latents, /metrics
 #   identity     every format of POST /v1/generate (png, tar, npy, npy-u8, mosaic) and /v1/images/SEED.png
@@ -9,7 +10,8 @@
 #                too large for a float, too many images, an unknown format, a bad seed in the path, an
 #                unknown route, a wrong method, a body too large: each its status and one sentence in
 #                {"error": ...}, then a good request still served
-#   concurrency  32 requests at once, each answered with its own image; /metrics counts every one
+#   concurrency  32 requests at once, each answered with its own image; /metrics counts every one; the
+#                latency of 200 one-image requests in turn (printed, not judged)
 #   stopping     SIGTERM with requests in flight: each is answered, then exit 0 within seconds;
 #                SIGINT when idle: exit 0; a port already taken: exit 1 and one sentence
 # Every server starts with default signal dispositions and a free port of its own choosing (--port 0,
@@ -23,6 +25,8 @@ prog=$build/facegen
 model=$build/random-network.bin
 [ -x "$prog" ] || { echo "serve: $prog is missing (run make)"; exit 1; }
 [ -f "$model" ] || { echo "serve: $model is missing (run make test)"; exit 1; }
+device=${SERVE_DEVICE:-cpu}  # SERVE_DEVICE=cuda on a GPU machine: the same checks on the GPU path
+export SERVE_DEVICE=$device
 py=/usr/bin/python3
 $py -c "import numpy" 2> /dev/null || skip_suite "$py lacks numpy"
 work=$(mktemp -d /tmp/facegen-serve.XXXXXX)
@@ -38,7 +42,7 @@ trap cleanup EXIT
 start_server() {
   local name=$1
   shift
-  (exec env --default-signal "$prog" serve --device cpu --model "$model" --port 0 "$@" 2> "$work/$name.err") &
+  (exec env --default-signal "$prog" serve --device "$device" --model "$model" --port 0 "$@" 2> "$work/$name.err") &
   server=$!
   servers+=("$server")
   port=
@@ -80,6 +84,7 @@ if start_server main --max-delay-ms 5; then
   status=$?
   tally < "$work/client.out"
   [ $status = 0 ] || fail "the client" "ended with status $status"
+  timeout 120 $py tests/lib/serve_client.py "$port" "$work" "$model" "$prog" latency 200 | tally
   # A second server on the same port.
   (exec env --default-signal timeout 30 "$prog" serve --device cpu --model "$model" --port "$port" 2> "$work/taken.err")
   status=$?
