@@ -85,7 +85,7 @@ class Parser {
       Value member = value(depth + 1);
       if (!v.members.emplace(key, std::move(member)).second) {
         at_ = key_at;
-        fail("the member \"" + key + "\" is given twice");
+        fail("the member \"" + printable(key) + "\" is given twice");
       }
       skip_space();
       if (peek('}')) return ++at_, v;
@@ -166,7 +166,7 @@ class Parser {
       case 'r': out += '\r'; return;
       case 't': out += '\t'; return;
       case 'u': break;
-      default: --at_, fail(std::string("'\\") + c + "' is not a JSON escape");
+      default: --at_, fail("'\\" + printable(std::string(1, c)) + "' is not a JSON escape");
     }
     unsigned code = hex4();
     if (code >= 0xDC00 && code <= 0xDFFF) fail("a \\u escape is a lone low surrogate");
@@ -223,6 +223,24 @@ class Parser {
 };
 
 }  // namespace
+
+std::string printable(const std::string& text, size_t max) {
+  std::string out;
+  for (size_t k = 0; k < text.size() && k < max; ++k) {
+    const auto c = static_cast<unsigned char>(text[k]);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20 || c == 0x7f) {
+      const char digits[] = "0123456789abcdef";
+      out += "\\x";
+      out += digits[c >> 4];
+      out += digits[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return text.size() > max ? out + "..." : out;
+}
 
 const Value* Value::find(const std::string& key) const {
   const auto found = members.find(key);

@@ -37,6 +37,10 @@ struct Value {
 // "null", "true", "a number", "a string", "an array", "an object": for error sentences.
 const char* kind_name(Value::Kind kind);
 
+// `text` as a sentence may show it: control characters escaped (\n, \x1c), at most `max` bytes
+// (then "..."), so that a refusal quoting a client's text stays one line.
+std::string printable(const std::string& text, size_t max = 40);
+
 // Parses `text` as one JSON value. Throws ParseError: "the JSON body is malformed at byte 17 (line 2,
 // column 5): expected ',' or ']' after an array element".
 Value parse(const std::string& text);

@@ -24,7 +24,7 @@ ResponseFormat format_named(const std::string& name) {
   if (name == "npy") return {OutputFormat::Npy, "npy", "application/octet-stream"};
   if (name == "npy-u8") return {OutputFormat::NpyU8, "npy-u8", "application/octet-stream"};
   if (name == "mosaic") return {OutputFormat::MosaicPng, "mosaic", "image/png"};
-  bad("unknown \"format\" \"" + name + "\" (expected png, tar, npy, npy-u8 or mosaic)");
+  bad("unknown \"format\" \"" + json::printable(name) + "\" (expected png, tar, npy, npy-u8 or mosaic)");
 }
 
 // seeds: an array of whole numbers, each one image.
@@ -116,7 +116,7 @@ GenerateSpec parse_generate(const std::string& body, int nz) {
   for (const auto& member : root.members) {
     const std::string& key = member.first;
     if (key != "seeds" && key != "latents" && key != "format" && key != "columns" && key != "padding") {
-      bad("unknown member \"" + key + "\" (expected seeds or latents, format, columns, padding)");
+      bad("unknown member \"" + json::printable(key) + "\" (expected seeds or latents, format, columns, padding)");
     }
   }
   const json::Value* seeds = root.find("seeds");
@@ -135,7 +135,7 @@ GenerateSpec parse_generate(const std::string& body, int nz) {
 uint64_t parse_seed(const std::string& text, const std::string& what) {
   const bool digits = !text.empty() && text.size() <= 20 && text.find_first_not_of("0123456789") == std::string::npos;
   if (digits && (text.size() < 20 || text <= "18446744073709551615")) return std::stoull(text);
-  bad(what + " must be a whole number from 0 to 18446744073709551615, got '" + (text.size() <= 40 ? text : text.substr(0, 40) + "...") + "'");
+  bad(what + " must be a whole number from 0 to 18446744073709551615, got '" + json::printable(text) + "'");
 }
 
 std::vector<uint64_t> parse_seed_query(const std::string& text) {
@@ -143,7 +143,7 @@ std::vector<uint64_t> parse_seed_query(const std::string& text) {
   try {
     list = SeedList::parse(text, "seeds");
   } catch (const UserError& e) {
-    bad(e.what());
+    bad(json::printable(e.what(), 400));
   }
   if (list.count() > kMaxRequestImages) bad("seeds names " + std::to_string(list.count()) + " seeds, more than the " + count_limit());
   std::vector<uint64_t> seeds;

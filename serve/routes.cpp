@@ -12,6 +12,7 @@
 
 #include "common/errors.hpp"
 #include "files/latent_source.hpp"
+#include "serve/json.hpp"
 #include "serve/page.hpp"
 
 namespace facegen::serve {
@@ -67,7 +68,7 @@ void generate(Service& service, const httplib::Request& req, httplib::Response& 
 void image_by_seed(Service& service, const httplib::Request& req, httplib::Response& res) {
   const std::string name = req.matches[1];
   if (name.size() < 5 || name.compare(name.size() - 4, 4, ".png") != 0) {
-    throw RequestError(404, "no image '" + name.substr(0, 40) + "': images are named /v1/images/SEED.png");
+    throw RequestError(404, "no image '" + json::printable(name) + "': images are named /v1/images/SEED.png");
   }
   GenerateSpec spec;
   spec.count = 1;
@@ -109,7 +110,7 @@ void readiness(Service& service, httplib::Response& res) {
 void refuse_other_methods(httplib::Server& server, Service& service, const std::string& pattern, const char* allowed) {
   auto refuse = answer(service, "other", [allowed](const httplib::Request& req, httplib::Response& res) {
     res.set_header("Allow", allowed);
-    throw RequestError(405, req.method + " is not allowed on " + req.path + "; it takes " + allowed);
+    throw RequestError(405, req.method + " is not allowed on " + json::printable(req.path, 80) + "; it takes " + allowed);
   });
   if (std::string(allowed) != "GET") server.Get(pattern, refuse);
   if (std::string(allowed) != "POST") server.Post(pattern, refuse);
@@ -155,7 +156,7 @@ void add_routes(httplib::Server& server, Service& service) {
   server.set_error_handler(httplib::Server::HandlerWithResponse([&service](const Req& req, Res& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // a handler's own error
     std::string sentence = "the request could not be served (HTTP " + std::to_string(res.status) + ")";
-    if (res.status == 404) sentence = "no route " + req.method + " " + req.path.substr(0, 80) + " (see GET / and docs/service.md)";
+    if (res.status == 404) sentence = "no route " + json::printable(req.method, 20) + " " + json::printable(req.path, 80) + " (see GET / and docs/service.md)";
     if (res.status == 413) sentence = "the body is larger than the " + std::to_string(kMaxBodyBytes >> 20) + " MiB the service reads";
     if (res.status == 400) sentence = "the HTTP request is malformed";
     if (res.status == 414) sentence = "the request's path is too long";

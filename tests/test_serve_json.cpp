@@ -114,6 +114,9 @@ TEST_CASE("generate body: every kind of bad request is refused in one sentence")
   CHECK(has(request_error(R"({"seeds": [1], "format": "mosaic", "columns": 0})"), "\"columns\" must be"));
   CHECK(has(request_error(R"({"seeds": [1], "format": "mosaic", "padding": 5000})"), "\"padding\" must be"));
   CHECK(has(request_error(R"({"seeds": [1], "colour": 2})"), "unknown member"));
+  // A client's text quoted in a sentence keeps it one line.
+  CHECK(has(request_error("{\"a\\nb\": 1}"), "unknown member \"a\\nb\""));
+  CHECK(has(request_error("[\"\\\n\"]"), "'\\\\n' is not a JSON escape"));
 }
 
 TEST_CASE("seeds in a path and a query") {
@@ -122,6 +125,11 @@ TEST_CASE("seeds in a path and a query") {
   CHECK_THROWS_AS(parse_seed("18446744073709551616", "seed"), RequestError);
   CHECK_THROWS_AS(parse_seed("", "seed"), RequestError);
   CHECK_THROWS_AS(parse_seed("+1", "seed"), RequestError);
+  try {
+    parse_seed("1\n2", "seed");
+  } catch (const RequestError& e) {
+    CHECK(std::string(e.what()).find('\n') == std::string::npos);
+  }
   CHECK(parse_seed_query("3,5-7") == std::vector<uint64_t>{3, 5, 6, 7});
   CHECK_THROWS_AS(parse_seed_query("0-4096"), RequestError);
   CHECK_THROWS_AS(parse_seed_query("x"), RequestError);
