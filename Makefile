@@ -375,9 +375,9 @@ RUN_PACKAGES := build-essential make pkg-config libcpp-httplib-dev libdeflate-de
 # slurm-wlm, munge: the Slurm suites; openssh-server, openssh-client, iproute2, util-linux: the
 # virtual cluster (sshd on each node, veth links and a bridge, unshare and nsenter); clang and its
 # runtimes: libFuzzer targets; valgrind: the leak and memory check of a whole run; python3-pil: the
-# mosaic grid check decodes PNG mosaics.
+# mosaic grid check decodes PNG mosaics; chromium: the service's page in a headless browser.
 TEST_PACKAGES := python3 python3-numpy python3-torch python3-pil slurm-wlm munge openssh-server openssh-client iproute2 \
-                 util-linux clang-14 libclang-rt-14-dev valgrind
+                 util-linux clang-14 libclang-rt-14-dev valgrind chromium
 deps:
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(RUN_PACKAGES)

@@ -42,7 +42,14 @@ const char* page_html() {
 <script>
 "use strict";
 const $ = (id) => document.getElementById(id);
-const say = (text) => { $("error").textContent = text || ""; };
+const say = (text) => { $("error").textContent = text || ""; if (text) noteProblem(text); };
+// Every script error and failure is counted on <body data-problems>, for tests in a headless browser.
+function noteProblem(text) {
+  document.body.dataset.problems = Number(document.body.dataset.problems || 0) + 1;
+  console.error(text);
+}
+window.addEventListener("error", (e) => noteProblem(e.message));
+window.addEventListener("unhandledrejection", (e) => noteProblem(String(e.reason)));
 
 // The seeds of a list such as "3,5,100-103", as numbers (the server checks them again).
 function seedsOf(text) {
@@ -64,11 +71,14 @@ function showGrid() {
   try { seeds = seedsOf($("seeds").value); } catch (e) { say(e.message); return; }
   const grid = $("grid");
   grid.replaceChildren();
+  grid.dataset.loaded = 0;
   for (const s of seeds) {
     const img = document.createElement("img");
     img.src = "/v1/images/" + s + ".png";
     img.alt = img.title = "seed " + s;
     img.onclick = () => { $("seed-a").value = s; mixChanged(true); };
+    img.onload = () => { grid.dataset.loaded = Number(grid.dataset.loaded || 0) + 1; };
+    img.onerror = () => noteProblem("the face of seed " + s + " did not load");
     grid.appendChild(img);
   }
 }
@@ -117,6 +127,13 @@ function slerp(a, b, t) {
   return a.map((x, k) => wa * x + wb * b[k]);
 }
 
+// FNV-1a of the bytes, in hex: lets a test (or a person) tell one face's PNG from another's.
+function digest(bytes) {
+  let h = 0x811c9dc5;
+  for (const b of bytes) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+  return h.toString(16);
+}
+
 let ends = null, endsKey = "", mixBlob = null, asking = 0;
 async function mixChanged(seedsChanged) {
   const t = Number($("t").value) / 100;
@@ -132,6 +149,7 @@ async function mixChanged(seedsChanged) {
     const blob = await (await fetchOk("/v1/generate", {method: "POST", body: body})).blob();
     if (ask !== asking) return;  // a later position answered first
     mixBlob = blob;
+    $("mix").dataset.digest = digest(new Uint8Array(await blob.arrayBuffer()));
     const old = $("mix").src;
     $("mix").src = URL.createObjectURL(blob);
     if (old.startsWith("blob:")) URL.revokeObjectURL(old);
@@ -139,6 +157,11 @@ async function mixChanged(seedsChanged) {
   } catch (e) { say(e.message); }
 }
 
+// A link may say where to start: #seeds=0-15&a=1&b=2&t=50 (t from 0 to 100).
+for (const [key, value] of new URLSearchParams(location.hash.slice(1))) {
+  const input = {seeds: "seeds", a: "seed-a", b: "seed-b", t: "t"}[key];
+  if (input) $(input).value = value;
+}
 $("show").onclick = showGrid;
 $("shuffle").onclick = shuffle;
 $("save-grid").onclick = saveGrid;

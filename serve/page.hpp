@@ -4,7 +4,9 @@
 // picks two seeds and drags a slider to walk between their faces: the page fetches the two latents
 // (GET /v1/latents?seeds=A,B), mixes them along the great circle between them (as --interpolate
 // does) and asks for the mixed latent's face (POST /v1/generate with "latents"); and downloads what
-// it shows: the grid as one mosaic PNG, the mixed face as a PNG.
+// it shows: the grid as one mosaic PNG, the mixed face as a PNG. A link may set the start
+// (#seeds=0-15&a=1&b=2&t=50); the face shown carries its PNG's digest and the page counts its errors
+// on <body data-problems>, for tests in a headless browser (tests/suites/serve_page.sh).
 #pragma once
 
 namespace facegen::serve {

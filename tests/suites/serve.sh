@@ -32,7 +32,7 @@ $py -c "import numpy" 2> /dev/null || skip_suite "$py lacks numpy"
 work=$(mktemp -d /tmp/facegen-serve.XXXXXX)
 servers=()
 cleanup() {
-  for pid in "${servers[@]}"; do kill -KILL "$pid" 2> /dev/null; done
+  for pid in "${servers[@]}"; do kill -KILL "$pid" 2> /dev/null && wait "$pid" 2> /dev/null; done
   rm -rf "$work"
 }
 trap cleanup EXIT
