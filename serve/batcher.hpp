@@ -28,7 +28,7 @@ namespace facegen::serve {
 struct BatcherOptions {
   int64_t max_batch = 256;         // images per backend call
   double max_delay_ms = 2;         // the longest an image waits for its batch to fill
-  int64_t max_queue = 65536;       // images queued at once
+  int64_t max_queue = 16384;       // images queued at once
   int latent_dim = 100;            // nz
   int64_t image_values = 64 * 64 * 3;  // floats per image: 64 * 64 * nc
 };

@@ -119,7 +119,31 @@ void refuse_other_methods(httplib::Server& server, Service& service, const std::
   server.Patch(pattern, refuse);
 }
 
+// With a token: /v1/ and /metrics only for "Authorization: Bearer TOKEN".
+void require_token(httplib::Server& server, Service& service) {
+  if (service.token.empty()) return;
+  server.set_pre_routing_handler([&service](const httplib::Request& req, httplib::Response& res) {
+    const bool guarded = req.path.compare(0, 4, "/v1/") == 0 || req.path == "/metrics";
+    if (!guarded || bearer_matches(req.get_header_value("Authorization"), service.token)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    res.set_header("WWW-Authenticate", "Bearer");
+    send_error(res, 401, "this service needs the header 'Authorization: Bearer TOKEN' with the token of its --token-file");
+    service.metrics.request("other", 401, 0);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+}
+
 }  // namespace
+
+bool bearer_matches(const std::string& header, const std::string& token) {
+  const std::string want = "Bearer " + token;
+  unsigned char differ = header.size() == want.size() ? 0 : 1;
+  for (size_t k = 0; k < want.size(); ++k) {
+    differ |= static_cast<unsigned char>(want[k] ^ (k < header.size() ? header[k] : 0));
+  }
+  return differ == 0;
+}
 
 std::string error_json(const std::string& sentence) {
   std::string out = "{\"error\": \"";
@@ -140,6 +164,7 @@ std::string error_json(const std::string& sentence) {
 void add_routes(httplib::Server& server, Service& service) {
   using Req = httplib::Request;
   using Res = httplib::Response;
+  require_token(server, service);
   server.Get("/", answer(service, "/", [](const Req&, Res& res) { res.set_content(page_html(), "text/html; charset=utf-8"); }));
   server.Get("/healthz", answer(service, "/healthz", [](const Req&, Res& res) { res.set_content("{\"status\": \"ok\"}\n", "application/json"); }));
   server.Get("/readyz", answer(service, "/readyz", [&service](const Req&, Res& res) { readiness(service, res); }));

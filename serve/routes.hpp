@@ -8,7 +8,8 @@
 //   GET  /metrics               Prometheus text (metrics.hpp)
 // Every error is {"error": "one sentence"} with its 4xx or 5xx status: 400 a bad request, 404 no such
 // route, 405 a wrong method (with Allow), 413 a body too large, 429 the queue full, 500 a failure of
-// the service, 503 stopping.
+// the service, 503 stopping; with a token, 401 where /v1/ or /metrics is asked without it (the page,
+// /healthz and /readyz stay open, for browsers and probes).
 #pragma once
 
 #include <atomic>
@@ -30,8 +31,13 @@ struct Service {
   Batcher& batcher;
   Metrics& metrics;
   ServiceFacts facts;
+  std::string token;  // --token-file's: /v1/ and /metrics then need "Authorization: Bearer TOKEN"
   std::atomic<bool> stopping{false};
 };
+
+// Whether an Authorization header's value is "Bearer TOKEN", compared in time that does not depend
+// on where it differs.
+bool bearer_matches(const std::string& header, const std::string& token);
 
 // {"error": "SENTENCE"} with the sentence's quotes, backslashes and control characters escaped.
 std::string error_json(const std::string& sentence);

@@ -18,6 +18,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -36,7 +38,7 @@ namespace facegen::serve {
 namespace {
 
 struct ServeFlags {
-  std::string model, host = "127.0.0.1";
+  std::string model, host = "127.0.0.1", token;
   int port = 8080, http_threads = 64;
   BackendOptions backend;
   BatcherOptions batcher;
@@ -60,7 +62,9 @@ cxxopts::Options serve_command_line() {
       ("host", "address to listen on (0.0.0.0: every interface)", value<std::string>()->default_value("127.0.0.1"), "HOST")
       ("max-batch", "most images in one backend batch", value<std::string>()->default_value("256"), "N")
       ("max-delay-ms", "longest an image waits for its batch to fill, in milliseconds", value<std::string>()->default_value("2"), "T")
-      ("max-queue", "most images waiting at once; more are refused with 429", value<std::string>()->default_value("65536"), "N")
+      ("max-queue", "most images waiting at once (each holds 48 KiB of floats until answered); more are refused with 429", value<std::string>()->default_value("16384"), "N")
+      ("token-file", "a file holding a token: /v1/ and /metrics then need 'Authorization: Bearer TOKEN'",
+       value<std::string>(), "PATH")
       ("http-threads", "connections served at once", value<std::string>()->default_value("64"), "N")
       ("t,threads", "CPU backend threads (0: all this process may use)", value<std::string>()->default_value("0"), "N")
       ("q,quiet", "print nothing but errors")
@@ -78,6 +82,19 @@ int64_t whole_flag(const cxxopts::ParseResult& args, const char* name, int64_t l
                     std::to_string(high) + ", got '" + text + "'");
   }
   return value;
+}
+
+// The token of --token-file: its text without the white space around it, at most 4 KiB, not empty.
+std::string read_token(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw UserError("cannot read --token-file " + path + ": " + std::strerror(errno));
+  std::string token((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const size_t first = token.find_first_not_of(" \t\r\n");
+  token = first == std::string::npos ? "" : token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
+  if (token.empty() || token.size() > 4096 || token.find_first_of(" \t\r\n") != std::string::npos) {
+    throw UserError("--token-file " + path + " must hold one token of 1 to 4096 characters without spaces");
+  }
+  return token;
 }
 
 DeviceKind device_flag(const std::string& name) {
@@ -101,6 +118,7 @@ ServeFlags read_flags(const cxxopts::ParseResult& args, const std::string& defau
   flags.batcher.max_queue = whole_flag(args, "max-queue", kMaxRequestImages, int64_t{1} << 24);
   flags.backend.max_batch = static_cast<int>(flags.batcher.max_batch);
   flags.quiet = args.count("quiet") > 0;
+  if (args.count("token-file")) flags.token = read_token(args["token-file"].as<std::string>());
   return flags;
 }
 
@@ -124,11 +142,12 @@ std::vector<std::unique_ptr<Backend>> make_backends(const Network& net, const Se
 }
 
 // Waits for SIGTERM, SIGINT or SIGHUP (blocked in every thread), then stops the server until it
-// has stopped: a signal that comes before listen() began is not lost.
+// has stopped: a signal that comes before listen() began is not lost. SIGUSR1 (sent by
+// StopperThread) ends the wait without stopping anything.
 void stop_on_signal(httplib::Server& server, Service& service, const sigset_t& signals, std::atomic<bool>& listening_done,
                     bool quiet) {
   int signal = 0;
-  if (sigwait(&signals, &signal) != 0) return;
+  if (sigwait(&signals, &signal) != 0 || signal == SIGUSR1) return;
   service.stopping = true;
   if (!quiet) say(std::string("stopping on SIG") + sigabbrev_np(signal) + ": finishing the requests in flight");
   while (!listening_done) {
@@ -137,10 +156,22 @@ void stop_on_signal(httplib::Server& server, Service& service, const sigset_t& s
   }
 }
 
+// The thread of stop_on_signal, joined before the server it stops is destroyed: its destructor marks
+// listening done and wakes the thread with SIGUSR1 in case no signal came.
+struct StopperThread {
+  std::atomic<bool>& listening_done;
+  std::thread thread;
+  ~StopperThread() {
+    listening_done = true;
+    pthread_kill(thread.native_handle(), SIGUSR1);  // pending and ignored if it already returned
+    thread.join();
+  }
+};
+
 int serve(const ServeFlags& flags) {
   sigset_t signals;
   sigemptyset(&signals);
-  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, s);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, s);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread is made
 
   const Network net = load_network(flags.model);
@@ -152,7 +183,7 @@ int serve(const ServeFlags& flags) {
   const std::string described = backends.front()->describe();
   const size_t workers = backends.size();
   Batcher batcher(std::move(backends), batcher_options, [&metrics](const BatchReport& report) { metrics.batch(report); });
-  Service service{batcher, metrics, {flags.model, precision_name(flags.backend.precision), net.spec()}};
+  Service service{batcher, metrics, {flags.model, precision_name(flags.backend.precision), net.spec()}, flags.token};
 
   httplib::Server server;
   server.new_task_queue = [threads = flags.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
@@ -169,8 +200,8 @@ int serve(const ServeFlags& flags) {
   add_routes(server, service);
 
   std::atomic<bool> listening_done{false};
-  std::thread stopper(stop_on_signal, std::ref(server), std::ref(service), std::cref(signals), std::ref(listening_done), flags.quiet);
-  stopper.detach();  // ends with the process when no signal came
+  const StopperThread stopper{listening_done, std::thread(stop_on_signal, std::ref(server), std::ref(service),
+                                                          std::cref(signals), std::ref(listening_done), flags.quiet)};
   const int port = flags.port == 0 ? server.bind_to_any_port(flags.host) : (server.bind_to_port(flags.host, flags.port) ? flags.port : -1);
   if (port < 0) {
     throw UserError("cannot listen on " + flags.host + ":" + std::to_string(flags.port) +

@@ -9,6 +9,7 @@
 #include "files/latent_source.hpp"
 #include "serve/json.hpp"
 #include "serve/request.hpp"
+#include "serve/routes.hpp"
 
 using namespace facegen;
 using namespace facegen::serve;
@@ -133,4 +134,13 @@ TEST_CASE("seeds in a path and a query") {
   CHECK(parse_seed_query("3,5-7") == std::vector<uint64_t>{3, 5, 6, 7});
   CHECK_THROWS_AS(parse_seed_query("0-4096"), RequestError);
   CHECK_THROWS_AS(parse_seed_query("x"), RequestError);
+}
+
+TEST_CASE("the token of --token-file: only the exact bearer header passes") {
+  CHECK(bearer_matches("Bearer sesame", "sesame"));
+  CHECK_FALSE(bearer_matches("Bearer sesamE", "sesame"));
+  CHECK_FALSE(bearer_matches("Bearer sesame2", "sesame"));
+  CHECK_FALSE(bearer_matches("Bearer sesam", "sesame"));
+  CHECK_FALSE(bearer_matches("", "sesame"));
+  CHECK_FALSE(bearer_matches("sesame", "sesame"));
 }

@@ -14,6 +14,7 @@
 #                latency of 200 one-image requests in turn (printed, not judged)
 #   stopping     SIGTERM with requests in flight: each is answered, then exit 0 within seconds;
 #                SIGINT when idle: exit 0; a port already taken: exit 1 and one sentence
+#   token        with --token-file, /v1/ and /metrics need "Authorization: Bearer TOKEN" (401 otherwise)
 # Every server starts with default signal dispositions and a free port of its own choosing (--port 0,
 # read from its first line), every wait has a deadline, and every server is killed at the end even
 # when a check fails. Usage: serve.sh [build]
@@ -123,6 +124,33 @@ if start_server idle; then
   fi
 else
   fail "the second server starts" "$(head -c 300 "$work/idle.err")"
+fi
+
+# --token-file: /v1/ and /metrics need the token, /healthz does not; an empty token file is refused.
+printf 'sesame-42\n' > "$work/token"
+if start_server token --token-file "$work/token"; then
+  code() { curl -s -o "$work/answer" -w '%{http_code}' --max-time 30 "$@"; }
+  none=$(code "http://127.0.0.1:$port/v1/images/1.png")
+  wrong=$(code -H 'Authorization: Bearer sesame-41' "http://127.0.0.1:$port/metrics")
+  right=$(code -H 'Authorization: Bearer sesame-42' "http://127.0.0.1:$port/v1/images/1.png")
+  health=$(code "http://127.0.0.1:$port/healthz")
+  if [ "$none $wrong $right $health" = "401 401 200 200" ]; then
+    pass "--token-file: 401 without the token or with another, 200 with it; /healthz open"
+  else
+    fail "--token-file" "no token $none, another $wrong, the token $right, /healthz $health"
+  fi
+  kill -TERM "$server"
+  wait_exit "$server" 30 > /dev/null
+else
+  fail "a server with --token-file starts" "$(head -c 300 "$work/token.err")"
+fi
+: > "$work/empty-token"
+out=$(env --default-signal timeout 30 "$prog" serve --token-file "$work/empty-token" 2>&1)
+status=$?
+if [ $status = 1 ] && echo "$out" | grep -q "must hold one token"; then
+  pass "an empty --token-file: exit 1 and one sentence"
+else
+  fail "an empty --token-file" "status $status: $out"
 fi
 
 # Flags: a bad value is one sentence and exit 1; --help lists the flags.
