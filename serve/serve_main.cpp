@@ -30,6 +30,8 @@
 #include "common/threads.hpp"
 #include "generator/backend.hpp"
 #include "generator/network.hpp"
+#include "mpi/launch.hpp"
+#include "mpi/serve_ranks.hpp"
 #include "serve/batcher.hpp"
 #include "serve/metrics.hpp"
 #include "serve/routes.hpp"
@@ -168,18 +170,14 @@ struct StopperThread {
   }
 };
 
-int serve(const ServeFlags& flags) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, s);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread is made
-
-  const Network net = load_network(flags.model);
+// The service over `backends` until a signal stops it: returns 0 once every accepted request is
+// answered and the workers have ended.
+int run_service(const ServeFlags& flags, const Network& net, const sigset_t& signals,
+                std::vector<std::unique_ptr<Backend>> backends) {
   BatcherOptions batcher_options = flags.batcher;
   batcher_options.latent_dim = net.spec().latent_dim;
   batcher_options.image_values = net.spec().image_values();
   Metrics metrics(batcher_options.max_batch);
-  std::vector<std::unique_ptr<Backend>> backends = make_backends(net, flags);
   const std::string described = backends.front()->describe();
   const size_t workers = backends.size();
   Batcher batcher(std::move(backends), batcher_options, [&metrics](const BatchReport& report) { metrics.batch(report); });
@@ -216,6 +214,22 @@ int serve(const ServeFlags& flags) {
   batcher.stop();
   if (!flags.quiet) say("stopped");
   return 0;
+}
+
+// Signals blocked before any thread is made (the backends', MPI's, the server's), the model loaded,
+// then the service: in this process alone, or as rank 0 of an MPI job whose every rank generates.
+int serve(const ServeFlags& flags) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, s);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const Network net = load_network(flags.model);
+  if (mpi::detect_launch().kind == mpi::LaunchKind::Rank) {
+    return mpi::serve_as_ranks(net, flags.backend, [&](std::vector<std::unique_ptr<Backend>> backends) {
+      return run_service(flags, net, signals, std::move(backends));
+    });
+  }
+  return run_service(flags, net, signals, make_backends(net, flags));
 }
 
 }  // namespace
