@@ -93,6 +93,10 @@ NVCCFLAGS += -lineinfo
 endif
 # libdeflate compresses each PNG; zlib the bands of a mosaic PNG (png_encoder.hpp).
 LDLIBS := -pthread -ldeflate -lz
+# cpp-httplib (Debian's libcpp-httplib-dev, a shared library): the HTTP server of `facegen serve`
+# (serve/). Its header must see the library's own build flags (pkg-config), or the classes differ.
+HTTPLIB_CFLAGS := $(shell pkg-config --cflags cpp-httplib 2>/dev/null || echo -DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTTPLIB_BROTLI_SUPPORT)
+LDLIBS += -lcpp-httplib
 # Any report is fatal (a sanitizer that only prints lets a test pass).
 SANITIZER_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 ifeq ($(VALGRIND),1)
@@ -109,7 +113,7 @@ endif
 # Library sources, lowest layer first: common/ (shapes, precision, errors, threads, clock), kernels/,
 # generator/ (the model and its backends), files/ (latent readers, output formats), run/ (the
 # single-process driver, its progress display and run summary); the program's main is apart.
-LIB_DIRS := common kernels generator files run app
+LIB_DIRS := common kernels generator files run serve app
 LIB_CPP := $(filter-out app/main.cpp generator/cuda_unavailable.cpp,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp)))
 ifeq ($(CUDA),1)
 LIB_CU  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu))
@@ -130,6 +134,7 @@ else
 LIB_CPP += mpi/work_split.cpp mpi/launch.cpp mpi/rank_job_unavailable.cpp
 endif
 $(BUILD)/mpi/%.o: CPPFLAGS += $(MPI_CPPFLAGS)
+$(BUILD)/serve/%.o: CPPFLAGS += $(HTTPLIB_CFLAGS)
 
 LIB_OBJ := $(LIB_CPP:%.cpp=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
 
@@ -183,7 +188,7 @@ FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-s
 FUZZ_LIB_SRC := files/latents.cpp files/latent_index.cpp files/text_latents.cpp files/latent_source.cpp \
                 files/seed_list.cpp files/npy_latents.cpp files/input_file.cpp common/threads.cpp generator/network.cpp \
                 generator/safetensors_model.cpp files/atomic_file.cpp \
-                files/temp_registry.cpp files/stop_signals.cpp common/text_format.cpp
+                files/temp_registry.cpp files/stop_signals.cpp common/text_format.cpp serve/json.cpp serve/request.cpp
 FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))
 
 MODEL  ?= models/facegen-faces.safetensors
@@ -212,7 +217,7 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-png bench-cpu bench-latents bench-write bench-scaling clean deps test-deps data-deps faces-data
+.PHONY: all run run_parallel serve install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-png bench-cpu bench-latents bench-write bench-scaling clean deps test-deps data-deps faces-data
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -272,6 +277,11 @@ run: $(PROGRAM)
 	$(CHECK_INPUT)
 	@mkdir -p $(dir $(OUTPUT_PREFIX))
 	$(PROGRAM) --model $(MODEL) $(LATENT_ARGS) --output $(OUTPUT_PREFIX) $(ARGS)
+
+# The HTTP service on PORT (default 8080) of 127.0.0.1 with MODEL; ARGS: more flags of facegen serve.
+PORT ?= 8080
+serve: $(PROGRAM)
+	$(PROGRAM) serve --model $(MODEL) --port $(PORT) $(ARGS)
 
 # NGPUS ranks per node on every node: the Slurm allocation's, HOSTS (a,b or a hostfile), or this machine.
 run_parallel: $(PROGRAM)
@@ -360,14 +370,14 @@ clean:
 	rm -rf build build-san build-vg
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-RUN_PACKAGES := build-essential make libdeflate-dev zlib1g-dev libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
+RUN_PACKAGES := build-essential make pkg-config libcpp-httplib-dev libdeflate-dev zlib1g-dev libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
 # libstb-dev: the unit tests decode PNGs with stb_image (nothing is encoded with stb).
 # slurm-wlm, munge: the Slurm suites; openssh-server, openssh-client, iproute2, util-linux: the
 # virtual cluster (sshd on each node, veth links and a bridge, unshare and nsenter); clang and its
 # runtimes: libFuzzer targets; valgrind: the leak and memory check of a whole run; python3-pil: the
-# mosaic grid check decodes PNG mosaics.
+# mosaic grid check decodes PNG mosaics; chromium: the service's page in a headless browser.
 TEST_PACKAGES := python3 python3-numpy python3-torch python3-pil slurm-wlm munge openssh-server openssh-client iproute2 \
-                 util-linux clang-14 libclang-rt-14-dev valgrind
+                 util-linux clang-14 libclang-rt-14-dev valgrind chromium
 deps:
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(RUN_PACKAGES)

@@ -7,6 +7,8 @@
 #   (--random N [--seed S] or --interpolate K [--seed S] instead of --input: drawn latents; --seeds LIST:
 #   one image per seed)
 #   make run_parallel INPUT=input1 OUTPUT=output1 NGPUS=4 [MODEL=path] [HOSTS=...] [ARGS='--verbose']
+#   ./run_parallel.sh --serve --ranks-per-node 4 [--model PATH] [--hosts a,b] [-- facegen serve flags]
+#   (the HTTP service over every rank: rank 0 listens, every rank generates; docs/service.md)
 #
 # Where the ranks run:
 #   inside a Slurm allocation (SLURM_JOB_ID set): on all of the allocation's nodes, started by
@@ -36,6 +38,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 program=$here/build/facegen
 [ -x "$here/facegen" ] && [ ! -d "$here/facegen" ] && program=$here/facegen
 model=
+serve=0
 latent_args=()
 output=
 ranks_per_node=
@@ -55,6 +58,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --input|--random|--interpolate|--seed|--seeds) latent_args+=("$1" "${2:?}"); shift 2 ;;
     --output) output=${2:?}; shift 2 ;;
+    --serve) serve=1; shift ;;
     --ranks-per-node) ranks_per_node=${2:?}; shift 2 ;;
     --model) model=${2:?}; shift 2 ;;
     --hosts) hosts=${2:?}; shift 2 ;;
@@ -64,16 +68,25 @@ while [ $# -gt 0 ]; do
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
-[ ${#latent_args[@]} -gt 0 ] && [ -n "$output" ] && [ -n "$ranks_per_node" ] ||
-  die "--input (or --random, --interpolate, --seeds), --output and --ranks-per-node are required (see --help)"
+if [ "$serve" = 1 ]; then
+  [ ${#latent_args[@]} -eq 0 ] && [ -z "$output" ] || die "--serve takes no latents and no --output: clients ask for images"
+  [ -n "$ranks_per_node" ] || die "--ranks-per-node is required (see --help)"
+else
+  [ ${#latent_args[@]} -gt 0 ] && [ -n "$output" ] && [ -n "$ranks_per_node" ] ||
+    die "--input (or --random, --interpolate, --seeds), --output and --ranks-per-node are required (see --help)"
+fi
 [[ $ranks_per_node =~ ^[1-9][0-9]*$ ]] || die "--ranks-per-node must be a positive integer, got '$ranks_per_node'"
 [ -x "$program" ] || die "$program is missing: run make first"
-facegen_args=(
-  ${model:+--model "$model"}
-  "${latent_args[@]}"
-  --output "$output"
-  "$@"
-)
+if [ "$serve" = 1 ]; then
+  facegen_args=(serve ${model:+--model "$model"} "$@")
+else
+  facegen_args=(
+    ${model:+--model "$model"}
+    "${latent_args[@]}"
+    --output "$output"
+    "$@"
+  )
+fi
 
 # Hosts outside Slurm: a comma-separated list, or a hostfile (first word of each line).
 host_list=()
@@ -240,8 +253,9 @@ on_signal() {  # on_signal STATUS SIGNAL
 }
 set +e
 set -m
-if [ "${cmd[0]}" = mpirun ]; then
-  # stderr through the summary, stdout straight through.
+if [ "${cmd[0]}" = mpirun ] && [ "$serve" = 0 ]; then
+  # stderr through the summary, stdout straight through (the service's lines go straight through:
+  # the summary's awk reads its input in blocks, and rank 0 says at once where it listens).
   { "${cmd[@]}" 2>&1 1>&3 3>&- | summarize_mpirun_errors >&2; exit "${PIPESTATUS[0]}"; } 3>&1 < /dev/null &
 else
   "${cmd[@]}" < /dev/null &
@@ -259,6 +273,8 @@ done
 trap - INT TERM
 set -e
 [ "$interrupted" -eq 0 ] || status=$interrupted
+# The service writes no file: nothing to finish or clean up.
+[ "$serve" = 1 ] && exit "$status"
 
 # prefix_lock_name STEM: the lock file's name of a prefix whose last name is STEM: ".facegen-lock-"
 # and FNV-1a (64 bits) of its bytes in 16 hex digits, as files/prefix_lock.cpp names it.

@@ -44,6 +44,7 @@
 #include "common/build_info.hpp"
 #include "mpi/launch.hpp"
 #include "mpi/rank_job.hpp"
+#include "serve/serve_main.hpp"
 
 namespace {
 
@@ -465,7 +466,8 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
     if (args.count("help")) {
       std::cout << options.help(kHelpGroups)
                 << "\nExit status: 0 success, 1 bad input, 2 bad command line, 3 internal or device fault; "
-                   "4 (--finish-commit) the old outputs are back.\n";
+                   "4 (--finish-commit) the old outputs are back.\n"
+                   "\nfacegen serve [options]: the same generator as an HTTP service (see facegen serve --help).\n";
       return 0;
     }
     if (args.count("version")) {
@@ -569,6 +571,12 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
 int main(int argc, char** argv) {
   occupy_standard_descriptors();
   share_malloc_arena_under_address_limit();
+  // `facegen serve ...`: the HTTP service, with signal handling of its own (serve/serve_main.cpp).
+  if (argc > 1 && std::strcmp(argv[1], "serve") == 0) {
+    const int status = facegen::serve::serve_main(argc - 1, argv + 1, default_model_path());
+    std::cout.flush();
+    return status;
+  }
   // A rank of a parallel job is silent when stopped from the start: the launcher stops the others
   // when one fails, even before they reach MPI, and the failing rank has said why.
   const facegen::mpi::Launch launch = facegen::mpi::detect_launch();

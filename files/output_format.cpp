@@ -526,7 +526,7 @@ void OutputLayout::write_png_files(const ImageRun& images, int64_t first, int64_
   for (int64_t i = 0; i < count; ++i) {
     encode_tile_png(images.rgb8_image(i, scratch), options_.png_level, png);
     const std::string name = png_file_name(first + i, total_);
-    write_whole_file(out.temp_path(0) + "/" + name, prefix_ + "/" + name, png);
+    out.write_in_folder(0, name, prefix_ + "/" + name, png);
     out.add_bytes(0, static_cast<int64_t>(png.size()));
   }
 }
@@ -546,15 +546,25 @@ int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out, int threads) co
     size_t bytes;
     ~Unmap() { ::munmap(map, bytes); }
   } unmap{map, static_cast<size_t>(file.size)};
+  return encode_png_from(pixels, static_cast<const unsigned char*>(map), out, threads);
+}
+
+int64_t OutputLayout::encode_png_from(size_t pixels, const unsigned char* rgb, FileWriter& out, int threads) const {
+  const OutputFile file = this->file(pixels);
+  if (file.kind != OutputFile::Kind::Pixels) throw std::logic_error("encode_png of a file that holds no pixels");
   int64_t written = 0;
   auto write = [&](const void* data, int64_t bytes) {
     out.write_at(pixels + 1, written, data, bytes);
     written += bytes;
   };
-  encode_png_in_bands(static_cast<const unsigned char*>(map), file.grid.width(), file.grid.height(), options_.png_level,
-                      threads, write);
+  encode_png_in_bands(rgb, file.grid.width(), file.grid.height(), options_.png_level, threads, write);
   out.file_complete(pixels + 1);
   return written;
+}
+
+void FileWriter::write_in_folder(size_t file, const std::string& name, const std::string& shown,
+                                 const std::string& bytes) {
+  write_whole_file(temp_path(file) + "/" + name, shown, bytes);
 }
 
 namespace {

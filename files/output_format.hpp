@@ -133,6 +133,11 @@ class FileWriter {
   virtual void add_bytes(size_t file, int64_t bytes) { (void)file, (void)bytes; }
   // Every byte of `file` is written (an encoded PNG): a driver may sync and close it now.
   virtual void file_complete(size_t file) { (void)file; }
+  // One whole file `name` (no directory) of the folder `file` (png), `shown` its final path for
+  // messages. By default a new file in temp_path(file); a driver that keeps its outputs in memory
+  // keeps the bytes instead.
+  virtual void write_in_folder(size_t file, const std::string& name, const std::string& shown,
+                               const std::string& bytes);
 };
 
 // What a tar sample's json says of its image besides the index, from the run.
@@ -205,6 +210,8 @@ class OutputLayout {
   // mosaic-png: encodes the pixel file files()[pixels] into the PNG files()[pixels + 1] through
   // `out` on `threads` threads (<= 0: every CPU), after every image was written. Returns the PNG's bytes.
   int64_t encode_png(size_t pixels, FileWriter& out, int threads) const;
+  // The same from the pixels themselves, (height, width, 3) of file `pixels`'s grid, wherever they are.
+  int64_t encode_png_from(size_t pixels, const unsigned char* rgb, FileWriter& out, int threads) const;
 
   // Bytes of the output once complete, when known in advance (bmp, npy); -1 otherwise.
   int64_t known_bytes() const;

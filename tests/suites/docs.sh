@@ -4,8 +4,8 @@
 #   README.md is at most 12 KB and carries the two commands (set up and run; test)
 #   every path docs/architecture.md names exists
 #   every link between the pages leads to a file that exists
-#   the flags of `facegen --help` and the flags table of docs/usage.md are the same set, and every
-#   flag the README's table names is one of them
+#   the flags of `facegen --help` and `facegen serve --help` and the flags tables of docs/usage.md are the
+#   same set, and every flag the README's table names is one of them
 # Usage: docs.sh [build]
 set -u
 cd "$(dirname "$0")/../.."
@@ -48,7 +48,7 @@ else
   fail "links" "${broken[*]}"
 fi
 
-help_flags=$("$prog" --help | grep -o -- '--[a-z][a-z0-9-]*' | sort -u)
+help_flags=$({ "$prog" --help; "$prog" serve --help; } | grep -o -- '--[a-z][a-z0-9-]*' | sort -u)
 table_flags=$(grep '^| `' docs/usage.md | cut -d'|' -f2 | grep -o -- '--[a-z][a-z0-9-]*' | sort -u)
 readme_flags=$(grep '^| `' README.md | cut -d'|' -f2 | grep -o -- '--[a-z][a-z0-9-]*' | sort -u)
 only_help=$(comm -23 <(echo "$help_flags") <(echo "$table_flags") | tr '\n' ' ')

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# serve.sh: what `facegen serve` delivers, beside the batch tool on the same machine and model.
+#
+#   latency      one PNG (GET /v1/images/SEED.png) at concurrency 1: p50 and p99 over REQUESTS requests
+#   throughput   images/s at concurrency 1, 8, 64 and 256 with 1, 8 and 64 images per request
+#                (POST /v1/generate, format npy-u8 and png for one image), each for SECONDS seconds
+#   batch tool   images/s of `facegen --random N --formats npy-u8` for the same device and model,
+#                process start and model load included (as a client of the batch tool pays them)
+# Prints a table; records nothing. Runs on a GPU (DEVICE=cuda, the default auto) or the CPU.
+#
+#   bench/serve.sh [build]     env: DEVICE (auto), MODEL (the shipped faces model), SECONDS_PER_POINT (5),
+#                              REQUESTS (500), CONCURRENCY ("1 8 64 256"), IMAGES ("1 8 64"),
+#                              BATCH_IMAGES (100000: the batch tool's run), ARGS (more serve flags)
+set -u
+cd "$(dirname "$0")/.."
+build=${1:-build}
+prog=$build/facegen
+device=${DEVICE:-auto}
+model=${MODEL:-models/facegen-faces.safetensors}
+seconds=${SECONDS_PER_POINT:-5}
+requests=${REQUESTS:-500}
+[ -x "$prog" ] || { echo "bench/serve.sh: $prog is missing (run make)" >&2; exit 1; }
+work=$(mktemp -d /tmp/facegen-bench-serve.XXXXXX)
+server=
+cleanup() {
+  [ -n "$server" ] && { kill -TERM "$server" 2> /dev/null; wait "$server" 2> /dev/null; }
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+(exec env --default-signal "$prog" serve --device "$device" --model "$model" --port 0 ${ARGS:-} 2> "$work/server.err") &
+server=$!
+port=
+for _ in $(seq 600); do
+  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/server.err" 2> /dev/null | grep -o '[0-9]*$')
+  [ -n "$port" ] && break
+  kill -0 "$server" 2> /dev/null || break
+  sleep 0.1
+done
+[ -n "$port" ] || { echo "bench/serve.sh: the server did not start: $(cat "$work/server.err")" >&2; exit 1; }
+head -1 "$work/server.err"
+echo "date $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short=12 HEAD 2>/dev/null), device $device, model $model"
+
+/usr/bin/python3 - "$port" "$seconds" "$requests" "${CONCURRENCY:-1 8 64 256}" "${IMAGES:-1 8 64}" <<'PY'
+import concurrent.futures, http.client, json, sys, threading, time
+port, seconds, requests = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+concurrency = [int(c) for c in sys.argv[4].split()]
+images = [int(n) for n in sys.argv[5].split()]
+
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+times = []
+for k in range(requests):
+    start = time.perf_counter()
+    conn.request("GET", f"/v1/images/{k}.png")
+    res = conn.getresponse()
+    res.read()
+    assert res.status == 200, res.status
+    times.append(time.perf_counter() - start)
+times.sort()
+print(f"one PNG at concurrency 1: p50 {times[len(times) // 2] * 1e3:.2f} ms, p99 {times[len(times) * 99 // 100] * 1e3:.2f} ms")
+
+def client(n, stop, counts, index):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    seed = index * 10**9
+    while not stop.is_set():
+        body = json.dumps({"seeds": list(range(seed, seed + n)), "format": "png" if n == 1 else "npy-u8"})
+        conn.request("POST", "/v1/generate", body)
+        res = conn.getresponse()
+        res.read()
+        if res.status != 200:
+            raise RuntimeError(f"status {res.status}")
+        counts[index] += n
+        seed += n
+
+print("images/s      " + "".join(f"{c:>10}" for c in concurrency) + "   (concurrency)")
+for n in images:
+    row = []
+    for c in concurrency:
+        stop, counts = threading.Event(), [0] * c
+        with concurrent.futures.ThreadPoolExecutor(c) as pool:
+            futures = [pool.submit(client, n, stop, counts, i) for i in range(c)]
+            time.sleep(seconds)
+            stop.set()
+            for f in futures: f.result()
+        row.append(sum(counts) / seconds)
+    print(f"{n:>3} a request " + "".join(f"{r:>10.0f}" for r in row))
+PY
+
+total=${BATCH_IMAGES:-100000}
+start=$(date +%s.%N)
+"$prog" --device "$device" --model "$model" --random "$total" --formats npy-u8 --output "$work/batch" --quiet
+end=$(date +%s.%N)
+echo "batch tool, npy-u8 of $total images: $(echo "$total / ($end - $start)" | bc -l | xargs printf '%.0f') images/s (process start and model load included)"

@@ -1,0 +1,30 @@
+// answer.hpp: a request's images as the bytes of its format, made by the batch tool's own format
+// definitions in memory (files/memory_output.hpp): the same bytes as `facegen --formats F` writes
+// for the same latents, model and precision (png: PREFIX/000000.png; tar: PREFIX-000000.tar; npy:
+// PREFIX.npy; npy-u8: PREFIX.u8.npy; mosaic: PREFIX.png of mosaic-png with --grid-columns and
+// --grid-padding).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/model_spec.hpp"
+#include "serve/request.hpp"
+
+namespace facegen::serve {
+
+// What the batch tool records of its run in each tar sample's json.
+struct ServiceFacts {
+  std::string model;      // the model file as given on the command line
+  std::string precision;  // "fp32", "tf32", "bf16"
+  ModelSpec spec;         // nz, nc
+};
+
+// The most bytes of pixels a mosaic answer may take (its grid, padding included).
+constexpr int64_t kMaxMosaicPixelBytes = int64_t{256} << 20;
+
+// The answer's bytes for images (spec.count, 64, 64, nc). Throws RequestError (400) for a mosaic
+// larger than kMaxMosaicPixelBytes.
+std::string encode_answer(const GenerateSpec& spec, const float* images, const ServiceFacts& facts);
+
+}  // namespace facegen::serve

@@ -1,0 +1,87 @@
+// batcher.hpp: concurrent requests' images merged into backend batches, one worker per backend.
+//
+// A request hands in its latents (count, nz) and waits for its images (count, 64, 64, nc). Workers
+// take images from the queue in arrival order, up to max_batch a batch (a request larger than that is
+// split over several batches, possibly on several workers); a worker whose batch is not full waits
+// for more until the oldest queued image has waited max_delay. Each image depends only on its own
+// latent (backend.hpp), so a request's images are the same whatever batches they were made in. The
+// queue holds at most max_queue images: a request that would overflow it is refused at once
+// (QueueFull) rather than growing memory. stop() finishes every queued request, then ends the workers.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "generator/backend.hpp"
+
+namespace facegen::serve {
+
+struct BatcherOptions {
+  int64_t max_batch = 256;         // images per backend call
+  double max_delay_ms = 2;         // the longest an image waits for its batch to fill
+  int64_t max_queue = 16384;       // images queued at once
+  int latent_dim = 100;            // nz
+  int64_t image_values = 64 * 64 * 3;  // floats per image: 64 * 64 * nc
+};
+
+// What one batch was: its images, how long its oldest image queued, how long the backend took.
+struct BatchReport {
+  int64_t images = 0;
+  double queue_seconds = 0;
+  double compute_seconds = 0;
+};
+
+struct QueueFull : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Batcher {
+ public:
+  using Clock = std::chrono::steady_clock;
+  Batcher(std::vector<std::unique_ptr<Backend>> backends, const BatcherOptions& options,
+          std::function<void(const BatchReport&)> on_batch = nullptr);
+  ~Batcher();
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // images (count, image_values) of latents (count, nz); blocks until they are made. Throws QueueFull,
+  // std::runtime_error once stopped, or the backend's exception.
+  void generate(const float* latents, int64_t count, float* images);
+  void stop();  // every queued image made, then the workers end; later generate() calls throw
+  int64_t queued_images() const;
+  size_t workers() const { return backends_.size(); }
+  const BatcherOptions& options() const { return options_; }
+
+ private:
+  struct Job;
+  struct Slice {
+    std::shared_ptr<Job> job;
+    int64_t first = 0;  // the job's images [first, first + count)
+    int64_t count = 0;
+  };
+  void work(Backend& backend);
+  bool take_batch(std::vector<Slice>& batch, Clock::time_point& oldest);  // false: stopped and empty
+  void run_batch(Backend& backend, const std::vector<Slice>& batch, Clock::time_point oldest);
+
+  BatcherOptions options_;
+  std::function<void(const BatchReport&)> on_batch_;
+  std::vector<std::unique_ptr<Backend>> backends_;
+  mutable std::mutex mutex_;
+  std::condition_variable work_ready_;  // workers: a job came, or stop
+  std::condition_variable job_done_;    // callers: a job finished
+  std::deque<std::shared_ptr<Job>> queue_;
+  int64_t queued_ = 0;  // images not yet taken by a worker
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace facegen::serve

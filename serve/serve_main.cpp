@@ -1,0 +1,261 @@
+// serve_main.cpp: `facegen serve`: its flags, the model and one backend per GPU (or the CPU), the
+// batcher, the HTTP server, and a clean stop on a signal: stop accepting, finish every request in
+// flight, end the workers, exit 0.
+//
+// Signals are blocked in every thread (they inherit the mask of this one, set before any is made)
+// and taken by one thread with sigwait, which may then call the server's stop() (not allowed in a
+// signal handler).
+#include "serve/serve_main.hpp"
+
+#include <cxxopts.hpp>
+#include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <iostream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "common/errors.hpp"
+#include "common/precision.hpp"
+#include "common/threads.hpp"
+#include "generator/backend.hpp"
+#include "generator/network.hpp"
+#include "mpi/launch.hpp"
+#include "mpi/serve_ranks.hpp"
+#include "serve/batcher.hpp"
+#include "serve/metrics.hpp"
+#include "serve/routes.hpp"
+
+namespace facegen::serve {
+namespace {
+
+struct ServeFlags {
+  std::string model, host = "127.0.0.1", token;
+  int port = 8080, http_threads = 64;
+  BackendOptions backend;
+  BatcherOptions batcher;
+  bool quiet = false;
+};
+
+void say(const std::string& line) {
+  const std::string text = "facegen serve: " + line + "\n";
+  std::cerr.write(text.data(), static_cast<std::streamsize>(text.size())).flush();
+}
+
+cxxopts::Options serve_command_line() {
+  using cxxopts::value;
+  cxxopts::Options options("facegen serve", "Serves images over HTTP from a warm generator (docs/service.md).");
+  options.custom_help("[options]");
+  options.add_options()
+      ("m,model", "the generator (default: the shipped faces model)", value<std::string>(), "PATH")
+      ("d,device", "auto, cuda or cpu (auto: every usable NVIDIA GPU, else the CPU)", value<std::string>()->default_value("auto"), "DEVICE")
+      ("p,precision", "GPU arithmetic: fp32, tf32 or bf16", value<std::string>()->default_value("fp32"), "P")
+      ("port", "TCP port to listen on (0: any free port, named on stderr)", value<std::string>()->default_value("8080"), "PORT")
+      ("host", "address to listen on (0.0.0.0: every interface)", value<std::string>()->default_value("127.0.0.1"), "HOST")
+      ("max-batch", "most images in one backend batch", value<std::string>()->default_value("256"), "N")
+      ("max-delay-ms", "longest an image waits for its batch to fill, in milliseconds", value<std::string>()->default_value("2"), "T")
+      ("max-queue", "most images waiting at once (each holds 48 KiB of floats until answered); more are refused with 429", value<std::string>()->default_value("16384"), "N")
+      ("token-file", "a file holding a token: /v1/ and /metrics then need 'Authorization: Bearer TOKEN'",
+       value<std::string>(), "PATH")
+      ("http-threads", "connections served at once", value<std::string>()->default_value("64"), "N")
+      ("t,threads", "CPU backend threads (0: all this process may use)", value<std::string>()->default_value("0"), "N")
+      ("q,quiet", "print nothing but errors")
+      ("h,help", "print this help");
+  return options;
+}
+
+int64_t whole_flag(const cxxopts::ParseResult& args, const char* name, int64_t low, int64_t high) {
+  const std::string text = args[name].as<std::string>();
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || value < low || value > high) {
+    throw UserError("--" + std::string(name) + " expects a whole number from " + std::to_string(low) + " to " +
+                    std::to_string(high) + ", got '" + text + "'");
+  }
+  return value;
+}
+
+// The token of --token-file: its text without the white space around it, at most 4 KiB, not empty.
+std::string read_token(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw UserError("cannot read --token-file " + path + ": " + std::strerror(errno));
+  std::string token((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const size_t first = token.find_first_not_of(" \t\r\n");
+  token = first == std::string::npos ? "" : token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
+  if (token.empty() || token.size() > 4096 || token.find_first_of(" \t\r\n") != std::string::npos) {
+    throw UserError("--token-file " + path + " must hold one token of 1 to 4096 characters without spaces");
+  }
+  return token;
+}
+
+DeviceKind device_flag(const std::string& name) {
+  if (name == "auto") return DeviceKind::Auto;
+  if (name == "cuda" || name == "gpu") return DeviceKind::Cuda;
+  if (name == "cpu") return DeviceKind::Cpu;
+  throw UserError("unknown --device '" + name + "' (expected auto, cuda or cpu)");
+}
+
+ServeFlags read_flags(const cxxopts::ParseResult& args, const std::string& default_model) {
+  ServeFlags flags;
+  flags.model = args.count("model") ? args["model"].as<std::string>() : default_model;
+  flags.host = args["host"].as<std::string>();
+  flags.port = static_cast<int>(whole_flag(args, "port", 0, 65535));
+  flags.http_threads = static_cast<int>(whole_flag(args, "http-threads", 1, 4096));
+  flags.backend.device = device_flag(args["device"].as<std::string>());
+  flags.backend.precision = parse_precision(args["precision"].as<std::string>());
+  flags.backend.threads = static_cast<int>(whole_flag(args, "threads", 0, 4096));
+  flags.batcher.max_batch = whole_flag(args, "max-batch", 1, 1 << 16);
+  flags.batcher.max_delay_ms = static_cast<double>(whole_flag(args, "max-delay-ms", 0, 10000));
+  flags.batcher.max_queue = whole_flag(args, "max-queue", kMaxRequestImages, int64_t{1} << 24);
+  flags.backend.max_batch = static_cast<int>(flags.batcher.max_batch);
+  flags.quiet = args.count("quiet") > 0;
+  if (args.count("token-file")) flags.token = read_token(args["token-file"].as<std::string>());
+  return flags;
+}
+
+// One backend per usable GPU (device auto or cuda), else one on the CPU.
+std::vector<std::unique_ptr<Backend>> make_backends(const Network& net, const ServeFlags& flags) {
+  const DeviceChoice choice = choose_device(flags.backend);
+  std::vector<std::unique_ptr<Backend>> backends;
+  if (choice.options.device == DeviceKind::Cuda) {
+    std::string reason;
+    const int gpus = usable_gpu_count(&reason);
+    for (int gpu = 0; gpu < gpus; ++gpu) {
+      BackendOptions options = choice.options;
+      options.cuda_device = gpu;
+      backends.push_back(make_cuda_backend(net, options));
+    }
+    return backends;
+  }
+  if (!flags.quiet && choice.fell_back) say(choice.notice(resolve_threads(choice.options.threads)));
+  backends.push_back(make_cpu_backend(net, choice.options));
+  return backends;
+}
+
+// Waits for SIGTERM, SIGINT or SIGHUP (blocked in every thread), then stops the server until it
+// has stopped: a signal that comes before listen() began is not lost. SIGUSR1 (sent by
+// StopperThread) ends the wait without stopping anything.
+void stop_on_signal(httplib::Server& server, Service& service, const sigset_t& signals, std::atomic<bool>& listening_done,
+                    bool quiet) {
+  int signal = 0;
+  if (sigwait(&signals, &signal) != 0 || signal == SIGUSR1) return;
+  service.stopping = true;
+  if (!quiet) say(std::string("stopping on SIG") + sigabbrev_np(signal) + ": finishing the requests in flight");
+  while (!listening_done) {
+    server.stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// The thread of stop_on_signal, joined before the server it stops is destroyed: its destructor marks
+// listening done and wakes the thread with SIGUSR1 in case no signal came.
+struct StopperThread {
+  std::atomic<bool>& listening_done;
+  std::thread thread;
+  ~StopperThread() {
+    listening_done = true;
+    pthread_kill(thread.native_handle(), SIGUSR1);  // pending and ignored if it already returned
+    thread.join();
+  }
+};
+
+// The service over `backends` until a signal stops it: returns 0 once every accepted request is
+// answered and the workers have ended.
+int run_service(const ServeFlags& flags, const Network& net, const sigset_t& signals,
+                std::vector<std::unique_ptr<Backend>> backends) {
+  BatcherOptions batcher_options = flags.batcher;
+  batcher_options.latent_dim = net.spec().latent_dim;
+  batcher_options.image_values = net.spec().image_values();
+  Metrics metrics(batcher_options.max_batch);
+  const std::string described = backends.front()->describe();
+  const size_t workers = backends.size();
+  Batcher batcher(std::move(backends), batcher_options, [&metrics](const BatchReport& report) { metrics.batch(report); });
+  Service service{batcher, metrics, {flags.model, precision_name(flags.backend.precision), net.spec()}, flags.token};
+
+  httplib::Server server;
+  server.new_task_queue = [threads = flags.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  server.set_payload_max_length(static_cast<size_t>(kMaxBodyBytes));
+  server.set_read_timeout(10, 0);
+  server.set_write_timeout(10, 0);
+  server.set_keep_alive_timeout(5);
+  // SO_REUSEADDR alone: the library's default adds SO_REUSEPORT, with which a second server would
+  // share the port silently instead of being told it is taken.
+  server.set_socket_options([](int sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  add_routes(server, service);
+
+  std::atomic<bool> listening_done{false};
+  const StopperThread stopper{listening_done, std::thread(stop_on_signal, std::ref(server), std::ref(service),
+                                                          std::cref(signals), std::ref(listening_done), flags.quiet)};
+  const int port = flags.port == 0 ? server.bind_to_any_port(flags.host) : (server.bind_to_port(flags.host, flags.port) ? flags.port : -1);
+  if (port < 0) {
+    throw UserError("cannot listen on " + flags.host + ":" + std::to_string(flags.port) +
+                    " (the port is taken, or the address is not one of this machine's)");
+  }
+  if (!flags.quiet) {
+    say("listening on http://" + flags.host + ":" + std::to_string(port) + "/ with " + std::to_string(workers) +
+        (workers == 1 ? " worker (" : " workers (") + described + (workers == 1 ? ")" : ", ...)") + ", model " + flags.model);
+  }
+  server.listen_after_bind();  // returns once stop() was called and the requests in flight are answered
+  listening_done = true;
+  batcher.stop();
+  if (!flags.quiet) say("stopped");
+  return 0;
+}
+
+// Signals blocked before any thread is made (the backends', MPI's, the server's), the model loaded,
+// then the service: in this process alone, or as rank 0 of an MPI job whose every rank generates.
+int serve(const ServeFlags& flags) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, s);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const Network net = load_network(flags.model);
+  if (mpi::detect_launch().kind == mpi::LaunchKind::Rank) {
+    return mpi::serve_as_ranks(net, flags.backend, [&](std::vector<std::unique_ptr<Backend>> backends) {
+      return run_service(flags, net, signals, std::move(backends));
+    });
+  }
+  return run_service(flags, net, signals, make_backends(net, flags));
+}
+
+}  // namespace
+
+int serve_main(int argc, char** argv, const std::string& default_model) {
+  cxxopts::Options options = serve_command_line();
+  try {
+    const auto args = options.parse(argc, argv);
+    if (args.count("help")) {
+      std::cout << options.help() << "\nExit status: 0 stopped by SIGTERM, SIGINT or SIGHUP, 1 bad input, 2 bad "
+                                     "command line, 3 internal or device fault.\n";
+      return 0;
+    }
+    if (!args.unmatched().empty()) {
+      say("unexpected argument '" + args.unmatched().front() + "' (see facegen serve --help)");
+      return kExitUsage;
+    }
+    return serve(read_flags(args, default_model));
+  } catch (const cxxopts::exceptions::exception& e) {
+    say(std::string(e.what()) + " (see facegen serve --help)");
+    return kExitUsage;
+  } catch (...) {
+    const Failure failure = describe_current_exception();
+    say((failure.exit_code == kExitInput ? "error: " : "fault: ") + failure.message);
+    return failure.exit_code;
+  }
+}
+
+}  // namespace facegen::serve

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""serve_client.py: the HTTP side of tests/suites/serve.sh: one check per line on stdout,
+"PASS name" or "FAIL name|why", against a running `facegen serve` on 127.0.0.1:PORT.
+
+  serve_client.py PORT WORK MODEL PROG checks   every endpoint, byte-identity with the batch tool
+                                                (PROG) in every format, every bad request, 32
+                                                concurrent requests, /metrics counting them
+  serve_client.py PORT WORK MODEL PROG load N   N requests in flight (16 images each), printing
+                                                "STARTED" once they are sent, then each one's result
+  serve_client.py PORT WORK MODEL PROG latency N   N one-image requests in turn: p50 and p99
+SERVE_DEVICE (default cpu): the device of the batch tool's runs, as the server's.
+Every request has a deadline (urllib's timeout)."""
+import concurrent.futures, http.client, json, os, re, subprocess, sys, time
+import numpy as np
+
+port, work, model, prog, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+device = os.environ.get("SERVE_DEVICE", "cpu")  # the batch tool's device, the server's
+TIMEOUT = 60
+
+
+def request(method, path, body=None, headers=None):
+    """(status, headers, bytes) of one request on a fresh connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    try:
+        data = body.encode() if isinstance(body, str) else body
+        conn.request(method, path, body=data, headers=headers or {})
+        res = conn.getresponse()
+        return res.status, dict(res.getheaders()), res.read()
+    finally:
+        conn.close()
+
+
+def post(body):
+    return request("POST", "/v1/generate", json.dumps(body) if not isinstance(body, (str, bytes)) else body)
+
+
+def report(name, ok, why=""):
+    print(f"PASS {name}" if ok else f"FAIL {name}|{why}", flush=True)
+
+
+def batch(name, *args):
+    """The batch tool's files for ARGS under WORK/NAME."""
+    out = f"{work}/{name}"
+    subprocess.run([prog, "--device", device, "--model", model, "--quiet", "--output", out, *args], check=True, timeout=120)
+    return out
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def endpoints():
+    status, headers, body = request("GET", "/healthz")
+    report("GET /healthz", status == 200 and json.loads(body) == {"status": "ok"}, f"{status} {body[:80]}")
+    status, headers, body = request("GET", "/readyz")
+    report("GET /readyz", status == 200 and json.loads(body)["status"] == "ready", f"{status} {body[:80]}")
+    status, headers, body = request("GET", "/")
+    page = body.decode(errors="replace")
+    report("GET / is the page", status == 200 and headers.get("Content-Type", "").startswith("text/html") and
+           "/v1/images/" in page and "/v1/latents" in page and "<script>" in page, f"{status} {page[:80]}")
+    status, headers, body = request("GET", "/v1/latents?seeds=7,9")
+    latents = json.loads(body)["latents"] if status == 200 else []
+    report("GET /v1/latents: nz numbers per seed", len(latents) == 2 and all(len(l) == 100 for l in latents), f"{status}")
+    return latents
+
+
+def identity_with_batch_tool(latents_of_seeds):
+    seeds = [3, 1, 4, 1, 5]
+    out = batch("seeds", "--seeds", ",".join(map(str, seeds)), "--formats", "tar,npy,npy-u8")
+    mosaic = batch("mosaic", "--seeds", ",".join(map(str, seeds)), "--formats", "mosaic-png", "--grid-columns", "2",
+                   "--grid-padding", "3")
+    one = batch("one", "--seeds", "3", "--formats", "png")
+    want = {"tar": read(out + "-000000.tar"), "npy": read(out + ".npy"), "npy-u8": read(out + ".u8.npy"),
+            "mosaic": read(mosaic + ".png")}
+    for fmt, expected in want.items():
+        body = {"seeds": seeds, "format": fmt}
+        if fmt == "mosaic":
+            body.update(columns=2, padding=3)
+        status, headers, got = post(body)
+        report(f"seeds as {fmt}: the batch tool's bytes", status == 200 and got == expected, f"{status} {got[:80]}")
+    status, headers, got = post({"seeds": [3]})
+    report("one seed as png (the default): the batch tool's bytes", status == 200 and got == read(one + "/000000.png"), f"{status}")
+    status, headers, got = request("GET", "/v1/images/3.png")
+    report("GET /v1/images/3.png: the batch tool's bytes, cacheable", status == 200 and got == read(one + "/000000.png") and
+           "immutable" in headers.get("Cache-Control", ""), f"{status} {headers}")
+    # Latents: those of /v1/latents (seeds 7 and 9) and random ones, read by the batch tool from a .npy.
+    rng = np.random.default_rng(5)
+    given = np.concatenate([np.array(latents_of_seeds, dtype=np.float32), rng.standard_normal((3, 100), dtype=np.float32)])
+    np.save(f"{work}/given-latents.npy", given)
+    out = batch("latents", "--input", f"{work}/given-latents.npy", "--formats", "tar,npy,npy-u8")
+    mosaic = batch("latents-mosaic", "--input", f"{work}/given-latents.npy", "--formats", "mosaic-png")
+    want = {"tar": read(out + "-000000.tar"), "npy": read(out + ".npy"), "npy-u8": read(out + ".u8.npy"),
+            "mosaic": read(mosaic + ".png")}
+    rows = [[float(v) for v in row] for row in given]
+    for fmt, expected in want.items():
+        status, headers, got = post({"latents": rows, "format": fmt})
+        report(f"latents as {fmt}: the batch tool's bytes", status == 200 and got == expected, f"{status} {got[:80]}")
+    status, headers, got = post({"latents": rows[:1], "format": "png"})
+    report("the latent of /v1/latents?seeds=7 gives seed 7's image", status == 200 and got == request("GET", "/v1/images/7.png")[2], f"{status}")
+
+
+BAD = [  # (name, method, path, body, status, a part of the sentence)
+    ("malformed JSON", "POST", "/v1/generate", '{"seeds": [1, 2', 400, "malformed at byte"),
+    ("NaN is not JSON", "POST", "/v1/generate", '{"latents": [[NaN]]}', 400, "malformed at byte"),
+    ("both seeds and latents", "POST", "/v1/generate", {"seeds": [1], "latents": [[0] * 100]}, 400, "exactly one of"),
+    ("neither seeds nor latents", "POST", "/v1/generate", {"format": "png"}, 400, "exactly one of"),
+    ("a latent of the wrong length", "POST", "/v1/generate", {"latents": [[0] * 99]}, 400, "array of 100 numbers"),
+    ("a latent too large for a float", "POST", "/v1/generate", '{"latents": [[' + ",".join(["1e39"] * 100) + "]]}", 400, "finite"),
+    ("a negative seed", "POST", "/v1/generate", {"seeds": [-1]}, 400, "whole number from 0"),
+    ("too many images", "POST", "/v1/generate", {"seeds": list(range(4097))}, 400, "at most 4096 images a request"),
+    ("an unknown format", "POST", "/v1/generate", {"seeds": [1], "format": "gif"}, 400, "unknown \"format\""),
+    ("png of several images", "POST", "/v1/generate", {"seeds": [1, 2], "format": "png"}, 400, "holds one image"),
+    ("a body too large", "POST", "/v1/generate", "LARGE", 413, "larger than"),
+    ("a bad seed in the path", "GET", "/v1/images/12x.png", None, 400, "whole number from 0"),
+    ("a seed past 2^64 in the path", "GET", "/v1/images/18446744073709551616.png", None, 400, "whole number from 0"),
+    ("an image not named SEED.png", "GET", "/v1/images/12.jpg", None, 404, "SEED.png"),
+    ("an unknown route", "GET", "/v2/models", None, 404, "no route"),
+    ("GET on /v1/generate", "GET", "/v1/generate", None, 405, "takes POST"),
+    ("POST on /healthz", "POST", "/healthz", "", 405, "takes GET"),
+    ("DELETE on an image", "DELETE", "/v1/images/1.png", None, 405, "takes GET"),
+]
+
+
+def announced_too_large():
+    """A request that announces a 40 MB body: the answer comes before any of it is sent."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    try:
+        conn.putrequest("POST", "/v1/generate")
+        conn.putheader("Content-Length", str(40 << 20))
+        conn.endheaders()
+        res = conn.getresponse()
+        return res.status, dict(res.getheaders()), res.read()
+    finally:
+        conn.close()
+
+
+def bad_requests():
+    for name, method, path, body, want_status, part in BAD:
+        data = json.dumps(body) if isinstance(body, (dict, list)) else body
+        status, headers, got = announced_too_large() if body == "LARGE" else request(method, path, data)
+        try:
+            sentence = json.loads(got)["error"]
+        except Exception:
+            sentence = None
+        ok = status == want_status and isinstance(sentence, str) and part in sentence and "\n" not in sentence
+        after, _, png = request("GET", "/v1/images/1.png")  # the server still serves
+        report(f"{name}: {want_status} and one sentence, then a good request", ok and after == 200 and png[:4] == b"\x89PNG",
+               f"{status} {got[:160]!r}, then {after}")
+
+
+def many_at_once(n=32):
+    out = batch("many", "--seeds", f"100-{99 + n}", "--formats", "png")
+
+    def one(k):
+        start = time.monotonic()
+        status, _, got = post({"seeds": [100 + k]})
+        return status == 200 and got == read(f"{out}/{k:06d}.png"), time.monotonic() - start
+
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:
+        results = list(pool.map(one, range(n)))
+    times = sorted(t for _, t in results)
+    right = sum(ok for ok, _ in results)
+    print(f"INFO {n} concurrent one-image requests: p50 {times[n // 2] * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms", flush=True)
+    report(f"{n} concurrent requests all answered with their own image", right == n, f"{right} of {n} right")
+
+
+def metric(text, name, labels=""):
+    m = re.search("^" + re.escape(name + labels) + r" ([0-9.e+]+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def metrics_count(before):
+    status, headers, body = request("GET", "/metrics")
+    text = body.decode()
+    ok200 = metric(text, "facegen_requests_total", '{route="/v1/generate",status="200"}')
+    images = metric(text, "facegen_images_total")
+    batched = metric(text, "facegen_batch_images_sum")
+    report("/metrics is Prometheus text of facegen_ names", status == 200 and "# TYPE facegen_request_seconds histogram" in text
+           and all(line.startswith(("#", "facegen_")) for line in text.splitlines()), text[:200])
+    report("/metrics counts the generate requests and their images",
+           ok200 == before["generate"] and images == before["images"] and batched == images and
+           metric(text, "facegen_requests_total", '{route="other",status="404"}') == 1,
+           f"generate 200: {ok200} (want {before['generate']}), images {images} (want {before['images']}), batched {batched}")
+    batches = metric(text, "facegen_batch_images_count")
+    print(f"INFO {int(images or 0)} images in {int(batches or 0)} batches", flush=True)
+
+
+def load(n):
+    """Sends n requests on n connections, says STARTED, then reads each answer."""
+    conns = []
+    for k in range(n):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+        conn.request("POST", "/v1/generate", json.dumps({"seeds": list(range(k * 16, k * 16 + 16)), "format": "npy-u8"}))
+        conns.append(conn)
+    time.sleep(0.3)  # every request read by the server
+    print("STARTED", flush=True)
+    for conn in conns:
+        res = conn.getresponse()
+        print(f"RESULT {res.status} {len(res.read())}", flush=True)
+        conn.close()
+
+
+def latency(n):
+    """n one-image requests one after another on one kept-alive connection: p50 and p99."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    times = []
+    for k in range(n):
+        start = time.monotonic()
+        conn.request("GET", f"/v1/images/{1000 + k}.png")
+        res = conn.getresponse()
+        res.read()
+        times.append(time.monotonic() - start)
+        if res.status != 200:
+            report("one image at a time", False, f"status {res.status}")
+            return
+    conn.close()
+    times.sort()
+    print(f"INFO one PNG at concurrency 1 ({n} requests): p50 {times[n // 2] * 1000:.2f} ms, "
+          f"p99 {times[min(n - 1, n * 99 // 100)] * 1000:.2f} ms", flush=True)
+
+
+if mode == "latency":
+    latency(int(sys.argv[6]))
+elif mode == "checks":
+    latents = endpoints()
+    identity_with_batch_tool(latents)
+    bad_requests()
+    many_at_once(32)
+    # POST /v1/generate answered 200: 4 + 1 (seeds), 4 + 1 (latents), 32 (concurrent). Images: those,
+    # 5 in each of the 8 multi-image answers, and GET /v1/images: 3.png, 7.png, 1.png after each bad request.
+    metrics_count({"generate": 4 + 1 + 4 + 1 + 32, "images": 8 * 5 + 2 + 32 + 2 + len(BAD)})
+else:
+    load(int(sys.argv[6]))

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# serve.sh: `facegen serve` on 127.0.0.1 with the CPU backend (SERVE_DEVICE=cuda: a GPU) and the tests'
+# model, as a client sees it.
+#
+#   endpoints    /healthz, /readyz, the page, /v1/latents, /metrics
+#   identity     every format of POST /v1/generate (png, tar, npy, npy-u8, mosaic) and /v1/images/SEED.png
+#                hold the batch tool's bytes for the same seeds, and for the same latents (read by it
+#                from a .npy)
+#   bad input    malformed JSON, both or neither of seeds and latents, a wrong latent length, a value
+#                too large for a float, too many images, an unknown format, a bad seed in the path, an
+#                unknown route, a wrong method, a body too large: each its status and one sentence in
+#                {"error": ...}, then a good request still served
+#   concurrency  32 requests at once, each answered with its own image; /metrics counts every one; the
+#                latency of 200 one-image requests in turn (printed, not judged)
+#   stopping     SIGTERM with requests in flight: each is answered, then exit 0 within seconds;
+#                SIGINT when idle: exit 0; a port already taken: exit 1 and one sentence
+#   token        with --token-file, /v1/ and /metrics need "Authorization: Bearer TOKEN" (401 otherwise)
+# Every server starts with default signal dispositions and a free port of its own choosing (--port 0,
+# read from its first line), every wait has a deadline, and every server is killed at the end even
+# when a check fails. Usage: serve.sh [build]
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/suite.sh serve
+build=${1:-build}
+prog=$build/facegen
+model=$build/random-network.bin
+[ -x "$prog" ] || { echo "serve: $prog is missing (run make)"; exit 1; }
+[ -f "$model" ] || { echo "serve: $model is missing (run make test)"; exit 1; }
+device=${SERVE_DEVICE:-cpu}  # SERVE_DEVICE=cuda on a GPU machine: the same checks on the GPU path
+export SERVE_DEVICE=$device
+py=/usr/bin/python3
+$py -c "import numpy" 2> /dev/null || skip_suite "$py lacks numpy"
+work=$(mktemp -d /tmp/facegen-serve.XXXXXX)
+servers=()
+cleanup() {
+  for pid in "${servers[@]}"; do kill -KILL "$pid" 2> /dev/null && wait "$pid" 2> /dev/null; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# start_server NAME ARGS...: the server in the background (its pid in $server, its port in $port);
+# false when it has not said where it listens within 30 s.
+start_server() {
+  local name=$1
+  shift
+  (exec env --default-signal "$prog" serve --device "$device" --model "$model" --port 0 "$@" 2> "$work/$name.err") &
+  server=$!
+  servers+=("$server")
+  port=
+  for _ in $(seq 300); do
+    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.err" 2> /dev/null | grep -o '[0-9]*$')
+    [ -n "$port" ] && return 0
+    kill -0 "$server" 2> /dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# wait_exit PID SECONDS: the exit status of PID (a child), or 124 when it is still running at the deadline.
+wait_exit() {
+  local pid=$1
+  for _ in $(seq $(($2 * 10))); do
+    kill -0 "$pid" 2> /dev/null || { wait "$pid"; return $?; }
+    sleep 0.1
+  done
+  return 124
+}
+
+# The client's lines: PASS NAME, FAIL NAME|WHY, INFO TEXT.
+tally() {
+  while IFS= read -r line; do
+    case $line in
+      PASS\ *) pass "${line#PASS }" ;;
+      FAIL\ *) fail "${line#FAIL }" "" ;;
+      INFO\ *) echo "  info  ${line#INFO }" ;;
+      *) echo "  ....  $line" ;;
+    esac
+  done
+}
+
+echo "the service as a client sees it:"
+if start_server main --max-delay-ms 5; then
+  pass "starts and says where it listens (port $port)"
+  timeout 600 $py tests/lib/serve_client.py "$port" "$work" "$model" "$prog" checks > "$work/client.out" 2>&1
+  status=$?
+  tally < "$work/client.out"
+  [ $status = 0 ] || fail "the client" "ended with status $status"
+  timeout 120 $py tests/lib/serve_client.py "$port" "$work" "$model" "$prog" latency 200 | tally
+  # A second server on the same port.
+  (exec env --default-signal timeout 30 "$prog" serve --device cpu --model "$model" --port "$port" 2> "$work/taken.err")
+  status=$?
+  if [ $status = 1 ] && [ "$(wc -l < "$work/taken.err")" = 1 ] && grep -q "cannot listen on 127.0.0.1:$port" "$work/taken.err"; then
+    pass "a port already taken: exit 1 and one sentence"
+  else
+    fail "a port already taken" "status $status: $(head -c 300 "$work/taken.err")"
+  fi
+  # SIGTERM with 12 requests of 16 images in flight: each answered, then a clean exit.
+  timeout 300 $py tests/lib/serve_client.py "$port" "$work" "$model" "$prog" load 12 > "$work/load.out" 2>&1 &
+  client=$!
+  for _ in $(seq 100); do grep -q STARTED "$work/load.out" && break; sleep 0.1; done
+  kill -TERM "$server"
+  wait_exit "$server" 60
+  status=$?
+  wait "$client"
+  answered=$(grep -c '^RESULT 200 196736$' "$work/load.out")
+  if [ $status = 0 ] && [ "$answered" = 12 ] && grep -q 'stopped' "$work/main.err"; then
+    pass "SIGTERM with 12 requests in flight: all 12 answered, then exit 0"
+  else
+    fail "SIGTERM under load" "exit status $status, $answered of 12 answered: $(tail -c 300 "$work/load.out") $(tail -c 300 "$work/main.err")"
+  fi
+else
+  fail "the server starts" "$(head -c 300 "$work/main.err")"
+fi
+
+if start_server idle; then
+  start=$SECONDS
+  kill -INT "$server"
+  wait_exit "$server" 10
+  status=$?
+  if [ $status = 0 ] && [ $((SECONDS - start)) -le 5 ]; then
+    pass "SIGINT when idle: exit 0 within $((SECONDS - start)) s"
+  else
+    fail "SIGINT when idle" "exit status $status after $((SECONDS - start)) s: $(tail -c 300 "$work/idle.err")"
+  fi
+else
+  fail "the second server starts" "$(head -c 300 "$work/idle.err")"
+fi
+
+# --token-file: /v1/ and /metrics need the token, /healthz does not; an empty token file is refused.
+printf 'sesame-42\n' > "$work/token"
+if start_server token --token-file "$work/token"; then
+  code() { curl -s -o "$work/answer" -w '%{http_code}' --max-time 30 "$@"; }
+  none=$(code "http://127.0.0.1:$port/v1/images/1.png")
+  wrong=$(code -H 'Authorization: Bearer sesame-41' "http://127.0.0.1:$port/metrics")
+  right=$(code -H 'Authorization: Bearer sesame-42' "http://127.0.0.1:$port/v1/images/1.png")
+  health=$(code "http://127.0.0.1:$port/healthz")
+  if [ "$none $wrong $right $health" = "401 401 200 200" ]; then
+    pass "--token-file: 401 without the token or with another, 200 with it; /healthz open"
+  else
+    fail "--token-file" "no token $none, another $wrong, the token $right, /healthz $health"
+  fi
+  kill -TERM "$server"
+  wait_exit "$server" 30 > /dev/null
+else
+  fail "a server with --token-file starts" "$(head -c 300 "$work/token.err")"
+fi
+: > "$work/empty-token"
+out=$(env --default-signal timeout 30 "$prog" serve --token-file "$work/empty-token" 2>&1)
+status=$?
+if [ $status = 1 ] && echo "$out" | grep -q "must hold one token"; then
+  pass "an empty --token-file: exit 1 and one sentence"
+else
+  fail "an empty --token-file" "status $status: $out"
+fi
+
+# Flags: a bad value is one sentence and exit 1; --help lists the flags.
+out=$(env --default-signal timeout 30 "$prog" serve --max-batch 0 2>&1)
+status=$?
+if [ $status = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q -- "--max-batch expects a whole number"; then
+  pass "--max-batch 0: exit 1 and one sentence"
+else
+  fail "--max-batch 0" "status $status: $out"
+fi
+if "$prog" serve --help | grep -q -- '--max-delay-ms'; then pass "facegen serve --help lists its flags"; else fail "serve --help" "no --max-delay-ms"; fi
+
+suite_end
