@@ -172,7 +172,7 @@ start_job() {
 # finish_job NAME FAULT-TIME: waits for the job and judges how it ended.
 finish_job() {
   local name=$1 fault_at=$2 status left took
-  wait "$job"
+  wait_pid "$job" 150
   status=$?
   job=
   took=$((SECONDS - fault_at))
@@ -222,7 +222,7 @@ if wait_working 60; then
 else
   fail "ranks of node2 killed" "the job did not start within 60 s: $(tail -c 400 "$work/stderr")"
 fi
-[ -n "$job" ] && { kill "$job"; wait "$job"; job=; }
+[ -n "$job" ] && { kill "$job"; wait_pid "$job" 30; job=; }
 
 start_job cluster3000 unlinked --images-per-round 64
 if wait_working 60; then
@@ -232,7 +232,7 @@ if wait_working 60; then
 else
   fail "node2's link down" "the job did not start within 60 s: $(tail -c 400 "$work/stderr")"
 fi
-[ -n "$job" ] && { kill "$job"; wait "$job"; job=; }
+[ -n "$job" ] && { kill "$job"; wait_pid "$job" 30; job=; }
 
 # --- Slurm on the same nodes: the documented sbatch commands ----------------------------------------
 slurm_part() {
