@@ -8,8 +8,15 @@
 #                                   npy, npy-u8, an npy shard, a tar shard, the png folder,
 #                                   mosaic-png, --summary-json): replaced only
 #                                   where facegen wrote it, else exit 1 and one sentence, before any
-#                                   work; 1 process for every pair, 2 and 3 ranks for every kind
-#   folders as prefixes             --output ., .., DIR/. and DIR/..: refused in one sentence
+#                                   work. 1 process: every kind at the txt's name and the png
+#                                   folder's (a folder's own rules); at each other output the kinds
+#                                   its format tells apart (an earlier output, an empty file, another
+#                                   file) and two of the rest in turn (one check for any output
+#                                   that is a file: each of them meets at least one more output);
+#                                   2 or 3 ranks (in turn) for every kind, at outputs in turn
+#   folders as prefixes             --output ., .., DIR/. and DIR/..: refused in one sentence; every
+#                                   prefix with both kinds of output (files, a folder) in 1 process,
+#                                   and with one of them in turn on 2 and 3 ranks
 #   a sticky shared folder          another user's earlier output and link (setpriv): refused
 #   one run per prefix              a second run while the first holds the prefix fails in one
 #                                   sentence naming it (1 process and 2 ranks); runs started together
@@ -187,15 +194,25 @@ output_case() {
 }
 
 echo "what sits at an output's name, one process:"
+format_kinds=(facegen empty-file foreign-file)
+other_kinds=("${kinds[@]:3}")
+k=0
 for entry in "${outputs[@]}"; do
-  for kind in "${kinds[@]}"; do output_case 1 "$kind" "$entry"; done
+  case $entry in
+    "txt|"*|"png folder|"*) for kind in "${kinds[@]}"; do output_case 1 "$kind" "$entry"; done ;;
+    *)
+      for kind in "${format_kinds[@]}"; do output_case 1 "$kind" "$entry"; done
+      for _ in 1 2; do
+        output_case 1 "${other_kinds[$((k % ${#other_kinds[@]}))]}" "$entry"
+        k=$((k + 1))
+      done ;;
+  esac
 done
 if [ $mpi = yes ]; then
-  echo "what sits at an output's name, 2 and 3 ranks (every kind, the outputs in turn):"
+  echo "what sits at an output's name, 2 and 3 ranks (every kind once, the outputs and rank counts in turn):"
   k=0
   for kind in "${kinds[@]}"; do
-    output_case 2 "$kind" "${outputs[$((k % ${#outputs[@]}))]}"
-    output_case 3 "$kind" "${outputs[$(((k + 3) % ${#outputs[@]}))]}"
+    output_case $((2 + k % 2)) "$kind" "${outputs[$(((k * 3) % ${#outputs[@]}))]}"
     k=$((k + 1))
   done
 else
@@ -209,8 +226,11 @@ echo "unrelated" > "$work/prefixes/inner/unrelated.txt"
 before=$(snapshot "$work/prefixes")
 for ranks in 1 2 3; do
   [ $ranks = 1 ] || [ $mpi = yes ] || continue
+  turn=0
   for prefix in . .. "$work/prefixes/inner/." "$work/prefixes/inner/.." "$work/prefixes/inner/"; do
-    for formats in txt,bmp png; do
+    all_formats=(txt,bmp png)
+    [ $ranks = 1 ] || { all_formats=("${all_formats[$(((turn + ranks) % 2))]}"); turn=$((turn + 1)); }
+    for formats in "${all_formats[@]}"; do
       (cd "$work/prefixes/inner" && run "$ranks" "$prefix" --device synthetic --formats "$formats" -q)
       got=$?
       name="--output $prefix --formats $formats ($ranks rank$([ $ranks = 1 ] || echo s))"
