@@ -284,7 +284,7 @@ submit() {
   sbatch_wait "$@" cluster40 "$output" --all-ranks --verbose "${format_args[@]}" > "$work/sbatch.out" 2>&1
   local status=$?
   job=$(head -n1 "$work/sbatch.out" | tr -dc 0-9)
-  log=$work/repo/outputs/facegen-$job.log
+  log=$work/repo/facegen-$job.log
   layout=$(verbose_layout "$log" 2> /dev/null)
   job=
   if [ $status -ne 0 ]; then
@@ -309,7 +309,7 @@ no_gpu() {
     > "$work/sbatch.out" 2>&1
   status=$?
   job=$(head -n1 "$work/sbatch.out" | tr -dc 0-9)
-  log=$work/repo/outputs/facegen-$job.log
+  log=$work/repo/facegen-$job.log
   line=$(grep -E '^facegen: error on rank [0-9]+ \(host node[12]\)' "$log" 2> /dev/null | head -n1)
   if [ $status -eq 0 ] || [ $status -eq 124 ]; then
     fail "$name" "the job's status $status; log: $(tail -n 6 "$log" 2> /dev/null)"
