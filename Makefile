@@ -41,6 +41,7 @@
 # AddressSanitizer code). A change
 # of knobs rebuilds the objects it affects (build/compile-flags records the last flags).
 
+comma := ,
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CXX       ?= g++
@@ -185,6 +186,9 @@ FUZZ_LIB_SRC := files/latents.cpp files/latent_index.cpp files/text_latents.cpp 
                 generator/safetensors_model.cpp files/atomic_file.cpp \
                 files/temp_registry.cpp files/stop_signals.cpp common/text_format.cpp
 FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))
+# The library's sources are compiled once into build/fuzz-obj/ and linked into every target (each
+# target compiled all of them itself before, the same objects once per target).
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.cpp=build/fuzz-obj/%.o)
 
 MODEL  ?= models/facegen-faces.safetensors
 INPUT  ?=
@@ -316,9 +320,15 @@ valgrind-build:
 
 fuzz: $(FUZZ_TARGETS)
 
-build/fuzz/%: fuzz/%.cpp $(FUZZ_LIB_SRC) $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.hpp))
+# Objects with coverage and the sanitizers but without libFuzzer's main (fuzzer-no-link), each
+# rebuilt when a header it includes changes (-MMD); the targets link them with the fuzzer's main.
+build/fuzz-obj/%.o: %.cpp
 	@mkdir -p $(@D)
-	$(FUZZ_CXX) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_SRC)
+	$(FUZZ_CXX) $(subst fuzzer$(comma),fuzzer-no-link$(comma),$(FUZZ_FLAGS)) -MMD -MP -c $< -o $@
+
+$(FUZZ_TARGETS): build/fuzz/%: build/fuzz-obj/fuzz/%.o $(FUZZ_LIB_OBJ)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) -o $@ $^
 
 fuzz-smoke: $(FUZZ_TARGETS)
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz_run.sh $(FUZZ_TARGETS)
