@@ -39,9 +39,20 @@ fi
 # The suites that use what the background build makes.
 background_suites=" fuzz_smoke valgrind "
 
+# process_tree PID: PID and every process below it.
+process_tree() {
+  local child
+  echo "$1"
+  for child in $(pgrep -P "$1"); do process_tree "$child"; done
+}
+
 # background_done: waits for the background build, at most background_deadline_s from the start;
-# 0 when it succeeded, else its log's tail and 1.
+# 0 when it succeeded, else its log's tail and 1. The suites are done by then, so the build's
+# processes go back to the usual priority first: at nice 19 they wait behind any other work on a
+# shared machine (setting it back needs root, as CI has; elsewhere they stay where they are).
 background_done() {
+  # shellcheck disable=SC2046  # a list of pids
+  renice 0 -p $(process_tree "$background_pid") > /dev/null 2>&1
   while kill -0 "$background_pid" 2> /dev/null && [ $SECONDS -lt "$background_deadline_s" ]; do sleep 1; done
   if kill -0 "$background_pid" 2> /dev/null; then
     echo "the background build was still running ${background_deadline_s} s after the start; stopped"
