@@ -41,6 +41,7 @@
 # AddressSanitizer code). A change
 # of knobs rebuilds the objects it affects (build/compile-flags records the last flags).
 
+comma := ,
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CXX       ?= g++
@@ -136,7 +137,8 @@ endif
 $(BUILD)/mpi/%.o: CPPFLAGS += $(MPI_CPPFLAGS)
 $(BUILD)/serve/%.o: CPPFLAGS += $(HTTPLIB_CFLAGS)
 
-LIB_OBJ := $(LIB_CPP:%.cpp=$(BUILD)/%.o) $(LIB_CU:%.cu=$(BUILD)/%.cu.o)
+# The CUDA objects first: nvcc's are the longest compiles, so make -j starts them before the short ones.
+LIB_OBJ := $(LIB_CU:%.cu=$(BUILD)/%.cu.o) $(LIB_CPP:%.cpp=$(BUILD)/%.o)
 
 # Every object depends on the compiler flags it was built with: $(FLAGS_STAMP) is rewritten only when
 # they change (CUDA_ARCH, DEBUG, PROFILE, CPU_ARCH, ...), so such a change rebuilds what it affects
@@ -190,6 +192,9 @@ FUZZ_LIB_SRC := files/latents.cpp files/latent_index.cpp files/text_latents.cpp 
                 generator/safetensors_model.cpp files/atomic_file.cpp \
                 files/temp_registry.cpp files/stop_signals.cpp common/text_format.cpp serve/json.cpp serve/request.cpp
 FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))
+# The library's sources are compiled once into build/fuzz-obj/ and linked into every target (each
+# target compiled all of them itself before, the same objects once per target).
+FUZZ_LIB_OBJ := $(FUZZ_LIB_SRC:%.cpp=build/fuzz-obj/%.o)
 
 MODEL  ?= models/facegen-faces.safetensors
 INPUT  ?=
@@ -217,7 +222,7 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel serve install test test-sanitize valgrind-build fuzz fuzz-smoke bench bench-io bench-png bench-cpu bench-latents bench-write bench-scaling clean deps test-deps data-deps faces-data
+.PHONY: all run run_parallel serve install test test-sanitize test-build sanitizer-build valgrind-build fuzz fuzz-smoke bench bench-io bench-png bench-cpu bench-latents bench-write bench-scaling clean deps test-deps data-deps faces-data
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -314,8 +319,25 @@ install: $(PROGRAM) $(LATENTS_TOOL)
 PLAIN_PASS   := $(if $(filter 1,$(SANITIZE) $(VALGRIND)),,1)
 FUZZ_IN_TEST := $(if $(PLAIN_PASS),$(if $(shell command -v $(FUZZ_CXX) 2>/dev/null),$(FUZZ_TARGETS)))
 VG_IN_TEST   := $(if $(PLAIN_PASS),$(if $(shell command -v valgrind 2>/dev/null),valgrind-build))
-test: all $(TEST_MODEL) $(FUZZ_IN_TEST) $(VG_IN_TEST)
-	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) bash tests/run_all.sh
+# What the first suites need is built first; the rest (the GPU tests and the benchmark where CUDA is,
+# the fuzz targets, build-vg/, and build-san/ when test-sanitize is asked for too) is built by
+# tests/run_all.sh in the background, at the lowest priority, while those suites run, and waited for
+# (with a deadline) before the suites that use it. On 2 cores this takes minutes off make test
+# test-sanitize: most suites leave a core idle.
+TEST_FIRST   := $(PROGRAM) $(RANDOM_MODEL_TOOL) $(LATENTS_TOOL) $(UNIT_TESTS) $(TEST_MODEL)
+BACKGROUND_GOALS := $(if $(PLAIN_PASS),$(filter-out $(TEST_FIRST),$(ALL)) $(FUZZ_IN_TEST) $(VG_IN_TEST) \
+                    $(if $(filter test-sanitize,$(MAKECMDGOALS)),sanitizer-build))
+# make -n test prints the command instead of running the tests (the line names $(MAKE), which -n runs).
+DRY_RUN      := $(if $(findstring n,$(firstword -$(MAKEFLAGS))),echo)
+test: $(TEST_FIRST)
+	@$(DRY_RUN) BUILD=$(BUILD) SANITIZE=$(SANITIZE) \
+	  BACKGROUND_BUILD='$(if $(strip $(BACKGROUND_GOALS)),$(MAKE) --no-print-directory $(strip $(BACKGROUND_GOALS)))' \
+	  bash tests/run_all.sh
+
+test-build: $(TEST_FIRST)
+
+sanitizer-build:
+	@$(MAKE) --no-print-directory SANITIZE=1 test-build
 
 # After the plain pass when both are asked for (make runs goals in parallel otherwise).
 test-sanitize: | $(filter test,$(MAKECMDGOALS))
@@ -326,9 +348,15 @@ valgrind-build:
 
 fuzz: $(FUZZ_TARGETS)
 
-build/fuzz/%: fuzz/%.cpp $(FUZZ_LIB_SRC) $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.hpp))
+# Objects with coverage and the sanitizers but without libFuzzer's main (fuzzer-no-link), each
+# rebuilt when a header it includes changes (-MMD); the targets link them with the fuzzer's main.
+build/fuzz-obj/%.o: %.cpp
 	@mkdir -p $(@D)
-	$(FUZZ_CXX) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB_SRC)
+	$(FUZZ_CXX) $(subst fuzzer$(comma),fuzzer-no-link$(comma),$(FUZZ_FLAGS)) -MMD -MP -c $< -o $@
+
+$(FUZZ_TARGETS): build/fuzz/%: build/fuzz-obj/fuzz/%.o $(FUZZ_LIB_OBJ)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) -o $@ $^
 
 fuzz-smoke: $(FUZZ_TARGETS)
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz_run.sh $(FUZZ_TARGETS)

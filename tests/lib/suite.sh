@@ -5,7 +5,7 @@
 #
 # One line per case ("  ok    NAME", "  FAIL  NAME: WHY", "  skip  NAME"), then suite_end prints the
 # summary and gives the exit status tests/run_all.sh reads: 0 all passed, 1 a case failed; skip_suite
-# ends a suite that cannot run here with 77 and one line saying why.
+# ends a suite that cannot run here with 77 and one line saying why; wait_pid waits with a deadline.
 suite_name=$1
 passed=0
 failed=0
@@ -13,6 +13,21 @@ skipped=0
 pass() { echo "  ok    $1"; passed=$((passed + 1)); }
 fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 skip() { echo "  skip  $1"; skipped=$((skipped + 1)); }
+
+# wait_pid PID SECONDS: waits for PID, a child of this shell, at most SECONDS; its exit status. Past
+# the deadline it says so on stderr, kills PID and its children (SIGTERM, then SIGKILL 5 s later)
+# and returns 124, so a case fails instead of hanging its suite.
+wait_pid() {
+  local pid=$1 limit=$2
+  if ! timeout "$limit" tail -s 0.05 --pid="$pid" -f /dev/null; then
+    echo "wait_pid: process $pid still running after $limit s: killed" >&2
+    pkill -TERM -P "$pid" 2> /dev/null; kill -TERM "$pid" 2> /dev/null
+    timeout 5 tail -s 0.05 --pid="$pid" -f /dev/null || { pkill -KILL -P "$pid"; kill -KILL "$pid"; } 2> /dev/null
+    wait "$pid" 2> /dev/null
+    return 124
+  fi
+  wait "$pid"
+}
 
 # skip_suite WHY...: "NAME: skipped: WHY", exit 77.
 skip_suite() {

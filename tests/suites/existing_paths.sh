@@ -8,8 +8,15 @@
 #                                   npy, npy-u8, an npy shard, a tar shard, the png folder,
 #                                   mosaic-png, --summary-json): replaced only
 #                                   where facegen wrote it, else exit 1 and one sentence, before any
-#                                   work; 1 process for every pair, 2 and 3 ranks for every kind
-#   folders as prefixes             --output ., .., DIR/. and DIR/..: refused in one sentence
+#                                   work. 1 process: every kind at the txt's name and the png
+#                                   folder's (a folder's own rules); at each other output the kinds
+#                                   its format tells apart (an earlier output, an empty file, another
+#                                   file) and two of the rest in turn (one check for any output
+#                                   that is a file: each of them meets at least one more output);
+#                                   2 or 3 ranks (in turn) for every kind, at outputs in turn
+#   folders as prefixes             --output ., .., DIR/. and DIR/..: refused in one sentence; every
+#                                   prefix with both kinds of output (files, a folder) in 1 process,
+#                                   and with one of them in turn on 2 and 3 ranks
 #   a sticky shared folder          another user's earlier output and link (setpriv): refused
 #   one run per prefix              a second run while the first holds the prefix fails in one
 #                                   sentence naming it (1 process and 2 ranks); runs started together
@@ -22,8 +29,8 @@
 #                                   folder fails before any work
 # Each refused case asserts the exit status, the one sentence, and that every entry around it (the
 # output's folder and a victim folder that links point into) is byte for byte as it was, down to
-# types, modes and link targets. Every run has a deadline and starts with default signal
-# dispositions. Usage: existing_paths.sh [build]
+# types, modes and link targets. Every run and every wait has a deadline, and every run starts with
+# default signal dispositions. Usage: existing_paths.sh [build]
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh existing_paths
@@ -187,15 +194,25 @@ output_case() {
 }
 
 echo "what sits at an output's name, one process:"
+format_kinds=(facegen empty-file foreign-file)
+other_kinds=("${kinds[@]:3}")
+k=0
 for entry in "${outputs[@]}"; do
-  for kind in "${kinds[@]}"; do output_case 1 "$kind" "$entry"; done
+  case $entry in
+    "txt|"*|"png folder|"*) for kind in "${kinds[@]}"; do output_case 1 "$kind" "$entry"; done ;;
+    *)
+      for kind in "${format_kinds[@]}"; do output_case 1 "$kind" "$entry"; done
+      for _ in 1 2; do
+        output_case 1 "${other_kinds[$((k % ${#other_kinds[@]}))]}" "$entry"
+        k=$((k + 1))
+      done ;;
+  esac
 done
 if [ $mpi = yes ]; then
-  echo "what sits at an output's name, 2 and 3 ranks (every kind, the outputs in turn):"
+  echo "what sits at an output's name, 2 and 3 ranks (every kind once, the outputs and rank counts in turn):"
   k=0
   for kind in "${kinds[@]}"; do
-    output_case 2 "$kind" "${outputs[$((k % ${#outputs[@]}))]}"
-    output_case 3 "$kind" "${outputs[$(((k + 3) % ${#outputs[@]}))]}"
+    output_case $((2 + k % 2)) "$kind" "${outputs[$(((k * 3) % ${#outputs[@]}))]}"
     k=$((k + 1))
   done
 else
@@ -209,8 +226,11 @@ echo "unrelated" > "$work/prefixes/inner/unrelated.txt"
 before=$(snapshot "$work/prefixes")
 for ranks in 1 2 3; do
   [ $ranks = 1 ] || [ $mpi = yes ] || continue
+  turn=0
   for prefix in . .. "$work/prefixes/inner/." "$work/prefixes/inner/.." "$work/prefixes/inner/"; do
-    for formats in txt,bmp png; do
+    all_formats=(txt,bmp png)
+    [ $ranks = 1 ] || { all_formats=("${all_formats[$(((turn + ranks) % 2))]}"); turn=$((turn + 1)); }
+    for formats in "${all_formats[@]}"; do
       (cd "$work/prefixes/inner" && run "$ranks" "$prefix" --device synthetic --formats "$formats" -q)
       got=$?
       name="--output $prefix --formats $formats ($ranks rank$([ $ranks = 1 ] || echo s))"
@@ -312,7 +332,7 @@ held_run_case() {  # held_run_case FIRST-RANKS SECOND-RANKS
   done
   if [ -z "$stopped" ]; then
     kill $job 2> /dev/null
-    wait $job
+    wait_pid $job 150
     fail "$name" "the first run did not stop after reading its first latents: $(head -c 300 "$dir/r.first.err")"
     return
   fi
@@ -321,7 +341,7 @@ held_run_case() {  # held_run_case FIRST-RANKS SECOND-RANKS
   run "$second" "$dir/r" --device synthetic --formats txt
   local got=$?
   kill -CONT $stopped
-  wait $job
+  wait_pid $job 150
   local first_status=$?
   if [ $got -ne 1 ] || [ "$(facegen_lines)" != 1 ] ||
      ! grep -qE "^facegen: error.*: another facegen run \(pid [0-9]+\) is writing the outputs of --output $dir/r now; facegen runs one at a time into a prefix" "$work/stderr"; then
@@ -347,16 +367,18 @@ fi
 # Runs started together: never a set of outputs mixed from both (either may be refused).
 mkdir -p "$work/together" "$work/reference"
 for seed in 1 2; do
-  "$prog" --device synthetic --random 3 --seed $seed --output "$work/reference/s$seed" --formats txt,bmp,npy -q
+  timeout 60 "$prog" --device synthetic --random 3 --seed $seed --output "$work/reference/s$seed" --formats txt,bmp,npy -q
 done
 mixed=0
 refused=0
 for attempt in 1 2 3 4 5 6; do
+  pids=
   for seed in 1 2; do
     env --default-signal timeout 60 "$prog" --device synthetic --random 3 --seed $seed --output "$work/together/r" \
       --formats txt,bmp,npy -q > /dev/null 2> "$work/together-$seed.err" &
+    pids="$pids $!"
   done
-  wait
+  for pid in $pids; do wait_pid $pid 90; done
   refused=$((refused + $(cat "$work"/together-*.err | grep -c "another facegen run")))
   whole=no
   for seed in 1 2; do
@@ -375,7 +397,7 @@ fi
 mkdir -p "$work/killed"
 start_slow_run 1 "$work/killed/r"
 if wait_for "$work/killed/r.txt.tmp-*" 60 && kill -9 "$(pgrep -P $job)"; then  # facegen, timeout's child
-  wait $job 2> /dev/null
+  wait_pid $job 150 2> /dev/null
   rm -f "$work"/killed/r.txt.tmp-* "$work/killed/r.first.err"
   run 1 "$work/killed/r" --device synthetic --formats txt -q
   got=$?
@@ -386,7 +408,7 @@ if wait_for "$work/killed/r.txt.tmp-*" 60 && kill -9 "$(pgrep -P $job)"; then  #
   fi
 else
   kill -9 $job 2> /dev/null
-  wait $job 2> /dev/null
+  wait_pid $job 150 2> /dev/null
   fail "a lock left by a killed run" "the run did not create its output"
 fi
 for shape in link fifo folder; do
@@ -425,7 +447,7 @@ for ranks in 1; do
     name="the outputs' folder replaced by a $change mid-run ($ranks rank$([ $ranks = 1 ] || echo s))"
     [ $change = gone ] && name="the outputs' folder removed mid-run ($ranks rank$([ $ranks = 1 ] || echo s))"
     if ! wait_for "$dir/out/r.txt.tmp-*" 60; then
-      wait $job
+      wait_pid $job 150
       fail "$name" "the run did not create its output"
       continue
     fi
@@ -435,7 +457,7 @@ for ranks in 1; do
       gone) what="it is gone" ;;
       folder) mkdir "$dir/out"; what="another folder is there now" ;;
     esac
-    wait $job
+    wait_pid $job 150
     got=$?
     err=$(cat "$dir/moved/r.first.err")
     lines=$(grep -c '^facegen' "$dir/moved/r.first.err")

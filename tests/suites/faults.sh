@@ -119,11 +119,13 @@ jobs_at_once=$(nproc)
 concurrently() {
   local fn=$1 arg
   shift
+  local pids= pid deadline=$((SECONDS + 600))
   for arg in "$@"; do
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs_at_once" ]; do wait -n; done
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_at_once" ] && [ $SECONDS -lt $deadline ]; do sleep 0.05; done
     (work=$inputs/$fn-$arg; mkdir -p "$work/out"; "$fn" "$arg") > "$inputs/$fn-$arg.log" 2>&1 &
+    pids="$pids $!"
   done
-  wait
+  for pid in $pids; do wait_pid $pid $((deadline > SECONDS ? deadline - SECONDS : 1)) || true; done
   for arg in "$@"; do
     cat "$inputs/$fn-$arg.log"
     passed=$((passed + $(grep -c '^  ok ' "$inputs/$fn-$arg.log")))
@@ -183,11 +185,11 @@ if [ $ro_ready = yes ]; then
   pid=$!
   if wait_for_temp "$work/ro" 120; then
     echo 1 > "/sys/fs/ext4/$(basename "$loop")/trigger_fs_error"
-    wait $pid
+    wait_pid $pid 120
     # The file system refuses to remove the temporary files too; the program must say so.
     check_after "output file system read-only mid-run" "$work/ro" $? 1 "Read-only file system" yes
   else
-    kill $pid 2>/dev/null; wait $pid
+    kill $pid 2>/dev/null; wait_pid $pid 120
     fail "output file system read-only mid-run" "no temporary output appeared within 120 s"
   fi
 else
@@ -253,10 +255,10 @@ for signal in INT TERM; do
   if wait_for_temp "$work/out" 60; then
     sleep 0.5
     kill -$signal $pid
-    wait $pid
+    wait_pid $pid 120
     check_after "SIG$signal mid-run" "$work/out" $? $want "(interrupted|terminated) \(SIG$signal\); temporary files removed"
   else
-    kill $pid 2>/dev/null; wait $pid
+    kill $pid 2>/dev/null; wait_pid $pid 120
     fail "SIG$signal mid-run" "no temporary output appeared within 60 s"
   fi
 done
@@ -289,7 +291,7 @@ for signal in HUP INT QUIT PIPE TERM USR1 ALRM; do
   # Without a handler the signal may do nothing, and the FIFO never ends: SIGKILL, so the case fails
   # instead of waiting for ever.
   [ $handler = yes ] || { sleep 1; kill -KILL $pid 2> /dev/null; }
-  wait $pid
+  wait_pid $pid 120
   check_clean "SIG$signal before any output exists" "$work/out" $? $((128 + $(kill -l $signal))) "^facegen: (interrupted|terminated) \(SIG$signal\); temporary files removed$"
 done
 exec 7>&-
@@ -302,7 +304,7 @@ signal_while_pngs_fill() {  # signal_while_pngs_fill SIGNAL
   pid=$!
   until [ -n "$(ls "$work"/out/r.tmp-*/ 2>/dev/null | head -n1)" ] || [ $tries -ge 300 ]; do sleep 0.1; tries=$((tries + 1)); done
   kill -$signal $pid
-  wait $pid
+  wait_pid $pid 120
   check_clean "SIG$signal while the PNG folder fills" "$work/out" $? $((128 + $(kill -l $signal))) "^facegen: (interrupted|terminated) \(SIG$signal\); temporary files removed$"
 }
 concurrently signal_while_pngs_fill HUP TERM XCPU
@@ -313,7 +315,7 @@ old_output "$work/out"
 pid=$!
 tries=0
 until [ -n "$(ls "$work"/out/r.tmp-*/ 2>/dev/null | head -n1)" ] || [ $tries -ge 300 ]; do sleep 0.1; tries=$((tries + 1)); done
-{ kill -KILL $pid; wait $pid; } 2> /dev/null
+{ kill -KILL $pid; wait_pid $pid 120; } 2> /dev/null
 got=$?
 if [ $got != 137 ]; then
   fail "SIGKILL while the PNG folder fills" "status $got"
@@ -426,7 +428,7 @@ tries=0
 until [ -n "$(ls "$work"/two/ | grep tmp- | head -n1)" ] || [ $tries -ge 300 ]; do sleep 0.1; tries=$((tries + 1)); done
 "$prog" "${synth[@]}" --input "$work/cut-between.txt" --formats txt,bmp,png --output "$work/two/r" -q > /dev/null 2> "$work/stderr"
 got_b=$?
-wait $pid
+wait_pid $pid 120
 got_a=$?
 if [ $got_a = 0 ] && [ $got_b = 1 ] && [ "$(head -n1 "$work/two/r.txt")" = 5000 ] && [ "$(ls "$work/two/r" | wc -l)" = 5000 ] &&
    [ -z "$(ls -A "$work/two" | grep -E '\.tmp-')" ]; then
@@ -480,10 +482,13 @@ signal_during_commit() {  # signal_during_commit SIGNAL
   env --default-signal "${many[@]}" --grid-padding 2 > /dev/null 2> "$work/stderr" &
   pid=$!
   # Sleeps until the last mosaic file is begun, then polls without a pause.
-  while kill -0 $pid 2> /dev/null && ! compgen -G "$work/out/r-2000.bmp.tmp-*" > /dev/null; do sleep 0.05; done
-  while kill -0 $pid 2> /dev/null && ! compgen -G "$work/out/.facegen-old-*" > /dev/null; do :; done
+  local deadline=$((SECONDS + 60))
+  while kill -0 $pid 2> /dev/null && ! compgen -G "$work/out/r-2000.bmp.tmp-*" > /dev/null &&
+        [ $SECONDS -lt $deadline ]; do sleep 0.05; done
+  while kill -0 $pid 2> /dev/null && ! compgen -G "$work/out/.facegen-old-*" > /dev/null &&
+        [ $SECONDS -lt $deadline ]; do :; done
   kill -$signal $pid 2> /dev/null
-  wait $pid
+  wait_pid $pid 120
   got=$?
   sizes=$(stat -c %s "$work"/out/r-*.bmp | sort | uniq -c | awk '{ print $1 " of " $2 " bytes" }' | tr '\n' ' ')
   left=$(ls -A "$work/out" | grep -vE '^r(-[0-9]{4}\.bmp|\.txt)$' | head -n 3 | tr '\n' ' ')

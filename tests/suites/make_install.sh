@@ -6,7 +6,8 @@
 # make install into a temporary PREFIX (with DESTDIR): the installed facegen finds its model and
 # writes the same files as the build tree's; the installed facegen-run-parallel finds the installed
 # facegen and a 2-rank job writes them too. The make calls use a scratch BUILD and treat the built
-# program as up to date (-o), so they neither rebuild nor touch build/.
+# program and make-latents as up to date (-o), so they neither rebuild nor touch build/ (install needs
+# both; without the second, make compiled the whole library again into the scratch BUILD).
 # Usage: tests/suites/make_install.sh [build-dir]; exit 0 pass, 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
@@ -18,7 +19,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 work=$(mktemp -d /tmp/facegen-install.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-mk() { make --no-print-directory -s BUILD="$work/mk" PROGRAM="$prog" -o "$prog" "$@"; }
+latents_tool=$(dirname "$prog")/make-latents
+[ -x "$latents_tool" ] || { echo "make_install: $latents_tool is missing (run make)"; exit 1; }
+mk() {
+  make --no-print-directory -s BUILD="$work/mk" PROGRAM="$prog" LATENTS_TOOL="$latents_tool" \
+    -o "$prog" -o "$latents_tool" "$@"
+}
 
 # dry_run NAME EXPECTED ARGS...: make -n ARGS prints a facegen command line containing EXPECTED.
 dry_run() {

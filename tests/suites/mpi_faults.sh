@@ -39,14 +39,14 @@ trap cleanup EXIT
 "$build/make-latents" --count 3000 --seed 5 --output "$work/l3000.txt" > /dev/null || exit 1
 "$build/make-latents" --count 200 --seed 6 --output "$work/l200.txt" > /dev/null || exit 1
 
-# start_job RANKS PREFIX INPUT [flags]: run_parallel.sh in the background; $job is its pid. SIGINT
-# is set back to its default first (perl, then exec): a background job of a script starts with
-# SIGINT ignored, which a terminal's foreground job does not.
+# start_job RANKS PREFIX INPUT [flags]: run_parallel.sh in the background; $job is its pid. Every
+# signal is set back to its default first (env --default-signal): a background job of a script
+# starts with SIGINT and SIGQUIT ignored, which a terminal's foreground job does not, and so does
+# every child of a shell started with them ignored (nohup, a CI runner's background step).
 start_job() {
   local ranks=$1 prefix=$2 input=$3
   shift 3
-  perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV or die "exec: $!"' \
-    ./run_parallel.sh --program "$prog" --model "$model" --input "$input" --output "$prefix" \
+  env --default-signal ./run_parallel.sh --program "$prog" --model "$model" --input "$input" --output "$prefix" \
     --ranks-per-node "$ranks" -- --device cpu --all-ranks "$@" > "$work/stdout" 2> "$work/stderr" &
   job=$!
 }
@@ -128,14 +128,13 @@ for victim in 1 0; do
   if wait_ranks_working "$work/out" 60 && sleep 1 && pid=$(rank_pid $victim); then
     kill -9 "$pid"
     killed_at=$SECONDS
-    timeout 60 tail --pid="$job" -f /dev/null
-    wait "$job"
+    wait_pid "$job" 60
     got=$?
     job=
     after_fault "$name" $got $killed_at "^facegen: error on rank $victim \(host [^)]+\): the process died of signal 9"
   else
     fail "$name" "the job did not start its ranks within 60 s: $(head -c 300 "$work/stderr")"
-    kill "$job" 2>/dev/null; wait "$job"; job=
+    kill "$job" 2>/dev/null; wait_pid "$job" 30; job=
   fi
 done
 
@@ -160,8 +159,7 @@ for target in mpirun INT TERM; do
       kill -$target "$job"
     fi
     killed_at=$SECONDS
-    timeout 60 tail --pid="$job" -f /dev/null
-    wait "$job"
+    wait_pid "$job" 60
     got=$?
     job=
     if [ "$got" -ne "$want" ]; then
@@ -171,7 +169,7 @@ for target in mpirun INT TERM; do
     fi
   else
     fail "$name" "the job did not start within 60 s"
-    kill "$job" 2>/dev/null; wait "$job"; job=
+    kill "$job" 2>/dev/null; wait_pid "$job" 30; job=
   fi
 done
 
@@ -186,18 +184,20 @@ commit_case() {  # commit_case NAME WANT-STATUS [sigterm]
   local args=(--random 8000 --output "$work/many/r" --ranks-per-node 2 -- --device synthetic --all-ranks -q
               --mosaic-tiles 2 --formats txt,bmp)
   rm -rf "$work/many" && mkdir -p "$work/many"
-  ./run_parallel.sh --program "$prog" "${args[@]}" > /dev/null 2> "$work/stderr" ||
+  timeout 120 ./run_parallel.sh --program "$prog" "${args[@]}" > /dev/null 2> "$work/stderr" ||
     { fail "$name" "the first job failed: $(head -c 300 "$work/stderr")"; return; }
   if [ "$how" = sigterm ]; then
     start_job_args "${args[@]}" --grid-padding 2
-    while kill -0 "$job" 2> /dev/null && ! compgen -G "$work/many/r-2000.bmp.tmp-*" > /dev/null; do sleep 0.05; done
-    while kill -0 "$job" 2> /dev/null && ! compgen -G "$work/many/.facegen-old-*" > /dev/null; do :; done
+    local deadline=$((SECONDS + 60))
+    while kill -0 "$job" 2> /dev/null && ! compgen -G "$work/many/r-2000.bmp.tmp-*" > /dev/null &&
+          [ $SECONDS -lt $deadline ]; do sleep 0.05; done
+    while kill -0 "$job" 2> /dev/null && ! compgen -G "$work/many/.facegen-old-*" > /dev/null &&
+          [ $SECONDS -lt $deadline ]; do :; done
     kill -TERM "$job"
   else
     FACEGEN_TEST_KILL_COMMIT=2500 start_job_args "${args[@]}" --grid-padding 2
   fi
-  timeout 60 tail --pid="$job" -f /dev/null
-  wait "$job"
+  wait_pid "$job" 60
   got=$?
   job=
   sizes=$(stat -c %s "$work"/many/r-*.bmp | sort | uniq -c | awk '{ print $1 " of " $2 " bytes" }')
@@ -216,8 +216,7 @@ commit_case() {  # commit_case NAME WANT-STATUS [sigterm]
 }
 # start_job_args ARGS...: run_parallel.sh with these arguments in the background, as start_job.
 start_job_args() {
-  perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV or die "exec: $!"' \
-    ./run_parallel.sh --program "$prog" "$@" > "$work/stdout" 2> "$work/stderr" &
+  env --default-signal ./run_parallel.sh --program "$prog" "$@" > "$work/stdout" 2> "$work/stderr" &
   job=$!
 }
 commit_case "SIGTERM to run_parallel.sh while rank 0 commits 2,001 outputs" 143 sigterm
@@ -255,14 +254,17 @@ other=$!
 exec 8> "$work/latents.fifo"
 half=$(($(stat -c %s "$work/l200.txt") / 2))
 head -c $half "$work/l200.txt" >&8
-until [ "$(ls -A "$work/same" | grep -c '\.tmp-')" -ge 3 ] || ! kill -0 $other 2> /dev/null; do sleep 0.05; done
+deadline=$((SECONDS + 60))
+until [ "$(ls -A "$work/same" | grep -c '\.tmp-')" -ge 3 ] || ! kill -0 $other 2> /dev/null || [ $SECONDS -ge $deadline ]; do
+  sleep 0.05
+done
 FACEGEN_TEST_FAULT=1:kill timeout 120 ./run_parallel.sh --program "$prog" --random 3000 --output "$work/same/o" \
   --ranks-per-node 2 -- --device synthetic --all-ranks --formats txt,bmp,png -q > /dev/null 2> "$work/stderr"
 got=$?
 others_temps=$(ls -A "$work/same" | grep -c '\.tmp-')
 tail -c +$((half + 1)) "$work/l200.txt" >&8
 exec 8>&-
-wait $other
+wait_pid $other 120
 other_status=$?
 if [ $got = 0 ]; then
   fail "a failed job beside another run of the same prefix" "the job succeeded"
@@ -300,7 +302,7 @@ for block in tconv1 tconv4; do
 done
 
 # --- 64 ranks oversubscribed on this machine -------------------------------------------------------
-"$prog" --device cpu --model "$model" --input "$work/l200.txt" --output "$work/ref200" --quiet ||
+timeout 120 "$prog" --device cpu --model "$model" --input "$work/l200.txt" --output "$work/ref200" --quiet ||
   fail "single-process reference" "exit status $?"
 start=$SECONDS
 if timeout 600 ./run_parallel.sh --program "$prog" --model "$model" --input "$work/l200.txt" --output "$work/p64" \

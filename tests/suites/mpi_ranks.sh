@@ -262,7 +262,7 @@ else
   fail "3 ranks, latents from a named pipe" "$(head -c 400 "$work/stderr")"
 fi
 kill "$writer" 2> /dev/null  # still blocked in open() if the job never read the pipe
-wait "$writer" 2> /dev/null
+wait_pid "$writer" 10 2> /dev/null
 
 # --- small jobs leave ranks out -----------------------------------------------------------------
 if parallel 5 "$work/s7" "$work/l7.txt" --verbose && same_files "sit out" "$work/s7" "$work/ref7" txt bmp; then

@@ -62,7 +62,7 @@ PY
 
 echo "progress and summary:"
 if command -v script > /dev/null; then
-  script -qec "$prog --device cpu --threads 1 --model $model --random 512 --output $work/tty --formats npy" /dev/null \
+  timeout -s KILL 120 script -qec "$prog --device cpu --threads 1 --model $model --random 512 --output $work/tty --formats npy" /dev/null \
     > "$work/tty.out" 2>&1
   # Each redraw starts with "\r["; the counts drawn, in order.
   tr '\r' '\n' < "$work/tty.out" | grep -oE '^\[[# ]+\] [0-9]+/512 images' | grep -oE '[0-9]+/512' > "$work/counts"
@@ -76,7 +76,7 @@ if command -v script > /dev/null; then
   # Ctrl-C while the bar is drawn: the line that says so replaces the bar rather than following it.
   # The run is interrupted once its output exists and the bar (redrawn every 0.2 s) has had 0.6 s.
   # (A background job of a shell script starts with SIGINT ignored: env --default-signal undoes that.)
-  script -qec "bash -c 'env --default-signal $prog --device cpu --threads 1 --model $model --random 100000 \
+  timeout -s KILL 120 script -qec "bash -c 'env --default-signal $prog --device cpu --threads 1 --model $model --random 100000 \
     --output $work/int --formats npy & pid=\$!; for i in \$(seq 600); do compgen -G \"$work/int.npy.tmp-*\" > /dev/null && break; \
     sleep 0.05; done; sleep 0.6; kill -INT \$pid; wait \$pid'" /dev/null > "$work/int.out" 2>&1
   if grep -q $'\r\033\[Kfacegen: interrupted (SIGINT); temporary files removed' "$work/int.out" &&
@@ -85,7 +85,7 @@ if command -v script > /dev/null; then
   else
     fail "terminal, Ctrl-C" "$(tail -c 200 "$work/int.out" | od -c | tail -6)"
   fi
-  script -qec "$prog --quiet --device cpu --model $model --random 16 --output $work/tty --formats npy" /dev/null \
+  timeout -s KILL 120 script -qec "$prog --quiet --device cpu --model $model --random 16 --output $work/tty --formats npy" /dev/null \
     > "$work/tty.out" 2>&1
   [ ! -s "$work/tty.out" ] && pass "terminal with --quiet: nothing at all" || fail "quiet" "$(head -c 200 "$work/tty.out")"
 else
@@ -135,7 +135,7 @@ else
 fi
 if command -v mpirun > /dev/null && ldd "$prog" | grep -q libmpi && command -v script > /dev/null; then
   # run_parallel.sh on a terminal: the ranks' stderr is a pipe, yet rank 0 draws the bar on the terminal.
-  script -qec "timeout 120 ./run_parallel.sh --program $prog --model $model --random 1024 --output $work/mpitty \
+  timeout -s KILL 120 script -qec "timeout 120 ./run_parallel.sh --program $prog --model $model --random 1024 --output $work/mpitty \
     --ranks-per-node 2 -- --device cpu --threads 1" /dev/null > "$work/tty.out" 2>&1
   draws=$(tr '\r' '\n' < "$work/tty.out" | grep -cE '^\[[# ]+\] [0-9]+/1024 images')
   if [ "$draws" -ge 3 ] && tr '\r' '\n' < "$work/tty.out" | grep -q '^\[#\+\] 1024/1024 images'; then

@@ -3,9 +3,12 @@
 #
 # Starts munged (unless one answers already) and a one-node Slurm cluster on this machine (slurmctld
 # and slurmd, configuration, state and logs in a temporary directory, ports of their own), submits
-# slurm/facegen-cpu.sbatch twice (ranks started by srun --mpi=pmix when Slurm has PMIx, else mpirun;
-# then by mpirun on Slurm's node list), both with 2 ranks and the shipped model, waits for them, and
-# compares their files with the single-process program's; the job logs must be named by job id.
+# slurm/facegen-cpu.sbatch with 2 ranks and the shipped model, waits for each job, and compares its
+# files with the single-process program's: a bare input name into a bare output name with no
+# outputs/ folder (ranks started by srun --mpi=pmix when Slurm has PMIx, else mpirun), a .npy path
+# into an output path (LAUNCHER=mpirun: mpirun on Slurm's node list), and --random N. Each job logs
+# into the submit directory, named by its job id; an input that does not exist fails the job with
+# one line; the three scripts share one block of argument handling.
 # The GPU scripts ask for GPUs, which this one-node Slurm has none of; tests/suites/virtual_cluster.sh
 # runs them on nodes with GPUs declared to Slurm but none usable. Stops everything it started, by
 # pid. Exit 0 pass, 77 skipped (says why: not root, Slurm or munge not installed, daemons would not
@@ -93,7 +96,7 @@ done
 echo "facegen under Slurm ($(sinfo --version), one node '$node' with $cpus CPUs, started by this test):"
 
 # --- the repository as sbatch sees it: inputs/, outputs/, slurm/, models/, build/, run_parallel.sh ---
-mkdir -p "$work/repo/inputs" "$work/repo/outputs"
+mkdir -p "$work/repo/inputs"  # no outputs/: the script makes it
 ln -s "$repo/run_parallel.sh" "$work/repo/run_parallel.sh"
 ln -s "$repo/slurm" "$work/repo/slurm"
 ln -s "$repo/models" "$work/repo/models"
@@ -104,10 +107,41 @@ rng = random.Random(77)
 with open(sys.argv[1], "w") as f:
     f.write("7\n" + "\n".join(" ".join(f"{rng.gauss(0, 1):.6f}" for _ in range(100)) for _ in range(7)) + "\n")
 PY
-"$build/facegen" --device cpu --input "$work/repo/inputs/slurm7.txt" \
-  --output "$work/reference" --quiet || { echo "slurm_local: the single-process reference failed"; exit 1; }
+/usr/bin/python3 - "$work/repo/inputs/slurm7.txt" "$work/repo/inputs/slurm7.npy" <<'PY'
+import sys, numpy
+with open(sys.argv[1]) as f:
+    n = int(f.readline())
+    numpy.save(sys.argv[2], numpy.array(f.read().split(), dtype=numpy.float32).reshape(n, 100))
+PY
+for reference in "--input $work/repo/inputs/slurm7.txt reference" "--input $work/repo/inputs/slurm7.npy reference-npy" \
+                 "--random 5 reference-random"; do
+  set -- $reference
+  timeout 60 "$build/facegen" --device cpu "$1" "$2" --output "$work/$3" --quiet ||
+    { echo "slurm_local: the single-process reference ($reference) failed"; exit 1; }
+done
 
-# submit NAME SCRIPT [sbatch flags] -- [script arguments]: sbatch --wait from the repository copy.
+# sbatch_wait [sbatch arguments]: sbatch from the repository copy; prints the job id, then waits for
+# the job, at most 120 s, polling every 0.2 s (sbatch --wait polls every few seconds, which made
+# each job here take 10 s), and returns its exit code (124 past the deadline, the job cancelled).
+sbatch_wait() {
+  local id state
+  id=$(cd "$work/repo" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 sbatch --parsable "$@") || return 1
+  echo "$id"
+  local deadline=$((SECONDS + 120))
+  while [ $SECONDS -lt $deadline ]; do
+    state=$(scontrol show job -o "$id" 2> /dev/null)
+    case $state in
+      *JobState=PENDING*|*JobState=CONFIGURING*|*JobState=RUNNING*|*JobState=COMPLETING*|"") sleep 0.2 ;;
+      *JobState=COMPLETED*) return 0 ;;
+      *" ExitCode="*) state=${state##* ExitCode=}; return $((${state%%:*} ? ${state%%:*} : 1)) ;;
+      *) return 1 ;;
+    esac
+  done
+  scancel "$id" 2> /dev/null
+  return 124
+}
+
+# submit NAME SCRIPT [sbatch flags] -- [script arguments]: the job from the repository copy.
 submit() {
   local name=$1 script=$2
   shift 2
@@ -115,50 +149,81 @@ submit() {
   while [ $# -gt 0 ] && [ "$1" != -- ]; do flags+=("$1"); shift; done
   shift
   local start=$SECONDS
-  (cd "$work/repo" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-     timeout 120 sbatch --parsable --wait "${flags[@]}" "slurm/$script" "$@") > "$work/sbatch.out" 2>&1
+  sbatch_wait "${flags[@]}" "slurm/$script" "$@" > "$work/sbatch.out" 2>&1
   local status=$? job
   job=$(head -n1 "$work/sbatch.out" | tr -dc 0-9)
-  local log=$work/repo/outputs/facegen-$job.log
+  local log=$work/repo/facegen-$job.log
   if [ $status -ne 0 ]; then
-    fail "$name" "sbatch --wait: status $status; $(cat "$work/sbatch.out"); log: $(cat "$log" 2>/dev/null | tail -n 8)"
+    fail "$name" "the job's status $status; $(cat "$work/sbatch.out"); log: $(cat "$log" 2>/dev/null | tail -n 8)"
     return 1
   fi
   if [ -z "$job" ] || [ ! -f "$log" ]; then
-    fail "$name" "no log named by the job id ($job) in outputs/: $(ls "$work/repo/outputs")"
+    fail "$name" "no log named by the job id ($job) in the submit directory: $(ls "$work/repo")"
     return 1
   fi
-  echo "        job $job, $((SECONDS - start)) s, log outputs/facegen-$job.log:"
+  echo "        job $job, $((SECONDS - start)) s, log facegen-$job.log:"
   sed 's/^/          | /' "$log"
   return 0
 }
 
+# same_as PREFIX REFERENCE: PREFIX.txt and PREFIX.bmp are REFERENCE's, byte for byte.
+same_as() { cmp -s "$1.txt" "$2.txt" && cmp -s "$1.bmp" "$2.bmp"; }
+
 if submit "CPU script, 2 ranks" facegen-cpu.sbatch --ntasks-per-node=2 -- slurm7 one7 --all-ranks; then
-  if cmp -s "$work/repo/outputs/one7.txt" "$work/reference.txt" && cmp -s "$work/repo/outputs/one7.bmp" "$work/reference.bmp" &&
-     grep -q '^ranks     2 on 1 host; all generate' "$work/repo/outputs/facegen-"*.log; then
-    pass "slurm/facegen-cpu.sbatch, 2 ranks: txt and bmp identical to one process"
+  if same_as "$work/repo/outputs/one7" "$work/reference" && grep -q '^ranks     2 on 1 host; all generate' "$work/repo/facegen-"*.log; then
+    pass "slurm/facegen-cpu.sbatch slurm7 one7, 2 ranks, no outputs/ folder before: outputs/one7 identical to one process"
   else
     fail "slurm/facegen-cpu.sbatch" "outputs differ from the single-process run, or not 2 generating ranks"
   fi
 fi
-rm -f "$work/repo/outputs/facegen-"*.log
-if LAUNCHER=mpirun submit "CPU script on 1 node, mpirun" facegen-cpu.sbatch --nodes=1 --ntasks-per-node=2 -- \
-     slurm7 multi7 --all-ranks; then
-  if cmp -s "$work/repo/outputs/multi7.txt" "$work/reference.txt" && cmp -s "$work/repo/outputs/multi7.bmp" "$work/reference.bmp" &&
-     grep -q 'mpirun -np 2 --host' "$work/repo/outputs/facegen-"*.log; then
-    pass "slurm/facegen-cpu.sbatch (one node, LAUNCHER=mpirun on Slurm's host list): identical"
+rm -f "$work/repo/facegen-"*.log
+if LAUNCHER=mpirun submit "CPU script on 1 node, mpirun, a .npy path" facegen-cpu.sbatch --nodes=1 --ntasks-per-node=2 -- \
+     inputs/slurm7.npy runs/npy7 --all-ranks; then
+  if same_as "$work/repo/runs/npy7" "$work/reference-npy" && grep -q 'mpirun -np 2 --host' "$work/repo/facegen-"*.log; then
+    pass "slurm/facegen-cpu.sbatch inputs/slurm7.npy runs/npy7 (LAUNCHER=mpirun on Slurm's host list): identical"
   else
-    fail "slurm/facegen-cpu.sbatch, LAUNCHER=mpirun" "outputs differ from the single-process run, or mpirun was not used"
+    fail "slurm/facegen-cpu.sbatch, a .npy path, LAUNCHER=mpirun" "outputs differ from the single-process run, or mpirun was not used"
+  fi
+fi
+rm -f "$work/repo/facegen-"*.log
+if submit "CPU script, --random 5" facegen-cpu.sbatch --ntasks-per-node=2 -- --random 5 rnd5 --all-ranks; then
+  if same_as "$work/repo/outputs/rnd5" "$work/reference-random"; then
+    pass "slurm/facegen-cpu.sbatch --random 5 rnd5: identical to one process's --random 5"
+  else
+    fail "slurm/facegen-cpu.sbatch --random 5" "outputs differ from the single-process run"
   fi
 fi
 
-# A rank killed under srun: the job must fail promptly, name the rank's task and host, leave no file.
-rm -f "$work/repo/outputs/facegen-"*.log
-start=$SECONDS
-(cd "$work/repo" && FACEGEN_TEST_FAULT=1:kill timeout 120 sbatch --parsable --wait --ntasks-per-node=2 \
-   slurm/facegen-cpu.sbatch slurm7 killed7 --all-ranks) > "$work/sbatch.out" 2>&1
+# An input that does not exist: the job fails with one line naming it, and writes nothing.
+rm -f "$work/repo/facegen-"*.log
+before=$(ls -R "$work/repo")
+sbatch_wait --ntasks-per-node=2 slurm/facegen-cpu.sbatch nosuch bad > "$work/sbatch.out" 2>&1
 status=$?
-log=$(ls "$work/repo/outputs/facegen-"*.log 2>/dev/null | head -n1)
+log=$(ls "$work/repo/facegen-"*.log 2>/dev/null | head -n1)
+if [ $status -ne 0 ] && [ $status -ne 124 ] && [ -n "$log" ] && [ "$(wc -l < "$log")" = 1 ] &&
+   grep -qx 'facegen-cpu: no input file for INPUT=nosuch (looked for nosuch, nosuch.txt, inputs/nosuch, inputs/nosuch.txt)' "$log" &&
+   [ "$(ls -R "$work/repo" | grep -v '^facegen-[0-9]*\.log$')" = "$(echo "$before")" ]; then
+  pass "an input that does not exist: the job fails (sbatch status $status) with one line: $(cat "$log")"
+else
+  fail "an input that does not exist" "sbatch status $status; log: $(cat "$log" 2>/dev/null | head -n 4)"
+fi
+
+# The argument handling is one block, the same in every script (each is run as a copy by sbatch).
+block() { sed -n '/^# --- arguments/,/^# --- end of the arguments block/p' "$1"; }
+differ=
+for script in slurm/*.sbatch; do
+  [ -n "$(block "$script")" ] && [ "$(block "$script")" = "$(block slurm/facegen-cpu.sbatch)" ] || differ="$differ $script"
+done
+[ -z "$differ" ] && pass "slurm/*.sbatch: one block of argument handling, the same in each" ||
+  fail "the scripts' argument handling" "missing or different in:$differ"
+
+# A rank killed under srun: the job must fail promptly, name the rank's task and host, leave no file.
+rm -f "$work/repo/facegen-"*.log
+start=$SECONDS
+FACEGEN_TEST_FAULT=1:kill sbatch_wait --ntasks-per-node=2 slurm/facegen-cpu.sbatch slurm7 killed7 --all-ranks \
+  > "$work/sbatch.out" 2>&1
+status=$?
+log=$(ls "$work/repo/facegen-"*.log 2>/dev/null | head -n1)
 if [ $status -ne 0 ] && [ $status -ne 124 ] && [ -z "$(ls "$work/repo/outputs" | grep killed7)" ] &&
    grep -qE "task 1|rank 1" "$log" 2>/dev/null; then
   pass "a rank killed under srun: job failed in $((SECONDS - start)) s, no output; log: $(grep -E 'task 1|rank 1' "$log" | head -n1)"

@@ -172,7 +172,7 @@ start_job() {
 # finish_job NAME FAULT-TIME: waits for the job and judges how it ended.
 finish_job() {
   local name=$1 fault_at=$2 status left took
-  wait "$job"
+  wait_pid "$job" 150
   status=$?
   job=
   took=$((SECONDS - fault_at))
@@ -222,7 +222,7 @@ if wait_working 60; then
 else
   fail "ranks of node2 killed" "the job did not start within 60 s: $(tail -c 400 "$work/stderr")"
 fi
-[ -n "$job" ] && { kill "$job"; wait "$job"; job=; }
+[ -n "$job" ] && { kill "$job"; wait_pid "$job" 30; job=; }
 
 start_job cluster3000 unlinked --images-per-round 64
 if wait_working 60; then
@@ -232,7 +232,7 @@ if wait_working 60; then
 else
   fail "node2's link down" "the job did not start within 60 s: $(tail -c 400 "$work/stderr")"
 fi
-[ -n "$job" ] && { kill "$job"; wait "$job"; job=; }
+[ -n "$job" ] && { kill "$job"; wait_pid "$job" 30; job=; }
 
 # --- Slurm on the same nodes: the documented sbatch commands ----------------------------------------
 slurm_part() {
@@ -284,7 +284,7 @@ submit() {
   sbatch_wait "$@" cluster40 "$output" --all-ranks --verbose "${format_args[@]}" > "$work/sbatch.out" 2>&1
   local status=$?
   job=$(head -n1 "$work/sbatch.out" | tr -dc 0-9)
-  log=$work/repo/outputs/facegen-$job.log
+  log=$work/repo/facegen-$job.log
   layout=$(verbose_layout "$log" 2> /dev/null)
   job=
   if [ $status -ne 0 ]; then
@@ -309,7 +309,7 @@ no_gpu() {
     > "$work/sbatch.out" 2>&1
   status=$?
   job=$(head -n1 "$work/sbatch.out" | tr -dc 0-9)
-  log=$work/repo/outputs/facegen-$job.log
+  log=$work/repo/facegen-$job.log
   line=$(grep -E '^facegen: error on rank [0-9]+ \(host node[12]\)' "$log" 2> /dev/null | head -n1)
   if [ $status -eq 0 ] || [ $status -eq 124 ]; then
     fail "$name" "the job's status $status; log: $(tail -n 6 "$log" 2> /dev/null)"
