@@ -90,4 +90,4 @@ total=${BATCH_IMAGES:-100000}
 start=$(date +%s.%N)
 "$prog" --device "$device" --model "$model" --random "$total" --formats npy-u8 --output "$work/batch" --quiet
 end=$(date +%s.%N)
-echo "batch tool, npy-u8 of $total images: $(echo "$total / ($end - $start)" | bc -l | xargs printf '%.0f') images/s (process start and model load included)"
+echo "batch tool, npy-u8 of $total images: $(awk -v n="$total" -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", n / (b - a) }') images/s (process start and model load included)"

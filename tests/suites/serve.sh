@@ -28,7 +28,8 @@ model=$build/random-network.bin
 [ -f "$model" ] || { echo "serve: $model is missing (run make test)"; exit 1; }
 device=${SERVE_DEVICE:-cpu}  # SERVE_DEVICE=cuda on a GPU machine: the same checks on the GPU path
 export SERVE_DEVICE=$device
-py=/usr/bin/python3
+py=/usr/bin/python3  # Debian's, with numpy; elsewhere (the GPU machine) the python3 on PATH may have it
+$py -c "import numpy" 2> /dev/null || py=python3
 $py -c "import numpy" 2> /dev/null || skip_suite "$py lacks numpy"
 work=$(mktemp -d /tmp/facegen-serve.XXXXXX)
 servers=()
