@@ -93,7 +93,8 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   std::vector<float> latent_buffers[2];  // each (chunk, nz)
   for (auto& buffer : latent_buffers) buffer.resize(static_cast<size_t>(chunk) * spec.latent_dim);
   auto read_chunk = [&run, &latent_buffers, chunk](int64_t k) { return run.reader.read(latent_buffers[k % 2].data(), chunk); };
-  std::future<int64_t> next_read = std::async(std::launch::async, read_chunk, 0);
+  std::future<int64_t> next_read;  // none for an empty job: reader.finish() must not meet a read
+  if (total > 0) next_read = std::async(std::launch::async, read_chunk, 0);
   std::vector<uint8_t> flags(static_cast<size_t>(chunk));  // (chunk): each image's scan
   for (int64_t done = 0, k = 0; done < total; ++k) {
     start = Clock::now();
