@@ -13,6 +13,7 @@
 #                              BATCH_IMAGES (100000: the batch tool's run), ARGS (more serve flags)
 set -u
 cd "$(dirname "$0")/.."
+. tests/lib/serve_port.sh
 build=${1:-build}
 prog=$build/facegen
 device=${DEVICE:-auto}
@@ -30,13 +31,7 @@ trap cleanup EXIT
 
 (exec env --default-signal "$prog" serve --device "$device" --model "$model" --port 0 ${ARGS:-} 2> "$work/server.err") &
 server=$!
-port=
-for _ in $(seq 600); do
-  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/server.err" 2> /dev/null | grep -o '[0-9]*$')
-  [ -n "$port" ] && break
-  kill -0 "$server" 2> /dev/null || break
-  sleep 0.1
-done
+port=$(serve_port "$work/server.err" "$server" 60)
 [ -n "$port" ] || { echo "bench/serve.sh: the server did not start: $(cat "$work/server.err")" >&2; exit 1; }
 head -1 "$work/server.err"
 echo "date $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short=12 HEAD 2>/dev/null), device $device, model $model"

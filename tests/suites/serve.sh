@@ -21,6 +21,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh serve
+. tests/lib/serve_port.sh
 build=${1:-build}
 prog=$build/facegen
 model=$build/random-network.bin
@@ -47,14 +48,7 @@ start_server() {
   (exec env --default-signal "$prog" serve --device "$device" --model "$model" --port 0 "$@" 2> "$work/$name.err") &
   server=$!
   servers+=("$server")
-  port=
-  for _ in $(seq 300); do
-    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/$name.err" 2> /dev/null | grep -o '[0-9]*$')
-    [ -n "$port" ] && return 0
-    kill -0 "$server" 2> /dev/null || return 1
-    sleep 0.1
-  done
-  return 1
+  port=$(serve_port "$work/$name.err" "$server" 30)
 }
 
 # wait_exit PID SECONDS: the exit status of PID (a child), or 124 when it is still running at the deadline.

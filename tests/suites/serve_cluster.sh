@@ -8,6 +8,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh serve_cluster
+. tests/lib/serve_port.sh
 repo=$(pwd)
 build=${1:-build}
 case $build in /*) ;; *) build=$repo/$build ;; esac
@@ -49,13 +50,7 @@ echo "the service over two virtual nodes (${VC_NODES[*]}):"
    ./run_parallel.sh --serve --hosts node1,node2 --ranks-per-node 1 --model "$model" --program "$build/facegen" -- \
    --device cpu --threads 1 --port 0 --max-batch 4 --max-delay-ms 1 > "$work/job.out" 2> "$work/job.err") &
 job=$!
-port=
-for _ in $(seq 600); do
-  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/job.err" 2> /dev/null | grep -o '[0-9]*$')
-  [ -n "$port" ] && break
-  kill -0 "$job" 2> /dev/null || break
-  sleep 0.1
-done
+port=$(serve_port "$work/job.err" "$job" 60)
 if [ -z "$port" ]; then
   fail "the job starts on two nodes and rank 0 listens" "$(head -c 600 "$work/job.err")"
   suite_end

@@ -7,6 +7,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh serve_mpi
+. tests/lib/serve_port.sh
 build=${1:-build}
 prog=$build/facegen
 model=$build/random-network.bin
@@ -31,13 +32,7 @@ echo "the service over 2 MPI ranks:"
 (exec env --default-signal ./run_parallel.sh --serve --ranks-per-node 2 --model "$model" --program "$prog" -- \
    --device cpu --threads 1 --port 0 --max-batch 4 --max-delay-ms 1 > "$work/job.out" 2> "$work/job.err") &
 job=$!
-port=
-for _ in $(seq 600); do
-  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/job.err" 2> /dev/null | grep -o '[0-9]*$')
-  [ -n "$port" ] && break
-  kill -0 "$job" 2> /dev/null || break
-  sleep 0.1
-done
+port=$(serve_port "$work/job.err" "$job" 60)
 if [ -z "$port" ]; then
   fail "the job starts and rank 0 listens" "$(head -c 400 "$work/job.err")"
   suite_end

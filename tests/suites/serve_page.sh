@@ -13,6 +13,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh serve_page
+. tests/lib/serve_port.sh
 build=${1:-build}
 prog=$build/facegen
 model=$build/random-network.bin
@@ -30,12 +31,7 @@ trap cleanup EXIT
 
 (exec env --default-signal "$prog" serve --device cpu --model "$model" --port 0 2> "$work/server.err") &
 server=$!
-port=
-for _ in $(seq 300); do
-  port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/server.err" 2> /dev/null | grep -o '[0-9]*$')
-  [ -n "$port" ] && break
-  sleep 0.1
-done
+port=$(serve_port "$work/server.err" "$server" 30)
 [ -n "$port" ] || { fail "the server starts" "$(head -c 300 "$work/server.err")"; suite_end; exit; }
 url=http://127.0.0.1:$port/
 
