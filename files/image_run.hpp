@@ -20,6 +20,11 @@ constexpr int64_t kRgb8ImageBytes = 64 * 64 * 3;
 // (output_format.hpp has channel_to_byte; the CPU reference of the GPU's conversion).
 void image_to_rgb8(const float* image, int image_channels, unsigned char* rgb);
 
+// Bytes of one image in `encoding`: 64 * 64 * nc float32 values, or 64 * 64 * 3 pixels.
+constexpr int64_t image_bytes(ImageEncoding encoding, int channels) {
+  return encoding == ImageEncoding::Rgb8 ? kRgb8ImageBytes : int64_t{4096} * channels * 4;
+}
+
 struct ImageRun {
   ImageEncoding encoding = ImageEncoding::Float32;
   const void* data = nullptr;
@@ -28,9 +33,7 @@ struct ImageRun {
   static ImageRun floats(const float* values, int channels) { return {ImageEncoding::Float32, values, channels}; }
   static ImageRun rgb8(const unsigned char* pixels, int channels) { return {ImageEncoding::Rgb8, pixels, channels}; }
 
-  int64_t bytes_per_image() const {
-    return encoding == ImageEncoding::Rgb8 ? kRgb8ImageBytes : int64_t{4096} * channels * 4;
-  }
+  int64_t bytes_per_image() const { return image_bytes(encoding, channels); }
   // The run from its image `images` on.
   ImageRun skip(int64_t images) const {
     return {encoding, static_cast<const char*>(data) + images * bytes_per_image(), channels};

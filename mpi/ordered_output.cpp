@@ -381,7 +381,7 @@ void OrderedOutputs::open(RankStatus& status) {
   open_job_files(first_file_, status);
   for (const OutputLayout& layout : layouts_) record_ends_.push_back(std::make_unique<RecordEnds>(layout));
   for (int b = 0; b < 2; ++b) {
-    storage_.emplace_back(new char[static_cast<size_t>(round_images_ * buffer_run(nullptr).bytes_per_image())]);
+    storage_.emplace_back(new char[static_cast<size_t>(round_images_ * image_bytes(encoding_, options_.image_channels))]);
     free_.push_back(storage_.back().get());
   }
   if (threaded_) writer_ = std::thread(&OrderedOutputs::writer_loop, this);

@@ -174,13 +174,13 @@ int RankJob::run() {
 // first_index: the index of latents[0] in the whole job.
 void RankJob::generate_slice(const float* latents, int64_t count, int64_t first_index, ImageEncoding encoding,
                              void* images) {
-  const int64_t image_bytes = ImageRun{encoding, nullptr, spec_.image_channels}.bytes_per_image();
+  const int64_t bytes_per_image = image_bytes(encoding, spec_.image_channels);
   const int64_t step = on_cpu_ ? kCpuProgressStep : std::max<int64_t>(count, 1);
   flags_.resize(static_cast<size_t>(std::max<int64_t>(count, 1)));
   for (int64_t first = 0; first < count; first += step) {
     const int64_t n = std::min(step, count - first);
     const float* z = latents + first * latents_.latent_dim;
-    const ImageTarget out{encoding, static_cast<char*>(images) + first * image_bytes, flags_.data() + first,
+    const ImageTarget out{encoding, static_cast<char*>(images) + first * bytes_per_image, flags_.data() + first,
                           latents_.latent_dim, spec_.image_channels};
     backend_->generate_checked(z, n, out, cpu_threads_);
     require_finite_flags(*net_, request_.model_path, z, out.flags, n, first_index + first, cpu_threads_);

@@ -14,10 +14,9 @@ OutputStage::OutputStage(std::vector<std::unique_ptr<ImageSink>> sinks, int64_t 
     : sinks_(std::move(sinks)), on_written_(std::move(on_written)), encoding_(encoding),
       channels_(static_cast<int>(image_values / 4096)) {
   if (chunk_images < 1 || buffers < 1) throw std::invalid_argument("OutputStage: empty chunk or no buffers");
-  const int64_t image_bytes = ImageRun{encoding, nullptr, channels_}.bytes_per_image();
   for (int b = 0; b < buffers; ++b) {
     // new[] without initialisation: a buffer's pages become resident as images land in it.
-    storage_.emplace_back(new char[static_cast<size_t>(chunk_images * image_bytes)]);
+    storage_.emplace_back(new char[static_cast<size_t>(chunk_images * image_bytes(encoding, channels_))]);
     free_.push_back(storage_.back().get());
   }
   writer_ = std::thread(&OutputStage::writer_loop, this);

@@ -151,8 +151,8 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
 }  // namespace
 
 int64_t default_chunk_images(const std::vector<OutputFormat>& formats, const SinkOptions& sinks) {
-  const int64_t image_bytes = ImageRun{image_encoding_for(formats), nullptr, sinks.image_channels}.bytes_per_image();
-  const int64_t plain = kDefaultChunkBytes / image_bytes;
+  const int64_t bytes = image_bytes(image_encoding_for(formats), sinks.image_channels);
+  const int64_t plain = kDefaultChunkBytes / bytes;
   int64_t shard = 0;  // the smallest shard of the outputs
   for (OutputFormat format : formats) {
     if (!is_sharded_format(format)) continue;
@@ -162,7 +162,7 @@ int64_t default_chunk_images(const std::vector<OutputFormat>& formats, const Sin
   }
   if (shard == 0) return plain;
   const int64_t want = static_cast<int64_t>(resolve_threads(sinks.threads)) * shard;
-  return std::max(plain, std::min(want, kMaxShardChunkBytes / image_bytes));
+  return std::max(plain, std::min(want, kMaxShardChunkBytes / bytes));
 }
 
 SampleFacts sample_facts(const GenerateRequest& request) {

@@ -157,7 +157,7 @@ TEST_CASE("generate_checked on the host: scan_image's flags and image_to_rgb8's 
     for (ImageEncoding encoding : {ImageEncoding::Float32, ImageEncoding::Rgb8}) {
       CAPTURE(nc);
       CAPTURE(encoding == ImageEncoding::Rgb8);
-      const int64_t bytes = n * ImageRun{encoding, nullptr, nc}.bytes_per_image();
+      const int64_t bytes = n * image_bytes(encoding, nc);
       std::vector<unsigned char> images(static_cast<size_t>(bytes) + 64, 0xEE);  // poisoned, 64 bytes past the end
       std::vector<uint8_t> flags(static_cast<size_t>(n) + 8, 0xEE);
       backend.generate_checked(latents.data(), n, {encoding, images.data(), flags.data(), nz, nc}, 2);
