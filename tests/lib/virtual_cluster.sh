@@ -19,6 +19,8 @@
 #   vc_exec NODE CMD...  run CMD on NODE (in its namespaces), in the current directory
 #   vc_pids NODE         the pids of the processes on NODE, keeper excluded
 #   vc_start_sshd NODE   an sshd on NODE's address; vc_ssh_config is the client config for it
+#   vc_up_for_mpi N DIR  vc_up, an sshd on every node (pids in VC_SSHD_PID), and mpirun's ssh launcher
+#                        pointed at them (OMPI_MCA_plm_rsh_agent); says on stderr what failed
 #   vc_link NODE up|down the node's network link
 #   vc_hide NODE PATH    an empty directory mounted over PATH on NODE alone (vc_unhide to undo)
 #   vc_down              stop everything, remove the links and namespaces (call it from a trap)
@@ -31,6 +33,7 @@ declare -A VC_KEEPER=()        # node name -> pid of the process that holds its 
 VC_SWITCH=                     # pid that holds the bridge's namespace
 VC_DIR=
 VC_MADE_RUN_SSHD=0
+declare -A VC_SSHD_PID=()      # node name -> pid of its sshd (vc_up_for_mpi)
 
 vc_address() { echo "$VC_SUBNET.$((${1#node} + 10))"; }
 
@@ -161,6 +164,16 @@ EOF
   local tries
   for tries in $(seq 50); do [ -s "$VC_DIR/$node-sshd.pid" ] && break; sleep 0.1; done
   [ -s "$VC_DIR/$node-sshd.pid" ]
+}
+
+vc_up_for_mpi() {
+  vc_up "$1" "$2" || { echo "the virtual nodes could not be made (see above)" >&2; return 1; }
+  local node
+  for node in "${VC_NODES[@]}"; do
+    vc_start_sshd "$node" || { echo "sshd would not start on $node: $(cat "$VC_DIR/$node-sshd.log" 2> /dev/null)" >&2; return 1; }
+    VC_SSHD_PID[$node]=$(cat "$VC_DIR/$node-sshd.pid")
+  done
+  export OMPI_MCA_plm_rsh_agent="ssh -F $(vc_ssh_config)"
 }
 
 vc_link() { nsenter -t "$VC_SWITCH" --net ip link set "vc-$1" "$2"; }

@@ -35,13 +35,7 @@ trap 'exit 143' TERM
 
 VC_SHARED_PATHS=("$repo")
 case $build in "$repo"/*) ;; *) VC_SHARED_PATHS+=("$build") ;; esac
-vc_up 2 "$work/cluster" || skip_suite "the virtual nodes could not be made (see above)"
-for node in "${VC_NODES[@]}"; do
-  vc_start_sshd "$node" || skip_suite "sshd would not start on $node"
-done
-declare -A sshd_pid=()
-for node in "${VC_NODES[@]}"; do sshd_pid[$node]=$(cat "$work/cluster/$node-sshd.pid"); done
-export OMPI_MCA_plm_rsh_agent="ssh -F $(vc_ssh_config)"
+vc_up_for_mpi 2 "$work/cluster" || skip_suite "the two virtual nodes are not there (the line above says why)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 model=$build/random-network.bin
 echo "the service over two virtual nodes (${VC_NODES[*]}):"
@@ -75,7 +69,7 @@ for _ in $(seq 300); do kill -0 "$job" 2> /dev/null || { stopped=yes; break; }; 
 stray=
 for _ in $(seq 25); do
   stray=
-  for node in "${VC_NODES[@]}"; do stray+=$(vc_stray "$node" "${sshd_pid[$node]}" | sed "s/^/$node: /" | paste -sd' '); done
+  for node in "${VC_NODES[@]}"; do stray+=$(vc_stray "$node" "${VC_SSHD_PID[$node]}" | sed "s/^/$node: /" | paste -sd' '); done
   [ -z "$stray" ] && break
   sleep 0.2
 done

@@ -51,13 +51,7 @@ trap 'exit 143' TERM
 # A repository (or build) cloned under /tmp must still be seen by the nodes, which have /tmp's of their own.
 VC_SHARED_PATHS=("$repo")
 case $build in "$repo"/*) ;; *) VC_SHARED_PATHS+=("$build") ;; esac
-vc_up 3 "$work/cluster" || skip_suite "the virtual nodes could not be made (see above)"
-for node in "${VC_NODES[@]}"; do
-  vc_start_sshd "$node" || skip_suite "sshd would not start on $node: $(cat "$work/cluster/$node-sshd.log" 2> /dev/null)"
-done
-declare -A sshd_pid=()
-for node in "${VC_NODES[@]}"; do sshd_pid[$node]=$(cat "$work/cluster/$node-sshd.pid"); done
-export OMPI_MCA_plm_rsh_agent="ssh -F $(vc_ssh_config)"
+vc_up_for_mpi 3 "$work/cluster" || skip_suite "the three virtual nodes are not there (the line above says why)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset FACEGEN_TEST_FAULT
 vc_exec node1 ssh -F "$(vc_ssh_config)" node3 true 2> "$work/ssh.err" ||
@@ -102,7 +96,7 @@ left_behind() {
   for tries in $(seq 25); do
     stray=
     for node in "${VC_NODES[@]}"; do
-      stray+=$(vc_stray "$node" "${sshd_pid[$node]}" | sed "s/^/$node: /" | paste -sd' ')
+      stray+=$(vc_stray "$node" "${VC_SSHD_PID[$node]}" | sed "s/^/$node: /" | paste -sd' ')
     done
     [ -z "$stray" ] && break
     sleep 0.2
