@@ -32,15 +32,18 @@ void Backend::generate_checked(const float* latents, int64_t n, const ImageTarge
   }
   // 8-bit pixels: float32 images a piece at a time (12 MB for nc = 3), each scanned and converted.
   constexpr int64_t kPiece = 256;
-  std::vector<float> piece(static_cast<size_t>(std::min(n, kPiece) * values));  // (piece, 64, 64, nc)
-  unsigned char* pixels = static_cast<unsigned char*>(out.images);               // (n, 64, 64, 3)
+  // The calling thread's piece, kept between calls; the converting threads reach it through `floats`.
+  thread_local std::vector<float> piece;
+  piece.resize(static_cast<size_t>(std::min(n, kPiece) * values));
+  float* floats = piece.data();                                     // (piece, 64, 64, nc)
+  unsigned char* pixels = static_cast<unsigned char*>(out.images);  // (n, 64, 64, 3)
   for (int64_t first = 0; first < n; first += kPiece) {
     const int64_t count = std::min(kPiece, n - first);
-    generate(latents + first * out.latent_dim, count, piece.data());
-    scan_images(piece.data(), count, values, threads, out.flags + first);
+    generate(latents + first * out.latent_dim, count, floats);
+    scan_images(floats, count, values, threads, out.flags + first);
     parallel_for(count, threads, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i)
-        image_to_rgb8(piece.data() + i * values, out.channels, pixels + (first + i) * kRgb8ImageBytes);
+        image_to_rgb8(floats + i * values, out.channels, pixels + (first + i) * kRgb8ImageBytes);
     });
   }
 }
