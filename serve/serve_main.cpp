@@ -194,9 +194,11 @@ int run_service(const ServeFlags& flags, const Network& net, const sigset_t& sig
   server.set_tcp_nodelay(true);
   // SO_REUSEADDR alone: the library's default adds SO_REUSEPORT, with which a second server would
   // share the port silently instead of being told it is taken.
-  server.set_socket_options([](int sock) {
+  int listening_socket = -1;
+  server.set_socket_options([&listening_socket](int sock) {
     const int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listening_socket = sock;
   });
   add_routes(server, service);
 
@@ -208,6 +210,9 @@ int run_service(const ServeFlags& flags, const Network& net, const sigset_t& sig
     throw UserError("cannot listen on " + flags.host + ":" + std::to_string(flags.port) +
                     " (the port is taken, or the address is not one of this machine's)");
   }
+  // The library listens with a backlog of 5 connections: a burst of clients beyond it (32 at once in
+  // the tests) had connections reset. Listening again on the bound socket raises the backlog.
+  if (listening_socket >= 0) ::listen(listening_socket, SOMAXCONN);
   if (!flags.quiet) {
     say("listening on http://" + flags.host + ":" + std::to_string(port) + "/ with " + std::to_string(workers) +
         (workers == 1 ? " worker (" : " workers (") + described + (workers == 1 ? ")" : ", ...)") + ", model " + flags.model);
