@@ -142,7 +142,7 @@ float time_tconv3_variant(const void* in, const void* w, const float* scale, con
   dim3 grid((m_total + BM - 1) / BM, 64 / BN, 4);
   return time_ms([&] {
     kernel<<<grid, Shape::kThreads, Shape::kSmemBytes>>>(static_cast<const Act*>(in), static_cast<const Act*>(w), scale,
-                                                        shift, static_cast<Act*>(out), m_total);
+                                                        shift, static_cast<Act*>(out), m_total, 5);
     CUDA_CHECK_LAUNCH();
   }, 5);
 }
@@ -172,7 +172,7 @@ void tconv3_variants(const char* label) {
     w = w_f;
     CUDA_CHECK(cudaMalloc(&out, out_elems * 4));
   }
-  const double flop = layer_flops_per_image(3) * n;
+  const double flop = layer_flops_per_image(kShpcSpec, 3) * n;
   const float a = time_tconv3_variant<M, 128, 64, 3>(in, w, scale, shift, out, n);
   const float b = time_tconv3_variant<M, 256, 64, 2>(in, w, scale, shift, out, n);
   const float c = time_tconv3_variant<M, 256, 64, 3>(in, w, scale, shift, out, n);
@@ -193,7 +193,7 @@ void tconv3_variants(const char* label) {
 // compared with variant 1's (the form the GPU tests have checked against float64 longest), then
 // timed. Returns the number of mismatching layers.
 int gemm_variants(const std::vector<float>& net, Precision p, const float* z_device, Json& js) {
-  DeviceNetwork dn(net.data(), p);
+  DeviceNetwork dn(net.data(), kShpcSpec, p);
   std::vector<GemmKernel> kernels = {GemmKernel::MmaSync};
   try {
     dn.use_gemm_kernel(GemmKernel::Wgmma);
@@ -288,7 +288,7 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
       mismatches += std::isinf(worst);
       const float ms8192 = time_ms([&] { dn.tconv(s, act[s], n, out[k % 2], nullptr); }, 10);
       const float ms64 = time_ms([&] { dn.tconv(s, act[s], 64, out[k % 2], nullptr); }, 50);
-      const double flop = layer_flops_per_image(s + 1);
+      const double flop = layer_flops_per_image(kShpcSpec, s + 1);
       std::printf("  tconv%d %s variant %zu %-18s batch 8192 %7.3f ms %6.1f TFLOP/s | batch 64 %6.3f ms %6.1f TFLOP/s | "
                   "max |diff| vs mma.sync %.2e%s\n", s + 1, name(p), k + 1, forms[k].what, ms8192,
                   flop * n / ms8192 / 1e9, ms64, flop * 64 / ms64 / 1e9, std::isinf(worst) ? 0 : worst,
@@ -449,7 +449,7 @@ int main(int argc, char** argv) {
             else dn.output_layer(act[3], LB, pipe.device_images(0), nullptr);
           }, LB == kMaxN ? (quick ? 3 : 10) : 50);
           total += ms;
-          double tf = layer_flops_per_image(l) * LB / ms / 1e9;
+          double tf = layer_flops_per_image(kShpcSpec, l) * LB / ms / 1e9;
           std::printf("  layer %-20s %8.3f ms  %6.1f TFLOP/s  (batch %d)\n", layer_names[l], ms, tf, LB);
           js.add(std::string(name(p)) + "_layer" + std::to_string(l) + (LB == kMaxN ? "" : "_b" + std::to_string(LB)) + "_ms", ms);
         }

@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
   const Network net = make_random_network(1);
   // The PyTorch DCGAN tutorial's generator (k = 4, nz 100, ngf 64, nc 3, no biases), random
   // weights.
-  const ModelSpec tutorial{100, 64, 3, 4, false};
+  const ModelSpec tutorial = kTutorialSpec;
   const Network tutorial_net = make_random_network(tutorial, 5);
   std::mt19937_64 rng(11);
   std::normal_distribution<float> normal;

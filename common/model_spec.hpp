@@ -39,7 +39,32 @@ struct ModelSpec {
   friend constexpr bool operator!=(const ModelSpec& a, const ModelSpec& b) { return !(a == b); }
 };
 
+// Where each block of a network's flat float layout starts (generator/network.hpp describes the
+// layout; this is its one definition, for the loader and the GPU engines alike), and the total.
+struct WeightOffsets {
+  int64_t proj_weight = 0, proj_bias = 0;
+  int64_t bn[4] = {}, tconv_weight[4] = {}, tconv_bias[4] = {};  // bn: beta; gamma, mean, var follow
+  int64_t total = 0;                                             // floats of the whole network
+
+  constexpr explicit WeightOffsets(const ModelSpec& s) {
+    int64_t o = int64_t{s.latent_dim} * s.proj_outputs();
+    proj_bias = o;
+    o += s.proj_outputs();
+    for (int i = 0; i < 4; ++i) {
+      bn[i] = o;
+      o += 4 * int64_t{s.stage_channels(i)};
+      tconv_weight[i] = o;
+      o += int64_t{s.kernel_size} * s.kernel_size * s.stage_channels(i + 1) * s.stage_channels(i);
+      tconv_bias[i] = o;
+      o += s.stage_channels(i + 1);
+    }
+    total = o;
+  }
+};
+
 // The SHPC facegen network of network.bin files (the shape common/model_shape.hpp spells out).
 constexpr ModelSpec kShpcSpec{100, 64, 3, 5, true};
+// The PyTorch DCGAN tutorial's generator, the shape of the shipped faces model.
+constexpr ModelSpec kTutorialSpec{100, 64, 3, 4, false};
 
 }  // namespace facegen

@@ -2,8 +2,10 @@
 #include "generator/gpu_pipeline.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "common/cuda_check.cuh"
 #include "common/half_float.hpp"
@@ -39,6 +41,17 @@ gpu::ImageOutput finish_output(ImageTransfer transfer) {
   return gpu::ImageOutput::None;
 }
 
+// FACEGEN_GPU_ENGINE=generic: the generic kernels even for a spec the tuned ones take (the
+// benchmark's comparison); tuned or auto (the default): the tuned kernels where they run.
+bool generic_engine_forced() {
+  const char* e = std::getenv("FACEGEN_GPU_ENGINE");
+  if (!e) return false;
+  const std::string v = e;
+  if (v != "generic" && v != "tuned" && v != "auto")
+    throw std::invalid_argument("FACEGEN_GPU_ENGINE must be generic, tuned or auto, not '" + v + "'");
+  return v == "generic";
+}
+
 }  // namespace
 
 size_t PinnedImages::bytes() const { return transfer_bytes_per_image(format, values_per_image) * count; }
@@ -63,8 +76,10 @@ GpuPipeline::GpuPipeline(const float* network_floats, const ModelSpec& spec, Pre
   if (max_batch < 1) throw std::invalid_argument("max_batch must be at least 1");
   chunks_ = (max_batch + kChunkImages - 1) / kChunkImages;
   CUDA_CHECK(cudaSetDevice(device));
-  if (spec == kShpcSpec) net_ = std::make_unique<DeviceNetwork>(network_floats, precision);
-  else generic_ = std::make_unique<GenericDeviceNetwork>(network_floats, spec, precision);
+  if (tuned_gpu_unsupported(spec).empty() && !generic_engine_forced())
+    net_ = std::make_unique<DeviceNetwork>(network_floats, spec, precision);
+  else
+    generic_ = std::make_unique<GenericDeviceNetwork>(network_floats, spec, precision);
   copier_ = std::make_unique<ThreadPool>(std::min(8, available_cpus()));
   CUDA_CHECK(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
@@ -121,7 +136,7 @@ GpuPipeline::~GpuPipeline() {
 }
 
 const DeviceNetwork& GpuPipeline::network() const {
-  if (!net_) throw std::logic_error("this pipeline runs the generic kernels, not the tuned SHPC network");
+  if (!net_) throw std::logic_error("this pipeline runs the generic kernels, not the tuned ones");
   return *net_;
 }
 

@@ -69,9 +69,10 @@ struct PinnedImages {
 
 class GpuPipeline {
  public:
-  // network_floats: the flat layout of `spec` (network.bin's for kShpcSpec). The SHPC network runs
-  // its tuned kernels (kernels/generator_gpu.hpp), any other spec the generic ones
-  // (kernels/generic_generator.hpp). device: CUDA device index (the constructor selects it).
+  // network_floats: the flat layout of `spec` (network.bin's for kShpcSpec). The specs the tuned
+  // kernels take (kernels/generator_gpu.hpp: the SHPC network, the tutorial-shaped faces model) run on
+  // them, any other spec on the generic ones (kernels/generic_generator.hpp); FACEGEN_GPU_ENGINE=generic
+  // forces the generic kernels (for the benchmark). device: CUDA device index (the constructor selects it).
   // encoding: what generate_checked() delivers (8-bit RGB only where asked for).
   GpuPipeline(const float* network_floats, const ModelSpec& spec, Precision precision, int max_batch, int device,
               ImageEncoding encoding = ImageEncoding::Float32);
@@ -85,7 +86,7 @@ class GpuPipeline {
   int max_batch() const { return max_batch_; }
   ImageTransfer transfer() const { return transfer_; }
   const ModelSpec& spec() const { return spec_; }
-  // The tuned network; throws std::logic_error where the generic path runs (spec() != kShpcSpec).
+  // The tuned network; throws std::logic_error where the generic path runs.
   const DeviceNetwork& network() const;
   cudaStream_t compute_stream() const { return compute_; }
 
@@ -141,7 +142,7 @@ class GpuPipeline {
   int max_batch_;
   int device_;
   int chunks_;  // download chunks of a full batch
-  std::unique_ptr<DeviceNetwork> net_;              // the SHPC network, or
+  std::unique_ptr<DeviceNetwork> net_;              // the tuned kernels, or
   std::unique_ptr<GenericDeviceNetwork> generic_;  // any other
   std::unique_ptr<ThreadPool> copier_;  // copies out of pinned memory (one thread moves ~4-10 GB/s)
   cudaStream_t upload_ = nullptr, compute_ = nullptr, download_ = nullptr;

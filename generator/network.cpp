@@ -37,12 +37,6 @@ int64_t tconv_weight_floats(const ModelSpec& spec, int stage) {
          spec.stage_channels(stage);
 }
 
-// Floats from the start of stage `stage`'s batch norm to the start of the next stage's.
-int64_t stage_floats(const ModelSpec& spec, int stage) {
-  return 4 * int64_t{spec.stage_channels(stage)} + tconv_weight_floats(spec, stage) +
-         spec.stage_channels(stage + 1);
-}
-
 // Index of the first NaN or Inf in values[0, n), or n. A model has 5 million floats and every run
 // loads one, so the scan is branch-free over blocks (the compiler vectorizes it) and looks for the
 // exact index only inside a block that holds one.
@@ -140,11 +134,7 @@ std::string describe_spec(const ModelSpec& spec) {
          (spec.has_bias ? "with biases" : "no biases");
 }
 
-int64_t Network::float_count(const ModelSpec& spec) {
-  int64_t count = int64_t{spec.latent_dim + 1} * spec.proj_outputs();
-  for (int s = 0; s < kNumStages; ++s) count += stage_floats(spec, s);
-  return count;
-}
+int64_t Network::float_count(const ModelSpec& spec) { return WeightOffsets(spec).total; }
 
 Network::Network(const ModelSpec& spec) : Network(spec, std::vector<float>()) {}
 
@@ -159,21 +149,21 @@ Network::Network(const ModelSpec& spec, std::vector<float> floats) : spec_(spec)
   }
 }
 
-int64_t Network::proj_bias_offset() const { return int64_t{spec_.latent_dim} * spec_.proj_outputs(); }
+int64_t Network::proj_bias_offset() const { return WeightOffsets(spec_).proj_bias; }
 
 int64_t Network::batchnorm_offset(int stage) const {
   check_stage(stage);
-  int64_t offset = proj_bias_offset() + spec_.proj_outputs();
-  for (int s = 0; s < stage; ++s) offset += stage_floats(spec_, s);
-  return offset;
+  return WeightOffsets(spec_).bn[stage];
 }
 
 int64_t Network::tconv_weight_offset(int stage) const {
-  return batchnorm_offset(stage) + 4 * int64_t{spec_.stage_channels(stage)};
+  check_stage(stage);
+  return WeightOffsets(spec_).tconv_weight[stage];
 }
 
 int64_t Network::tconv_bias_offset(int stage) const {
-  return tconv_weight_offset(stage) + tconv_weight_floats(spec_, stage);
+  check_stage(stage);
+  return WeightOffsets(spec_).tconv_bias[stage];
 }
 
 const float* Network::proj_weight() const { return floats_.data() + proj_weight_offset(); }

@@ -18,6 +18,7 @@
 #include "common/model_shape.hpp"
 #include "common/cuda_check.cuh"
 #include "kernels/phase_gemm.cuh"
+#include "kernels/phase_weights.hpp"
 #include "kernels/projection.cuh"
 #include "kernels/projection_mma.cuh"
 #include "kernels/tconv_output.cuh"
@@ -30,53 +31,6 @@ namespace {
 
 using gpu::Math;
 
-// Offsets of the network.bin blocks (generator/network.hpp), computed here from the shapes so this
-// file needs nothing but the flat float array.
-struct Layout {
-  int64_t proj_weight, proj_bias, bn[4], tconv_weight[4], tconv_bias[4];
-  Layout() {
-    int64_t o = 0;
-    proj_weight = o; o += int64_t{kLatentDim} * kProjOutputs;
-    proj_bias = o;   o += kProjOutputs;
-    for (int s = 0; s < kNumStages; ++s) {
-      bn[s] = o;           o += 4 * kStageChannels[s];
-      tconv_weight[s] = o; o += int64_t{kTaps} * kTaps * kStageChannels[s + 1] * kStageChannels[s];
-      tconv_bias[s] = o;   o += kStageChannels[s + 1];
-    }
-    if (o != kNetworkFloats) throw std::logic_error("network layout does not add up to kNetworkFloats");
-  }
-};
-
-// The four phase B matrices of one tconv, weight (5, 5, c_out, c_in) -> per phase z, K = taps * c_in:
-// fp32 (K, c_out) c_out fastest; tf32 and bf16 (c_out, K) K fastest, the layout their ldmatrix reads.
-template <typename T>
-std::vector<T> phase_matrices(const float* w, int c_in, int c_out, Precision p) {
-  std::vector<T> b(static_cast<size_t>(kTaps) * kTaps * c_out * c_in);
-  for (int z = 0; z < 4; ++z) {
-    const int py = gpu::phase_py(z), px = gpu::phase_px(z);
-    const int nty = gpu::phase_taps(py), ntx = gpu::phase_taps(px), k_total = nty * ntx * c_in;
-    T* bz = b.data() + static_cast<size_t>(gpu::phase_k_offset(z, c_in)) * c_out;
-    for (int ty = 0; ty < nty; ++ty)
-      for (int tx = 0; tx < ntx; ++tx) {
-        const int kh = gpu::phase_kernel_index(py, ty), kw = gpu::phase_kernel_index(px, tx);
-        const int t = ty * ntx + tx;
-        for (int k = 0; k < c_out; ++k)
-          for (int c = 0; c < c_in; ++c) {
-            float v = w[((static_cast<size_t>(kh) * kTaps + kw) * c_out + k) * c_in + c];
-            size_t kk = static_cast<size_t>(t) * c_in + c;
-            if constexpr (sizeof(T) == 2) {
-              bz[static_cast<size_t>(k) * k_total + kk] = __float2bfloat16_rn(v);
-            } else if (p == Precision::Tf32) {
-              bz[static_cast<size_t>(k) * k_total + kk] = round_to_tf32(v);
-            } else {
-              bz[kk * c_out + k] = v;
-            }
-          }
-      }
-  }
-  return b;
-}
-
 template <typename T>
 T* upload(const std::vector<T>& v) {
   T* d = nullptr;
@@ -87,17 +41,22 @@ T* upload(const std::vector<T>& v) {
 
 // tconv4 on tensor cores (kernels/tconv_output_mma.cuh): its weight fragments on the device, or null
 // where the device cannot give a block the kernel's shared memory (then the direct kernel runs).
-template <Math M>
+template <Math M, int KS>
 uint32_t* setup_output_mma(const float* weight) {
   static_assert(kStageChannels[3] == 64 && kStageChannels[4] == 3 && kStageSize[3] == 32,
                 "tconv_output_tanh_mma is written for 64 -> 3 channels at 32 x 32");
-  constexpr int kSmem = gpu::OutputMmaShape<M>::kSmemBytes;
+  constexpr int kSmem = gpu::OutputMmaShape<M, KS>::kSmemBytes;
   int device = 0, smem_optin = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   if (smem_optin < kSmem) return nullptr;  // sm_90: 227 KB; sm_80: 163 KB, sm_86/89: 99 KB
-  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh_mma<M>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  return upload(gpu::output_mma_weight_fragments<M>(weight));
+  CUDA_CHECK(cudaFuncSetAttribute(gpu::tconv_output_tanh_mma<M, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  return upload(gpu::output_mma_weight_fragments<M, KS>(weight));
+}
+
+template <Math M>
+uint32_t* setup_output_mma(int ksize, const float* weight) {
+  return ksize == 4 ? setup_output_mma<M, 4>(weight) : setup_output_mma<M, 5>(weight);
 }
 
 gpu::Math math_of(Precision p) {
@@ -108,8 +67,21 @@ gpu::Math math_of(Precision p) {
 
 const char* gemm_kernel_name(GemmKernel k) { return k == GemmKernel::Wgmma ? "wgmma" : "mma.sync"; }
 
-DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(precision) {
-  const Layout L;
+std::string tuned_gpu_unsupported(const ModelSpec& s) {
+  if (s.latent_dim != kLatentDim) return "the tuned kernels take nz 100, not " + std::to_string(s.latent_dim);
+  if (s.base_channels != kStageChannels[3])
+    return "the tuned kernels take ngf 64, not " + std::to_string(s.base_channels);
+  if (s.image_channels != 3) return "the tuned kernels make 3-channel images, not " + std::to_string(s.image_channels);
+  if (s.kernel_size != 4 && s.kernel_size != 5)
+    return "the tuned kernels take kernel size 4 or 5, not " + std::to_string(s.kernel_size);
+  return "";
+}
+
+DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision precision)
+    : spec_(spec), ksize_(spec.kernel_size), precision_(precision) {
+  const std::string why = tuned_gpu_unsupported(spec);
+  if (!why.empty()) throw std::invalid_argument("the tuned CUDA kernels cannot run this network: " + why);
+  const WeightOffsets L(spec);
   std::vector<float> scale, shift;
   proj_weight_ = upload(std::vector<float>(f + L.proj_weight, f + L.proj_weight + int64_t{kLatentDim} * kProjOutputs));
   if (precision != Precision::Fp32) {
@@ -123,20 +95,21 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
     const int c_in = kStageChannels[s], c_out = kStageChannels[s + 1];
     const float* w = f + L.tconv_weight[s];
     if (precision == Precision::Bf16)
-      tconv_weight_[s] = upload(phase_matrices<__nv_bfloat16>(w, c_in, c_out, precision));
+      tconv_weight_[s] = upload(phase_b_matrices<__nv_bfloat16>(w, c_in, c_out, ksize_, precision));
     else
-      tconv_weight_[s] = upload(phase_matrices<float>(w, c_in, c_out, precision));
+      tconv_weight_[s] = upload(phase_b_matrices<float>(w, c_in, c_out, ksize_, precision));
     fold_batchnorm(f + L.bn[s + 1], c_out, f + L.tconv_bias[s], c_out, &scale, &shift);
     tconv_scale_[s] = upload(scale);
     tconv_shift_[s] = upload(shift);
   }
-  const int64_t out_w = int64_t{kTaps} * kTaps * kStageChannels[4] * kStageChannels[3];
+  const int64_t out_w = int64_t{ksize_} * ksize_ * kStageChannels[4] * kStageChannels[3];
   out_weight_ = upload(std::vector<float>(f + L.tconv_weight[3], f + L.tconv_weight[3] + out_w));
   out_bias_ = upload(std::vector<float>(f + L.tconv_bias[3], f + L.tconv_bias[3] + kStageChannels[4]));
-  if (precision == Precision::Bf16) out_weight_fragments_ = setup_output_mma<Math::Bf16>(f + L.tconv_weight[3]);
-  if (precision == Precision::Tf32) out_weight_fragments_ = setup_output_mma<Math::Tf32>(f + L.tconv_weight[3]);
+  if (precision == Precision::Bf16) out_weight_fragments_ = setup_output_mma<Math::Bf16>(ksize_, f + L.tconv_weight[3]);
+  if (precision == Precision::Tf32) out_weight_fragments_ = setup_output_mma<Math::Tf32>(ksize_, f + L.tconv_weight[3]);
   output_mma_possible_ = output_mma_ = out_weight_fragments_ != nullptr;
-  gpu::configure_tconv_output_tanh();
+  if (ksize_ == 4) gpu::configure_tconv_output_tanh<4>();
+  else gpu::configure_tconv_output_tanh<5>();
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
@@ -155,7 +128,8 @@ DeviceNetwork::DeviceNetwork(const float* f, Precision precision) : precision_(p
   if (wgmma_available_) {
     gpu::configure_wgmma(math_of(precision));
     wgmma_weights_.reset(new gpu::PhaseWeightMaps[3]);
-    for (int s = 0; s < 3; ++s) gpu::make_phase_weight_maps(math_of(precision), s, tconv_weight_[s], &wgmma_weights_[s]);
+    for (int s = 0; s < 3; ++s)
+      gpu::make_phase_weight_maps(math_of(precision), s, ksize_, tconv_weight_[s], &wgmma_weights_[s]);
   }
   gemm_ = wgmma_available_ ? GemmKernel::Wgmma : GemmKernel::MmaSync;
   if (const char* gemm = std::getenv("FACEGEN_GPU_GEMM")) {
@@ -258,30 +232,36 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
   const int rows = tiles_ == 3 ? 2 : tiles_;  // the mma.sync kernels have no image form: Large
   switch (precision_) {
     case Precision::Fp32:
-      gpu::launch_tconv_phase_gemm<Math::Fp32>(stage, sm_count_, rows, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      gpu::launch_tconv_phase_gemm<Math::Fp32>(stage, ksize_, sm_count_, rows, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
     case Precision::Tf32:
-      gpu::launch_tconv_phase_gemm<Math::Tf32>(stage, sm_count_, rows, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      gpu::launch_tconv_phase_gemm<Math::Tf32>(stage, ksize_, sm_count_, rows, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
     case Precision::Bf16:
-      gpu::launch_tconv_phase_gemm<Math::Bf16>(stage, sm_count_, rows, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
+      gpu::launch_tconv_phase_gemm<Math::Bf16>(stage, ksize_, sm_count_, rows, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
       break;
   }
 }
 
-void DeviceNetwork::output_layer(const void* act3, int n, float* images, cudaStream_t stream) const {
-  if (n <= 0) return;
+template <int KS>
+void DeviceNetwork::output_layer_k(const void* act3, int n, float* images, cudaStream_t stream) const {
   if (output_mma_) {
     if (precision_ == Precision::Bf16)
-      gpu::launch_tconv_output_tanh_mma<Math::Bf16>(act3, n, out_weight_fragments_, out_bias_, images, sm_count_, stream);
+      gpu::launch_tconv_output_tanh_mma<Math::Bf16, KS>(act3, n, out_weight_fragments_, out_bias_, images, sm_count_, stream);
     else
-      gpu::launch_tconv_output_tanh_mma<Math::Tf32>(act3, n, out_weight_fragments_, out_bias_, images, sm_count_, stream);
+      gpu::launch_tconv_output_tanh_mma<Math::Tf32, KS>(act3, n, out_weight_fragments_, out_bias_, images, sm_count_, stream);
     return;
   }
   if (precision_ == Precision::Bf16)
-    gpu::launch_tconv_output_tanh<Math::Bf16>(act3, n, out_weight_, out_bias_, images, stream);
+    gpu::launch_tconv_output_tanh<Math::Bf16, KS>(act3, n, out_weight_, out_bias_, images, stream);
   else
-    gpu::launch_tconv_output_tanh<Math::Fp32>(act3, n, out_weight_, out_bias_, images, stream);
+    gpu::launch_tconv_output_tanh<Math::Fp32, KS>(act3, n, out_weight_, out_bias_, images, stream);
+}
+
+void DeviceNetwork::output_layer(const void* act3, int n, float* images, cudaStream_t stream) const {
+  if (n <= 0) return;
+  if (ksize_ == 4) output_layer_k<4>(act3, n, images, stream);
+  else output_layer_k<5>(act3, n, images, stream);
 }
 
 void DeviceNetwork::forward(const float* z, int n, void* const act[4], float* images,
@@ -291,10 +271,10 @@ void DeviceNetwork::forward(const float* z, int n, void* const act[4], float* im
   output_layer(act[3], n, images, stream);
 }
 
-double layer_flops_per_image(int layer) {
-  if (layer == 0) return 2.0 * kLatentDim * kProjOutputs;
-  const int s = layer - 1, h = kStageSize[s];
-  return 2.0 * h * h * kTaps * kTaps * kStageChannels[s] * kStageChannels[s + 1];
+double layer_flops_per_image(const ModelSpec& spec, int layer) {
+  if (layer == 0) return 2.0 * spec.latent_dim * spec.proj_outputs();
+  const int s = layer - 1, h = ModelSpec::stage_size(s), k = spec.kernel_size;
+  return 2.0 * h * h * k * k * spec.stage_channels(s) * spec.stage_channels(s + 1);
 }
 
 }  // namespace facegen

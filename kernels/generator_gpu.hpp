@@ -1,4 +1,8 @@
-// generator_gpu.hpp: the generator's layers on a CUDA GPU, as phase GEMMs with fused epilogues.
+// generator_gpu.hpp: the generator's layers on a CUDA GPU, as phase GEMMs with fused epilogues, tuned
+// for the width of the SHPC network and the PyTorch DCGAN tutorial's generator (nz 100, ngf 64,
+// nc 3) with either kernel size: 5 (the SHPC network.bin) or 4 (the shipped faces model, any
+// tutorial-shaped PyTorch export); tuned_gpu_unsupported says which specs. Other widths run on
+// kernels/generic_generator.hpp.
 //
 // DeviceNetwork holds one network's weights on the device, rearranged once for one precision:
 // batch norms folded into per-channel scale/shift epilogues of the layer before them, transposed
@@ -15,7 +19,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
+#include "common/model_spec.hpp"
 #include "common/precision.hpp"
 
 namespace facegen {
@@ -29,15 +35,20 @@ struct PhaseWeightMaps;
 enum class GemmKernel { MmaSync, Wgmma };
 const char* gemm_kernel_name(GemmKernel k);
 
+// Empty when DeviceNetwork runs `spec`, else one sentence saying which value it is not tuned for.
+std::string tuned_gpu_unsupported(const ModelSpec& spec);
+
 class DeviceNetwork {
  public:
-  // network_floats: the network.bin layout (generator/network.hpp), kNetworkFloats floats.
-  DeviceNetwork(const float* network_floats, Precision precision);
+  // network_floats: the flat layout of generator/network.hpp for `spec` (for kShpcSpec, a
+  // network.bin's kNetworkFloats floats). Throws std::invalid_argument where tuned_gpu_unsupported.
+  DeviceNetwork(const float* network_floats, const ModelSpec& spec, Precision precision);
   ~DeviceNetwork();
   DeviceNetwork(const DeviceNetwork&) = delete;
   DeviceNetwork& operator=(const DeviceNetwork&) = delete;
 
   Precision precision() const { return precision_; }
+  const ModelSpec& spec() const { return spec_; }
   // Chosen at construction: Wgmma on a compute capability 9.0 device when this binary carries sm_90a
   // code and the precision is tf32 or bf16, MmaSync otherwise; FACEGEN_GPU_GEMM=mma|wgmma|auto
   // overrides (wgmma where it cannot run is an error).
@@ -63,7 +74,7 @@ class DeviceNetwork {
   // smaller tiles (more blocks); the bits of every output stay the same.
   void tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
   // bf16 and tf32: tconv4 on tensor cores (kernels/tconv_output_mma.cuh, the default where the device
-  // gives a block its 185 / 159 KB of shared memory: bf16 sm_90, tf32 sm_80 and sm_90) or the direct FFMA kernel
+  // gives a block its shared memory (k 5: bf16 185 KB, sm_90; tf32 159 KB, sm_80 and sm_90) or the direct FFMA kernel
   // (kernels/tconv_output.cuh), for the benchmark and the tests; fp32 always runs FFMA.
   void use_output_mma(bool on) { output_mma_ = on && output_mma_possible_; }
   bool output_mma() const { return output_mma_; }
@@ -73,6 +84,10 @@ class DeviceNetwork {
   void forward(const float* z, int n, void* const act[4], float* images, cudaStream_t stream) const;
 
  private:
+  template <int KS> void output_layer_k(const void* act3, int n, float* images, cudaStream_t stream) const;
+
+  ModelSpec spec_;
+  int ksize_;                     // spec_.kernel_size: 5 or 4
   Precision precision_;
   int sm_count_ = 0;              // of the device the network lives on; picks tile shapes (tconv)
   int tiles_ = 0;                 // FACEGEN_GPU_TILES: 0 auto, by grid size; 1 always Small; 2 always
@@ -93,14 +108,15 @@ class DeviceNetwork {
   void* tconv_weight_[3] = {};    // four phase B matrices each, see phase_gemm.cuh
   float* tconv_scale_[3] = {};
   float* tconv_shift_[3] = {};
-  float* out_weight_ = nullptr;   // (5, 5, 3, 64)
+  float* out_weight_ = nullptr;   // (k, k, 3, 64)
   float* out_bias_ = nullptr;     // (3)
   uint32_t* out_weight_fragments_ = nullptr;  // bf16, tf32: the same weights as mma fragments (tconv_output_mma.cuh)
 };
 
 // Floating-point operations of one image, per layer (0: projection, 1..3: phase GEMMs, 4: the last
-// tconv), counted as 2 * input pixels * 25 taps * c_in * c_out (the 326 MFLOP per image; the
-// taps that fall outside the output, about 11% of them, are counted too).
-double layer_flops_per_image(int layer);
+// tconv), counted as 2 * input pixels * k^2 taps * c_in * c_out (the SHPC network's 326 MFLOP per
+// image, the tutorial generator's 209; taps that fall outside the output, about 11% of them for
+// k 5, are counted too).
+double layer_flops_per_image(const ModelSpec& spec, int layer);
 
 }  // namespace facegen

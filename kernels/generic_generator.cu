@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/cuda_check.cuh"
+#include "kernels/phase_weights.hpp"
 #include "kernels/projection_any.cuh"
 #include "kernels/tconv_any.cuh"
 #include "kernels/tconv_output_any.cuh"
@@ -16,49 +17,6 @@ namespace facegen {
 namespace {
 
 using gpu::Math;
-
-// Offsets of the blocks of the flat layout (generic_generator.hpp) for one spec.
-struct SpecLayout {
-  int64_t proj_weight, proj_bias, bn[4], tconv_weight[4], tconv_bias[4];
-  explicit SpecLayout(const ModelSpec& s) {
-    const int64_t k2 = int64_t{s.kernel_size} * s.kernel_size;
-    int64_t o = 0;
-    proj_weight = o; o += int64_t{s.latent_dim} * s.proj_outputs();
-    proj_bias = o;   o += s.proj_outputs();
-    for (int i = 0; i < 4; ++i) {
-      bn[i] = o;           o += 4 * int64_t{s.stage_channels(i)};
-      tconv_weight[i] = o; o += k2 * s.stage_channels(i + 1) * s.stage_channels(i);
-      tconv_bias[i] = o;   o += s.stage_channels(i + 1);
-    }
-  }
-};
-
-// The four phase B matrices of one tconv, weight (k, k, c_out, c_in) -> per phase z, K = taps * c_in:
-// fp32 (K, c_out) c_out fastest; tf32 and bf16 (c_out, K) K fastest.
-template <typename T>
-std::vector<T> any_phase_matrices(const float* w, int c_in, int c_out, int ksize, Precision p) {
-  std::vector<T> b(static_cast<size_t>(ksize) * ksize * c_out * c_in);
-  for (int z = 0; z < 4; ++z) {
-    const int py = gpu::phase_py(z), px = gpu::phase_px(z);
-    const int nty = gpu::any_phase_taps(py, ksize), ntx = gpu::any_phase_taps(px, ksize);
-    const int k_total = nty * ntx * c_in;
-    T* bz = b.data() + static_cast<size_t>(gpu::any_phase_k_offset(z, c_in, ksize)) * c_out;
-    for (int ty = 0; ty < nty; ++ty)
-      for (int tx = 0; tx < ntx; ++tx) {
-        const int kh = gpu::phase_kernel_index(py, ty), kw = gpu::phase_kernel_index(px, tx);
-        const size_t t = static_cast<size_t>(ty) * ntx + tx;
-        for (int k = 0; k < c_out; ++k)
-          for (int c = 0; c < c_in; ++c) {
-            const float v = w[((static_cast<size_t>(kh) * ksize + kw) * c_out + k) * c_in + c];
-            const size_t kk = t * c_in + c;
-            if constexpr (sizeof(T) == 2) bz[static_cast<size_t>(k) * k_total + kk] = __float2bfloat16_rn(v);
-            else if (p == Precision::Tf32) bz[static_cast<size_t>(k) * k_total + kk] = round_to_tf32(v);
-            else bz[kk * c_out + k] = v;
-          }
-      }
-  }
-  return b;
-}
 
 template <typename T>
 T* upload(const std::vector<T>& v) {
@@ -104,7 +62,7 @@ GenericDeviceNetwork::GenericDeviceNetwork(const float* f, const ModelSpec& spec
     : spec_(spec), precision_(precision) {
   const std::string why = generic_gpu_unsupported(spec);
   if (!why.empty()) throw std::invalid_argument("the CUDA path cannot run this network: " + why);
-  const SpecLayout L(spec);
+  const WeightOffsets L(spec);
   const int nz = spec.latent_dim, k_out = spec.proj_outputs(), k = spec.kernel_size;
   nz_pad_ = (nz + 3) / 4 * 4;
   std::vector<float> w(static_cast<size_t>(nz_pad_) * k_out, 0.f);
@@ -118,9 +76,9 @@ GenericDeviceNetwork::GenericDeviceNetwork(const float* f, const ModelSpec& spec
     const int c_in = spec.stage_channels(s), c_out = spec.stage_channels(s + 1);
     const float* tw = f + L.tconv_weight[s];
     if (precision == Precision::Bf16)
-      tconv_weight_[s] = upload(any_phase_matrices<__nv_bfloat16>(tw, c_in, c_out, k, precision));
+      tconv_weight_[s] = upload(phase_b_matrices<__nv_bfloat16>(tw, c_in, c_out, k, precision));
     else
-      tconv_weight_[s] = upload(any_phase_matrices<float>(tw, c_in, c_out, k, precision));
+      tconv_weight_[s] = upload(phase_b_matrices<float>(tw, c_in, c_out, k, precision));
     fold_batchnorm(f + L.bn[s + 1], c_out, f + L.tconv_bias[s], c_out, &scale, &shift);
     tconv_scale_[s] = upload(scale);
     tconv_shift_[s] = upload(shift);

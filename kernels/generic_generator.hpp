@@ -1,6 +1,7 @@
 // generic_generator.hpp: any generator of the family (common/model_spec.hpp) on a CUDA GPU, for the
-// networks the tuned SHPC kernels (kernels/generator_gpu.hpp) are not written for: kernel size 4 or
-// 5, base_channels g a multiple of 16 from 16 to 256, nz 1..1024, nc 1 or 3, with or without biases.
+// networks the tuned kernels (kernels/generator_gpu.hpp: nz 100, ngf 64, nc 3) are not written for:
+// kernel size 4 or 5, base_channels g a multiple of 16 from 16 to 256, nz 1..1024, nc 1 or 3, with or
+// without biases.
 //
 // The weights arrive in the flat float layout of generator/network.hpp, generalised by the spec:
 //   proj weight (nz, 16 * 8g) (columns the (4, 4, 8g) map in HWC order), proj bias (16 * 8g),

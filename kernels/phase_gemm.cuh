@@ -1,12 +1,15 @@
-// phase_gemm.cuh: the generator's stride-2 5x5 transposed convolutions as implicit GEMMs, one per
-// output parity ("phase"), so that no multiply touches an inserted zero.
+// phase_gemm.cuh: the generator's stride-2 k x k transposed convolutions (k = 5, the SHPC alignment,
+// or k = 4, PyTorch's padding 1) as implicit GEMMs, one per output parity ("phase"), so that no
+// multiply touches an inserted zero.
 //
-// Output pixel (2*oy + py, 2*ox + px) of a phase reads input (oy + dy, ox + dx) through kernel tap
-// (kh, kw): py = 0 uses kh in {1, 3}, py = 1 uses kh in {0, 2, 4}, with dy = (py + 1 - kh) / 2 (the
-// same for x). The four phases use 4, 6, 6 and 9 of the 25 taps. For one phase:
+// Input pixel i writes output row 2i + kh - 1, so output pixel (2*oy + py, 2*ox + px) of a phase
+// reads input (oy + dy, ox + dx) through kernel tap (kh, kw): py = 0 uses kh in {1, 3}, py = 1 uses
+// kh in {0, 2} and, for k = 5, 4; dy = (py + 1 - kh) / 2 (the same for x). For k = 5 the four
+// phases use 4, 6, 6 and 9 of the 25 taps, for k = 4 four each of the 16. For one phase:
 //   A (M, K): M = images * H * W output positions, K = taps * C_IN; A(m, t*C_IN + c) = in(i, j, c)
 //             at the input pixel of tap t, zero outside the map (gathered on the fly, never stored)
 //   B (K, N): N = C_OUT; B(t*C_IN + c, k) = weight[kh][kw][k][c], rearranged once at load time
+//             (kernels/phase_weights.hpp)
 //   out(pixel of m, k) = relu(scale[k] * (A·B)(m, k) + shift[k])
 // where scale and shift fold the convolution's bias and the next inference batch norm.
 //
@@ -51,20 +54,25 @@ enum class Math { Fp32, Tf32, Bf16 };
 template <Math M> struct MathTypes { using Act = float; };
 template <> struct MathTypes<Math::Bf16> { using Act = __nv_bfloat16; };
 
-// Taps of one phase along one axis, and the input offset of tap t (see the file comment).
-__host__ __device__ constexpr int phase_taps(int parity) { return parity ? 3 : 2; }
+// Taps of parity `parity` along one axis of a k x k kernel (the kh in [0, k) with kh + parity odd),
+// the kernel index of tap t, and its input offset (see the file comment).
+__host__ __device__ constexpr int phase_taps(int parity, int ksize) { return parity ? (ksize + 1) / 2 : ksize / 2; }
 __host__ __device__ constexpr int phase_kernel_index(int parity, int t) { return parity ? 2 * t : 2 * t + 1; }
 __host__ __device__ constexpr int phase_offset(int parity, int t) {
   return (parity + 1 - phase_kernel_index(parity, t)) / 2;
 }
-// blockIdx.z order puts the 9-tap phase first so the longest blocks start first.
+// blockIdx.z order puts the phase with the most taps (k = 5: 9) first so the longest blocks start first.
 __host__ __device__ constexpr int phase_py(int z) { return 1 - z / 2; }
 __host__ __device__ constexpr int phase_px(int z) { return 1 - z % 2; }
 // Rows of B before phase z (B matrices of the four phases are stored one after another).
-__host__ __device__ constexpr int phase_k_offset(int z, int c_in) {
+__host__ __device__ constexpr int phase_k_offset(int z, int c_in, int ksize) {
   int k = 0;
-  for (int q = 0; q < z; ++q) k += phase_taps(phase_py(q)) * phase_taps(phase_px(q)) * c_in;
+  for (int q = 0; q < z; ++q) k += phase_taps(phase_py(q), ksize) * phase_taps(phase_px(q), ksize) * c_in;
   return k;
+}
+// Rows of K of phase z: its taps times c_in.
+__host__ __device__ constexpr int phase_k_total(int z, int c_in, int ksize) {
+  return phase_taps(phase_py(z), ksize) * phase_taps(phase_px(z), ksize) * c_in;
 }
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
@@ -172,11 +180,12 @@ struct PhaseBlock {
   const Act* b_thread;  // fp32 B chunk r: row tid / (BN / 4) + r * NT / (BN / 4) of the K tile, columns here
   uint32_t a_taps[(S::kARowsPerThread + kRowsPerWord - 1) / kRowsPerWord] = {};
 
-  __device__ __forceinline__ PhaseBlock(const Act* in_, const Act* weight, int m_total) : in(in_) {
+  __device__ __forceinline__ PhaseBlock(const Act* in_, const Act* weight, int m_total, int ksize) : in(in_) {
     const int tid = threadIdx.x, z = blockIdx.z;
     py = phase_py(z), px = phase_px(z);
-    ntx = phase_taps(px);
-    k_total = phase_taps(py) * ntx * C_IN;
+    ntx = phase_taps(px, ksize);
+    const int nty = phase_taps(py, ksize);
+    k_total = nty * ntx * C_IN;
     m0 = blockIdx.x * BM;
     n0 = blockIdx.y * BN;
     a_chunk = tid % S::kChunksPerRow;
@@ -189,12 +198,12 @@ struct PhaseBlock {
 #pragma unroll
       for (int t = 0; t < 3; ++t) {
         const int iy = oy + phase_offset(py, t), ix = ox + phase_offset(px, t);
-        if (t < phase_taps(py) && iy >= 0 && iy < H) bits |= 1u << t;
+        if (t < nty && iy >= 0 && iy < H) bits |= 1u << t;
         if (t < ntx && ix >= 0 && ix < H) bits |= 8u << t;
       }
       if (m < m_total) a_taps[r / kRowsPerWord] |= bits << (6 * (r % kRowsPerWord));
     }
-    b_phase = weight + static_cast<int64_t>(phase_k_offset(z, C_IN)) * C_OUT;
+    b_phase = weight + static_cast<int64_t>(phase_k_offset(z, C_IN, ksize)) * C_OUT;
     b_thread = b_phase + static_cast<int64_t>(tid / (BN / 4)) * C_OUT + n0 + (tid % (BN / 4)) * 4;
   }
 
@@ -419,7 +428,8 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
                  const typename MathTypes<M>::Act* __restrict__ weight,  // four phases' B, see above
                  const float* __restrict__ scale, const float* __restrict__ shift,  // (C_OUT)
                  typename MathTypes<M>::Act* __restrict__ out,  // (n, 2H, 2H, C_OUT)
-                 int m_total) {                                  // n * H * H
+                 int m_total,                                    // n * H * H
+                 int ksize) {                                    // 4 or 5
   using S = TileShape<M, BM, BN, STAGES, TM>;
   using Act = typename S::Act;
   static_assert(C_IN % S::BK == 0, "a K tile must stay inside one tap");
@@ -427,7 +437,7 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Act* smem = reinterpret_cast<Act*>(smem_raw);
 
-  const PhaseBlock<M, C_IN, C_OUT, H, BM, BN, STAGES, TM> blk(in, weight, m_total);
+  const PhaseBlock<M, C_IN, C_OUT, H, BM, BN, STAGES, TM> blk(in, weight, m_total, ksize);
   PhaseAccumulators<M, C_IN, BM, BN, STAGES, TM> t;
   const int num_k_tiles = blk.k_total / S::BK;
 
@@ -499,8 +509,8 @@ int64_t phase_gemm_blocks(int n) {
 }
 
 template <Math M, int S, bool Small>
-void launch_phase_gemm(const void* in, int n, const void* weight, const float* scale, const float* shift,
-                  void* out, cudaStream_t stream) {
+void launch_phase_gemm(const void* in, int n, int ksize, const void* weight, const float* scale, const float* shift,
+                       void* out, cudaStream_t stream) {
   using C = PhaseGemmStage<M, S, Small>;
   using Shape = TileShape<M, C::BM, C::BN, C::STAGES, C::TM>;
   using Act = typename MathTypes<M>::Act;
@@ -509,7 +519,7 @@ void launch_phase_gemm(const void* in, int n, const void* weight, const float* s
   tconv_phase_gemm<M, C::C_IN, C::C_OUT, C::H, C::BM, C::BN, C::STAGES, C::TM>
       <<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(
           static_cast<const Act*>(in), static_cast<const Act*>(weight), scale, shift,
-          static_cast<Act*>(out), m_total);
+          static_cast<Act*>(out), m_total, ksize);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -518,22 +528,23 @@ void launch_phase_gemm(const void* in, int n, const void* weight, const float* s
 // tiles: 0 picks by the grid as above; 1 forces Small, 2 Large (FACEGEN_GPU_TILES, for the
 // sanitizer runs that must see both shapes at a few images).
 template <Math M, int S>
-void launch_phase_gemm_for(int n, int sm_count, int tiles, const void* in, const void* weight, const float* scale,
-                           const float* shift, void* out, cudaStream_t stream) {
+void launch_phase_gemm_for(int n, int ksize, int sm_count, int tiles, const void* in, const void* weight,
+                           const float* scale, const float* shift, void* out, cudaStream_t stream) {
   const bool small = tiles == 0 ? phase_gemm_blocks<M, S, false>(n) < 2 * int64_t{sm_count} : tiles == 1;
   if (small)
-    launch_phase_gemm<M, S, true>(in, n, weight, scale, shift, out, stream);
+    launch_phase_gemm<M, S, true>(in, n, ksize, weight, scale, shift, out, stream);
   else
-    launch_phase_gemm<M, S, false>(in, n, weight, scale, shift, out, stream);
+    launch_phase_gemm<M, S, false>(in, n, ksize, weight, scale, shift, out, stream);
 }
 
 template <Math M>
-void launch_tconv_phase_gemm(int stage, int sm_count, int tiles, const void* in, int n, const void* weight,
+void launch_tconv_phase_gemm(int stage, int ksize, int sm_count, int tiles, const void* in, int n, const void* weight,
                              const float* scale, const float* shift, void* out, cudaStream_t stream) {
+  if (ksize != 4 && ksize != 5) throw std::logic_error("the phase GEMMs take kernel size 4 or 5");
   switch (stage) {
-    case 0: launch_phase_gemm_for<M, 0>(n, sm_count, tiles, in, weight, scale, shift, out, stream); break;
-    case 1: launch_phase_gemm_for<M, 1>(n, sm_count, tiles, in, weight, scale, shift, out, stream); break;
-    case 2: launch_phase_gemm_for<M, 2>(n, sm_count, tiles, in, weight, scale, shift, out, stream); break;
+    case 0: launch_phase_gemm_for<M, 0>(n, ksize, sm_count, tiles, in, weight, scale, shift, out, stream); break;
+    case 1: launch_phase_gemm_for<M, 1>(n, ksize, sm_count, tiles, in, weight, scale, shift, out, stream); break;
+    case 2: launch_phase_gemm_for<M, 2>(n, ksize, sm_count, tiles, in, weight, scale, shift, out, stream); break;
     default: throw std::logic_error("tconv stage must be 0, 1 or 2");
   }
 }

@@ -81,13 +81,14 @@ void encode_activations(const void* in, int n, CUtensorMap* map) {
 }
 
 template <Math M, int S>
-void make_weight_maps(const void* weight, PhaseWeightMaps* maps) {
+void make_weight_maps(int ksize, const void* weight, PhaseWeightMaps* maps) {
   using C = WgmmaStage<M, S, false>;
   using Shape = WgmmaStageShape<M, S, false>;
   using Act = typename MathTypes<M>::Act;
+  maps->ksize = ksize;
   for (int z = 0; z < 4; ++z) {
-    const int k_total = phase_taps(phase_py(z)) * phase_taps(phase_px(z)) * C::C_IN;
-    const Act* b = static_cast<const Act*>(weight) + static_cast<int64_t>(phase_k_offset(z, C::C_IN)) * C::C_OUT;
+    const int k_total = phase_k_total(z, C::C_IN, ksize);
+    const Act* b = static_cast<const Act*>(weight) + static_cast<int64_t>(phase_k_offset(z, C::C_IN, ksize)) * C::C_OUT;
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k_total), C::C_OUT};
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k_total) * sizeof(Act)};
     const cuuint32_t box[2] = {Shape::BK, Shape::BN};
@@ -121,7 +122,8 @@ void launch(const void* in, int n, const PhaseWeightMaps& weights, const float* 
   const int m_total = n * C::H * C::H;
   const dim3 grid((m_total + Shape::BM - 1) / Shape::BM, C::C_OUT / C::BN, 4);
   const auto kernel = kernel_of<M, S, Small>();
-  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(maps, scale, shift, static_cast<Act*>(out), m_total);
+  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(maps, scale, shift, static_cast<Act*>(out), m_total,
+                                                                 weights.ksize);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -169,7 +171,8 @@ void launch_image(const void* in, int n, const PhaseWeightMaps& weights, const f
   if (blocks > 0x7fffffff) throw std::logic_error("too many images for one launch of the image kernel");
   const auto kernel = image_kernel_of<M, S, RING>();
   kernel<<<dim3(static_cast<unsigned>(blocks)), Shape::kThreads, Shape::kSmemBytes, stream>>>(maps, scale, shift,
-                                                                                             static_cast<Act*>(out), n);
+                                                                                             static_cast<Act*>(out), n,
+                                                                                             weights.ksize);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -237,13 +240,14 @@ bool wgmma_available(int device) {
   return compiled_in == 1;
 }
 
-void make_phase_weight_maps(Math m, int stage, const void* weight, PhaseWeightMaps* maps) {
+void make_phase_weight_maps(Math m, int stage, int ksize, const void* weight, PhaseWeightMaps* maps) {
   require_tensor_math(m);
+  if (ksize != 4 && ksize != 5) throw std::logic_error("the wgmma phase GEMMs take kernel size 4 or 5");
   const bool bf16 = m == Math::Bf16;
   switch (stage) {
-    case 0: bf16 ? make_weight_maps<Math::Bf16, 0>(weight, maps) : make_weight_maps<Math::Tf32, 0>(weight, maps); break;
-    case 1: bf16 ? make_weight_maps<Math::Bf16, 1>(weight, maps) : make_weight_maps<Math::Tf32, 1>(weight, maps); break;
-    case 2: bf16 ? make_weight_maps<Math::Bf16, 2>(weight, maps) : make_weight_maps<Math::Tf32, 2>(weight, maps); break;
+    case 0: bf16 ? make_weight_maps<Math::Bf16, 0>(ksize, weight, maps) : make_weight_maps<Math::Tf32, 0>(ksize, weight, maps); break;
+    case 1: bf16 ? make_weight_maps<Math::Bf16, 1>(ksize, weight, maps) : make_weight_maps<Math::Tf32, 1>(ksize, weight, maps); break;
+    case 2: bf16 ? make_weight_maps<Math::Bf16, 2>(ksize, weight, maps) : make_weight_maps<Math::Tf32, 2>(ksize, weight, maps); break;
     default: throw std::logic_error("tconv stage must be 0, 1 or 2");
   }
 }

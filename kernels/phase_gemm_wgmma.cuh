@@ -72,9 +72,9 @@ struct WgmmaShape {
 // Producer: tiles 0..num_k_tiles-1 of this block into the ring.
 template <class S, int C_IN, int H>
 __device__ __forceinline__ void produce_tiles(const WgmmaMaps& maps, const CUtensorMap* b_map, unsigned char* tiles,
-                                              uint64_t* full, uint64_t* empty, int num_k_tiles, int py, int px,
-                                              int m0, int n0) {
-  const int ntx = phase_taps(px);
+                                              uint64_t* full, uint64_t* empty, int num_k_tiles, int ksize, int py,
+                                              int px, int m0, int n0) {
+  const int ntx = phase_taps(px, ksize);
   const int img0 = m0 / (H * H), oy0 = (m0 % (H * H)) / H;
   for (int kt = 0; kt < num_k_tiles; ++kt) {
     const int s = kt % S::kStages;
@@ -141,7 +141,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), BN == 64 ? 2 : 1)
 tconv_phase_wgmma(const __grid_constant__ WgmmaMaps maps,  // A: in (n, H, H, C_IN); B: four phases' (C_OUT, K)
                   const float* __restrict__ scale, const float* __restrict__ shift,  // (C_OUT)
                   typename MathTypes<M>::Act* __restrict__ out,                     // (n, 2H, 2H, C_OUT)
-                  int m_total) {                                                    // n * H * H
+                  int m_total,                                                      // n * H * H
+                  int ksize) {                                                      // 4 or 5
 #if FACEGEN_WGMMA_ENABLED
   using S = WgmmaShape<M, C_IN, C_OUT, H, BN, CONSUMERS, STAGES>;
   extern __shared__ unsigned char wgmma_smem[];
@@ -149,7 +150,7 @@ tconv_phase_wgmma(const __grid_constant__ WgmmaMaps maps,  // A: in (n, H, H, C_
   uint64_t* full = reinterpret_cast<uint64_t*>(tiles + S::kStages * S::kStageBytes);
   uint64_t* empty = full + S::kStages;
   const int z = blockIdx.z, py = phase_py(z), px = phase_px(z);
-  const int num_k_tiles = phase_taps(py) * phase_taps(px) * C_IN / S::BK;
+  const int num_k_tiles = phase_k_total(z, C_IN, ksize) / S::BK;
   const int m0 = blockIdx.x * S::BM, n0 = blockIdx.y * BN;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
@@ -163,7 +164,7 @@ tconv_phase_wgmma(const __grid_constant__ WgmmaMaps maps,  // A: in (n, H, H, C_
   if (warpgroup == 0) {
     if (threadIdx.x == 0) {
       const CUtensorMap* b_map = z == 0 ? &maps.b[0] : z == 1 ? &maps.b[1] : z == 2 ? &maps.b[2] : &maps.b[3];
-      produce_tiles<S, C_IN, H>(maps, b_map, tiles, full, empty, num_k_tiles, py, px, m0, n0);
+      produce_tiles<S, C_IN, H>(maps, b_map, tiles, full, empty, num_k_tiles, ksize, py, px, m0, n0);
     }
   } else {
     float acc[BN / 2];

@@ -19,12 +19,14 @@ namespace gpu {
 bool wgmma_available(int device);
 
 // The four phase B matrices of one stage's weights, (C_OUT, K) K fastest each, as tensor maps: b
-// with the row tiles' box (BN rows), whole with all C_OUT rows (the image kernel's).
+// with the row tiles' box (BN rows), whole with all C_OUT rows (the image kernel's); ksize (4 or 5)
+// decides each phase's taps, so the launches below take it from here.
 struct PhaseWeightMaps {
   CUtensorMap b[4];
   CUtensorMap whole[4];
+  int ksize = 5;
 };
-void make_phase_weight_maps(Math m, int stage, const void* weight, PhaseWeightMaps* maps);
+void make_phase_weight_maps(Math m, int stage, int ksize, const void* weight, PhaseWeightMaps* maps);
 
 // Raises the kernels' shared-memory limits; once per process and precision before the first launch.
 void configure_wgmma(Math m);

@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(WgmmaImageShape<M, C_IN, C_OUT, H, STAGES, MIN
 tconv_phase_wgmma_image(const __grid_constant__ WgmmaMaps maps,  // A: in (n, H, H, C_IN); B: four phases' (C_OUT, K)
                         const float* __restrict__ scale, const float* __restrict__ shift,  // (C_OUT)
                         typename MathTypes<M>::Act* __restrict__ out,                     // (n, 2H, 2H, C_OUT)
-                        int n) {
+                        int n, int ksize) {
 #if FACEGEN_WGMMA_ENABLED
   using S = WgmmaImageShape<M, C_IN, C_OUT, H, STAGES, MIN_BLOCKS>;
   extern __shared__ unsigned char wgmma_smem[];
@@ -125,7 +125,7 @@ tconv_phase_wgmma_image(const __grid_constant__ WgmmaMaps maps,  // A: in (n, H,
   uint64_t* full = reinterpret_cast<uint64_t*>(tiles + S::kStages * S::kStageBytes);
   uint64_t* empty = full + S::kStages;
   const int z = blockIdx.x % 4, img0 = blockIdx.x / 4 * S::kImages, py = phase_py(z), px = phase_px(z);
-  const int num_k_tiles = phase_taps(py) * phase_taps(px) * C_IN / S::BK;
+  const int num_k_tiles = phase_k_total(z, C_IN, ksize) / S::BK;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
       barrier_init(&full[s], 1);
@@ -137,7 +137,7 @@ tconv_phase_wgmma_image(const __grid_constant__ WgmmaMaps maps,  // A: in (n, H,
   if (threadIdx.x >= S::kConsumerThreads) {
     if (threadIdx.x == S::kConsumerThreads) {
       const CUtensorMap* b_map = z == 0 ? &maps.b[0] : z == 1 ? &maps.b[1] : z == 2 ? &maps.b[2] : &maps.b[3];
-      produce_tiles<S, C_IN, H>(maps, b_map, tiles, full, empty, num_k_tiles, py, px, img0 * H * H, 0);
+      produce_tiles<S, C_IN, H>(maps, b_map, tiles, full, empty, num_k_tiles, ksize, py, px, img0 * H * H, 0);
     }
   } else {
     float acc[S::kWgmmaN / 2];

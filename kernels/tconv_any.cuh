@@ -1,12 +1,12 @@
 // tconv_any.cuh: the stride-2 transposed convolutions of any network of the family
 // (common/model_spec.hpp) as phase GEMMs, with channel counts, map size and kernel size (4 or 5)
-// known only at run time; the SHPC network keeps its tuned kernels (kernels/phase_gemm.cuh).
+// known only at run time; the networks of the tuned width keep their tuned kernels (kernels/phase_gemm.cuh).
 //
 // Input pixel i writes output row 2i + kh - 1, so output row 2*oy + py reads input row oy + dy
-// through the taps kh with kh + py odd (phase_kernel_index in phase_gemm.cuh), dy = (py + 1 - kh) / 2
-// (phase_offset): k = 5 gives 2 or 3 taps per parity, k = 4 gives 2 in both. For one phase (py, px):
+// through the taps kh with kh + py odd (phase_taps, phase_kernel_index and phase_offset in
+// phase_gemm.cuh): k = 5 gives 2 or 3 taps per parity, k = 4 gives 2 in both. For one phase (py, px):
 //   A (M, K): M = n * H * H output positions, K = taps_y * taps_x * C_IN, gathered on the fly
-//   B (K, N): N = C_OUT, rearranged once (kernels/generic_generator.cu); fp32 (K, N) n fastest,
+//   B (K, N): N = C_OUT, rearranged once (kernels/phase_weights.hpp); fp32 (K, N) n fastest,
 //             tf32/bf16 (N, K) k fastest, the layout ldmatrix reads
 //   out(pixel of m, k) = relu(scale[k] * (A·B)(m, k) + shift[k])
 // so no multiply touches an inserted zero. K tiles are 32 elements: C_IN is a multiple of 32 for
@@ -24,15 +24,6 @@
 
 namespace facegen {
 namespace gpu {
-
-// Taps of parity `parity` along one axis of a k x k kernel: the kh in [0, k) with kh + parity odd.
-__host__ __device__ constexpr int any_phase_taps(int parity, int k) { return parity ? (k + 1) / 2 : k / 2; }
-// Rows of B before phase z (the four phases' B matrices are stored one after another).
-__host__ __device__ constexpr int any_phase_k_offset(int z, int c_in, int k) {
-  int rows = 0;
-  for (int q = 0; q < z; ++q) rows += any_phase_taps(phase_py(q), k) * any_phase_taps(phase_px(q), k) * c_in;
-  return rows;
-}
 
 // Tile geometry. Tensor-core flavours: WARPS_M x WARPS_N warps of (BM / WARPS_M) x (BN / WARPS_N)
 // outputs; fp32: threads of TM x 8 outputs (columns tx*4.. and BN/2 + tx*4..).
@@ -75,7 +66,7 @@ __device__ __forceinline__ void any_load_tile(typename S::Act* stage_base, int k
   const int tid = threadIdx.x;
   const int k0 = kt * S::BK;
   const int tap = k0 / c_in, c0 = k0 % c_in;
-  const int ntx = any_phase_taps(px, ksize);
+  const int ntx = phase_taps(px, ksize);
   const int dy = phase_offset(py, tap / ntx), dx = phase_offset(px, tap % ntx);
   const int a_chunk = tid % S::kChunksPerRow;
 #pragma unroll
@@ -187,7 +178,7 @@ tconv_any_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,
   Act* smem = reinterpret_cast<Act*>(any_smem);
   const int tid = threadIdx.x, z = blockIdx.z;
   const int py = phase_py(z), px = phase_px(z);
-  const int k_total = any_phase_taps(py, ksize) * any_phase_taps(px, ksize) * c_in;
+  const int k_total = phase_taps(py, ksize) * phase_taps(px, ksize) * c_in;
   const int num_k_tiles = k_total / S::BK;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
 
@@ -202,7 +193,7 @@ tconv_any_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,
     a_oy[r] = m < m_total ? pix / h : -1000;  // far outside: every tap invalid
     a_ox[r] = pix % h;
   }
-  const Act* b_phase = weight + static_cast<int64_t>(any_phase_k_offset(z, c_in, ksize)) * c_out;
+  const Act* b_phase = weight + static_cast<int64_t>(phase_k_offset(z, c_in, ksize)) * c_out;
   auto load = [&](int buf, int kt) {
     any_load_tile<M, S>(smem + buf * (S::kAElems + S::kBElems), kt, in, a_base, a_oy, a_ox, b_phase, k_total,
                         c_in, c_out, h, ksize, py, px, n0);

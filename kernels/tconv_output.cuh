@@ -1,6 +1,7 @@
 // tconv_output.cuh: the generator's last layer, act3 (n, 32, 32, 64) -> images (n, 64, 64, 3) with
-// bias and tanh, as a direct convolution in float32 FFMA (every precision; the tensor-core form for
-// bf16 and tf32 is kernels/tconv_output_mma.cuh), and its launcher.
+// bias and tanh, a KS x KS kernel (KS = 5 or 4), as a direct convolution in float32 FFMA (every
+// precision; the tensor-core form for bf16 and tf32 is kernels/tconv_output_mma.cuh), and its launcher.
+// Below, the counts are for KS = 5; KS = 4 runs 16 taps where they say 25.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -39,12 +40,13 @@ constexpr int kOutTileRows = kOutRowsPerBlock + 2, kOutTileCols = kOutHin + 2;
 constexpr int kOutTilePixels = kOutTileRows * kOutTileCols;
 constexpr int kOutStageChannels = 8;  // 32 bytes of fp32 (one sector), 16 of bf16 per pixel per stage
 constexpr int kOutStages = 2;
-constexpr int kOutWeightFloats = 25 * kOutCout * kOutCin;
-template <Math M> struct OutShape {
+template <Math M, int KS> struct OutShape {
   using Act = typename MathTypes<M>::Act;
+  static_assert(KS == 4 || KS == 5, "kernel size 4 or 5");
+  static constexpr int kWeightFloats = KS * KS * kOutCout * kOutCin;
   static constexpr int kChunksPerPixel = kOutStageChannels * sizeof(Act) / 16;  // 16-byte chunks: 2 or 1
   static constexpr int kStageBytes = kOutTilePixels * kOutStageChannels * sizeof(Act);
-  static constexpr int kSmemBytes = kOutWeightFloats * 4 + kOutStages * kStageBytes;
+  static constexpr int kSmemBytes = kWeightFloats * 4 + kOutStages * kStageBytes;
 };
 
 // Four channels (half h of a stage's eight) of tile pixel p as float32. fp32 stage layout: two planes
@@ -61,17 +63,17 @@ __device__ __forceinline__ float4 out_tile_load(const unsigned char* stage, int 
   }
 }
 
-template <Math M>
+template <Math M, int KS>
 __global__ void __launch_bounds__(kOutThreads, 3)
 tconv_output_tanh(const typename MathTypes<M>::Act* __restrict__ in,  // (n, 32, 32, 64)
-                  const float* __restrict__ weight,                   // (5, 5, 3, 64)
+                  const float* __restrict__ weight,                   // (KS, KS, 3, 64)
                   const float* __restrict__ bias,                     // (3)
                   float* __restrict__ out) {                          // (n, 64, 64, 3)
-  using O = OutShape<M>;
+  using O = OutShape<M, KS>;
   using Act = typename MathTypes<M>::Act;
   extern __shared__ __align__(16) unsigned char out_smem[];
-  float* w_s = reinterpret_cast<float*>(out_smem);  // (25, 3, 64)
-  unsigned char* tiles = out_smem + kOutWeightFloats * 4;
+  float* w_s = reinterpret_cast<float*>(out_smem);  // (KS * KS, 3, 64)
+  unsigned char* tiles = out_smem + O::kWeightFloats * 4;
   const int tid = threadIdx.x;
   const int y0 = blockIdx.x * kOutRowsPerBlock, img = blockIdx.y;
   const Act* in_img = in + static_cast<int64_t>(img) * kOutHin * kOutHin * kOutCin;
@@ -88,7 +90,7 @@ tconv_output_tanh(const typename MathTypes<M>::Act* __restrict__ in,  // (n, 32,
       cp_async16(dst, src, valid);
     }
   };
-  for (int q = tid; q < kOutWeightFloats / 4; q += kOutThreads)
+  for (int q = tid; q < O::kWeightFloats / 4; q += kOutThreads)
     cp_async16(w_s + 4 * q, weight + 4 * q, true);
   load_stage(0, 0);
   cp_async_commit();
@@ -122,14 +124,14 @@ tconv_output_tanh(const typename MathTypes<M>::Act* __restrict__ in,  // (n, 32,
         for (int c = 0; c < 3; ++c) v[r][c] = out_tile_load<M>(t, half, (r0 + r) * kOutTileCols + ox + c);
       const float4* wq = reinterpret_cast<const float4*>(w_s) + s * 2 + half;  // channel group 2s + half
 #pragma unroll
-      for (int kh = 0; kh < 5; ++kh) {
+      for (int kh = 0; kh < KS; ++kh) {
         const int py = (kh & 1) ? 0 : 1, dy = (py + 1 - kh) / 2;
 #pragma unroll
-        for (int kw = 0; kw < 5; ++kw) {
+        for (int kw = 0; kw < KS; ++kw) {
           const int px = (kw & 1) ? 0 : 1, dx = (px + 1 - kw) / 2;
 #pragma unroll
           for (int k = 0; k < kOutCout; ++k) {
-            const float4 w = wq[((kh * 5 + kw) * kOutCout + k) * (kOutCin / 4)];
+            const float4 w = wq[((kh * KS + kw) * kOutCout + k) * (kOutCin / 4)];
 #pragma unroll
             for (int r = 0; r < kOutRowsPerThread; ++r) {
               const float4 x = v[r + 1 + dy][1 + dx];
@@ -163,21 +165,22 @@ tconv_output_tanh(const typename MathTypes<M>::Act* __restrict__ in,  // (n, 32,
 }
 
 // Raises the kernel's shared-memory limit (float32 and bf16 activations); once per process.
-inline void configure_tconv_output_tanh() {
-  CUDA_CHECK(cudaFuncSetAttribute(tconv_output_tanh<Math::Fp32>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  OutShape<Math::Fp32>::kSmemBytes));
-  CUDA_CHECK(cudaFuncSetAttribute(tconv_output_tanh<Math::Bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  OutShape<Math::Bf16>::kSmemBytes));
+template <int KS>
+void configure_tconv_output_tanh() {
+  CUDA_CHECK(cudaFuncSetAttribute(tconv_output_tanh<Math::Fp32, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  OutShape<Math::Fp32, KS>::kSmemBytes));
+  CUDA_CHECK(cudaFuncSetAttribute(tconv_output_tanh<Math::Bf16, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  OutShape<Math::Bf16, KS>::kSmemBytes));
 }
 
 // act3 (M = Fp32: float32, also tf32's; M = Bf16: bfloat16) -> images, n images.
-template <Math M>
+template <Math M, int KS>
 void launch_tconv_output_tanh(const void* act3, int n, const float* weight, const float* bias, float* images,
                               cudaStream_t stream) {
   static_assert(kOutHin % kOutRowsPerBlock == 0, "output-layer blocks must tile the rows");
   if (n <= 0) return;
   const dim3 grid(kOutHin / kOutRowsPerBlock, n);
-  tconv_output_tanh<M><<<grid, kOutThreads, OutShape<M>::kSmemBytes, stream>>>(
+  tconv_output_tanh<M, KS><<<grid, kOutThreads, OutShape<M, KS>::kSmemBytes, stream>>>(
       static_cast<const typename MathTypes<M>::Act*>(act3), weight, bias, images);
   CUDA_CHECK_LAUNCH();
 }

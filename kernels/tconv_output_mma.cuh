@@ -1,6 +1,7 @@
-// tconv_output_mma.cuh: the last transposed convolution (64 -> 3 channels, 32x32 -> 64x64) with bias
-// and tanh, for bf16 and tf32 activations, on tensor cores (mma.sync, sm_80 and later), as a GEMM and
-// a col2im inside one block.
+// tconv_output_mma.cuh: the last transposed convolution (64 -> 3 channels, 32x32 -> 64x64, a KS x KS
+// kernel, KS = 5 or 4) with bias and tanh, for bf16 and tf32 activations, on tensor cores (mma.sync,
+// sm_80 and later), as a GEMM and a col2im inside one block. Below, the figures are for KS = 5; KS = 4
+// has 48 columns of Y (6 n-tiles, none padding) and four taps in every phase.
 //
 // With 3 output channels the direct form (kernels/phase_gemm.cuh, tconv_output_tanh) is bound by
 // FFMA issue. Here every input pixel q first gets all its products at once:
@@ -65,14 +66,17 @@ template <> struct OutputMmaTraits<Math::Tf32> {
 };
 
 constexpr int kOmCin = 64;
-constexpr int kOmNTiles = 10;     // 80 columns: 25 taps x 3 channels, padded
-constexpr int kOmNHalf = kOmNTiles / 2;  // a warp's piece of Y is 5 n-tiles
 constexpr int kOmThreads = 256;
-constexpr int kOmYpitch = 76;     // float32 per position of Y (75 used)
 
-template <Math M> struct OutputMmaShape : OutputMmaTraits<M> {
+template <Math M, int KS> struct OutputMmaShape : OutputMmaTraits<M> {
   using T = OutputMmaTraits<M>;
   using Act = typename T::Act;
+  static_assert(KS == 4 || KS == 5, "kernel size 4 or 5");
+  static constexpr int kTaps = KS * KS;
+  static constexpr int kNTiles = (3 * kTaps + 7) / 8;  // Y's columns, 8 an n-tile: k 5 80 (75 used), k 4 48
+  static constexpr int kNHalf = kNTiles / 2;           // a warp's piece of Y: 5 or 3 n-tiles
+  static_assert(kNTiles % 2 == 0, "two warps share the n-tiles");
+  static constexpr int kYpitch = KS == 5 ? 76 : 52;    // float32 per position of Y: the used columns and a few more
   static constexpr int kPositions = (T::kInRows + 2) * 32;  // with a halo row each side
   static constexpr int kMTiles = kPositions / 16;
   static constexpr int kKSteps = kOmCin / T::kKStep;
@@ -81,32 +85,33 @@ template <Math M> struct OutputMmaShape : OutputMmaTraits<M> {
   static constexpr int kApitch = kOmCin + 16 / static_cast<int>(sizeof(Act));
   static constexpr int kABytes = kPositions * kApitch * static_cast<int>(sizeof(Act));
   // Weight fragments: (n-tile, k step, term, lane) -> two 32-bit registers, in the order lanes read them.
-  static constexpr int kWeightWords = kOmNTiles * kKSteps * T::kTerms * 32 * 2;
-  static constexpr int kYBytes = kPositions * kOmYpitch * 4;
+  static constexpr int kWeightWords = kNTiles * kKSteps * T::kTerms * 32 * 2;
+  static constexpr int kYBytes = kPositions * kYpitch * 4;
   // bf16 185 KB (within the 227 KB a block may have on sm_90), tf32 159 KB (also within sm_80's 163 KB);
   // devices with less run the direct kernel.
   static constexpr int kSmemBytes = 2 * kABytes + kYBytes;
   static constexpr int kTilesPerImage = 32 / T::kInRows;
 };
 
-// The last tconv's weights (5, 5, 3, 64) as the B fragments tconv_output_tanh_mma<M> reads:
-// W'(c, 3 * tap + k) = w[kh][kw][k][c], columns 75..79 zero, in mma_b_fragments' order.
-template <Math M>
+// The last tconv's weights (KS, KS, 3, 64) as the B fragments tconv_output_tanh_mma<M, KS> reads:
+// W'(c, 3 * tap + k) = w[kh][kw][k][c], tap = KS kh + kw; columns past 3 KS^2 (k 5: 75..79) zero, in
+// mma_b_fragments' order.
+template <Math M, int KS>
 std::vector<uint32_t> output_mma_weight_fragments(const float* w) {
-  using S = OutputMmaShape<M>;
+  using S = OutputMmaShape<M, KS>;
   auto w_prime = [&](int c, int col) -> float {
-    if (col >= 3 * 25) return 0.f;
+    if (col >= 3 * S::kTaps) return 0.f;
     const int tap = col / 3, k = col % 3;
     return w[(static_cast<size_t>(tap) * 3 + k) * kOmCin + c];
   };
-  return mma_b_fragments<M>(kOmNTiles, S::kKSteps, S::kTerms, w_prime);
+  return mma_b_fragments<M>(S::kNTiles, S::kKSteps, S::kTerms, w_prime);
 }
 
 // Load: the activation rows of tile t (with halo) into As, issued as cp.async, not awaited.
-template <Math M>
-__device__ __forceinline__ void output_mma_load_rows(const typename OutputMmaShape<M>::Act* __restrict__ in, int t,
-                                                     typename OutputMmaShape<M>::Act* As) {
-  using S = OutputMmaShape<M>;
+template <Math M, int KS>
+__device__ __forceinline__ void output_mma_load_rows(const typename OutputMmaShape<M, KS>::Act* __restrict__ in, int t,
+                                                     typename OutputMmaShape<M, KS>::Act* As) {
+  using S = OutputMmaShape<M, KS>;
   constexpr int kElemsPerChunk = 16 / sizeof(typename S::Act);
   const auto* in_img = in + static_cast<int64_t>(t / S::kTilesPerImage) * 32 * 32 * kOmCin;
   const int y0 = (t % S::kTilesPerImage) * S::kInRows;
@@ -123,18 +128,18 @@ __device__ __forceinline__ void output_mma_load_rows(const typename OutputMmaSha
 // every k step and term (bf16 80 registers, tf32 160). Reading them from shared memory for every
 // mma made shared memory the kernel's limit (two wavefronts per mma, more than the A, Y and col2im
 // traffic together).
-template <Math M> struct OutputMmaWeights {
-  uint2 b[kOmNHalf][OutputMmaShape<M>::kKSteps][OutputMmaShape<M>::kTerms];
+template <Math M, int KS> struct OutputMmaWeights {
+  uint2 b[OutputMmaShape<M, KS>::kNHalf][OutputMmaShape<M, KS>::kKSteps][OutputMmaShape<M, KS>::kTerms];
 };
 
 // Load: this warp's B fragments from global memory (wfrag: (n-tile, k step, term, lane) -> uint2).
-template <Math M>
-__device__ __forceinline__ void output_mma_load_weights(const uint32_t* __restrict__ wfrag, OutputMmaWeights<M>& w) {
-  using S = OutputMmaShape<M>;
-  const int lane = threadIdx.x % 32, n0 = (threadIdx.x / 32 % 2) * kOmNHalf;
+template <Math M, int KS>
+__device__ __forceinline__ void output_mma_load_weights(const uint32_t* __restrict__ wfrag, OutputMmaWeights<M, KS>& w) {
+  using S = OutputMmaShape<M, KS>;
+  const int lane = threadIdx.x % 32, n0 = (threadIdx.x / 32 % 2) * S::kNHalf;
   const uint2* frag = reinterpret_cast<const uint2*>(wfrag);
 #pragma unroll
-  for (int n = 0; n < kOmNHalf; ++n)
+  for (int n = 0; n < S::kNHalf; ++n)
 #pragma unroll
     for (int ks = 0; ks < S::kKSteps; ++ks)
 #pragma unroll
@@ -145,17 +150,17 @@ __device__ __forceinline__ void output_mma_load_weights(const uint32_t* __restri
 // Multiply: Y into shared memory. Warp w makes the n-tiles of its weights (half w % 2) for m-tiles
 // w / 2, w / 2 + 4, ...: pieces of 16 positions x 40 columns. Each Y value is k steps in order, the
 // terms in order within each.
-template <Math M>
-__device__ __forceinline__ void output_mma_products(const typename OutputMmaShape<M>::Act* As,
-                                                    const OutputMmaWeights<M>& w, float* Ys) {
-  using S = OutputMmaShape<M>;
+template <Math M, int KS>
+__device__ __forceinline__ void output_mma_products(const typename OutputMmaShape<M, KS>::Act* As,
+                                                    const OutputMmaWeights<M, KS>& w, float* Ys) {
+  using S = OutputMmaShape<M, KS>;
   constexpr int kHalfK = 16 / sizeof(typename S::Act);  // elements in 16 bytes: 8 bf16, 4 tf32
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int g = lane / 4, t4 = lane % 4, n0 = (warp % 2) * kOmNHalf;
+  const int g = lane / 4, t4 = lane % 4, n0 = (warp % 2) * S::kNHalf;
   for (int mt = warp / 2; mt < S::kMTiles; mt += kOmThreads / 64) {
-    float acc[kOmNHalf][4];
+    float acc[S::kNHalf][4];
 #pragma unroll
-    for (int n = 0; n < kOmNHalf; ++n)
+    for (int n = 0; n < S::kNHalf; ++n)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[n][i] = 0.f;
 #pragma unroll
@@ -163,17 +168,17 @@ __device__ __forceinline__ void output_mma_products(const typename OutputMmaShap
       uint32_t a[4];
       ldmatrix_x4(a, As + (mt * 16 + lane % 16) * S::kApitch + ks * S::kKStep + (lane / 16) * kHalfK);
 #pragma unroll
-      for (int n = 0; n < kOmNHalf; ++n)
+      for (int n = 0; n < S::kNHalf; ++n)
 #pragma unroll
         for (int term = 0; term < S::kTerms; ++term) mma_sync_step<M>(acc[n], a, w.b[n][ks][term]);
     }
 #pragma unroll
-    for (int n = 0; n < kOmNHalf; ++n) {
+    for (int n = 0; n < S::kNHalf; ++n) {
       const int col = (n0 + n) * 8 + 2 * t4;
-      if (col >= kOmYpitch) continue;  // padding columns 76..79
+      if (col >= S::kYpitch) continue;  // k 5: padding columns 76..79
 #pragma unroll
       for (int half = 0; half < 2; ++half)
-        *reinterpret_cast<float2*>(Ys + (mt * 16 + g + 8 * half) * kOmYpitch + col) =
+        *reinterpret_cast<float2*>(Ys + (mt * 16 + g + 8 * half) * S::kYpitch + col) =
             make_float2(acc[n][2 * half], acc[n][2 * half + 1]);
     }
   }
@@ -182,10 +187,10 @@ __device__ __forceinline__ void output_mma_products(const typename OutputMmaShap
 
 // Epilogue (col2im + tanh): the tile's output pixels, row oyl (0 .. 2 kInRows - 1) of the tile,
 // column x, each thread 2 kInRows * 64 / 256 of them: tanh(bias + sum of taps).
-template <Math M>
+template <Math M, int KS>
 __device__ __forceinline__ void output_mma_col2im(const float* Ys, const float* __restrict__ bias,
                                                   float* __restrict__ out_img, int y0) {
-  using S = OutputMmaShape<M>;
+  using S = OutputMmaShape<M, KS>;
   const int x = threadIdx.x % 64, px = x & 1, ox = x >> 1;
   const float b0 = bias[0], b1 = bias[1], b2 = bias[2];
 #pragma unroll
@@ -194,14 +199,14 @@ __device__ __forceinline__ void output_mma_col2im(const float* Ys, const float* 
     float s0 = 0.f, s1 = 0.f, s2 = 0.f;
 #pragma unroll
     for (int ty = 0; ty < 3; ++ty) {
-      if (ty >= phase_taps(py)) break;
+      if (ty >= phase_taps(py, KS)) break;
       const int kh = phase_kernel_index(py, ty), dy = phase_offset(py, ty);
 #pragma unroll
       for (int tx = 0; tx < 3; ++tx) {
-        if (tx >= phase_taps(px)) break;
+        if (tx >= phase_taps(px, KS)) break;
         const int kw = phase_kernel_index(px, tx), ix = ox + phase_offset(px, tx);
         if (ix < 0 || ix >= 32) continue;
-        const float* y = Ys + ((r + dy) * 32 + ix) * kOmYpitch + (kh * 5 + kw) * 3;
+        const float* y = Ys + ((r + dy) * 32 + ix) * S::kYpitch + (kh * KS + kw) * 3;
         s0 += y[0];
         s1 += y[1];
         s2 += y[2];
@@ -214,44 +219,44 @@ __device__ __forceinline__ void output_mma_col2im(const float* Ys, const float* 
   }
 }
 
-template <Math M>
+template <Math M, int KS>
 __global__ void __launch_bounds__(kOmThreads, 1)
-tconv_output_tanh_mma(const typename OutputMmaShape<M>::Act* __restrict__ in,  // (n, 32, 32, 64)
+tconv_output_tanh_mma(const typename OutputMmaShape<M, KS>::Act* __restrict__ in,  // (n, 32, 32, 64)
                       const uint32_t* __restrict__ wfrag,  // kWeightWords, see output_mma_weight_fragments
                       const float* __restrict__ bias,      // (3)
                       float* __restrict__ out,             // (n, 64, 64, 3)
                       int tiles) {                         // n * kTilesPerImage
-  using S = OutputMmaShape<M>;
+  using S = OutputMmaShape<M, KS>;
   using Act = typename S::Act;
   extern __shared__ __align__(16) unsigned char om_smem[];
   Act* const a_buffers = reinterpret_cast<Act*>(om_smem);  // two of kABytes
   auto As = [&](int i) { return a_buffers + (i % 2) * (S::kABytes / static_cast<int>(sizeof(Act))); };
   float* Ys = reinterpret_cast<float*>(om_smem + 2 * S::kABytes);
-  if (blockIdx.x < tiles) output_mma_load_rows<M>(in, blockIdx.x, As(0));
+  if (blockIdx.x < tiles) output_mma_load_rows<M, KS>(in, blockIdx.x, As(0));
   cp_async_commit();
-  OutputMmaWeights<M> w;
-  output_mma_load_weights<M>(wfrag, w);
+  OutputMmaWeights<M, KS> w;
+  output_mma_load_weights<M, KS>(wfrag, w);
   for (int t = blockIdx.x, i = 0; t < tiles; t += gridDim.x, ++i) {
     // The other buffer was last read by the previous tile's products, which ended with a barrier.
-    if (t + static_cast<int>(gridDim.x) < tiles) output_mma_load_rows<M>(in, t + gridDim.x, As(i + 1));
+    if (t + static_cast<int>(gridDim.x) < tiles) output_mma_load_rows<M, KS>(in, t + gridDim.x, As(i + 1));
     cp_async_commit();
     cp_async_wait<1>();  // this tile's rows have landed
     __syncthreads();
-    output_mma_products<M>(As(i), w, Ys);
+    output_mma_products<M, KS>(As(i), w, Ys);
     const int img = t / S::kTilesPerImage, y0 = (t % S::kTilesPerImage) * S::kInRows;
-    output_mma_col2im<M>(Ys, bias, out + static_cast<int64_t>(img) * 64 * 64 * 3, y0);
+    output_mma_col2im<M, KS>(Ys, bias, out + static_cast<int64_t>(img) * 64 * 64 * 3, y0);
     __syncthreads();  // Ys is rewritten by the next tile's products
   }
   cp_async_wait<0>();
 }
 
 // Launch: a persistent grid of at most one block per SM over n images' tiles.
-template <Math M>
+template <Math M, int KS>
 void launch_tconv_output_tanh_mma(const void* act3, int n, const uint32_t* wfrag, const float* bias, float* images,
                                   int sm_count, cudaStream_t stream) {
-  const int tiles = n * OutputMmaShape<M>::kTilesPerImage;
-  tconv_output_tanh_mma<M><<<std::min(tiles, sm_count), kOmThreads, OutputMmaShape<M>::kSmemBytes, stream>>>(
-      static_cast<const typename OutputMmaShape<M>::Act*>(act3), wfrag, bias, images, tiles);
+  const int tiles = n * OutputMmaShape<M, KS>::kTilesPerImage;
+  tconv_output_tanh_mma<M, KS><<<std::min(tiles, sm_count), kOmThreads, OutputMmaShape<M, KS>::kSmemBytes, stream>>>(
+      static_cast<const typename OutputMmaShape<M, KS>::Act*>(act3), wfrag, bias, images, tiles);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,6 +1,7 @@
 // gpu_test_support.cuh: what the GPU test files share: the run's seed, batch sizes, the tolerance
-// rule |got - ref| <= atol + rtol |ref|, poisoned device buffers, activations exactly representable
-// in each precision's storage type, and float64 reference images computed on all cores.
+// rule |got - ref| <= atol + rtol |ref| and the whole pipeline's tolerances, poisoned device buffers,
+// activations exactly representable in each precision's storage type, and float64 reference images
+// computed on all cores.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -23,6 +24,8 @@
 
 #include "common/cuda_check.cuh"
 #include "common/precision.hpp"
+#include "kernels/weight_folding.hpp"
+#include "tests/gpu/reference.hpp"
 
 namespace facegen {
 
@@ -161,5 +164,37 @@ std::map<int, std::vector<double>> reference_images(const std::vector<int>& imgs
 }
 
 inline const Precision kPrecisions[] = {Precision::Fp32, Precision::Tf32, Precision::Bf16};
+
+// The whole pipeline's usual tolerance against float64 (absolute).
+inline Tolerance image_tolerance(Precision p) {
+  return p == Precision::Fp32 ? Tolerance{1e-5, 0} : p == Precision::Tf32 ? Tolerance{5e-3, 0} : Tolerance{5e-2, 0};
+}
+
+// What the kernels round in tf32 and bf16: the activations entering each transposed convolution,
+// stored as tf32-rounded floats or as bf16, and the weights of tconv1-3 (the last layer's weight
+// terms and the projection keep float32's accuracy or nearly).
+inline double stored_tf32(double v) { return round_to_tf32(static_cast<float>(v)); }
+inline double stored_bf16(double v) { return __bfloat162float(__float2bfloat16_rn(static_cast<float>(v))); }
+
+// A network's images depend on its precision's rounding more or less strongly: a narrow one (nz 1,
+// g 16) sums few products, so its errors average out less. The pipeline's tolerance is the
+// precision's usual one, or twice the error of the float64 forward with that rounding emulated
+// (reference::forward with the stored activations and the weights rounded), whichever is larger.
+inline double emulated_rounding_error(const std::vector<float>& net, const ModelSpec& spec, Precision p, const std::vector<int>& imgs,
+                               const std::vector<float>& z, const std::map<int, std::vector<double>>& exact) {
+  if (p == Precision::Fp32) return 0;
+  const reference::StoredRounding round = p == Precision::Tf32 ? stored_tf32 : stored_bf16;
+  std::vector<float> rounded = net;
+  const reference::Offsets o(spec);
+  for (int s = 0; s < 3; ++s)
+    for (int64_t i = o.tconv_weight[s]; i < o.tconv_bias[s]; ++i) rounded[i] = static_cast<float>(round(rounded[i]));
+  const auto emulated = reference_images(imgs, [&](int img) {
+    return reference::forward(rounded, &z[size_t(img) * spec.latent_dim], spec, round);
+  });
+  double worst = 0;
+  for (const auto& [img, values] : emulated)
+    for (size_t i = 0; i < values.size(); ++i) worst = std::max(worst, std::fabs(values[i] - exact.at(img)[i]));
+  return worst;
+}
 
 }  // namespace facegen

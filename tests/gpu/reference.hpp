@@ -15,22 +15,9 @@
 namespace facegen {
 namespace reference {
 
-// Offsets of the blocks of a network's flat float layout (network.bin for the SHPC spec; the same
-// order for any spec, kernels/generic_generator.hpp).
-struct Offsets {
-  int64_t proj_weight, proj_bias, bn[4], tconv_weight[4], tconv_bias[4], total;
-  explicit Offsets(const ModelSpec& spec = kShpcSpec) {
-    const int64_t k2 = int64_t{spec.kernel_size} * spec.kernel_size;
-    int64_t o = 0;
-    proj_weight = o; o += int64_t{spec.latent_dim} * spec.proj_outputs();
-    proj_bias = o;   o += spec.proj_outputs();
-    for (int s = 0; s < kNumStages; ++s) {
-      bn[s] = o;           o += 4 * spec.stage_channels(s);
-      tconv_weight[s] = o; o += k2 * spec.stage_channels(s + 1) * spec.stage_channels(s);
-      tconv_bias[s] = o;   o += spec.stage_channels(s + 1);
-    }
-    total = o;
-  }
+// Offsets of the blocks of a network's flat float layout (common/model_spec.hpp), the SHPC spec's by default.
+struct Offsets : WeightOffsets {
+  explicit Offsets(const ModelSpec& spec = kShpcSpec) : WeightOffsets(spec) {}
 };
 
 // Seeded random weights for `spec`; biases are zeros where the spec has none.

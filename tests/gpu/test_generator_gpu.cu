@@ -1,10 +1,12 @@
-// test_generator_gpu.cu: every GPU layer and precision against the float64 CPU reference, and the
-// whole pipeline's images against the reference and against themselves across batch sizes.
+// test_generator_gpu.cu: every layer of the tuned GPU kernels (kernels/generator_gpu.hpp) and precision
+// against the float64 CPU reference, and the whole pipeline's images against the reference and
+// against themselves across batch sizes, for both networks the tuned kernels take: the SHPC network
+// (5x5 kernels, biases) and the PyTorch tutorial's shape (4x4 kernels, no biases; the faces model).
 //
 // Fresh random weights and inputs each run (seed printed; FACEGEN_TEST_SEED repeats one), outputs
 // poisoned with NaN first, batch sizes 1, 3, 127, 1000, 8192 (FACEGEN_GPU_TEST_MAX_BATCH caps them,
-// for runs under compute-sanitizer). Large batches are checked in full for poison and against the
-// reference at a few images (first, second, middle, last).
+// for runs under compute-sanitizer; the tutorial shape stops at 1000). Large batches are checked in
+// full for poison and against the reference at a few images (first, second, middle, last).
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -39,6 +41,21 @@
 namespace facegen {
 namespace {
 
+// The networks the tuned kernels run (tuned_gpu_unsupported): the layer and pipeline cases run each.
+const ModelSpec kTunedSpecs[] = {kShpcSpec, kTutorialSpec};
+
+std::string spec_name(const ModelSpec& s) { return s.kernel_size == 5 ? "k5" : "k4"; }
+
+// The batch sizes a spec's layer and pipeline cases run: all for the SHPC network, up to 1000 for the
+// others (1000 already takes the image kernels and 127 the row tiles; batch 8192's random
+// activations cost the CPU most of the run's time).
+std::vector<int> batch_sizes_for(const ModelSpec& spec) {
+  std::vector<int> sizes;
+  for (int n : batch_sizes())
+    if (spec == kShpcSpec || n <= 1000) sizes.push_back(n);
+  return sizes;
+}
+
 // The GEMM kernel families this device and build can run for dn's precision.
 std::vector<GemmKernel> gemm_kernels(DeviceNetwork& dn) {
   std::vector<GemmKernel> k = {GemmKernel::MmaSync};
@@ -56,17 +73,18 @@ std::vector<GemmKernel> gemm_kernels(DeviceNetwork& dn) {
 
 TEST_CASE("projection + batch norm + relu matches the float64 reference") {
   std::mt19937_64 rng(test_seed() + 1);
-  const auto net = reference::random_network(test_seed());
-  const reference::Offsets o;
+  for (const ModelSpec& spec : kTunedSpecs) {
+  const auto net = reference::random_network(test_seed(), spec);
+  const reference::Offsets o(spec);
   for (Precision p : kPrecisions) {
-    DeviceNetwork dn(net.data(), p);
+    DeviceNetwork dn(net.data(), spec, p);
     // tf32 and bf16: the tensor-core kernel (the default) and the FFMA one; fp32: FFMA only.
     const bool has_mma = dn.projection_mma();
     CHECK(has_mma == (p != Precision::Fp32));
     for (bool mma : {true, false}) {
     if (mma && !has_mma) continue;
     dn.use_projection_mma(mma);
-    for (int n : batch_sizes()) {
+    for (int n : batch_sizes_for(spec)) {
       std::vector<float> z(static_cast<size_t>(n) * kLatentDim);
       std::normal_distribution<float> nd;
       for (auto& v : z) v = nd(rng);
@@ -87,25 +105,27 @@ TEST_CASE("projection + batch norm + relu matches the float64 reference") {
         return x;
       });
       check(to_floats(bytes, p), n, kProjOutputs, ref, layer_tolerance(p),
-            "projection " + name(p) + (mma ? " mma" : " ffma") + " n=" + std::to_string(n));
+            "projection " + spec_name(spec) + " " + name(p) + (mma ? " mma" : " ffma") + " n=" + std::to_string(n));
     }
     }
+  }
   }
 }
 
 TEST_CASE("phase-GEMM transposed convolutions match the float64 reference") {
   std::mt19937_64 rng(test_seed() + 2);
-  const auto net = reference::random_network(test_seed() + 3);
-  const reference::Offsets o;
+  for (const ModelSpec& spec : kTunedSpecs) {
+  const auto net = reference::random_network(test_seed() + 3, spec);
+  const reference::Offsets o(spec);
   for (Precision p : kPrecisions) {
-    DeviceNetwork dn(net.data(), p);
+    DeviceNetwork dn(net.data(), spec, p);
     for (GemmKernel kernel : gemm_kernels(dn)) {
     dn.use_gemm_kernel(kernel);
     for (int stage = 0; stage < 3; ++stage) {
       const int h = kStageSize[stage], c_in = kStageChannels[stage], c_out = kStageChannels[stage + 1];
       const size_t in_per = size_t(h) * h * c_in, out_per = size_t(4) * h * h * c_out;
       double worst = 0;
-      for (int n : batch_sizes()) {
+      for (int n : batch_sizes_for(spec)) {
         Activations in = make_activations(in_per * n, p, rng);
         DeviceBuffer din(in.bytes.size()), dout(dn.activation_bytes_per_image(stage + 1) * n);
         CUDA_CHECK(cudaMemcpy(din.p, in.bytes.data(), in.bytes.size(), cudaMemcpyHostToDevice));
@@ -115,17 +135,20 @@ TEST_CASE("phase-GEMM transposed convolutions match the float64 reference") {
         CUDA_CHECK(cudaMemcpy(bytes.data(), dout.p, bytes.size(), cudaMemcpyDeviceToHost));
         auto ref = reference_images(sampled_images(n), [&](int img) {
           std::vector<double> x(in.values.begin() + img * in_per, in.values.begin() + (img + 1) * in_per);
-          auto y = reference::tconv(x, h, c_in, &net[o.tconv_weight[stage]], &net[o.tconv_bias[stage]], c_out);
+          auto y = reference::tconv(x, h, c_in, &net[o.tconv_weight[stage]], &net[o.tconv_bias[stage]], c_out,
+                                    spec.kernel_size);
           reference::bn_relu(y, &net[o.bn[stage + 1]], c_out);
           return y;
         });
         worst = std::max(worst, check(to_floats(bytes, p), n, out_per, ref, layer_tolerance(p),
-                                      std::string("tconv stage ") + std::to_string(stage) + " " + name(p) + " " +
+                                      std::string("tconv stage ") + std::to_string(stage) + " " + spec_name(spec) + " " + name(p) + " " +
                                           gemm_kernel_name(kernel) + " n=" + std::to_string(n)));
       }
-      MESSAGE("tconv stage " << stage << " " << name(p) << " " << std::string(gemm_kernel_name(kernel)) << ": worst abs error " << worst);
+      MESSAGE("tconv stage " << stage << " " << spec_name(spec) << " " << name(p) << " " << std::string(gemm_kernel_name(kernel))
+                             << ": worst abs error " << worst);
     }
     }
+  }
   }
 }
 
@@ -134,9 +157,10 @@ TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every 
   // families; on wgmma both the image kernel (forced, in both rings) and the row tiles, whose bytes
   // must all be equal; elsewhere the case only checks that wgmma is refused with a clear error.
   std::mt19937_64 rng(test_seed() + 12);
-  const auto net = reference::random_network(test_seed() + 13);
+  for (const ModelSpec& spec : kTunedSpecs) {
+  const auto net = reference::random_network(test_seed() + 13, spec);
   for (Precision p : {Precision::Tf32, Precision::Bf16}) {
-    DeviceNetwork dn(net.data(), p);
+    DeviceNetwork dn(net.data(), spec, p);
     if (gemm_kernels(dn).size() == 1) {
       CHECK_THROWS_AS(dn.use_gemm_kernel(GemmKernel::Wgmma), std::invalid_argument);
       continue;
@@ -178,7 +202,7 @@ TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every 
         for (size_t i = 0; i < got[0].size(); ++i) {
           not_finite += !std::isfinite(got[k][i]);
           if (!(std::fabs(got[k][i] - got[0][i]) <= tol.atol + tol.rtol * std::fabs(got[0][i])) && bad++ < 5)
-            FAIL_CHECK("stage " << stage << " " << name(p) << " index " << i << ": " << forms[k].what << " " << got[k][i]
+            FAIL_CHECK(spec_name(spec) << " stage " << stage << " " << name(p) << " index " << i << ": " << forms[k].what << " " << got[k][i]
                                 << ", mma.sync " << got[0][i]);
         }
         CHECK_MESSAGE(not_finite == 0, "stage " << stage << " " << name(p) << ": " << not_finite << " " << forms[k].what
@@ -191,20 +215,23 @@ TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every 
       CHECK_THROWS_AS(dn.use_wgmma_image(stage, true, 2), std::invalid_argument);
     }
   }
+  }
 }
 
 TEST_CASE("last transposed convolution + tanh matches the float64 reference") {
   std::mt19937_64 rng(test_seed() + 4);
-  const auto net = reference::random_network(test_seed() + 5);
-  const reference::Offsets o;
+  for (const ModelSpec& spec : kTunedSpecs) {
+  const auto net = reference::random_network(test_seed() + 5, spec);
+  const reference::Offsets o(spec);
+  const int k = spec.kernel_size;
   // |weights|, for each output's sum of |products| (the bound of the bf16 tensor-core kernel's two
   // weight terms: each weight within 2^-18 of itself, kernels/tconv_output_mma.cuh).
-  constexpr size_t kOutWeights = size_t(5) * 5 * 3 * 64;
+  const size_t kOutWeights = size_t(k) * k * 3 * 64;
   std::vector<float> abs_weight(net.begin() + o.tconv_weight[3], net.begin() + o.tconv_weight[3] + kOutWeights);
   for (float& w : abs_weight) w = std::fabs(w);
   const float no_bias[3] = {0.f, 0.f, 0.f};
   for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
-    DeviceNetwork dn(net.data(), p);
+    DeviceNetwork dn(net.data(), spec, p);
     const size_t in_per = size_t(32) * 32 * 64;
     for (bool mma : {false, true}) {  // tf32, bf16: the direct FFMA kernel, then tensor cores (GEMM + col2im)
     if (mma && p == Precision::Fp32) continue;
@@ -213,7 +240,7 @@ TEST_CASE("last transposed convolution + tanh matches the float64 reference") {
       MESSAGE(name(p) << " tconv4 on tensor cores: not on this device (too little shared memory per block)");
       continue;
     }
-    for (int n : batch_sizes()) {
+    for (int n : batch_sizes_for(spec)) {
       Activations in = make_activations(in_per * n, p, rng);
       DeviceBuffer din(in.bytes.size()), dout(size_t(4) * kImageValues * n);
       CUDA_CHECK(cudaMemcpy(din.p, in.bytes.data(), in.bytes.size(), cudaMemcpyHostToDevice));
@@ -223,11 +250,11 @@ TEST_CASE("last transposed convolution + tanh matches the float64 reference") {
       CUDA_CHECK(cudaMemcpy(got.data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
       auto ref = reference_images(sampled_images(n), [&](int img) {
         std::vector<double> x(in.values.begin() + img * in_per, in.values.begin() + (img + 1) * in_per);
-        auto y = reference::tconv(x, 32, 64, &net[o.tconv_weight[3]], &net[o.tconv_bias[3]], 3);
+        auto y = reference::tconv(x, 32, 64, &net[o.tconv_weight[3]], &net[o.tconv_bias[3]], 3, k);
         for (double& v : y) v = std::tanh(v);
         return y;
       });
-      const std::string what = "output layer " + name(p) + (mma ? " mma" : " direct") + " n=" + std::to_string(n);
+      const std::string what = "output layer " + spec_name(spec) + " " + name(p) + (mma ? " mma" : " direct") + " n=" + std::to_string(n);
       if (!(mma && p == Precision::Bf16)) {
         check(got, n, kImageValues, ref, Tolerance{1e-5, 0}, what);
         continue;
@@ -239,7 +266,7 @@ TEST_CASE("last transposed convolution + tanh matches the float64 reference") {
       for (const auto& [img, r] : ref) {
         std::vector<double> ax(in.values.begin() + img * in_per, in.values.begin() + (img + 1) * in_per);
         for (double& v : ax) v = std::fabs(v);
-        const auto sum_abs = reference::tconv(ax, 32, 64, abs_weight.data(), no_bias, 3);
+        const auto sum_abs = reference::tconv(ax, 32, 64, abs_weight.data(), no_bias, 3, k);
         for (size_t i = 0; i < kImageValues; ++i) {
           const double d = std::fabs(got[img * kImageValues + i] - r[i]), bound = 1e-5 + std::ldexp(sum_abs[i], -17);
           worst_ratio = std::max(worst_ratio, d / bound);
@@ -251,11 +278,13 @@ TEST_CASE("last transposed convolution + tanh matches the float64 reference") {
     }
     }
   }
+  }
 }
 
 TEST_CASE("pipeline images match the float64 reference and do not depend on the batch size") {
-  const auto net = reference::random_network(test_seed() + 6);
-  const auto sizes = batch_sizes();
+  for (const ModelSpec& spec : kTunedSpecs) {
+  const auto net = reference::random_network(test_seed() + 6, spec);
+  const auto sizes = batch_sizes_for(spec);
   const int n_max = sizes.back();
   std::mt19937_64 rng(test_seed() + 7);
   std::normal_distribution<float> nd;
@@ -266,11 +295,14 @@ TEST_CASE("pipeline images match the float64 reference and do not depend on the 
     for (int i : sampled_images(n)) all_samples.push_back(i);
   std::sort(all_samples.begin(), all_samples.end());
   all_samples.erase(std::unique(all_samples.begin(), all_samples.end()), all_samples.end());
-  const auto ref = reference_images(all_samples, [&](int img) { return reference::forward(net, &z[size_t(img) * kLatentDim]); });
+  const auto ref =
+      reference_images(all_samples, [&](int img) { return reference::forward(net, &z[size_t(img) * kLatentDim], spec); });
 
   for (Precision p : kPrecisions) {
-    const Tolerance tol = p == Precision::Fp32 ? Tolerance{1e-5, 0} : p == Precision::Tf32 ? Tolerance{5e-3, 0} : Tolerance{5e-2, 0};
-    GpuPipeline pipe(net.data(), p, n_max, 0);
+    const double emulated = emulated_rounding_error(net, spec, p, all_samples, z, ref);
+    const Tolerance tol{std::max(image_tolerance(p).atol, 2 * emulated), 0};
+    GpuPipeline pipe(net.data(), spec, p, n_max, 0);
+    REQUIRE_NOTHROW(pipe.network());  // the tuned kernels run this spec
     std::vector<float> first;  // images of the largest batch, the byte-for-byte yardstick
     double worst = 0;
     for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
@@ -280,20 +312,24 @@ TEST_CASE("pipeline images match the float64 reference and do not depend on the 
       pipe.generate(z.data(), n, images.data());
       std::map<int, std::vector<double>> r;
       for (int i : sampled_images(n)) r[i] = ref.at(i);
-      worst = std::max(worst, check(images, n, kImageValues, r, tol, "pipeline " + name(p) + " n=" + std::to_string(n)));
+      worst = std::max(worst, check(images, n, kImageValues, r, tol,
+                                    "pipeline " + spec_name(spec) + " " + name(p) + " n=" + std::to_string(n)));
       if (first.empty()) first = images;
       else CHECK_MESSAGE(std::memcmp(images.data(), first.data(), images.size() * 4) == 0,
-                         name(p) << ": images of a batch of " << n << " differ from the same images in a batch of " << n_max);
+                         spec_name(spec) << " " << name(p) << ": images of a batch of " << n
+                                         << " differ from the same images in a batch of " << n_max);
     }
     // Several batches per call (a partial last one) through both slots and the graphs.
-    GpuPipeline small(net.data(), p, std::min(127, n_max), 0);
+    GpuPipeline small(net.data(), spec, p, std::min(127, n_max), 0);
     const int n = std::min(1000, n_max);
     std::vector<float> images(size_t(n) * kImageValues);
     std::memset(images.data(), 0xff, images.size() * 4);
     small.generate(z.data(), n, images.data());
     CHECK_MESSAGE(std::memcmp(images.data(), first.data(), images.size() * 4) == 0,
                   name(p) << ": " << n << " images in batches of " << small.max_batch() << " differ from one batch");
-    MESSAGE("pipeline " << name(p) << ": worst abs error vs float64 " << worst << " (tolerance " << tol.atol << ")");
+    MESSAGE("pipeline " << spec_name(spec) << " " << name(p) << ": worst abs error vs float64 " << worst << " (tolerance "
+                        << tol.atol << ")");
+  }
   }
 }
 
@@ -504,27 +540,49 @@ TEST_CASE("8-bit runs: the pipeline's pixels and flags equal the host's conversi
   }
 }
 
+TEST_CASE("the tuned kernels take nz 100, ngf 64, nc 3 with either kernel size, and refuse others in one sentence") {
+  CHECK(tuned_gpu_unsupported(kShpcSpec).empty());
+  CHECK(tuned_gpu_unsupported(kTutorialSpec).empty());
+  CHECK(tuned_gpu_unsupported(ModelSpec{100, 64, 3, 4, true}).empty());
+  CHECK(tuned_gpu_unsupported(ModelSpec{100, 64, 3, 5, false}).empty());
+  const auto net = reference::random_network(test_seed() + 20, ModelSpec{128, 64, 3, 4, false});
+  for (const ModelSpec& other : {ModelSpec{128, 64, 3, 4, false}, ModelSpec{100, 32, 3, 4, false},
+                                 ModelSpec{100, 64, 1, 4, false}, ModelSpec{100, 128, 3, 5, true}}) {
+    const std::string why = tuned_gpu_unsupported(other);
+    CHECK_MESSAGE(!why.empty(), "nz " << other.latent_dim << " ngf " << other.base_channels);
+    CHECK(why.find('\n') == std::string::npos);
+    CHECK_THROWS_AS(DeviceNetwork(net.data(), other, Precision::Fp32), std::invalid_argument);
+    // The pipeline runs such a network on the generic kernels instead.
+    if (other.latent_dim == 128) {
+      GpuPipeline pipe(net.data(), other, Precision::Fp32, 4, 0);
+      CHECK_THROWS_AS(pipe.network(), std::logic_error);
+    }
+  }
+}
+
 TEST_CASE("Small, Large and image tiles give the same bytes in every precision") {
-  const auto net = reference::random_network(test_seed() + 10);
+  const char* before = std::getenv("FACEGEN_GPU_TILES");
+  const std::string saved = before ? before : "";
+  for (const ModelSpec& spec : kTunedSpecs) {
+  const auto net = reference::random_network(test_seed() + 10, spec);
   const int n = std::min(127, batch_sizes().back());
   std::mt19937_64 rng(test_seed() + 11);
   std::normal_distribution<float> nd;
   std::vector<float> z(size_t(n) * kLatentDim);
   for (auto& v : z) v = nd(rng);
-  const char* before = std::getenv("FACEGEN_GPU_TILES");
-  const std::string saved = before ? before : "";
   for (Precision p : kPrecisions) {
     std::vector<float> images[3];
     const char* shapes[3] = {"small", "large", "image"};
     for (int k = 0; k < 3; ++k) {
       setenv("FACEGEN_GPU_TILES", shapes[k], 1);
-      GpuPipeline pipe(net.data(), p, n, 0);  // DeviceNetwork reads FACEGEN_GPU_TILES when it is made
+      GpuPipeline pipe(net.data(), spec, p, n, 0);  // DeviceNetwork reads FACEGEN_GPU_TILES when it is made
       images[k].assign(size_t(n) * kImageValues, std::numeric_limits<float>::quiet_NaN());
       pipe.generate(z.data(), n, images[k].data());
     }
     for (int k = 1; k < 3; ++k)
       CHECK_MESSAGE(std::memcmp(images[0].data(), images[k].data(), images[0].size() * 4) == 0,
-                    name(p) << ": Small and " << shapes[k] << " tiles differ on " << n << " images");
+                    spec_name(spec) << " " << name(p) << ": Small and " << shapes[k] << " tiles differ on " << n << " images");
+  }
   }
   if (before) setenv("FACEGEN_GPU_TILES", saved.c_str(), 1);
   else unsetenv("FACEGEN_GPU_TILES");

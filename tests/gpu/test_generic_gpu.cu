@@ -162,37 +162,6 @@ void check_layers(const ModelSpec& spec, int cap, uint64_t seed) {
   }
 }
 
-Tolerance image_tolerance(Precision p) {  // the SHPC pipeline's (test_generator_gpu.cu)
-  return p == Precision::Fp32 ? Tolerance{1e-5, 0} : p == Precision::Tf32 ? Tolerance{5e-3, 0} : Tolerance{5e-2, 0};
-}
-
-// What the generic kernels round in tf32 and bf16 (kernels/generic_generator.cu): the activations
-// entering each transposed convolution, stored as tf32-rounded floats or as bf16, and the weights of
-// tconv1-3; the projection and the last layer multiply float32 weights.
-double stored_tf32(double v) { return round_to_tf32(static_cast<float>(v)); }
-double stored_bf16(double v) { return __bfloat162float(__float2bfloat16_rn(static_cast<float>(v))); }
-
-// A network's images depend on its precision's rounding more or less strongly: a narrow one (nz 1,
-// g 16) sums few products, so its errors average out less. The pipeline's tolerance is the
-// precision's usual one, or twice the error of the float64 forward with that rounding emulated
-// (reference::forward with the stored activations and the weights rounded), whichever is larger.
-double emulated_rounding_error(const std::vector<float>& net, const ModelSpec& spec, Precision p, const std::vector<int>& imgs,
-                               const std::vector<float>& z, const std::map<int, std::vector<double>>& exact) {
-  if (p == Precision::Fp32) return 0;
-  const reference::StoredRounding round = p == Precision::Tf32 ? stored_tf32 : stored_bf16;
-  std::vector<float> rounded = net;
-  const reference::Offsets o(spec);
-  for (int s = 0; s < 3; ++s)
-    for (int64_t i = o.tconv_weight[s]; i < o.tconv_bias[s]; ++i) rounded[i] = static_cast<float>(round(rounded[i]));
-  const auto emulated = reference_images(imgs, [&](int img) {
-    return reference::forward(rounded, &z[size_t(img) * spec.latent_dim], spec, round);
-  });
-  double worst = 0;
-  for (const auto& [img, values] : emulated)
-    for (size_t i = 0; i < values.size(); ++i) worst = std::max(worst, std::fabs(values[i] - exact.at(img)[i]));
-  return worst;
-}
-
 std::vector<float> random_latents(size_t count, std::mt19937_64& rng) {
   std::normal_distribution<float> nd;
   std::vector<float> z(count);
@@ -254,22 +223,23 @@ TEST_CASE("generic pipeline images match the float64 reference and do not depend
   }
 }
 
-TEST_CASE("the generic path on the SHPC network agrees with the tuned kernels") {
-  const auto net = reference::random_network(test_seed() + 300);
+TEST_CASE("the generic path agrees with the tuned kernels on both networks they share") {
+  for (const ModelSpec& spec : {kShpcSpec, kTutorialSpec}) {
+  const auto net = reference::random_network(test_seed() + 300, spec);
   const int n = std::min(127, batch_sizes().back());
   std::mt19937_64 rng(test_seed() + 301);
-  const auto z = random_latents(size_t(n) * kShpcSpec.latent_dim, rng);
+  const auto z = random_latents(size_t(n) * spec.latent_dim, rng);
   DeviceBuffer dz(z.size() * 4);
   CUDA_CHECK(cudaMemcpy(dz.p, z.data(), dz.bytes, cudaMemcpyHostToDevice));
   for (Precision p : kPrecisions) {
-    DeviceNetwork tuned(net.data(), p);
-    GenericDeviceNetwork generic(net.data(), kShpcSpec, p);
+    DeviceNetwork tuned(net.data(), spec, p);
+    GenericDeviceNetwork generic(net.data(), spec, p);
     std::vector<float> images[2];
     for (int k = 0; k < 2; ++k) {
       DeviceBuffer act[4] = {DeviceBuffer(tuned.activation_bytes_per_image(0) * n), DeviceBuffer(tuned.activation_bytes_per_image(1) * n),
                              DeviceBuffer(tuned.activation_bytes_per_image(2) * n), DeviceBuffer(tuned.activation_bytes_per_image(3) * n)};
       void* const a[4] = {act[0].p, act[1].p, act[2].p, act[3].p};
-      DeviceBuffer out(size_t(n) * kShpcSpec.image_values() * 4);
+      DeviceBuffer out(size_t(n) * spec.image_values() * 4);
       out.poison();
       if (k == 0) tuned.forward(static_cast<const float*>(dz.p), n, a, static_cast<float*>(out.p), nullptr);
       else generic.forward(static_cast<const float*>(dz.p), n, a, static_cast<float*>(out.p), nullptr);
@@ -284,10 +254,11 @@ TEST_CASE("the generic path on the SHPC network agrees with the tuned kernels") 
       const double d = std::fabs(double(images[1][i]) - images[0][i]);
       worst = std::max(worst, d);
       if (!(d <= 2 * tol.atol) && bad++ < 5)
-        FAIL_CHECK(name(p) << " index " << i << ": generic " << images[1][i] << ", tuned " << images[0][i]);
+        FAIL_CHECK(describe(spec) << " " << name(p) << " index " << i << ": generic " << images[1][i] << ", tuned " << images[0][i]);
     }
     CHECK_MESSAGE(not_finite == 0, name(p) << ": " << not_finite << " generic outputs not written");
-    MESSAGE("SHPC network, " << name(p) << ", generic vs tuned over " << n << " images: worst abs difference " << worst);
+    MESSAGE(describe(spec) << ", " << name(p) << ", generic vs tuned over " << n << " images: worst abs difference " << worst);
+  }
   }
 }
 

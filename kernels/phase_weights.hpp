@@ -1,0 +1,50 @@
+// phase_weights.hpp: a stride-2 k x k transposed convolution's weights rearranged once, at load
+// time, into the four phase B matrices the phase GEMMs read (kernels/phase_gemm.cuh for the tuned
+// stages, kernels/tconv_any.cuh for any width). Host code, for the .cu files that upload them.
+//
+// weight (k, k, c_out, c_in), c_in fastest -> per phase z (in blockIdx.z order), K = taps * c_in,
+// tap t = ty * taps_x + tx reading kernel tap (phase_kernel_index(py, ty), phase_kernel_index(px, tx)):
+//   fp32        (K, c_out), c_out fastest: the FFMA kernels' B rows
+//   tf32, bf16  (c_out, K), K fastest: the rows ldmatrix and the wgmma tensor maps read;
+//               tf32 values rounded to tf32, bf16 rounded to nearest bfloat16
+// The phases' matrices follow one another, phase_k_offset(z, c_in, k) rows apart.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "common/precision.hpp"
+#include "kernels/phase_gemm.cuh"
+#include "kernels/weight_folding.hpp"
+
+namespace facegen {
+
+// T: float for fp32 and tf32, __nv_bfloat16 for bf16.
+template <typename T>
+std::vector<T> phase_b_matrices(const float* w, int c_in, int c_out, int ksize, Precision p) {
+  std::vector<T> b(static_cast<size_t>(ksize) * ksize * c_out * c_in);
+  for (int z = 0; z < 4; ++z) {
+    const int py = gpu::phase_py(z), px = gpu::phase_px(z);
+    const int nty = gpu::phase_taps(py, ksize), ntx = gpu::phase_taps(px, ksize);
+    const size_t k_total = static_cast<size_t>(nty) * ntx * c_in;
+    T* bz = b.data() + static_cast<size_t>(gpu::phase_k_offset(z, c_in, ksize)) * c_out;
+    for (int ty = 0; ty < nty; ++ty)
+      for (int tx = 0; tx < ntx; ++tx) {
+        const int kh = gpu::phase_kernel_index(py, ty), kw = gpu::phase_kernel_index(px, tx);
+        const size_t t = static_cast<size_t>(ty) * ntx + tx;
+        for (int k = 0; k < c_out; ++k)
+          for (int c = 0; c < c_in; ++c) {
+            const float v = w[((static_cast<size_t>(kh) * ksize + kw) * c_out + k) * c_in + c];
+            const size_t kk = t * c_in + c;
+            if constexpr (sizeof(T) == 2) bz[k * k_total + kk] = __float2bfloat16_rn(v);
+            else if (p == Precision::Tf32) bz[k * k_total + kk] = round_to_tf32(v);
+            else bz[kk * c_out + k] = v;
+          }
+      }
+  }
+  return b;
+}
+
+}  // namespace facegen
