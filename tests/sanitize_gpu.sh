@@ -45,9 +45,13 @@ done
 
 # racecheck: every kernel instance facegen launches, at 3 images (a hazard is within one block, and
 # each block runs the whole shared-memory protocol whatever the batch); tf32 and bf16 through both GEMM
-# kernel families where the GPU has two (wgmma, chosen by default on sm_90, and mma.sync).
+# kernel families where the GPU has two (wgmma, chosen by default on sm_90, and mma.sync); for both
+# kernel sizes the tuned kernels take: a random SHPC network (5x5) and the faces model (4x4).
 gemms=auto
 [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1)" = 9.0 ] && gemms="auto mma"
+for model in build/random-network.bin models/facegen-faces.safetensors; do
+k=k5
+[ "$model" = models/facegen-faces.safetensors ] && k=k4
 for precision in fp32 tf32 bf16; do
   shapes="small large"
   [ "$gemms" != auto ] && shapes="small large image"
@@ -57,23 +61,25 @@ for precision in fp32 tf32 bf16; do
     # The image tiles exist for wgmma only (elsewhere they are the Large ones, already checked).
     [ $tiles = image ] && { [ $precision = fp32 ] || [ $gemm = mma ]; } && continue
     start=$SECONDS
+    run=$k-$precision-$tiles-$gemm
     FACEGEN_GPU_GEMM=$gemm FACEGEN_GPU_TILES=$tiles timeout "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool racecheck --error-exitcode 99 \
       ./build/facegen --device cuda --precision $precision --random 3 --batch 3 --formats npy --quiet \
-      --model build/random-network.bin --output "$out/race-$precision-$tiles-$gemm" > "$out/racecheck-$precision-$tiles-$gemm.log" 2>&1
+      --model $model --output "$out/race-$run" > "$out/racecheck-$run.log" 2>&1
     status=$?
-    summary=$(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck-$precision-$tiles-$gemm.log" | tail -n1)
+    summary=$(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck-$run.log" | tail -n1)
     if [ $status -eq 0 ]; then
-      echo "ok    racecheck over facegen --precision $precision, $tiles tiles, GEMM $gemm, 3 images ($((SECONDS - start)) s): ${summary:-no report}"
+      echo "ok    racecheck over facegen ($k) --precision $precision, $tiles tiles, GEMM $gemm, 3 images ($((SECONDS - start)) s): ${summary:-no report}"
     else
       failures=$((failures + 1))
-      echo "FAIL  racecheck over facegen --precision $precision, $tiles tiles, GEMM $gemm: exit status $status: ${summary:-see $out/racecheck-$precision-$tiles-$gemm.log}"
-      grep -m 10 -E '^========= (Race|Error|Warning)' "$out/racecheck-$precision-$tiles-$gemm.log"
+      echo "FAIL  racecheck over facegen ($k) --precision $precision, $tiles tiles, GEMM $gemm: exit status $status: ${summary:-see $out/racecheck-$run.log}"
+      grep -m 10 -E '^========= (Race|Error|Warning)' "$out/racecheck-$run.log"
     fi
   done
   done
 done
+done
 
-# racecheck over the generic kernels (any network other than the SHPC one): each tile shape, both
+# racecheck over the generic kernels (any network outside the tuned kernels' width): each tile shape, both
 # kernel sizes and every precision, at up to 3 images.
 start=$SECONDS
 FACEGEN_GPU_TEST_MAX_BATCH=3 timeout "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool racecheck --error-exitcode 99 \
