@@ -143,9 +143,11 @@ std::vector<std::unique_ptr<Backend>> make_backends(const Network& net, const Se
   return backends;
 }
 
-// Waits for SIGTERM, SIGINT or SIGHUP (blocked in every thread), then stops the server until it
-// has stopped: a signal that comes before listen() began is not lost. SIGUSR1 (sent by
-// StopperThread) ends the wait without stopping anything.
+// Waits for SIGTERM, SIGINT, SIGHUP or SIGUSR2 (blocked in every thread), then stops the server until
+// it has stopped: a signal that comes before listen() began is not lost. SIGUSR2 is the stop that
+// run_parallel.sh --serve hands on: mpirun forwards it to every rank (SIGTERM would make mpirun kill
+// the ranks a few seconds later, answers in flight or not); ranks other than 0 keep it blocked.
+// SIGUSR1 (sent by StopperThread) ends the wait without stopping anything.
 void stop_on_signal(httplib::Server& server, Service& service, const sigset_t& signals, std::atomic<bool>& listening_done,
                     bool quiet) {
   int signal = 0;
@@ -229,7 +231,7 @@ int run_service(const ServeFlags& flags, const Network& net, const sigset_t& sig
 int serve(const ServeFlags& flags) {
   sigset_t signals;
   sigemptyset(&signals);
-  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, s);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&signals, s);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   const Network net = load_network(flags.model);
   if (mpi::detect_launch().kind == mpi::LaunchKind::Rank) {
@@ -247,7 +249,7 @@ int serve_main(int argc, char** argv, const std::string& default_model) {
   try {
     const auto args = options.parse(argc, argv);
     if (args.count("help")) {
-      std::cout << options.help() << "\nExit status: 0 stopped by SIGTERM, SIGINT or SIGHUP, 1 bad input, 2 bad "
+      std::cout << options.help() << "\nExit status: 0 stopped by SIGTERM, SIGINT, SIGHUP or SIGUSR2, 1 bad input, 2 bad "
                                      "command line, 3 internal or device fault.\n";
       return 0;
     }
