@@ -165,6 +165,13 @@ if [ $status = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q 
 else
   fail "--max-batch 0" "status $status: $out"
 fi
+out=$(env --default-signal timeout 30 "$prog" serve --io-timeout-s 0 2>&1)
+status=$?
+if [ $status = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q -- "--io-timeout-s expects a whole number from 1 to 3600, got '0'"; then
+  pass "--io-timeout-s 0: exit 1 and one sentence"
+else
+  fail "--io-timeout-s 0" "status $status: $out"
+fi
 if "$prog" serve --help | grep -q -- '--max-delay-ms'; then pass "facegen serve --help lists its flags"; else fail "serve --help" "no --max-delay-ms"; fi
 
 suite_end
