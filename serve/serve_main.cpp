@@ -201,8 +201,8 @@ int run_service(const ServeFlags& flags, const Network& net, const sigset_t& sig
   server.set_read_timeout(flags.io_timeout_s, 0);
   server.set_write_timeout(flags.io_timeout_s, 0);
   // A kept-alive connection waits at most 5 s for its next request, less where --io-timeout-s is
-  // shorter; a request that stalls midway is answered 400 after --io-timeout-s, then the library
-  // waits that long again before it closes the connection.
+  // shorter; a request that stalls midway is answered 400 after --io-timeout-s, and the library then
+  // waits this keep-alive time for another request before it closes the connection.
   server.set_keep_alive_timeout(std::min(5, flags.io_timeout_s));
   // An answer goes out in two writes (headers, then body): with Nagle's algorithm the second waits for
   // the client's delayed ACK, 40 ms, which was most of one PNG's latency.
