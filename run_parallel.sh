@@ -26,7 +26,8 @@
 # and only this user's own files and folders, never a link: another run's temporaries of the same
 # prefix, or what another user put in a shared folder under such a name, stay), says whether the outputs were replaced and exits
 # with the job's status; SIGINT or SIGTERM to this script stops the job the same way and exits 130
-# or 143.
+# or 143. With --serve, SIGINT or SIGTERM stops the service as it stops in one process (no new
+# connection, every accepted request answered, exit 0); a second one ends the job at once.
 set -euo pipefail
 # A closed standard descriptor (a daemon, `cmd >&-`) gets /dev/null, as facegen gives itself: a write
 # to a closed stdout would end this script (set -e) before the job, without a word.
@@ -244,12 +245,22 @@ echo "  ${cmd[*]}"
 status=0
 interrupted=0
 job=
+serve_stop=0
 on_signal() {  # on_signal STATUS SIGNAL
   [ "$interrupted" -eq 0 ] || return 0
   interrupted=$1
   local pid
   pid=$(pgrep -P "$job" -x "$(basename "${cmd[0]}")" 2>/dev/null | head -n1)
-  kill -"$2" "${pid:-$job}" 2>/dev/null || true
+  local signal=$2
+  # The service stops by itself on SIGUSR2, which mpirun forwards to every rank; on SIGTERM or SIGINT
+  # mpirun would kill the ranks a few seconds later, requests in flight or not. A second signal
+  # goes through as it is.
+  if [ "$serve" = 1 ] && [ "${cmd[0]}" = mpirun ] && [ "$interrupted" -gt 0 ] && [ "$serve_stop" = 0 ]; then
+    signal=USR2
+    serve_stop=1
+    interrupted=0
+  fi
+  kill -"$signal" "${pid:-$job}" 2>/dev/null || true
 }
 set +e
 set -m
@@ -272,7 +283,9 @@ while kill -0 "$job" 2>/dev/null; do  # a wait that a signal cut short
 done
 trap - INT TERM
 set -e
-[ "$interrupted" -eq 0 ] || status=$interrupted
+# A service that stopped cleanly on the signal (every accepted request answered) exits 0, as one
+# process of it does.
+if [ "$interrupted" -ne 0 ] && ! { [ "$serve" = 1 ] && [ "$status" = 0 ]; }; then status=$interrupted; fi
 # The service writes no file: nothing to finish or clean up.
 [ "$serve" = 1 ] && exit "$status"
 

@@ -183,7 +183,7 @@ void add_routes(httplib::Server& server, Service& service) {
     std::string sentence = "the request could not be served (HTTP " + std::to_string(res.status) + ")";
     if (res.status == 404) sentence = "no route " + json::printable(req.method, 20) + " " + json::printable(req.path, 80) + " (see GET / and docs/service.md)";
     if (res.status == 413) sentence = "the body is larger than the " + std::to_string(kMaxBodyBytes >> 20) + " MiB the service reads";
-    if (res.status == 400) sentence = "the HTTP request is malformed";
+    if (res.status == 400) sentence = "the HTTP request is malformed, or did not arrive whole within the service's time limit";
     if (res.status == 414) sentence = "the request's path is too long";
     res.set_content(error_json(sentence), "application/json");
     service.metrics.request("other", res.status, 0);

@@ -2,6 +2,10 @@
 // batcher, the HTTP server, and a clean stop on a signal: stop accepting, finish every request in
 // flight, end the workers, exit 0.
 //
+// Limits on clients: a connection has --io-timeout-s to send each request and to take its answer;
+// one that has sent nothing yet stays in the kernel (TCP_DEFER_ACCEPT) for its first 30 seconds, so
+// silent connections take no thread of the --http-threads pool in that time.
+//
 // Signals are blocked in every thread (they inherit the mask of this one, set before any is made)
 // and taken by one thread with sigwait, which may then call the server's stop() (not allowed in a
 // signal handler).
@@ -11,8 +15,11 @@
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -41,7 +48,7 @@ namespace {
 
 struct ServeFlags {
   std::string model, host = "127.0.0.1", token;
-  int port = 8080, http_threads = 64;
+  int port = 8080, http_threads = 64, io_timeout_s = 10;
   BackendOptions backend;
   BatcherOptions batcher;
   bool quiet = false;
@@ -68,6 +75,8 @@ cxxopts::Options serve_command_line() {
       ("token-file", "a file holding a token: /v1/ and /metrics then need 'Authorization: Bearer TOKEN'",
        value<std::string>(), "PATH")
       ("http-threads", "connections served at once", value<std::string>()->default_value("64"), "N")
+      ("io-timeout-s", "seconds a connection has to send a request and to take its answer; a stalled one is closed",
+       value<std::string>()->default_value("10"), "S")
       ("t,threads", "CPU backend threads (0: all this process may use)", value<std::string>()->default_value("0"), "N")
       ("q,quiet", "print nothing but errors")
       ("h,help", "print this help");
@@ -112,6 +121,7 @@ ServeFlags read_flags(const cxxopts::ParseResult& args, const std::string& defau
   flags.host = args["host"].as<std::string>();
   flags.port = static_cast<int>(whole_flag(args, "port", 0, 65535));
   flags.http_threads = static_cast<int>(whole_flag(args, "http-threads", 1, 4096));
+  flags.io_timeout_s = static_cast<int>(whole_flag(args, "io-timeout-s", 1, 3600));
   flags.backend.device = device_flag(args["device"].as<std::string>());
   flags.backend.precision = parse_precision(args["precision"].as<std::string>());
   flags.backend.threads = static_cast<int>(whole_flag(args, "threads", 0, 4096));
@@ -143,9 +153,11 @@ std::vector<std::unique_ptr<Backend>> make_backends(const Network& net, const Se
   return backends;
 }
 
-// Waits for SIGTERM, SIGINT or SIGHUP (blocked in every thread), then stops the server until it
-// has stopped: a signal that comes before listen() began is not lost. SIGUSR1 (sent by
-// StopperThread) ends the wait without stopping anything.
+// Waits for SIGTERM, SIGINT, SIGHUP or SIGUSR2 (blocked in every thread), then stops the server until
+// it has stopped: a signal that comes before listen() began is not lost. SIGUSR2 is the stop that
+// run_parallel.sh --serve hands on: mpirun forwards it to every rank (SIGTERM would make mpirun kill
+// the ranks a few seconds later, answers in flight or not); ranks other than 0 keep it blocked.
+// SIGUSR1 (sent by StopperThread) ends the wait without stopping anything.
 void stop_on_signal(httplib::Server& server, Service& service, const sigset_t& signals, std::atomic<bool>& listening_done,
                     bool quiet) {
   int signal = 0;
@@ -186,9 +198,12 @@ int run_service(const ServeFlags& flags, const Network& net, const sigset_t& sig
   httplib::Server server;
   server.new_task_queue = [threads = flags.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   server.set_payload_max_length(static_cast<size_t>(kMaxBodyBytes));
-  server.set_read_timeout(10, 0);
-  server.set_write_timeout(10, 0);
-  server.set_keep_alive_timeout(5);
+  server.set_read_timeout(flags.io_timeout_s, 0);
+  server.set_write_timeout(flags.io_timeout_s, 0);
+  // A kept-alive connection waits at most 5 s for its next request, less where --io-timeout-s is
+  // shorter; a request that stalls midway is answered 400 after --io-timeout-s, and the library then
+  // waits this keep-alive time for another request before it closes the connection.
+  server.set_keep_alive_timeout(std::min(5, flags.io_timeout_s));
   // An answer goes out in two writes (headers, then body): with Nagle's algorithm the second waits for
   // the client's delayed ACK, 40 ms, which was most of one PNG's latency.
   server.set_tcp_nodelay(true);
@@ -198,6 +213,10 @@ int run_service(const ServeFlags& flags, const Network& net, const sigset_t& sig
   server.set_socket_options([&listening_socket](int sock) {
     const int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    // A connection reaches accept() with its first bytes, or after 30 s of silence: 300 silent
+    // connections held all 64 threads and delayed other clients by 20 s without it.
+    const int defer_s = 30;
+    ::setsockopt(sock, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof defer_s);
     listening_socket = sock;
   });
   add_routes(server, service);
@@ -229,7 +248,7 @@ int run_service(const ServeFlags& flags, const Network& net, const sigset_t& sig
 int serve(const ServeFlags& flags) {
   sigset_t signals;
   sigemptyset(&signals);
-  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&signals, s);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&signals, s);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   const Network net = load_network(flags.model);
   if (mpi::detect_launch().kind == mpi::LaunchKind::Rank) {
@@ -247,7 +266,7 @@ int serve_main(int argc, char** argv, const std::string& default_model) {
   try {
     const auto args = options.parse(argc, argv);
     if (args.count("help")) {
-      std::cout << options.help() << "\nExit status: 0 stopped by SIGTERM, SIGINT or SIGHUP, 1 bad input, 2 bad "
+      std::cout << options.help() << "\nExit status: 0 stopped by SIGTERM, SIGINT, SIGHUP or SIGUSR2, 1 bad input, 2 bad "
                                      "command line, 3 internal or device fault.\n";
       return 0;
     }

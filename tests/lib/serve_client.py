@@ -8,9 +8,12 @@
   serve_client.py PORT WORK MODEL PROG load N   N requests in flight (16 images each), printing
                                                 "STARTED" once they are sent, then each one's result
   serve_client.py PORT WORK MODEL PROG latency N   N one-image requests in turn: p50 and p99
+  serve_client.py PORT WORK MODEL PROG clients PID IO_TIMEOUT   clients that misbehave (the server's
+                                                pid, its --io-timeout-s): one stalls mid-request,
+                                                many vanish before their answer, 300 stay silent
 SERVE_DEVICE (default cpu): the device of the batch tool's runs, as the server's.
 Every request has a deadline (urllib's timeout)."""
-import concurrent.futures, http.client, json, os, re, subprocess, sys, time
+import concurrent.futures, http.client, json, os, re, socket, subprocess, sys, time
 import numpy as np
 
 port, work, model, prog, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
@@ -18,9 +21,9 @@ device = os.environ.get("SERVE_DEVICE", "cpu")  # the batch tool's device, the s
 TIMEOUT = 60
 
 
-def request(method, path, body=None, headers=None):
+def request(method, path, body=None, headers=None, timeout=TIMEOUT):
     """(status, headers, bytes) of one request on a fresh connection."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         data = body.encode() if isinstance(body, str) else body
         conn.request(method, path, body=data, headers=headers or {})
@@ -220,6 +223,94 @@ def latency(n):
           f"p99 {times[min(n - 1, n * 99 // 100)] * 1000:.2f} ms", flush=True)
 
 
+def answered_promptly(what, limit=1.0):
+    """Whether /healthz and a one-image request are each answered 200 within `limit` seconds."""
+    times = []
+    for path in ("/healthz", "/v1/images/5.png"):
+        start = time.monotonic()
+        try:
+            status = request("GET", path, timeout=limit + 4)[0]
+        except OSError as e:
+            report(what, False, f"GET {path}: {e!r} after {time.monotonic() - start:.1f} s")
+            return False
+        times.append(time.monotonic() - start)
+        if status != 200:
+            report(what, False, f"GET {path}: {status}")
+            return False
+    report(what, max(times) < limit, f"/healthz after {times[0]:.2f} s, an image after {times[1]:.2f} s (limit {limit} s)")
+    return max(times) < limit
+
+
+def server_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
+
+
+def generate_answered():
+    text = request("GET", "/metrics")[2].decode()
+    return metric(text, "facegen_requests_total", '{route="/v1/generate",status="200"}') or 0
+
+
+def vanishing_round(n):
+    """n requests of 4 images (npy), each connection closed as soon as its request is sent; returns
+    once the server has made every answer (/metrics), at most 60 s."""
+    before = generate_answered()
+    for k in range(n):
+        body = json.dumps({"seeds": list(range(4 * k, 4 * k + 4)), "format": "npy"})
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(f"POST /v1/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+    deadline = time.monotonic() + 60
+    while generate_answered() < before + n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return generate_answered() >= before + n
+
+
+def misbehaving_clients(pid, io_timeout):
+    # A client that sends half a request's headers and stalls.
+    stalled = socket.create_connection(("127.0.0.1", port), timeout=io_timeout + 5)
+    stalled.sendall(b"POST /v1/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le")
+    stall_start = time.monotonic()
+    answered_promptly("while a client stalls mid-request, /healthz and an image answer within 1 s")
+
+    # Clients that send a request and vanish before its answer: two rounds to warm up (the allocator's
+    # arenas, the threads), three to measure. A leak of each answer's floats alone would add 18 MiB.
+    ok = vanishing_round(32) and vanishing_round(32)
+    rss, fds = server_rss_kib(pid), len(os.listdir(f"/proc/{pid}/fd"))
+    ok = ok and all(vanishing_round(32) for _ in range(3))
+    time.sleep(0.2)  # the last answers written and their connections closed
+    growth, more_fds = (server_rss_kib(pid) - rss) / 1024, len(os.listdir(f"/proc/{pid}/fd")) - fds
+    report(f"160 requests whose clients vanished before the answer: all made; over the last 96 the server's memory grew "
+           f"{growth:.1f} MiB (< 8), its open files {more_fds:+d}", ok and growth < 8 and more_fds <= 0,
+           f"all made: {ok}, growth {growth:.1f} MiB, open files {more_fds:+d}")
+    answered_promptly("after the vanished clients, /healthz and an image answer within 1 s")
+
+    # 300 connections that send nothing, opened at once.
+    silent = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(300)]
+    answered_promptly("with 300 silent connections open, /healthz and an image answer within 1 s")
+    for s in silent:
+        s.close()
+
+    # The stalled client: answered 400 once --io-timeout-s passed without a byte, then closed after
+    # the keep-alive wait (as long, for a timeout under 5 s).
+    answer, answered, closed = b"", None, None
+    try:
+        while True:
+            data = stalled.recv(4096)
+            if answered is None:
+                answered = time.monotonic() - stall_start
+            if not data:
+                closed = time.monotonic() - stall_start
+                break
+            answer += data
+    except OSError:
+        pass
+    stalled.close()
+    report(f"the stalled client: 400 after --io-timeout-s {io_timeout} s (took {answered or 0:.1f} s), closed after "
+           f"{closed or 0:.1f} s", answer.startswith(b"HTTP/1.1 400 ") and b"did not arrive whole" in answer and
+           answered is not None and io_timeout - 0.5 <= answered <= io_timeout + 2 and
+           closed is not None and closed <= 2 * io_timeout + 2, f"answered after {answered} s, closed after {closed} s: {answer[:200]!r}")
+
+
 if mode == "latency":
     latency(int(sys.argv[6]))
 elif mode == "checks":
@@ -230,5 +321,7 @@ elif mode == "checks":
     # POST /v1/generate answered 200: 4 + 1 (seeds), 4 + 1 (latents), 32 (concurrent). Images: those,
     # 5 in each of the 8 multi-image answers, and GET /v1/images: 3.png, 7.png, 1.png after each bad request.
     metrics_count({"generate": 4 + 1 + 4 + 1 + 32, "images": 8 * 5 + 2 + 32 + 2 + len(BAD)})
+elif mode == "clients":
+    misbehaving_clients(int(sys.argv[6]), int(sys.argv[7]))
 else:
     load(int(sys.argv[6]))

@@ -12,6 +12,11 @@
 #                {"error": ...}, then a good request still served
 #   concurrency  32 requests at once, each answered with its own image; /metrics counts every one; the
 #                latency of 200 one-image requests in turn (printed, not judged)
+#   bad clients  (--io-timeout-s 2) one that sends half a request and stalls: /healthz and an image
+#                answer within 1 s meanwhile, and the server answers it 400 after 2 s and closes it
+#                by 4 s; 160 that send a request and vanish: all made, over the last 96 the server's
+#                memory grows less than 8 MiB and its open files not at all, and it answers at once
+#                after; 300 silent connections opened at once: /healthz and an image answer within 1 s
 #   stopping     SIGTERM with requests in flight: each is answered, then exit 0 within seconds;
 #                SIGINT when idle: exit 0; a port already taken: exit 1 and one sentence
 #   token        with --token-file, /v1/ and /metrics need "Authorization: Bearer TOKEN" (401 otherwise)
@@ -74,13 +79,17 @@ tally() {
 }
 
 echo "the service as a client sees it:"
-if start_server main --max-delay-ms 5; then
+if start_server main --max-delay-ms 5 --io-timeout-s 2; then
   pass "starts and says where it listens (port $port)"
   timeout 600 $py tests/lib/serve_client.py "$port" "$work" "$model" "$prog" checks > "$work/client.out" 2>&1
   status=$?
   tally < "$work/client.out"
   [ $status = 0 ] || fail "the client" "ended with status $status"
   timeout 120 $py tests/lib/serve_client.py "$port" "$work" "$model" "$prog" latency 200 | tally
+  timeout 120 $py tests/lib/serve_client.py "$port" "$work" "$model" "$prog" clients "$server" 2 > "$work/clients.out" 2>&1
+  status=$?
+  tally < "$work/clients.out"
+  [ $status = 0 ] || fail "the misbehaving clients" "ended with status $status"
   # A second server on the same port.
   (exec env --default-signal timeout 30 "$prog" serve --device cpu --model "$model" --port "$port" 2> "$work/taken.err")
   status=$?
@@ -155,6 +164,13 @@ if [ $status = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q 
   pass "--max-batch 0: exit 1 and one sentence"
 else
   fail "--max-batch 0" "status $status: $out"
+fi
+out=$(env --default-signal timeout 30 "$prog" serve --io-timeout-s 0 2>&1)
+status=$?
+if [ $status = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q -- "--io-timeout-s expects a whole number from 1 to 3600, got '0'"; then
+  pass "--io-timeout-s 0: exit 1 and one sentence"
+else
+  fail "--io-timeout-s 0" "status $status: $out"
 fi
 if "$prog" serve --help | grep -q -- '--max-delay-ms'; then pass "facegen serve --help lists its flags"; else fail "serve --help" "no --max-delay-ms"; fi
 

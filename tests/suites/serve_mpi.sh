@@ -2,8 +2,9 @@
 # serve_mpi.sh: the service over the ranks of an MPI job on this machine (run_parallel.sh --serve,
 # 2 ranks, CPU backend): rank 0 listens and counts a worker per rank; 64 images in batches of at most
 # 4, over both ranks, hold the batch tool's bytes, and so do 8 requests at once; SIGTERM to the
-# launcher ends the job within seconds and frees the port. The launcher starts with default signal
-# dispositions and is killed at the end even when a check fails. Usage: serve_mpi.sh [build]
+# launcher while a request of 1,024 images is in flight (its first batch made): the request is
+# answered in full, then the job exits 0 within seconds and frees the port. The launcher starts with
+# default signal dispositions and is killed at the end even when a check fails. Usage: serve_mpi.sh [build]
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh serve_mpi
@@ -66,14 +67,36 @@ if echo "$verdict" | grep -q '^parts ok$'; then pass "8 requests at once: each i
 batches=$(curl -s --max-time 30 "http://127.0.0.1:$port/metrics" | grep '^facegen_batch_images_count ' | cut -d' ' -f2)
 if [ "${batches:-0}" -ge 16 ]; then pass "batches of at most 4: $batches of them"; else fail "batches" "${batches:-none}"; fi
 
+# SIGTERM with a request in flight: the client says INFLIGHT once a batch of its request is made
+# (/metrics counts one more batch), then reads the answer.
+timeout 120 $py - "$port" > "$work/inflight.out" 2>&1 <<'PY' &
+import http.client, json, re, sys, time
+port = int(sys.argv[1])
+def batches():
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/metrics")
+    return int(re.search(r"^facegen_batch_images_count (\d+)", conn.getresponse().read().decode(), re.M).group(1))
+before = batches()
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=100)
+conn.request("POST", "/v1/generate", json.dumps({"seeds": list(range(1024)), "format": "npy-u8"}))
+while batches() == before:
+    time.sleep(0.02)
+print("INFLIGHT", flush=True)
+res = conn.getresponse()
+print("RESULT", res.status, len(res.read()), flush=True)
+PY
+client=$!
+for _ in $(seq 300); do grep -q INFLIGHT "$work/inflight.out" && break; kill -0 "$client" 2> /dev/null || break; sleep 0.05; done
 kill -TERM "$job"
-stopped=no
-for _ in $(seq 300); do kill -0 "$job" 2> /dev/null || { stopped=yes; break; }; sleep 0.1; done
-if [ $stopped = yes ] && ! curl -s --max-time 5 "http://127.0.0.1:$port/healthz" > /dev/null; then
-  wait "$job"
-  pass "SIGTERM to the launcher ends the job (status $?) and frees the port"
+wait_pid "$job" 30
+status=$?
+wait_pid "$client" 30
+if [ $status = 0 ] && grep -q '^INFLIGHT$' "$work/inflight.out" && grep -q "^RESULT 200 $((128 + 1024 * 64 * 64 * 3))$" "$work/inflight.out" &&
+   grep -q 'stopped' "$work/job.err" && ! curl -s --max-time 5 "http://127.0.0.1:$port/healthz" > /dev/null; then
+  pass "SIGTERM to the launcher with 1,024 images in flight: answered in full, then exit 0 and the port freed"
   job=
 else
-  fail "SIGTERM" "the job still runs or the port still answers after 30 s"
+  [ $status = 124 ] || job=
+  fail "SIGTERM with a request in flight" "launcher status $status; client: $(tr '\n' ' ' < "$work/inflight.out" | head -c 300); job: $(tail -n 3 "$work/job.err")"
 fi
 suite_end

@@ -8,7 +8,8 @@
 # outputs/ folder (ranks started by srun --mpi=pmix when Slurm has PMIx, else mpirun), a .npy path
 # into an output path (LAUNCHER=mpirun: mpirun on Slurm's node list), and --random N. Each job logs
 # into the submit directory, named by its job id; an input that does not exist fails the job with
-# one line; the three scripts share one block of argument handling.
+# one line; the three batch scripts share one block of argument handling. slurm/facegen-serve.sbatch
+# on 2 ranks names its node and port in the log, and scancel with a request in flight stops it cleanly.
 # The GPU scripts ask for GPUs, which this one-node Slurm has none of; tests/suites/virtual_cluster.sh
 # runs them on nodes with GPUs declared to Slurm but none usable. Stops everything it started, by
 # pid. Exit 0 pass, 77 skipped (says why: not root, Slurm or munge not installed, daemons would not
@@ -208,10 +209,73 @@ else
   fail "an input that does not exist" "sbatch status $status; log: $(cat "$log" 2>/dev/null | head -n 4)"
 fi
 
-# The argument handling is one block, the same in every script (each is run as a copy by sbatch).
+# The service: slurm/facegen-serve.sbatch on 2 ranks names its node and port in the job log; scancel
+# while a request of 1,024 images is in flight (its first batch made): the request is answered in
+# full, rank 0 says it stopped, and the job ends well within Slurm's KillWait (30 s).
+rm -f "$work/repo/facegen-"*.log
+start=$SECONDS
+if ! srun --mpi=list 2>&1 | grep -q pmix; then
+  skip "slurm/facegen-serve.sbatch under scancel: this Slurm has no PMIx, so mpirun would start the ranks, and scancel's SIGTERM reaches mpirun, which kills them (docs/service.md)"
+else
+  serve_job=$(cd "$work/repo" && sbatch --parsable --ntasks-per-node=2 slurm/facegen-serve.sbatch --device cpu --threads 1 \
+                --port 0 --max-batch 4 2> "$work/sbatch.out")
+  log=$work/repo/facegen-serve-$serve_job.log
+  port=
+  for _ in $(seq 600); do  # 60 s
+    port=$(grep -o "^facegen-serve: listening on http://$node:[0-9]*/" "$log" 2> /dev/null | grep -o '[0-9]*/$' | tr -d /)
+    [ -n "$port" ] && break
+    case $(scontrol show job -o "$serve_job" 2> /dev/null) in *JobState=PENDING*|*JobState=CONFIGURING*|*JobState=RUNNING*) ;; *) break ;; esac
+    sleep 0.1
+  done
+  if [ -z "$port" ]; then
+    fail "slurm/facegen-serve.sbatch says where it listens" "job '$serve_job' $(cat "$work/sbatch.out"); log: $(tail -n 6 "$log" 2> /dev/null)"
+  else
+    timeout 60 /usr/bin/python3 - "$port" > "$work/inflight.out" 2>&1 <<'PY' &
+import http.client, json, re, sys, time
+port = int(sys.argv[1])
+def get(path):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", path)
+    return conn.getresponse().read().decode()
+print("READY", get("/readyz").strip(), flush=True)
+def batches():
+    return int(re.search(r"^facegen_batch_images_count (\d+)", get("/metrics"), re.M).group(1))
+before = batches()
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=50)
+conn.request("POST", "/v1/generate", json.dumps({"seeds": list(range(1024)), "format": "npy-u8"}))
+while batches() == before:
+    time.sleep(0.02)
+print("INFLIGHT", flush=True)
+res = conn.getresponse()
+print("RESULT", res.status, len(res.read()), flush=True)
+PY
+    client=$!
+    for _ in $(seq 300); do grep -q INFLIGHT "$work/inflight.out" && break; kill -0 "$client" 2> /dev/null || break; sleep 0.05; done
+    cancelled=$SECONDS
+    scancel "$serve_job"
+    state=
+    for _ in $(seq 400); do  # 40 s
+      state=$(scontrol show job -o "$serve_job" 2> /dev/null)
+      case $state in *JobState=RUNNING*|*JobState=COMPLETING*) sleep 0.1 ;; *) break ;; esac
+    done
+    wait_pid "$client" 30
+    if grep -q '^READY {"status": "ready", "workers": 2}$' "$work/inflight.out" && grep -q '^INFLIGHT$' "$work/inflight.out" &&
+       grep -q "^RESULT 200 $((128 + 1024 * 64 * 64 * 3))$" "$work/inflight.out" && grep -q '^facegen serve: stopped$' "$log" &&
+       grep -q 'the service ended (status 0)' "$log" && [ $((SECONDS - cancelled)) -lt 20 ] &&
+       ! curl -s --max-time 5 "http://127.0.0.1:$port/healthz" > /dev/null; then
+      pass "slurm/facegen-serve.sbatch, 2 ranks: listens on $node:$port; scancel with 1,024 images in flight: answered in full, job ended $((SECONDS - cancelled)) s later ($((SECONDS - start)) s in all)"
+    else
+      fail "slurm/facegen-serve.sbatch and scancel" "client: $(tr '\n' ' ' < "$work/inflight.out" | head -c 300); $((SECONDS - cancelled)) s after scancel: ${state:0:200}; log: $(tail -n 8 "$log")"
+    fi
+  fi
+fi
+
+# The argument handling is one block, the same in every batch script (each is run as a copy by
+# sbatch); the service's script takes no INPUT or OUTPUT.
 block() { sed -n '/^# --- arguments/,/^# --- end of the arguments block/p' "$1"; }
 differ=
 for script in slurm/*.sbatch; do
+  [ "$script" = slurm/facegen-serve.sbatch ] && continue
   [ -n "$(block "$script")" ] && [ "$(block "$script")" = "$(block slurm/facegen-cpu.sbatch)" ] || differ="$differ $script"
 done
 [ -z "$differ" ] && pass "slurm/*.sbatch: one block of argument handling, the same in each" ||
