@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -28,11 +29,14 @@ namespace facegen {
 
 namespace {
 
+std::atomic<bool> context_made{false};  // see cuda_context_made()
+
 class CudaBackend : public Backend {
  public:
   CudaBackend(const Network& net, int device, int max_batch, Precision precision, ImageEncoding images)
       : encoding_(images) {
     CUDA_CHECK(cudaSetDevice(device));
+    context_made = true;
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     char bus_id[32] = {};
@@ -62,6 +66,8 @@ class CudaBackend : public Backend {
 
 }  // namespace
 
+bool cuda_context_made() { return context_made.load(); }
+
 struct EarlyCudaContext::Creation {
   std::thread thread;
 };
@@ -69,7 +75,7 @@ struct EarlyCudaContext::Creation {
 EarlyCudaContext::EarlyCudaContext(int device) : creation_(std::make_unique<Creation>()) {
   creation_->thread = std::thread([device] {
     // Errors (no driver, no such device) are left for the backend's own calls, which report them.
-    if (cudaSetDevice(device < 0 ? 0 : device) == cudaSuccess) cudaFree(nullptr);
+    if (cudaSetDevice(device < 0 ? 0 : device) == cudaSuccess && cudaFree(nullptr) == cudaSuccess) context_made = true;
     cudaGetLastError();
   });
 }

@@ -151,7 +151,8 @@ void GpuPipeline::forward(int slot, int n, bool for_download) {
 
 void GpuPipeline::run(int slot, int n, bool for_download) {
   if (n < 1 || n > max_batch_) throw std::invalid_argument("batch size out of range");
-  if (n < max_batch_) {
+  // A slot's first full batch runs directly: a capture pays only where a replay follows.
+  if (n < max_batch_ || full_runs_[slot][for_download]++ == 0) {
     forward(slot, n, for_download);
     return;
   }
