@@ -6,7 +6,7 @@
 // memory (host latents -> host images, with the copies; into pinned memory also over 4x the images,
 // beside the kernels timed back to back for as long); the cuBLAS baseline beside them; the event
 // timeline of a few batches showing downloads overlapped with compute; then the PyTorch DCGAN
-// tutorial's generator through the generic kernels (bench/tutorial_bench.cuh; --tutorial-only runs
+// tutorial's generator on both kinds of kernel (bench/tutorial_bench.cuh; --tutorial-only runs
 // that section alone). Writes network.bin,
 // latents.bin, images_<precision>.bin (first 256 images of a batch of 8192) and results.json into
 // --out for bench/pytorch_reference.py, which adds PyTorch and the errors vs float64.

@@ -11,7 +11,7 @@ and the images/s table with facegen / best PyTorch ratios.
 
 Then the same for the PyTorch DCGAN tutorial's generator (tutorial_network.bin, nz 100, ngf 64, nc 3,
 4x4 kernels, no biases), written as the tutorial writes it (nn.Sequential of ConvTranspose2d,
-BatchNorm2d, ReLU, Tanh): facegen's tuned and generic kernels against eager and torch.compile on the same
+BatchNorm2d, ReLU, Tanh): facegen's fixed-shape and any-shape kernels against eager and torch.compile on the same
 latents, and both against float64; --tutorial-only runs that part alone.
 """
 import argparse
@@ -91,7 +91,7 @@ def tutorial_generator(nz, ngf, nc):
 
 
 def load_tutorial(path, nz, ngf, nc):
-    """The flat float layout (kernels/generic_generator.hpp) into the tutorial's state_dict."""
+    """The flat float layout (generator/network.hpp) into the tutorial's state_dict."""
     f = np.fromfile(path, dtype=np.float32)
     ch = [ngf * 8, ngf * 4, ngf * 2, ngf, nc]
     o = 0
@@ -171,7 +171,7 @@ def time_batches(model, z_all, dtype, prec, label, budget, compile_spent, rows):
 
 
 def tutorial(args, z_all, ours, compile_spent):
-    """The tutorial generator: errors vs float64 and images/s beside facegen's tuned and generic kernels."""
+    """The tutorial generator: errors vs float64 and images/s beside facegen's fixed-shape and any-shape kernels."""
     dev = torch.device("cuda")
     path = os.path.join(args.dir, "tutorial_network.bin")
     nz, ngf, nc = TUTORIAL_NZ, TUTORIAL_NGF, TUTORIAL_NC
@@ -192,11 +192,11 @@ def tutorial(args, z_all, ours, compile_spent):
     print("worst |error| vs float64, tutorial generator, first 256 images:")
     for prec, (pt, fg) in errors.items():
         print(f"  {prec}: PyTorch {pt:.2e}   facegen {fg:.2e}")
-    print("\ntutorial images/s   batch   facegen tuned  facegen generic   torch eager  torch compile"
-          "  tuned/best torch   SHPC facegen tuned")
+    print("\ntutorial images/s   batch   facegen fixed  facegen any-shape   torch eager  torch compile"
+          "  fixed/best torch   SHPC facegen")
     for prec, n, e, c in rows:
         fk = ours.get(f"tutorial_{prec}_b{n}_kernels", 0)
-        fg = ours.get(f"tutorial_generic_{prec}_b{n}_kernels", 0)
+        fg = ours.get(f"tutorial_any_{prec}_b{n}_kernels", 0)
         shpc = ours.get(f"tutorial_shpc_{prec}_b{n}_kernels", 0)
         best = max(e, c or 0)
         print(f"  {prec:6s} {n:14d} {fk:14,.0f} {fg:16,.0f} {e:13,.0f} {c or 0:14,.0f} {fk / best:16.2f}x {shpc:20,.0f}")

@@ -1,13 +1,13 @@
 // tutorial_bench.cuh: the PyTorch DCGAN tutorial's generator (nz 100, ngf 64, nc 3, 4x4 kernels, no
-// biases) on the tuned CUDA kernels and, beside them, the generic ones, for build/facegen-bench next
-// to the SHPC network's figures.
+// biases) on the fixed-shape CUDA kernels and, beside them, on the any-shape ones
+// (kernels/generator_gpu.hpp), for build/facegen-bench next to the SHPC network's figures.
 //
-// Validates first: each precision's first 8 images of a batch of 256, on both kernel sets, against
+// Validates first: each precision's first 8 images of a batch of 256, on both kinds of kernel, against
 // the float64 reference (tests/gpu/reference.hpp) within the GPU tests' image tolerances; then times
 // the kernels alone (graph replays, latents and images on the device) at batch 64, 512, 1024 and
-// 8192: the tuned kernels, the generic ones, and the SHPC network's tuned kernels. Writes
+// 8192: the fixed-shape kernels, the any-shape ones, and the SHPC network's fixed-shape kernels. Writes
 // tutorial_network.bin (the flat float layout of generator/network.hpp) and
-// tutorial_images_<precision>.bin (256 images of the tuned kernels) into the output folder for
+// tutorial_images_<precision>.bin (256 images of the fixed-shape kernels) into the output folder for
 // bench/pytorch_reference.py, which runs torch.compile of the same model on the same latents.
 #pragma once
 
@@ -27,10 +27,10 @@
 
 namespace facegen {
 
-// FACEGEN_GPU_ENGINE set for the pipelines made in one scope (generator/gpu_pipeline.hpp).
-struct ScopedEngine {
-  explicit ScopedEngine(const char* engine) { setenv("FACEGEN_GPU_ENGINE", engine, 1); }
-  ~ScopedEngine() { unsetenv("FACEGEN_GPU_ENGINE"); }
+// FACEGEN_GPU_KERNELS set for the pipelines made in one scope (kernels/generator_gpu.hpp).
+struct ScopedKernels {
+  explicit ScopedKernels(const char* kernels) { setenv("FACEGEN_GPU_KERNELS", kernels, 1); }
+  ~ScopedKernels() { unsetenv("FACEGEN_GPU_KERNELS"); }
 };
 
 // Multiply-adds x 2 of one image, every tap of every input pixel counted (as the SHPC figure is).
@@ -58,7 +58,7 @@ int bench_tutorial_network(const std::string& out, const std::vector<float>& z, 
   }
   const double flops = tutorial_flops_per_image(spec);
   std::printf("\n== PyTorch DCGAN tutorial generator (nz 100, ngf 64, nc 3, k 4, no biases; %.0f MFLOP per image): "
-              "tuned kernels, generic kernels (FACEGEN_GPU_ENGINE=generic), and the SHPC network on the tuned ones ==\n",
+              "fixed-shape kernels, any-shape kernels (FACEGEN_GPU_KERNELS=any), and the SHPC network ==\n",
               flops / 1e6);
   constexpr int kChecked = 8, kSaved = 256;
   std::vector<std::vector<double>> ref(kChecked);
@@ -67,8 +67,9 @@ int bench_tutorial_network(const std::string& out, const std::vector<float>& z, 
   for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
     const char* pname = p == Precision::Fp32 ? "fp32" : p == Precision::Tf32 ? "tf32" : "bf16";
     const double tol = p == Precision::Fp32 ? 1e-5 : p == Precision::Tf32 ? 5e-3 : 5e-2;
-    for (const char* engine : {"generic", "tuned"}) {  // validate both; keep the tuned kernels' 256 images for PyTorch
-      ScopedEngine use(engine);
+    for (const char* kernels : {"any", "auto"}) {  // validate both; keep the fixed-shape kernels' 256 images for PyTorch
+      ScopedKernels use(kernels);
+      const char* label = std::string(kernels) == "any" ? "any-shape" : "fixed-shape";
       GpuPipeline pipe(net.data(), spec, p, kSaved, 0);
       CUDA_CHECK(cudaMemcpy(pipe.device_latents(0), z.data(), size_t(kSaved) * spec.latent_dim * 4, cudaMemcpyHostToDevice));
       CUDA_CHECK(cudaMemset(pipe.device_images(0), 0xff, size_t(kSaved) * spec.image_values() * 4));
@@ -86,17 +87,17 @@ int bench_tutorial_network(const std::string& out, const std::vector<float>& z, 
         }
       for (float v : img) bad += !std::isfinite(v);
       failed += bad > 0;
-      std::printf("  %s %s: first %d images vs float64: max |error| %.2e (limit %g)%s\n", pname, engine, kChecked, worst,
+      std::printf("  %s %s: first %d images vs float64: max |error| %.2e (limit %g)%s\n", pname, label, kChecked, worst,
                   tol, bad ? "  MISMATCH" : "");
       std::ofstream f(out + "/tutorial_images_" + pname + ".bin", std::ios::binary);
       f.write(reinterpret_cast<const char*>(img.data()), img.size() * 4);
       if (!f) throw std::runtime_error("cannot write tutorial images into " + out);
-      add(std::string("tutorial_") + pname + "_" + engine + "_max_error", worst);
+      add(std::string("tutorial_") + pname + "_" + kernels + "_max_error", worst);
     }
     for (int B : {64, 512, 1024, 8192}) {  // 512: facegen's default --batch
-      double rate[3];  // tutorial on the tuned kernels, on the generic ones; SHPC
+      double rate[3];  // tutorial on the fixed-shape kernels, on the any-shape ones; SHPC
       for (int k = 0; k < 3; ++k) {
-        ScopedEngine use(k == 1 ? "generic" : "tuned");
+        ScopedKernels use(k == 1 ? "any" : "auto");
         GpuPipeline pipe(k == 2 ? shpc.data() : net.data(), k == 2 ? kShpcSpec : spec, p, B, 0);
         CUDA_CHECK(cudaMemcpy(pipe.device_latents(0), z.data(), size_t(B) * spec.latent_dim * 4, cudaMemcpyHostToDevice));
         const int inner = std::max(1, 8192 / B);  // ~8192 images per timed repetition
@@ -104,10 +105,10 @@ int bench_tutorial_network(const std::string& out, const std::vector<float>& z, 
                                  pipe.compute_stream());
         rate[k] = double(B) * inner / (ms / 1e3);
       }
-      std::printf("  %s batch %5d: tuned %9.0f images/s (%5.1f TFLOP/s), generic %9.0f; SHPC network, tuned: %9.0f\n",
+      std::printf("  %s batch %5d: fixed-shape %9.0f images/s (%5.1f TFLOP/s), any-shape %9.0f; SHPC network: %9.0f\n",
                   pname, B, rate[0], rate[0] * flops / 1e12, rate[1], rate[2]);
       add(std::string("tutorial_") + pname + "_b" + std::to_string(B) + "_kernels", rate[0]);
-      add(std::string("tutorial_generic_") + pname + "_b" + std::to_string(B) + "_kernels", rate[1]);
+      add(std::string("tutorial_any_") + pname + "_b" + std::to_string(B) + "_kernels", rate[1]);
       add(std::string("tutorial_shpc_") + pname + "_b" + std::to_string(B) + "_kernels", rate[2]);
     }
   }

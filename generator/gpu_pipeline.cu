@@ -2,10 +2,8 @@
 #include "generator/gpu_pipeline.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
-#include <string>
 
 #include "common/cuda_check.cuh"
 #include "common/half_float.hpp"
@@ -41,17 +39,6 @@ gpu::ImageOutput finish_output(ImageTransfer transfer) {
   return gpu::ImageOutput::None;
 }
 
-// FACEGEN_GPU_ENGINE=generic: the generic kernels even for a spec the tuned ones take (the
-// benchmark's comparison); tuned or auto (the default): the tuned kernels where they run.
-bool generic_engine_forced() {
-  const char* e = std::getenv("FACEGEN_GPU_ENGINE");
-  if (!e) return false;
-  const std::string v = e;
-  if (v != "generic" && v != "tuned" && v != "auto")
-    throw std::invalid_argument("FACEGEN_GPU_ENGINE must be generic, tuned or auto, not '" + v + "'");
-  return v == "generic";
-}
-
 }  // namespace
 
 size_t PinnedImages::bytes() const { return transfer_bytes_per_image(format, values_per_image) * count; }
@@ -76,16 +63,13 @@ GpuPipeline::GpuPipeline(const float* network_floats, const ModelSpec& spec, Pre
   if (max_batch < 1) throw std::invalid_argument("max_batch must be at least 1");
   chunks_ = (max_batch + kChunkImages - 1) / kChunkImages;
   CUDA_CHECK(cudaSetDevice(device));
-  if (tuned_gpu_unsupported(spec).empty() && !generic_engine_forced())
-    net_ = std::make_unique<DeviceNetwork>(network_floats, spec, precision);
-  else
-    generic_ = std::make_unique<GenericDeviceNetwork>(network_floats, spec, precision);
+  net_ = std::make_unique<DeviceNetwork>(network_floats, spec, precision);
   copier_ = std::make_unique<ThreadPool>(std::min(8, available_cpus()));
   CUDA_CHECK(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&download_, cudaStreamNonBlocking));
   for (int s = 0; s < 4; ++s) {
-    const size_t per_image = net_ ? net_->activation_bytes_per_image(s) : generic_->activation_bytes_per_image(s);
+    const size_t per_image = net_->activation_bytes_per_image(s);
     CUDA_CHECK(cudaMalloc(&act_[s], per_image * max_batch));
   }
   const size_t z_bytes = sizeof(float) * latent_dim_ * max_batch;
@@ -135,14 +119,8 @@ GpuPipeline::~GpuPipeline() {
   cudaStreamDestroy(download_);
 }
 
-const DeviceNetwork& GpuPipeline::network() const {
-  if (!net_) throw std::logic_error("this pipeline runs the generic kernels, not the tuned ones");
-  return *net_;
-}
-
 void GpuPipeline::forward(int slot, int n, bool for_download) {
-  if (net_) net_->forward(d_latents_[slot], n, act_, d_images_[slot], compute_);
-  else generic_->forward(d_latents_[slot], n, act_, d_images_[slot], compute_);
+  net_->forward(d_latents_[slot], n, act_, d_images_[slot], compute_);
   if (for_download) {
     gpu::launch_finish_images(d_images_[slot], n, image_values_, finish_output(transfer_), round_half_, d_out_[slot],
                               d_flags_[slot], compute_);

@@ -41,7 +41,6 @@
 #include "files/image_run.hpp"
 #include "generator/backend.hpp"
 #include "kernels/generator_gpu.hpp"
-#include "kernels/generic_generator.hpp"
 
 namespace facegen {
 
@@ -71,10 +70,8 @@ struct PinnedImages {
 
 class GpuPipeline {
  public:
-  // network_floats: the flat layout of `spec` (network.bin's for kShpcSpec). The specs the tuned
-  // kernels take (kernels/generator_gpu.hpp: the SHPC network, the tutorial-shaped faces model) run on
-  // them, any other spec on the generic ones (kernels/generic_generator.hpp); FACEGEN_GPU_ENGINE=generic
-  // forces the generic kernels (for the benchmark). device: CUDA device index (the constructor selects it).
+  // network_floats: the flat layout of `spec` (network.bin's for kShpcSpec), run by DeviceNetwork
+  // (kernels/generator_gpu.hpp). device: CUDA device index (the constructor selects it).
   // encoding: what generate_checked() delivers (8-bit RGB only where asked for).
   GpuPipeline(const float* network_floats, const ModelSpec& spec, Precision precision, int max_batch, int device,
               ImageEncoding encoding = ImageEncoding::Float32);
@@ -88,8 +85,8 @@ class GpuPipeline {
   int max_batch() const { return max_batch_; }
   ImageTransfer transfer() const { return transfer_; }
   const ModelSpec& spec() const { return spec_; }
-  // The tuned network; throws std::logic_error where the generic path runs.
-  const DeviceNetwork& network() const;
+  // The network's layers on the device.
+  const DeviceNetwork& network() const { return *net_; }
   cudaStream_t compute_stream() const { return compute_; }
 
   // latents (n, nz) -> images (n, 64, 64, nc), both in host memory (pageable or pinned). Not for a
@@ -144,8 +141,7 @@ class GpuPipeline {
   int max_batch_;
   int device_;
   int chunks_;  // download chunks of a full batch
-  std::unique_ptr<DeviceNetwork> net_;              // the tuned kernels, or
-  std::unique_ptr<GenericDeviceNetwork> generic_;  // any other
+  std::unique_ptr<DeviceNetwork> net_;
   std::unique_ptr<ThreadPool> copier_;  // copies out of pinned memory (one thread moves ~4-10 GB/s)
   cudaStream_t upload_ = nullptr, compute_ = nullptr, download_ = nullptr;
   void* act_[4] = {};

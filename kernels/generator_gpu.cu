@@ -1,10 +1,13 @@
-// generator_gpu.cu: the network's weights rearranged for each layer's kernels, and the choice of kernel
-// per layer and device. The kernels and their launchers live one layer per file:
-//   projection     kernels/projection.cuh (FFMA), kernels/projection_mma.cuh (tensor cores)
+// generator_gpu.cu: the network's weights rearranged for each layer's kernels, the choice of kernel
+// per layer and device, and the fixed-shape kernels' launches (the any-shape ones are in
+// kernels/generator_gpu_any.cu). The kernels and their launchers live one layer per file:
+//   projection     kernels/projection.cuh (FFMA), kernels/projection_mma.cuh (tensor cores),
+//                  kernels/projection_any.cuh (any nz and width)
 //   tconv1-3       kernels/phase_gemm.cuh (mma.sync or FFMA, with their tile shapes),
 //                  kernels/phase_gemm_wgmma.cuh (sm_90a row tiles), kernels/phase_gemm_wgmma_image.cuh
-//                  (sm_90a, over whole images)
-//   tconv4 + tanh  kernels/tconv_output.cuh (direct), kernels/tconv_output_mma.cuh (tensor cores)
+//                  (sm_90a, over whole images), kernels/tconv_any.cuh (any width)
+//   tconv4 + tanh  kernels/tconv_output.cuh (direct), kernels/tconv_output_mma.cuh (tensor cores),
+//                  kernels/tconv_output_any.cuh (any width, 1 or 3 channels)
 #include "kernels/generator_gpu.hpp"
 
 #include <algorithm>
@@ -67,49 +70,25 @@ gpu::Math math_of(Precision p) {
 
 const char* gemm_kernel_name(GemmKernel k) { return k == GemmKernel::Wgmma ? "wgmma" : "mma.sync"; }
 
-std::string tuned_gpu_unsupported(const ModelSpec& s) {
-  if (s.latent_dim != kLatentDim) return "the tuned kernels take nz 100, not " + std::to_string(s.latent_dim);
-  if (s.base_channels != kStageChannels[3])
-    return "the tuned kernels take ngf 64, not " + std::to_string(s.base_channels);
-  if (s.image_channels != 3) return "the tuned kernels make 3-channel images, not " + std::to_string(s.image_channels);
-  if (s.kernel_size != 4 && s.kernel_size != 5)
-    return "the tuned kernels take kernel size 4 or 5, not " + std::to_string(s.kernel_size);
+std::string gpu_unsupported(const ModelSpec& s) {
+  if (s.latent_dim < 1 || s.latent_dim > 1024) return "the latent size nz must be 1..1024, not " + std::to_string(s.latent_dim);
+  if (s.base_channels < 16 || s.base_channels > 256 || s.base_channels % 16 != 0)
+    return "the base channel count must be a multiple of 16 from 16 to 256, not " + std::to_string(s.base_channels);
+  if (s.image_channels != 1 && s.image_channels != 3)
+    return "the image must have 1 or 3 channels, not " + std::to_string(s.image_channels);
+  if (s.kernel_size != 4 && s.kernel_size != 5) return "the kernel size must be 4 or 5, not " + std::to_string(s.kernel_size);
   return "";
 }
 
 DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision precision)
     : spec_(spec), ksize_(spec.kernel_size), precision_(precision) {
-  const std::string why = tuned_gpu_unsupported(spec);
-  if (!why.empty()) throw std::invalid_argument("the tuned CUDA kernels cannot run this network: " + why);
-  const WeightOffsets L(spec);
-  std::vector<float> scale, shift;
-  proj_weight_ = upload(std::vector<float>(f + L.proj_weight, f + L.proj_weight + int64_t{kLatentDim} * kProjOutputs));
-  if (precision != Precision::Fp32) {
-    proj_weight_fragments_ = upload(gpu::projection_weight_fragments<kLatentDim>(f + L.proj_weight, kProjOutputs));
-    projection_mma_ = true;
-  }
-  fold_batchnorm(f + L.bn[0], kStageChannels[0], f + L.proj_bias, kProjOutputs, &scale, &shift);
-  proj_scale_ = upload(scale);
-  proj_shift_ = upload(shift);
-  for (int s = 0; s < 3; ++s) {
-    const int c_in = kStageChannels[s], c_out = kStageChannels[s + 1];
-    const float* w = f + L.tconv_weight[s];
-    if (precision == Precision::Bf16)
-      tconv_weight_[s] = upload(phase_b_matrices<__nv_bfloat16>(w, c_in, c_out, ksize_, precision));
-    else
-      tconv_weight_[s] = upload(phase_b_matrices<float>(w, c_in, c_out, ksize_, precision));
-    fold_batchnorm(f + L.bn[s + 1], c_out, f + L.tconv_bias[s], c_out, &scale, &shift);
-    tconv_scale_[s] = upload(scale);
-    tconv_shift_[s] = upload(shift);
-  }
-  const int64_t out_w = int64_t{ksize_} * ksize_ * kStageChannels[4] * kStageChannels[3];
-  out_weight_ = upload(std::vector<float>(f + L.tconv_weight[3], f + L.tconv_weight[3] + out_w));
-  out_bias_ = upload(std::vector<float>(f + L.tconv_bias[3], f + L.tconv_bias[3] + kStageChannels[4]));
-  if (precision == Precision::Bf16) out_weight_fragments_ = setup_output_mma<Math::Bf16>(ksize_, f + L.tconv_weight[3]);
-  if (precision == Precision::Tf32) out_weight_fragments_ = setup_output_mma<Math::Tf32>(ksize_, f + L.tconv_weight[3]);
-  output_mma_possible_ = output_mma_ = out_weight_fragments_ != nullptr;
+  const std::string why = gpu_unsupported(spec);
+  if (!why.empty()) throw std::invalid_argument("the CUDA kernels cannot run this network: " + why);
+  choose_layer_kernels();
+  upload_weights(f);
   if (ksize_ == 4) gpu::configure_tconv_output_tanh<4>();
   else gpu::configure_tconv_output_tanh<5>();
+  configure_any_shape_kernels(precision);
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
@@ -129,7 +108,7 @@ DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision pr
     gpu::configure_wgmma(math_of(precision));
     wgmma_weights_.reset(new gpu::PhaseWeightMaps[3]);
     for (int s = 0; s < 3; ++s)
-      gpu::make_phase_weight_maps(math_of(precision), s, ksize_, tconv_weight_[s], &wgmma_weights_[s]);
+      if (fixed_[s + 1]) gpu::make_phase_weight_maps(math_of(precision), s, ksize_, tconv_weight_[s], &wgmma_weights_[s]);
   }
   gemm_ = wgmma_available_ ? GemmKernel::Wgmma : GemmKernel::MmaSync;
   if (const char* gemm = std::getenv("FACEGEN_GPU_GEMM")) {
@@ -138,6 +117,54 @@ DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision pr
       throw std::invalid_argument("FACEGEN_GPU_GEMM must be mma, wgmma or auto, not '" + g + "'");
     if (g != "auto") use_gemm_kernel(g == "wgmma" ? GemmKernel::Wgmma : GemmKernel::MmaSync);
   }
+}
+
+void DeviceNetwork::choose_layer_kernels() {
+  // The fixed-shape kernels' shapes (the file comment of generator_gpu.hpp).
+  const bool width = spec_.base_channels == kStageChannels[3];
+  fixed_[0] = width && spec_.latent_dim == kLatentDim;
+  fixed_[1] = fixed_[2] = fixed_[3] = width;
+  fixed_[4] = width && spec_.image_channels == kStageChannels[4];
+  if (const char* kernels = std::getenv("FACEGEN_GPU_KERNELS")) {
+    const std::string k = kernels;
+    if (k != "any" && k != "auto") throw std::invalid_argument("FACEGEN_GPU_KERNELS must be any or auto, not '" + k + "'");
+    any_shape_only_ = k == "any";
+  }
+}
+
+void DeviceNetwork::upload_weights(const float* f) {
+  const WeightOffsets L(spec_);
+  const int nz = spec_.latent_dim, k_out = spec_.proj_outputs();
+  std::vector<float> scale, shift;
+  nz_pad_ = (nz + 3) / 4 * 4;  // the any-shape projection reads z four at a time
+  std::vector<float> w(static_cast<size_t>(nz_pad_) * k_out, 0.f);
+  std::copy(f + L.proj_weight, f + L.proj_weight + int64_t{nz} * k_out, w.begin());
+  proj_weight_ = upload(w);
+  if (fixed_[0] && precision_ != Precision::Fp32) {
+    proj_weight_fragments_ = upload(gpu::projection_weight_fragments<kLatentDim>(f + L.proj_weight, kProjOutputs));
+    projection_mma_ = true;
+  }
+  fold_batchnorm(f + L.bn[0], spec_.stage_channels(0), f + L.proj_bias, k_out, &scale, &shift);
+  proj_scale_ = upload(scale);
+  proj_shift_ = upload(shift);
+  for (int s = 0; s < 3; ++s) {
+    const int c_in = spec_.stage_channels(s), c_out = spec_.stage_channels(s + 1);
+    const float* tw = f + L.tconv_weight[s];
+    if (precision_ == Precision::Bf16)
+      tconv_weight_[s] = upload(phase_b_matrices<__nv_bfloat16>(tw, c_in, c_out, ksize_, precision_));
+    else
+      tconv_weight_[s] = upload(phase_b_matrices<float>(tw, c_in, c_out, ksize_, precision_));
+    fold_batchnorm(f + L.bn[s + 1], c_out, f + L.tconv_bias[s], c_out, &scale, &shift);
+    tconv_scale_[s] = upload(scale);
+    tconv_shift_[s] = upload(shift);
+  }
+  const float* ow = f + L.tconv_weight[3];
+  const int64_t out_w = int64_t{ksize_} * ksize_ * spec_.stage_channels(4) * spec_.stage_channels(3);
+  out_weight_ = upload(std::vector<float>(ow, ow + out_w));
+  out_bias_ = upload(std::vector<float>(f + L.tconv_bias[3], f + L.tconv_bias[3] + spec_.stage_channels(4)));
+  if (fixed_[4] && precision_ == Precision::Bf16) out_weight_fragments_ = setup_output_mma<Math::Bf16>(ksize_, ow);
+  if (fixed_[4] && precision_ == Precision::Tf32) out_weight_fragments_ = setup_output_mma<Math::Tf32>(ksize_, ow);
+  output_mma_possible_ = output_mma_ = out_weight_fragments_ != nullptr;
 }
 
 void DeviceNetwork::use_gemm_kernel(GemmKernel k) {
@@ -179,11 +206,17 @@ DeviceNetwork::~DeviceNetwork() {
 }
 
 size_t DeviceNetwork::activation_bytes_per_image(int stage) const {
-  size_t elem = precision_ == Precision::Bf16 ? 2 : 4;
-  return elem * kStageSize[stage] * kStageSize[stage] * kStageChannels[stage];
+  const size_t elem = precision_ == Precision::Bf16 ? 2 : 4;
+  const size_t h = ModelSpec::stage_size(stage);
+  return elem * h * h * spec_.stage_channels(stage);
 }
 
 void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t stream) const {
+  if (n <= 0) return;
+  if (!fixed_shape(0)) {
+    projection_any(z, n, act0, stream);
+    return;
+  }
   static_assert(kLatentDim % 4 == 0 && kLatentDim <= 128, "projection_bn_relu reads z four at a time, at most 128");
   static_assert(kProjOutputs % gpu::kProjColumnsPerBlock == 0, "projection blocks must tile the columns");
   static_assert(kProjOutputs % gpu::ProjectionMmaShape<kLatentDim>::kColumns == 0, "projection_mma blocks must tile the columns");
@@ -208,7 +241,12 @@ void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t s
 }
 
 void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const {
+  if (stage < 0 || stage > 2) throw std::logic_error("tconv stage must be 0, 1 or 2");
   if (n <= 0) return;
+  if (!fixed_shape(stage + 1)) {
+    tconv_any(stage, in, n, out, stream);
+    return;
+  }
   // The image kernel where its grid gives every SM a block (tconv1's groups of eight images and
   // tconv2's of four leave most SMs idle at batch 64, where the row tiles are faster), or where
   // FACEGEN_GPU_TILES=image or use_wgmma_image forces it. The row tiles and the image kernel give the
@@ -260,7 +298,8 @@ void DeviceNetwork::output_layer_k(const void* act3, int n, float* images, cudaS
 
 void DeviceNetwork::output_layer(const void* act3, int n, float* images, cudaStream_t stream) const {
   if (n <= 0) return;
-  if (ksize_ == 4) output_layer_k<4>(act3, n, images, stream);
+  if (!fixed_shape(4)) output_layer_any(act3, n, images, stream);
+  else if (ksize_ == 4) output_layer_k<4>(act3, n, images, stream);
   else output_layer_k<5>(act3, n, images, stream);
 }
 

@@ -1,16 +1,23 @@
-// generator_gpu.hpp: the generator's layers on a CUDA GPU, as phase GEMMs with fused epilogues, tuned
-// for the width of the SHPC network and the PyTorch DCGAN tutorial's generator (nz 100, ngf 64,
-// nc 3) with either kernel size: 5 (the SHPC network.bin) or 4 (the shipped faces model, any
-// tutorial-shaped PyTorch export); tuned_gpu_unsupported says which specs. Other widths run on
-// kernels/generic_generator.hpp.
+// generator_gpu.hpp: the generator on a CUDA GPU, every network of the family (common/model_spec.hpp:
+// nz 1..1024, ngf 16..256 a multiple of 16, nc 1 or 3, 4x4 or 5x5 kernels), one layer at a time,
+// each transposed convolution as phase GEMMs with fused epilogues.
 //
 // DeviceNetwork holds one network's weights on the device, rearranged once for one precision:
 // batch norms folded into per-channel scale/shift epilogues of the layer before them, transposed
-// convolution weights split into the four phase GEMM matrices (see kernels/phase_gemm.cuh).
-// Activations between layers are (n, H, W, C), C fastest, float32 (fp32, tf32 rounded for tf32)
-// or bfloat16 (bf16):
-//   z (n, 100) -> act0 (n, 4, 4, 512) -> act1 (n, 8, 8, 256) -> act2 (n, 16, 16, 128)
-//   -> act3 (n, 32, 32, 64) -> images (n, 64, 64, 3) float32
+// convolution weights split into the four phase GEMM matrices (kernels/phase_weights.hpp). Each
+// layer has two kinds of kernels, and the layer's shape picks:
+//   fixed-shape kernels, compiled for the SHPC network's and the PyTorch tutorial's widths (nz 100,
+//     ngf 64, nc 3): the projection (kernels/projection.cuh, projection_mma.cuh), tconv1-3
+//     (kernels/phase_gemm.cuh, and wgmma with TMA on Hopper: phase_gemm_wgmma.cuh,
+//     phase_gemm_wgmma_image.cuh) and tconv4 (tconv_output.cuh, tconv_output_mma.cuh); the
+//     projection where nz is 100 and ngf 64, tconv1-3 where ngf is 64, tconv4 where ngf is 64 and nc 3;
+//   any-shape kernels, sizes known at run time (kernels/projection_any.cuh, tconv_any.cuh,
+//     tconv_output_any.cuh), for every other layer, at about a quarter of the bf16 rate.
+// FACEGEN_GPU_KERNELS=any runs every layer on the any-shape kernels (the benchmark's and the tests'
+// comparison). Activations between layers are (n, H, W, C), C fastest, float32 (fp32, tf32 rounded
+// for tf32) or bfloat16 (bf16), g = ngf:
+//   z (n, nz) -> act0 (n, 4, 4, 8g) -> act1 (n, 8, 8, 4g) -> act2 (n, 16, 16, 2g)
+//   -> act3 (n, 32, 32, g) -> images (n, 64, 64, nc) float32
 // Every output value's arithmetic is the same for any batch size and position in the batch.
 #pragma once
 
@@ -35,13 +42,16 @@ struct PhaseWeightMaps;
 enum class GemmKernel { MmaSync, Wgmma };
 const char* gemm_kernel_name(GemmKernel k);
 
-// Empty when DeviceNetwork runs `spec`, else one sentence saying which value it is not tuned for.
-std::string tuned_gpu_unsupported(const ModelSpec& spec);
+// Empty when DeviceNetwork runs `spec`, else one sentence saying which value is out of its range.
+std::string gpu_unsupported(const ModelSpec& spec);
+
+// The layers of DeviceNetwork: 0 the projection, 1..3 tconv1-3, 4 the last tconv.
+constexpr int kGpuLayers = 5;
 
 class DeviceNetwork {
  public:
   // network_floats: the flat layout of generator/network.hpp for `spec` (for kShpcSpec, a
-  // network.bin's kNetworkFloats floats). Throws std::invalid_argument where tuned_gpu_unsupported.
+  // network.bin's kNetworkFloats floats). Throws std::invalid_argument where gpu_unsupported.
   DeviceNetwork(const float* network_floats, const ModelSpec& spec, Precision precision);
   ~DeviceNetwork();
   DeviceNetwork(const DeviceNetwork&) = delete;
@@ -49,6 +59,12 @@ class DeviceNetwork {
 
   Precision precision() const { return precision_; }
   const ModelSpec& spec() const { return spec_; }
+  // Whether layer l (0..kGpuLayers-1) runs its fixed-shape kernels: where its shape is theirs, unless
+  // FACEGEN_GPU_KERNELS=any or use_any_shape_kernels said otherwise.
+  bool fixed_shape(int layer) const { return fixed_[layer] && !any_shape_only_; }
+  // For the benchmark and the tests: every layer on the any-shape kernels (on), or each on the
+  // fastest its shape allows (off, the default).
+  void use_any_shape_kernels(bool on) { any_shape_only_ = on; }
   // Chosen at construction: Wgmma on a compute capability 9.0 device when this binary carries sm_90a
   // code and the precision is tf32 or bf16, MmaSync otherwise; FACEGEN_GPU_GEMM=mma|wgmma|auto
   // overrides (wgmma where it cannot run is an error).
@@ -68,7 +84,7 @@ class DeviceNetwork {
   // FFMA kernel (kernels/projection.cuh), for the benchmark and the tests; fp32 always runs FFMA.
   void use_projection_mma(bool on) { projection_mma_ = on && proj_weight_fragments_ != nullptr; }
   bool projection_mma() const { return projection_mma_; }
-  // z (n, 100) float32 -> act0.
+  // z (n, nz) float32 -> act0.
   void projection(const float* z, int n, void* act0, cudaStream_t stream) const;
   // act_s -> act_{s+1} for s = 0, 1, 2: relu(bn_{s+1}(tconv_s(act_s) + bias_s)). Small batches get
   // smaller tiles (more blocks); the bits of every output stay the same.
@@ -84,11 +100,22 @@ class DeviceNetwork {
   void forward(const float* z, int n, void* const act[4], float* images, cudaStream_t stream) const;
 
  private:
+  // Construction: which layers run the fixed-shape kernels (fixed_, FACEGEN_GPU_KERNELS), and every
+  // weight on the device in the layout of the kernels that read it.
+  void choose_layer_kernels();
+  void upload_weights(const float* network_floats);
   template <int KS> void output_layer_k(const void* act3, int n, float* images, cudaStream_t stream) const;
+  // The any-shape layers (kernels/generator_gpu_any.cu), and their kernels' shared-memory limits.
+  static void configure_any_shape_kernels(Precision precision);
+  void projection_any(const float* z, int n, void* act0, cudaStream_t stream) const;
+  void tconv_any(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
+  void output_layer_any(const void* act3, int n, float* images, cudaStream_t stream) const;
 
   ModelSpec spec_;
   int ksize_;                     // spec_.kernel_size: 5 or 4
   Precision precision_;
+  bool fixed_[kGpuLayers] = {};   // the layer's shape is the fixed-shape kernels' (see the file comment)
+  bool any_shape_only_ = false;   // FACEGEN_GPU_KERNELS=any, use_any_shape_kernels
   int sm_count_ = 0;              // of the device the network lives on; picks tile shapes (tconv)
   int tiles_ = 0;                 // FACEGEN_GPU_TILES: 0 auto, by grid size; 1 always Small; 2 always
                                   // Large; 3 the wgmma image kernel where it runs, Large elsewhere
@@ -100,17 +127,18 @@ class DeviceNetwork {
   bool output_mma_possible_ = false;  // bf16 or tf32, and enough shared memory per block for it
   bool output_mma_ = false;       // tconv4 on tensor cores
   bool projection_mma_ = false;   // the projection on tensor cores
-  std::unique_ptr<gpu::PhaseWeightMaps[]> wgmma_weights_;  // tensor maps over tconv_weight_[0..2]
-  float* proj_weight_ = nullptr;  // (100, 8192)
-  uint32_t* proj_weight_fragments_ = nullptr;  // tf32, bf16: the same as mma fragments (projection_mma.cuh)
-  float* proj_scale_ = nullptr;   // (8192)
-  float* proj_shift_ = nullptr;   // (8192)
+  std::unique_ptr<gpu::PhaseWeightMaps[]> wgmma_weights_;  // tensor maps over the fixed-shape tconv_weight_
+  int nz_pad_ = 0;                // nz rounded up to 4: rows of proj_weight_ (100 for the fixed shape)
+  float* proj_weight_ = nullptr;  // (nz_pad, 16 * 8g), rows nz.. zero
+  uint32_t* proj_weight_fragments_ = nullptr;  // fixed shape, tf32, bf16: the same as mma fragments (projection_mma.cuh)
+  float* proj_scale_ = nullptr;   // (16 * 8g)
+  float* proj_shift_ = nullptr;   // (16 * 8g)
   void* tconv_weight_[3] = {};    // four phase B matrices each, see phase_gemm.cuh
   float* tconv_scale_[3] = {};
   float* tconv_shift_[3] = {};
-  float* out_weight_ = nullptr;   // (k, k, 3, 64)
-  float* out_bias_ = nullptr;     // (3)
-  uint32_t* out_weight_fragments_ = nullptr;  // bf16, tf32: the same weights as mma fragments (tconv_output_mma.cuh)
+  float* out_weight_ = nullptr;   // (k, k, nc, g)
+  float* out_bias_ = nullptr;     // (nc)
+  uint32_t* out_weight_fragments_ = nullptr;  // fixed shape, bf16, tf32: the same weights as mma fragments (tconv_output_mma.cuh)
 };
 
 // Floating-point operations of one image, per layer (0: projection, 1..3: phase GEMMs, 4: the last

@@ -1,5 +1,5 @@
 // phase_weights.hpp: a stride-2 k x k transposed convolution's weights rearranged once, at load
-// time, into the four phase B matrices the phase GEMMs read (kernels/phase_gemm.cuh for the tuned
+// time, into the four phase B matrices the phase GEMMs read (kernels/phase_gemm.cuh for the fixed-shape
 // stages, kernels/tconv_any.cuh for any width). Host code, for the .cu files that upload them.
 //
 // weight (k, k, c_out, c_in), c_in fastest -> per phase z (in blockIdx.z order), K = taps * c_in,

@@ -1,6 +1,7 @@
 // tconv_any.cuh: the stride-2 transposed convolutions of any network of the family
 // (common/model_spec.hpp) as phase GEMMs, with channel counts, map size and kernel size (4 or 5)
-// known only at run time; the networks of the tuned width keep their tuned kernels (kernels/phase_gemm.cuh).
+// known only at run time, for the layers whose shape the fixed-shape kernels (kernels/phase_gemm.cuh)
+// are not compiled for.
 //
 // Input pixel i writes output row 2i + kh - 1, so output row 2*oy + py reads input row oy + dy
 // through the taps kh with kh + py odd (phase_taps, phase_kernel_index and phase_offset in
@@ -269,7 +270,7 @@ tconv_any_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,
   }
 }
 
-// The tile shapes the generic path launches, by the N tile: the widest of 64, 32, 16 that divides
+// The tile shapes the any-shape kernels launch, by the N tile: the widest of 64, 32, 16 that divides
 // c_out. BM = 128 rows in every case.
 template <Math M, int BN> struct AnyTileFor;
 template <Math M> struct AnyTileFor<M, 64> {

@@ -1,5 +1,5 @@
-// weight_folding.hpp: host-side preparation of weights for the GPU kernels, shared by the tuned
-// kernels and the generic ones: inference batch norm folded into a per-channel epilogue, and the
+// weight_folding.hpp: host-side preparation of weights for the GPU kernels, shared by the fixed-shape
+// kernels and the any-shape ones: inference batch norm folded into a per-channel epilogue, and the
 // tf32 rounding the tensor cores expect of operands stored in memory.
 #pragma once
 

@@ -7,7 +7,7 @@
 # itself, 3 images in each precision with the tiles forced Small, Large and (on sm_90, where the wgmma
 # image kernel runs tconv1-3) image (FACEGEN_GPU_TILES): every
 # kernel instance the program launches, each once (racecheck follows every shared-memory access and
-# took over five minutes on the GPU tests even at 3 images), and over the generic kernels' GPU test
+# took over five minutes on the GPU tests even at 3 images), and over the any-shape kernels' GPU test
 # case at 3 images; then memcheck and initcheck over one
 # small facegen run. Each tool's report goes to $OUT (default /tmp/facegen-sanitize-gpu); a tool that
 # reports anything fails the script.
@@ -79,19 +79,19 @@ for precision in fp32 tf32 bf16; do
 done
 done
 
-# racecheck over the generic kernels (any network outside the tuned kernels' width): each tile shape, both
+# racecheck over the any-shape kernels (every layer outside the fixed-shape kernels' widths): each tile shape, both
 # kernel sizes and every precision, at up to 3 images.
 start=$SECONDS
 FACEGEN_GPU_TEST_MAX_BATCH=3 timeout "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool racecheck --error-exitcode 99 \
-  build/facegen-gpu-tests -tc='generic kernels in every tile shape*' > "$out/racecheck-generic.log" 2>&1
+  build/facegen-gpu-tests -tc='any-shape kernels in every tile shape*' > "$out/racecheck-any-shape.log" 2>&1
 status=$?
-summary=$(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck-generic.log" | tail -n1)
+summary=$(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck-any-shape.log" | tail -n1)
 if [ $status -eq 0 ]; then
-  echo "ok    racecheck over the generic kernels, every tile shape and precision, 3 images ($((SECONDS - start)) s): ${summary:-no report}"
+  echo "ok    racecheck over the any-shape kernels, every tile shape and precision, 3 images ($((SECONDS - start)) s): ${summary:-no report}"
 else
   failures=$((failures + 1))
-  echo "FAIL  racecheck over the generic kernels: exit status $status: ${summary:-see $out/racecheck-generic.log}"
-  grep -m 10 -E '^========= (Race|Error|Warning)' "$out/racecheck-generic.log"
+  echo "FAIL  racecheck over the any-shape kernels: exit status $status: ${summary:-see $out/racecheck-any-shape.log}"
+  grep -m 10 -E '^========= (Race|Error|Warning)' "$out/racecheck-any-shape.log"
 fi
 
 # One end-to-end run: the pipeline's own allocations, copies and streams.

@@ -124,8 +124,8 @@ TEST_CASE("CUDA backend results do not depend on the batch size") {
 }
 
 TEST_CASE("CUDA backend runs networks other than the SHPC one and matches the CPU backend") {
-  // The tutorial's generator, a grey one, and one with biases, 5x5 kernels and an nz that is not a
-  // multiple of 4: the generic kernels (kernels/generic_generator.hpp) behind the same Backend.
+  // The tutorial's generator (the fixed-shape kernels, 4x4), a grey one, and one with biases, 5x5
+  // kernels and an nz that is not a multiple of 4 (the any-shape kernels), behind the same Backend.
   const ModelSpec specs[] = {{100, 64, 3, 4, false}, {128, 32, 1, 4, false}, {7, 16, 1, 5, true}};
   const char* cap_text = std::getenv("FACEGEN_GPU_TEST_MAX_BATCH");
   const int64_t cap = cap_text ? std::atoll(cap_text) : 1000;

@@ -1,7 +1,7 @@
-// test_generator_gpu.cu: every layer of the tuned GPU kernels (kernels/generator_gpu.hpp) and precision
-// against the float64 CPU reference, and the whole pipeline's images against the reference and
-// against themselves across batch sizes, for both networks the tuned kernels take: the SHPC network
-// (5x5 kernels, biases) and the PyTorch tutorial's shape (4x4 kernels, no biases; the faces model).
+// test_generator_gpu.cu: every layer of the fixed-shape GPU kernels (kernels/generator_gpu.hpp) and
+// precision against the float64 CPU reference, and the whole pipeline's images against the reference
+// and against themselves across batch sizes, for both networks of that shape: the SHPC network (5x5
+// kernels, biases) and the PyTorch tutorial's shape (4x4 kernels, no biases; the faces model).
 //
 // Fresh random weights and inputs each run (seed printed; FACEGEN_TEST_SEED repeats one), outputs
 // poisoned with NaN first, batch sizes 1, 3, 127, 1000, 8192 (FACEGEN_GPU_TEST_MAX_BATCH caps them,
@@ -41,7 +41,7 @@
 namespace facegen {
 namespace {
 
-// The networks the tuned kernels run (tuned_gpu_unsupported): the layer and pipeline cases run each.
+// The networks whose every layer runs the fixed-shape kernels: the layer and pipeline cases run each.
 const ModelSpec kTunedSpecs[] = {kShpcSpec, kTutorialSpec};
 
 std::string spec_name(const ModelSpec& s) { return s.kernel_size == 5 ? "k5" : "k4"; }
@@ -302,7 +302,7 @@ TEST_CASE("pipeline images match the float64 reference and do not depend on the 
     const double emulated = emulated_rounding_error(net, spec, p, all_samples, z, ref);
     const Tolerance tol{std::max(image_tolerance(p).atol, 2 * emulated), 0};
     GpuPipeline pipe(net.data(), spec, p, n_max, 0);
-    REQUIRE_NOTHROW(pipe.network());  // the tuned kernels run this spec
+    for (int l = 0; l < kGpuLayers; ++l) REQUIRE(pipe.network().fixed_shape(l));
     std::vector<float> first;  // images of the largest batch, the byte-for-byte yardstick
     double worst = 0;
     for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
@@ -540,24 +540,42 @@ TEST_CASE("8-bit runs: the pipeline's pixels and flags equal the host's conversi
   }
 }
 
-TEST_CASE("the tuned kernels take nz 100, ngf 64, nc 3 with either kernel size, and refuse others in one sentence") {
-  CHECK(tuned_gpu_unsupported(kShpcSpec).empty());
-  CHECK(tuned_gpu_unsupported(kTutorialSpec).empty());
-  CHECK(tuned_gpu_unsupported(ModelSpec{100, 64, 3, 4, true}).empty());
-  CHECK(tuned_gpu_unsupported(ModelSpec{100, 64, 3, 5, false}).empty());
-  const auto net = reference::random_network(test_seed() + 20, ModelSpec{128, 64, 3, 4, false});
-  for (const ModelSpec& other : {ModelSpec{128, 64, 3, 4, false}, ModelSpec{100, 32, 3, 4, false},
-                                 ModelSpec{100, 64, 1, 4, false}, ModelSpec{100, 128, 3, 5, true}}) {
-    const std::string why = tuned_gpu_unsupported(other);
-    CHECK_MESSAGE(!why.empty(), "nz " << other.latent_dim << " ngf " << other.base_channels);
-    CHECK(why.find('\n') == std::string::npos);
-    CHECK_THROWS_AS(DeviceNetwork(net.data(), other, Precision::Fp32), std::invalid_argument);
-    // The pipeline runs such a network on the generic kernels instead.
-    if (other.latent_dim == 128) {
-      GpuPipeline pipe(net.data(), other, Precision::Fp32, 4, 0);
-      CHECK_THROWS_AS(pipe.network(), std::logic_error);
-    }
+TEST_CASE("each layer runs the fixed-shape kernels exactly where its shape is theirs") {
+  struct Case {
+    ModelSpec spec;
+    bool fixed[kGpuLayers];  // projection, tconv1-3, tconv4
+  };
+  const Case cases[] = {{kShpcSpec, {true, true, true, true, true}},
+                        {kTutorialSpec, {true, true, true, true, true}},
+                        {ModelSpec{100, 64, 3, 5, false}, {true, true, true, true, true}},
+                        {ModelSpec{128, 64, 3, 4, false}, {false, true, true, true, true}},
+                        {ModelSpec{100, 64, 1, 4, false}, {true, true, true, true, false}},
+                        {ModelSpec{100, 32, 3, 4, false}, {false, false, false, false, false}},
+                        {ModelSpec{100, 128, 3, 5, true}, {false, false, false, false, false}}};
+  for (const Case& c : cases) {
+    const auto net = reference::random_network(test_seed() + 20, c.spec);
+    DeviceNetwork dn(net.data(), c.spec, Precision::Bf16);
+    for (int l = 0; l < kGpuLayers; ++l)
+      CHECK_MESSAGE(dn.fixed_shape(l) == c.fixed[l], "nz " << c.spec.latent_dim << " ngf " << c.spec.base_channels << " nc "
+                                                            << c.spec.image_channels << ": layer " << l);
+    dn.use_any_shape_kernels(true);
+    for (int l = 0; l < kGpuLayers; ++l) CHECK(!dn.fixed_shape(l));
   }
+  // FACEGEN_GPU_KERNELS=any does the same for every network made while it is set; a bad value is one sentence.
+  const auto net = reference::random_network(test_seed() + 21);
+  setenv("FACEGEN_GPU_KERNELS", "any", 1);
+  {
+    DeviceNetwork dn(net.data(), kShpcSpec, Precision::Fp32);
+    for (int l = 0; l < kGpuLayers; ++l) CHECK(!dn.fixed_shape(l));
+  }
+  setenv("FACEGEN_GPU_KERNELS", "generic", 1);
+  try {
+    DeviceNetwork dn(net.data(), kShpcSpec, Precision::Fp32);
+    FAIL("FACEGEN_GPU_KERNELS=generic was taken");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("FACEGEN_GPU_KERNELS must be any or auto") != std::string::npos);
+  }
+  unsetenv("FACEGEN_GPU_KERNELS");
 }
 
 TEST_CASE("Small, Large and image tiles give the same bytes in every precision") {

@@ -1,13 +1,16 @@
-// test_generic_gpu.cu: the generic CUDA path (kernels/generic_generator.hpp) for networks of every
-// shape of the family, against the float64 reference (tests/gpu/reference.hpp) and against itself.
+// test_any_shape_gpu.cu: DeviceNetwork (kernels/generator_gpu.hpp) on networks of every shape of the
+// family: the any-shape kernels of every layer, the fixed-shape ones where a layer has their shape,
+// against the float64 reference (tests/gpu/reference.hpp) and against each other.
 //
 // Specs that between them take kernel size 4 and 5, base_channels 16, 32, 64, 128 (and 256 at two
-// images), nz 1, 100, 128, 1024, nc 1 and 3, with and without biases. Fresh random weights and
-// inputs each run (seed printed; FACEGEN_TEST_SEED repeats one), outputs poisoned with NaN, batch
-// sizes 1, 3 and 127 for the layers and up to 1000 for the pipeline (FACEGEN_GPU_TEST_MAX_BATCH caps
-// them). Each layer's input values are exact in bfloat16, so one float64 reference serves all three
-// precisions. The pipeline's tf32 and bf16 tolerance widens for a network whose images the precision's
-// rounding moves further (emulated_rounding_error), so that no random draw fails a correct kernel.
+// images), nz 1, 100, 128, 1024, nc 1 and 3, with and without biases; a spec with a layer of the
+// fixed-shape kernels' shape runs its layers twice, as chosen and with every layer on the any-shape
+// kernels. Fresh random weights and inputs each run (seed printed; FACEGEN_TEST_SEED repeats one),
+// outputs poisoned with NaN, batch sizes 1, 3 and 127 for the layers and up to 1000 for the pipeline
+// (FACEGEN_GPU_TEST_MAX_BATCH caps them). Each layer's input values are exact in bfloat16, so one
+// float64 reference serves all three precisions. The pipeline's tf32 and bf16 tolerance widens for a
+// network whose images the precision's rounding moves further (emulated_rounding_error), so that no
+// random draw fails a correct kernel.
 #include <doctest/doctest.h>
 
 #include <cuda_bf16.h>
@@ -28,7 +31,6 @@
 #include "common/model_spec.hpp"
 #include "generator/gpu_pipeline.hpp"
 #include "kernels/generator_gpu.hpp"
-#include "kernels/generic_generator.hpp"
 #include "kernels/weight_folding.hpp"
 #include "tests/gpu/gpu_test_support.cuh"
 #include "tests/gpu/reference.hpp"
@@ -85,16 +87,20 @@ std::vector<float> download(const DeviceBuffer& b, Precision p) {
   return to_floats(bytes, p);
 }
 
-// Every layer of one spec, each precision, batch sizes up to cap.
-void check_layers(const ModelSpec& spec, int cap, uint64_t seed) {
+// Every layer of one spec, each precision, batch sizes up to cap; any_shape: every layer on the
+// any-shape kernels, else each on the kernels its shape picks.
+void check_layers_on(const ModelSpec& spec, int cap, uint64_t seed, bool any_shape) {
   std::mt19937_64 rng(seed + 1);
   const auto net = reference::random_network(seed, spec);
   const reference::Offsets o(spec);
   const int nz = spec.latent_dim, k = spec.kernel_size;
-  std::vector<std::unique_ptr<GenericDeviceNetwork>> dn;
-  for (Precision p : kPrecisions) dn.push_back(std::make_unique<GenericDeviceNetwork>(net.data(), spec, p));
+  std::vector<std::unique_ptr<DeviceNetwork>> dn;
+  for (Precision p : kPrecisions) {
+    dn.push_back(std::make_unique<DeviceNetwork>(net.data(), spec, p));
+    dn.back()->use_any_shape_kernels(any_shape);
+  }
   for (int n : layer_batch_sizes(cap)) {
-    const std::string at = describe(spec) + " n=" + std::to_string(n);
+    const std::string at = describe(spec) + (any_shape ? " any-shape" : "") + " n=" + std::to_string(n);
     {  // projection + bn0 + relu
       std::vector<float> z(size_t(n) * nz);
       std::normal_distribution<float> nd;
@@ -162,6 +168,16 @@ void check_layers(const ModelSpec& spec, int cap, uint64_t seed) {
   }
 }
 
+// The layers as chosen, and again on the any-shape kernels where the spec has a fixed-shape layer.
+void check_layers(const ModelSpec& spec, int cap, uint64_t seed) {
+  check_layers_on(spec, cap, seed, false);
+  const auto net = reference::random_network(seed, spec);
+  const DeviceNetwork dn(net.data(), spec, Precision::Fp32);
+  bool some_fixed = false;
+  for (int l = 0; l < kGpuLayers; ++l) some_fixed = some_fixed || dn.fixed_shape(l);
+  if (some_fixed) check_layers_on(spec, cap, seed, true);
+}
+
 std::vector<float> random_latents(size_t count, std::mt19937_64& rng) {
   std::normal_distribution<float> nd;
   std::vector<float> z(count);
@@ -171,13 +187,13 @@ std::vector<float> random_latents(size_t count, std::mt19937_64& rng) {
 
 }  // namespace
 
-TEST_CASE("generic layers match the float64 reference for kernel size 4 and 5, every width, nz and nc") {
+TEST_CASE("every layer matches the float64 reference for kernel size 4 and 5, every width, nz and nc") {
   uint64_t seed = test_seed() + 100;
   for (const ModelSpec& spec : kSpecs) check_layers(spec, 127, seed += 10);
   check_layers(kWidest, 3, seed + 10);
 }
 
-TEST_CASE("generic kernels in every tile shape, k 4 and 5, at a few images (the racecheck case)") {
+TEST_CASE("any-shape kernels in every tile shape, k 4 and 5, at a few images (the racecheck case)") {
   // Width 16 gives tconv outputs of 64, 32 and 16 channels: each N tile (tconv_any.cuh) runs, in
   // each precision; tests/sanitize_gpu.sh runs this case under racecheck.
   const uint64_t seed = test_seed() + 150;
@@ -185,7 +201,7 @@ TEST_CASE("generic kernels in every tile shape, k 4 and 5, at a few images (the 
   check_layers(ModelSpec{128, 16, 3, 5, true}, 3, seed + 10);
 }
 
-TEST_CASE("generic pipeline images match the float64 reference and do not depend on the batch size") {
+TEST_CASE("pipeline images of every shape match the float64 reference and do not depend on the batch size") {
   const int n_max = std::min(1000, batch_sizes().back());
   uint64_t seed = test_seed() + 200;
   for (const ModelSpec& spec : {kSpecs[0], kSpecs[2], kSpecs[3], kSpecs[6]}) {
@@ -223,7 +239,7 @@ TEST_CASE("generic pipeline images match the float64 reference and do not depend
   }
 }
 
-TEST_CASE("the generic path agrees with the tuned kernels on both networks they share") {
+TEST_CASE("the any-shape kernels agree with the fixed-shape ones on the networks of the fixed shape") {
   for (const ModelSpec& spec : {kShpcSpec, kTutorialSpec}) {
   const auto net = reference::random_network(test_seed() + 300, spec);
   const int n = std::min(127, batch_sizes().back());
@@ -232,17 +248,18 @@ TEST_CASE("the generic path agrees with the tuned kernels on both networks they 
   DeviceBuffer dz(z.size() * 4);
   CUDA_CHECK(cudaMemcpy(dz.p, z.data(), dz.bytes, cudaMemcpyHostToDevice));
   for (Precision p : kPrecisions) {
-    DeviceNetwork tuned(net.data(), spec, p);
-    GenericDeviceNetwork generic(net.data(), spec, p);
+    DeviceNetwork fixed(net.data(), spec, p);
+    DeviceNetwork any(net.data(), spec, p);
+    any.use_any_shape_kernels(true);
     std::vector<float> images[2];
     for (int k = 0; k < 2; ++k) {
-      DeviceBuffer act[4] = {DeviceBuffer(tuned.activation_bytes_per_image(0) * n), DeviceBuffer(tuned.activation_bytes_per_image(1) * n),
-                             DeviceBuffer(tuned.activation_bytes_per_image(2) * n), DeviceBuffer(tuned.activation_bytes_per_image(3) * n)};
+      DeviceBuffer act[4] = {DeviceBuffer(fixed.activation_bytes_per_image(0) * n), DeviceBuffer(fixed.activation_bytes_per_image(1) * n),
+                             DeviceBuffer(fixed.activation_bytes_per_image(2) * n), DeviceBuffer(fixed.activation_bytes_per_image(3) * n)};
       void* const a[4] = {act[0].p, act[1].p, act[2].p, act[3].p};
       DeviceBuffer out(size_t(n) * spec.image_values() * 4);
       out.poison();
-      if (k == 0) tuned.forward(static_cast<const float*>(dz.p), n, a, static_cast<float*>(out.p), nullptr);
-      else generic.forward(static_cast<const float*>(dz.p), n, a, static_cast<float*>(out.p), nullptr);
+      if (k == 0) fixed.forward(static_cast<const float*>(dz.p), n, a, static_cast<float*>(out.p), nullptr);
+      else any.forward(static_cast<const float*>(dz.p), n, a, static_cast<float*>(out.p), nullptr);
       images[k] = download(out, Precision::Fp32);
     }
     // Each is within image_tolerance of float64, so within twice that of each other.
@@ -254,26 +271,26 @@ TEST_CASE("the generic path agrees with the tuned kernels on both networks they 
       const double d = std::fabs(double(images[1][i]) - images[0][i]);
       worst = std::max(worst, d);
       if (!(d <= 2 * tol.atol) && bad++ < 5)
-        FAIL_CHECK(describe(spec) << " " << name(p) << " index " << i << ": generic " << images[1][i] << ", tuned " << images[0][i]);
+        FAIL_CHECK(describe(spec) << " " << name(p) << " index " << i << ": any-shape " << images[1][i] << ", fixed-shape " << images[0][i]);
     }
-    CHECK_MESSAGE(not_finite == 0, name(p) << ": " << not_finite << " generic outputs not written");
-    MESSAGE(describe(spec) << ", " << name(p) << ", generic vs tuned over " << n << " images: worst abs difference " << worst);
+    CHECK_MESSAGE(not_finite == 0, name(p) << ": " << not_finite << " any-shape outputs not written");
+    MESSAGE(describe(spec) << ", " << name(p) << ", any-shape vs fixed-shape kernels over " << n << " images: worst abs difference " << worst);
   }
   }
 }
 
-TEST_CASE("the generic path refuses a network outside its range in one sentence") {
-  CHECK(generic_gpu_unsupported(ModelSpec{100, 64, 3, 4, false}).empty());
-  CHECK(generic_gpu_unsupported(ModelSpec{1024, 256, 1, 5, true}).empty());
+TEST_CASE("the GPU refuses a network outside the family's range in one sentence") {
+  CHECK(gpu_unsupported(ModelSpec{100, 64, 3, 4, false}).empty());
+  CHECK(gpu_unsupported(ModelSpec{1024, 256, 1, 5, true}).empty());
   for (const ModelSpec& bad : {ModelSpec{0, 64, 3, 4, false}, ModelSpec{1025, 64, 3, 4, false},
                                ModelSpec{100, 8, 3, 4, false}, ModelSpec{100, 40, 3, 4, false},
                                ModelSpec{100, 272, 3, 4, false}, ModelSpec{100, 64, 2, 4, false},
                                ModelSpec{100, 64, 3, 3, false}}) {
-    const std::string why = generic_gpu_unsupported(bad);
+    const std::string why = gpu_unsupported(bad);
     CHECK_MESSAGE(!why.empty(), describe(bad) << " was accepted");
     CHECK(why.find('\n') == std::string::npos);
     const std::vector<float> floats(1, 0.f);  // never read: the spec is refused first
-    CHECK_THROWS_AS(GenericDeviceNetwork(floats.data(), bad, Precision::Fp32), std::invalid_argument);
+    CHECK_THROWS_AS(DeviceNetwork(floats.data(), bad, Precision::Fp32), std::invalid_argument);
   }
 }
 
