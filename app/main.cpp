@@ -37,7 +37,6 @@
 #include "files/seed_list.hpp"
 #include "files/stop_signals.hpp"
 #include "common/errors.hpp"
-#include "generator/backend.hpp"
 #include "run/pipeline.hpp"
 #include "run/progress.hpp"
 #include "run/summary.hpp"
@@ -596,9 +595,5 @@ int main(int argc, char** argv) {
                  flushed ? "a write failed" : std::strerror(err));
     return kExitInput;
   }
-  // A single process that used a GPU ends here, its outputs committed and stdout flushed, without the
-  // CUDA runtime's teardown at exit (facegen::cuda_context_made): the driver frees what the process
-  // held as it exits either way.
-  if (launch.kind != facegen::mpi::LaunchKind::Rank && facegen::cuda_context_made()) std::_Exit(status);
   return status;
 }

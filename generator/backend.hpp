@@ -68,11 +68,6 @@ int cuda_device_count(std::string* why_none);
 // Throws std::runtime_error when CUDA cannot be used (built without CUDA, no device, no driver).
 std::unique_ptr<Backend> make_cuda_backend(const Network& net, const BackendOptions& options);
 
-// True once this process has made a CUDA context (EarlyCudaContext, the CUDA backend). A process
-// whose work is done may then end with std::_Exit instead of returning from main: the CUDA runtime's
-// teardown at exit (tens to a hundred ms) is work the driver does anyway as the process goes.
-bool cuda_context_made();
-
 // Creates the CUDA context of `device` (-1: device 0) on a thread of its own, so that the work that needs
 // no GPU (reading the model and the latents, checking the outputs) goes on beside it: a context takes
 // 0.2-0.5 s, most of a small job. wait() returns the seconds the caller waited for it; the

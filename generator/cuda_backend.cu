@@ -9,7 +9,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -31,14 +30,11 @@ namespace facegen {
 
 namespace {
 
-std::atomic<bool> context_made{false};  // see cuda_context_made()
-
 class CudaBackend : public Backend {
  public:
   CudaBackend(const Network& net, int device, int max_batch, Precision precision, ImageEncoding images)
       : encoding_(images) {
     CUDA_CHECK(cudaSetDevice(device));
-    context_made = true;
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     char bus_id[32] = {};
@@ -99,8 +95,6 @@ class CudaBackend : public Backend {
 
 }  // namespace
 
-bool cuda_context_made() { return context_made.load(); }
-
 struct EarlyCudaContext::Creation {
   std::thread thread;
 };
@@ -108,7 +102,7 @@ struct EarlyCudaContext::Creation {
 EarlyCudaContext::EarlyCudaContext(int device) : creation_(std::make_unique<Creation>()) {
   creation_->thread = std::thread([device] {
     // Errors (no driver, no such device) are left for the backend's own calls, which report them.
-    if (cudaSetDevice(device < 0 ? 0 : device) == cudaSuccess && cudaFree(nullptr) == cudaSuccess) context_made = true;
+    if (cudaSetDevice(device < 0 ? 0 : device) == cudaSuccess) cudaFree(nullptr);
     cudaGetLastError();
   });
 }

@@ -19,8 +19,6 @@ int cuda_device_count(std::string* why_none) {
   return 0;
 }
 
-bool cuda_context_made() { return false; }
-
 struct EarlyCudaContext::Creation {};
 EarlyCudaContext::EarlyCudaContext(int) {}
 EarlyCudaContext::~EarlyCudaContext() = default;

@@ -129,8 +129,7 @@ void GpuPipeline::forward(int slot, int n, bool for_download) {
 
 void GpuPipeline::run(int slot, int n, bool for_download) {
   if (n < 1 || n > max_batch_) throw std::invalid_argument("batch size out of range");
-  // A slot's first full batch runs directly: a capture pays only where a replay follows.
-  if (n < max_batch_ || full_runs_[slot][for_download]++ == 0) {
+  if (n < max_batch_) {
     forward(slot, n, for_download);
     return;
   }

@@ -10,15 +10,13 @@
 // download has read it (an event, no host wait); only a download waits on the host, for its pinned
 // slot, which the host emptied three batches earlier. Downloads go in chunks, each with its event,
 // so the host copies a batch's first images while its last ones are still in flight. A full batch
-// runs as a captured CUDA graph (one per device slot; run_slot's, of the network alone, apart) from
-// its slot's second full batch on: a job of one batch (one image, a few) does not pay for a capture
-// it would replay never (the kernels and so the bits are the same either way).
+// runs as a captured CUDA graph (one per device slot; run_slot's, of the network alone, apart).
 //
 // bf16 runs bring their images over PCIe as float16 (image_transfer()): at 48 KB of float32 per
 // image the host link (55 GB/s on an H200) carries 1.12M images/s, less than bf16's kernels make
 // (1.5M/s at batch 8192), and tanh's outputs in [-1, 1] lose at most 2^-12 (2.4e-4) in float16,
 // 1/140 of bf16 arithmetic's own error. The GPU rounds the batch's images once more after the
-// network (kernels/image_output.hpp) into a float16 device buffer, which is downloaded instead; the
+// network (kernels/image_half.hpp) into a float16 device buffer, which is downloaded instead; the
 // host widens them back exactly (common/half_float.hpp) as it copies them out. fp32 and tf32 runs
 // keep float32 images end to end.
 //
@@ -133,8 +131,8 @@ class GpuPipeline {
   // The network on slot's batch of n; with for_download, also its images' scan (into d_flags_) and
   // their float16 or 8-bit form (into d_out_) where the run downloads them so.
   void forward(int slot, int n, bool for_download);
-  // forward() on the compute stream, as a graph replay when n == max_batch and the slot ran a full
-  // batch before (one graph per slot and for_download).
+  // forward() on the compute stream, as a graph replay when n == max_batch (one graph per slot and
+  // for_download).
   void run(int slot, int n, bool for_download);
   // What a batch's download reads: d_images_ or d_out_.
   const void* download_source(int slot) const;
@@ -164,7 +162,6 @@ class GpuPipeline {
   cudaEvent_t uploaded_[kDeviceSlots] = {}, computed_[kDeviceSlots] = {}, images_read_[kDeviceSlots] = {};
   std::vector<cudaEvent_t> chunk_landed_[kPinnedSlots];  // per pinned slot, one per download chunk
   cudaGraphExec_t graph_[kDeviceSlots][2] = {};  // [slot][for_download]
-  int64_t full_runs_[kDeviceSlots][2] = {};      // full batches run so far, [slot][for_download]
   bool timeline_on_ = false;
   std::vector<BatchTimes> timeline_;
 };
