@@ -5,13 +5,12 @@
 // environment (exit status 3) that names why; auto prefers a GPU and otherwise falls back to the
 // CPU with a one-line notice saying why in plain words. The CPU computes in fp32 only.
 //
-// Also the host's generate_checked() and image buffers, for the backends that make images in host memory.
+// Also the host's generate_checked(), for the backends that make images in host memory.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
-#include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -48,10 +47,6 @@ void Backend::generate_checked(const float* latents, int64_t n, const ImageTarge
     });
   }
 }
-
-void* Backend::allocate_host(size_t bytes) { return ::operator new(bytes); }
-
-void Backend::free_host(void* buffer) noexcept { ::operator delete(buffer); }
 
 int usable_gpu_count(std::string* reason) {
   std::string runtime_says;

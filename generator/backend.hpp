@@ -6,7 +6,6 @@
 #pragma once
 
 #include <atomic>
-#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -52,11 +51,6 @@ class Backend {
   // scan and the conversion to 8-bit on the host on `threads` threads (<= 0: every CPU), a piece at a
   // time; the CUDA backend does both on the GPU. Any n.
   virtual void generate_checked(const float* latents, int64_t n, const ImageTarget& out, int threads);
-  // Memory for the image buffers a driver hands to generate_checked(), released with free_host before
-  // the backend goes: plain host memory here; the CUDA backend's is page-locked, and its downloads
-  // land in it with no copy out of a staging buffer.
-  virtual void* allocate_host(size_t bytes);
-  virtual void free_host(void* buffer) noexcept;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Network& net, const BackendOptions& options);

@@ -11,8 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <functional>
-#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -50,47 +48,16 @@ class CudaBackend : public Backend {
     pipeline_->generate(latents, n, images);
   }
 
-  // The scan, and the 8-bit pixels where asked for, on the GPU (gpu_pipeline.hpp); into a buffer of
-  // allocate_host's, the downloads land directly.
+  // The scan, and the 8-bit pixels where asked for, on the GPU (gpu_pipeline.hpp).
   void generate_checked(const float* latents, int64_t n, const ImageTarget& out, int) override {
     if (out.encoding != encoding_) throw std::logic_error("CudaBackend: images asked for in another encoding than built for");
-    const size_t bytes = static_cast<size_t>(n) * image_bytes(out.encoding, out.channels);
-    pipeline_->generate_checked(latents, n, out.images, out.flags, pinned_holds(out.images, bytes));
-  }
-
-  // Page-locked, so the pipeline's downloads can land in it (a failure falls back to plain memory).
-  void* allocate_host(size_t bytes) override {
-    void* p = nullptr;
-    if (cudaMallocHost(&p, bytes) != cudaSuccess) {
-      cudaGetLastError();
-      return Backend::allocate_host(bytes);
-    }
-    pinned_[p] = bytes;
-    return p;
-  }
-  void free_host(void* buffer) noexcept override {
-    if (pinned_.erase(buffer)) cudaFreeHost(buffer);
-    else Backend::free_host(buffer);
-  }
-  ~CudaBackend() override {
-    for (const auto& [p, bytes] : pinned_) cudaFreeHost(const_cast<void*>(p));  // buffers a driver did not give back
+    pipeline_->generate_checked(latents, n, out.images, out.flags);
   }
 
  private:
-  // Whether [p, p + bytes) lies inside one buffer of allocate_host's.
-  bool pinned_holds(const void* p, size_t bytes) const {
-    auto it = pinned_.upper_bound(p);
-    if (it == pinned_.begin()) return false;
-    --it;
-    const char* begin = static_cast<const char*>(it->first);
-    const char* q = static_cast<const char*>(p);
-    return q >= begin && q + bytes <= begin + it->second;
-  }
-
   ImageEncoding encoding_;
   std::string description_;
   std::unique_ptr<GpuPipeline> pipeline_;
-  std::map<const void*, size_t, std::less<>> pinned_;  // allocate_host's buffers and their sizes
 };
 
 }  // namespace

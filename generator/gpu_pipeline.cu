@@ -163,13 +163,7 @@ void GpuPipeline::generate(const float* latents, int64_t n, float* images) {
   });
 }
 
-void GpuPipeline::generate_checked(const float* latents, int64_t n, void* images, uint8_t* flags, bool images_pinned) {
-  if (images_pinned && downloads_direct()) {  // the images land where they go; only the flags are copied
-    generate_each(latents, n, [&](int64_t first, const PinnedImages& chunk) {
-      std::memcpy(flags + first, chunk.flags, static_cast<size_t>(chunk.count));
-    }, images);
-    return;
-  }
+void GpuPipeline::generate_checked(const float* latents, int64_t n, void* images, uint8_t* flags) {
   // Pieces of 256 KB: smaller ones cost more in wake-ups than they save.
   constexpr size_t kPiece = size_t{256} << 10;
   const bool widen = transfer_ == ImageTransfer::Float16;
@@ -186,7 +180,7 @@ void GpuPipeline::generate_checked(const float* latents, int64_t n, void* images
   });
 }
 
-void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer& consume, void* direct) {
+void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer& consume) {
   CUDA_CHECK(cudaSetDevice(device_));
   const int64_t batches = (n + max_batch_ - 1) / max_batch_;
   // Timeline events exist only when asked for (benchmarks); the batches themselves allocate nothing.
@@ -202,11 +196,6 @@ void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer&
     if (timeline_on_) CUDA_CHECK(cudaEventRecord(ev[6 * b + which], s));
   };
   auto batch_size = [&](int64_t b) { return static_cast<int>(std::min<int64_t>(max_batch_, n - b * max_batch_)); };
-  // Where batch b's images land: its pinned slot, or its place in `direct`.
-  auto landing = [&](int64_t b) {
-    return direct ? static_cast<char*>(direct) + transfer_bytes_per_image_ * static_cast<size_t>(b * max_batch_)
-                  : static_cast<char*>(h_images_[b % kPinnedSlots]);
-  };
   auto chunk_count = [&](int nb) { return (nb + kChunkImages - 1) / kChunkImages; };
 
   // Batch b: latents into device slot b % 2, arithmetic, images out to pinned slot b % 3. Only the
@@ -239,7 +228,8 @@ void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer&
     for (int c = 0; c < chunk_count(nb); ++c) {
       const size_t first = transfer_bytes_per_image_ * kChunkImages * c;
       const size_t bytes = transfer_bytes_per_image_ * std::min(kChunkImages, nb - c * kChunkImages);
-      CUDA_CHECK(cudaMemcpyAsync(landing(b) + first, download_from + first, bytes, cudaMemcpyDeviceToHost, download_));
+      CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(h_images_[pin]) + first, download_from + first, bytes,
+                                cudaMemcpyDeviceToHost, download_));
       CUDA_CHECK(cudaEventRecord(chunk_landed_[pin][c], download_));
     }
     mark(b, 5, download_);
@@ -250,7 +240,7 @@ void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer&
     for (int c = 0; c < chunk_count(nb); ++c) {
       const int first = kChunkImages * c;
       CUDA_CHECK(cudaEventSynchronize(chunk_landed_[pin][c]));
-      const PinnedImages chunk{landing(b) + transfer_bytes_per_image_ * first, transfer_,
+      const PinnedImages chunk{static_cast<const char*>(h_images_[pin]) + transfer_bytes_per_image_ * first, transfer_,
                                std::min(kChunkImages, nb - first), image_values_, h_flags_[pin] + first};
       consume(b * max_batch_ + first, chunk);
     }

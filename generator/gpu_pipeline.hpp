@@ -91,22 +91,15 @@ class GpuPipeline {
   // pipeline of 8-bit RGB images.
   void generate(const float* latents, int64_t n, float* images);
   // latents (n, nz) -> the images in the pipeline's encoding (float32 values, or (n, 64, 64, 3) bytes)
-  // and each image's scan flags (n), all in host memory. images_pinned: `images` is page-locked
-  // (cudaMallocHost) and downloads_direct(): the downloads land in it, with no copy out of the
-  // pinned slots.
-  void generate_checked(const float* latents, int64_t n, void* images, uint8_t* flags, bool images_pinned = false);
-  // Whether generate_checked can download straight into pinned images: not where the host widens
-  // float16 to float32 (bf16 runs with float outputs).
-  bool downloads_direct() const { return transfer_ != ImageTransfer::Float16; }
+  // and each image's scan flags (n), all in host memory.
+  void generate_checked(const float* latents, int64_t n, void* images, uint8_t* flags);
 
   // The same without the copy out of pinned memory: consume(first, images) is called on this
   // thread, in image order, once per download chunk (at most kChunkImages images), with images in a
   // pinned slot as they crossed PCIe. They are valid only during the call; the slot is refilled
   // kPinnedSlots batches later. generate() is this with a consumer that copies (and widens float16).
-  // direct: page-locked memory of n images in the transfer's form, where the downloads land instead
-  // of the pinned slots (each chunk is final there when consume sees it).
   using Consumer = std::function<void(int64_t first, const PinnedImages& images)>;
-  void generate_each(const float* latents, int64_t n, const Consumer& consume, void* direct = nullptr);
+  void generate_each(const float* latents, int64_t n, const Consumer& consume);
 
   // The device buffers of one slot (0 or 1), and one batch from that slot's latents into its float32
   // images on the compute stream (a graph replay when n == max_batch): the network alone, without

@@ -2,7 +2,6 @@
 #include "run/output_stage.hpp"
 
 #include <chrono>
-#include <new>
 #include <stdexcept>
 #include <utility>
 
@@ -11,24 +10,14 @@
 
 namespace facegen {
 OutputStage::OutputStage(std::vector<std::unique_ptr<ImageSink>> sinks, int64_t chunk_images, int buffers,
-                         std::function<void(int64_t)> on_written, int64_t image_values, ImageEncoding encoding,
-                         HostMemory memory)
-    : sinks_(std::move(sinks)), memory_(std::move(memory)), on_written_(std::move(on_written)), encoding_(encoding),
+                         std::function<void(int64_t)> on_written, int64_t image_values, ImageEncoding encoding)
+    : sinks_(std::move(sinks)), on_written_(std::move(on_written)), encoding_(encoding),
       channels_(static_cast<int>(image_values / 4096)) {
   if (chunk_images < 1 || buffers < 1) throw std::invalid_argument("OutputStage: empty chunk or no buffers");
-  if (!memory_.allocate || !memory_.release) {
-    // Without initialisation: a buffer's pages become resident as images land in it.
-    memory_.allocate = [](size_t bytes) { return ::operator new(bytes); };
-    memory_.release = [](void* p) { ::operator delete(p); };
-  }
-  try {
-    for (int b = 0; b < buffers; ++b) {
-      storage_.push_back(memory_.allocate(static_cast<size_t>(chunk_images * image_bytes(encoding, channels_))));
-      free_.push_back(storage_.back());
-    }
-  } catch (...) {
-    for (void* p : storage_) memory_.release(p);
-    throw;
+  for (int b = 0; b < buffers; ++b) {
+    // new[] without initialisation: a buffer's pages become resident as images land in it.
+    storage_.emplace_back(new char[static_cast<size_t>(chunk_images * image_bytes(encoding, channels_))]);
+    free_.push_back(storage_.back().get());
   }
   writer_ = std::thread(&OutputStage::writer_loop, this);
 }
@@ -41,7 +30,6 @@ OutputStage::~OutputStage() {
   }
   changed_.notify_all();
   if (writer_.joinable()) writer_.join();
-  for (void* p : storage_) memory_.release(p);
 }
 
 void OutputStage::rethrow_if_failed() {

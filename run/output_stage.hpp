@@ -3,9 +3,7 @@
 // The stage owns the sinks, a writer thread and a fixed number of image buffers, each
 // (chunk_images, 64, 64, nc) floats, or (chunk_images, 64, 64, 3) bytes for 8-bit RGB images
 // (image_run.hpp). The generating thread takes a free buffer (acquire), fills it and
-// hands it over (submit); the writer thread appends it to every sink, in order, and frees it. The
-// buffers come from a HostMemory (plain memory by default; the backend's, page-locked for a GPU's
-// downloads, in a run: generator/backend.hpp). With two
+// hands it over (submit); the writer thread appends it to every sink, in order, and frees it. With two
 // buffers, chunk i is written while chunk i + 1 is computed; when the writer falls behind, acquire()
 // waits, so memory never grows with N. A sink's error is rethrown on the generating thread at its next
 // acquire(), submit() or finish().
@@ -26,19 +24,13 @@
 
 namespace facegen {
 
-// Where the stage's buffers come from and go back to; empty functions: operator new and delete.
-struct HostMemory {
-  std::function<void*(size_t)> allocate;
-  std::function<void(void*)> release;
-};
-
 class OutputStage {
  public:
   // on_written(images_done) runs on the writer thread after each chunk reached every sink.
   // image_values: floats per image, 64 * 64 * nc; encoding: what the buffers hold.
   OutputStage(std::vector<std::unique_ptr<ImageSink>> sinks, int64_t chunk_images, int buffers,
               std::function<void(int64_t)> on_written, int64_t image_values = kImageValues,
-              ImageEncoding encoding = ImageEncoding::Float32, HostMemory memory = {});
+              ImageEncoding encoding = ImageEncoding::Float32);
   ~OutputStage();  // stops the writer; uncommitted sinks leave no files
   OutputStage(const OutputStage&) = delete;
   OutputStage& operator=(const OutputStage&) = delete;
@@ -62,8 +54,7 @@ class OutputStage {
   void rethrow_if_failed();  // call with mutex_ held
 
   std::vector<std::unique_ptr<ImageSink>> sinks_;
-  HostMemory memory_;
-  std::vector<void*> storage_;  // the buffers, from memory_
+  std::vector<std::unique_ptr<char[]>> storage_;
   std::function<void(int64_t)> on_written_;
   ImageEncoding encoding_;
   int channels_;  // nc

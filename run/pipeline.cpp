@@ -86,11 +86,7 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
 
   const int64_t chunk = std::max<int64_t>(1, std::min(request.chunk_images, total));
   const ModelSpec& spec = net.spec();
-  // The buffers are the backend's: page-locked for a GPU, whose downloads then land in them.
-  const HostMemory memory{[&backend](size_t bytes) { return backend->allocate_host(bytes); },
-                          [&backend](void* p) { backend->free_host(p); }};
-  OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), nullptr, spec.image_values(), encoding,
-                    memory);
+  OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), nullptr, spec.image_values(), encoding);
   ProgressDisplay progress(stderr, request.progress, total, [&generated] { return generated.load(); });
   // Chunk k + 1's latents are read on a thread of their own while chunk k is generated: parse_seconds
   // is only the wait, what reading did not hide.

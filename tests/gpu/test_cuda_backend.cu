@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -151,35 +150,6 @@ TEST_CASE("CUDA backend runs networks other than the SHPC one and matches the CP
       check_close(got, ref, 1e-5, 0, describe_spec(spec) + ", n=" + std::to_string(n) + ": CUDA backend vs CPU backend");
     }
   }
-}
-
-TEST_CASE("CUDA backend: images into its own page-locked buffers equal those into plain memory") {
-  // allocate_host's memory takes the pipeline's direct downloads (fp32, tf32; 8-bit in every
-  // precision), plain memory the copy out of the pinned slots: the same bytes, nothing past n.
-  const Network net = random_test_network(17);
-  std::mt19937_64 rng(18);
-  const int64_t n = 1030;
-  const std::vector<float> latents = random_floats(rng, n * kLatentDim, -2.f, 2.f);
-  for (Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16})
-    for (ImageEncoding encoding : {ImageEncoding::Float32, ImageEncoding::Rgb8}) {
-      BackendOptions options;
-      options.device = DeviceKind::Cuda;
-      options.max_batch = 512;
-      options.precision = precision;
-      options.images = encoding;
-      auto gpu = make_backend(net, options, nullptr);
-      const size_t bytes = static_cast<size_t>(n) * image_bytes(encoding, 3);
-      std::vector<unsigned char> plain(bytes);
-      std::vector<uint8_t> plain_flags(n), flags(n);
-      gpu->generate_checked(latents.data(), n, {encoding, plain.data(), plain_flags.data(), kLatentDim, 3}, 0);
-      unsigned char* own = static_cast<unsigned char*>(gpu->allocate_host(bytes + 64));
-      std::memset(own, 0xee, bytes + 64);
-      gpu->generate_checked(latents.data(), n, {encoding, own, flags.data(), kLatentDim, 3}, 0);
-      CHECK(std::memcmp(own, plain.data(), bytes) == 0);
-      CHECK(flags == plain_flags);
-      for (size_t k = bytes; k < bytes + 64; ++k) REQUIRE(own[k] == 0xee);
-      gpu->free_host(own);
-    }
 }
 
 TEST_CASE("make_backend picks CUDA, and a bad device index is a clear error") {

@@ -578,40 +578,6 @@ TEST_CASE("each layer runs the fixed-shape kernels exactly where its shape is th
   unsetenv("FACEGEN_GPU_KERNELS");
 }
 
-TEST_CASE("downloads straight into page-locked images give the copied path's bytes and flags, nothing past n") {
-  const auto net = reference::random_network(test_seed() + 17, kTutorialSpec);
-  const int n_max = batch_sizes().back();
-  const int batch = std::min(n_max, GpuPipeline::kChunkImages + 5);  // two download chunks, a graph and a ragged batch
-  const int n = std::min(n_max, 2 * batch + 3);
-  std::mt19937_64 rng(test_seed() + 18);
-  std::normal_distribution<float> nd;
-  std::vector<float> z(size_t(n) * kLatentDim);
-  for (auto& v : z) v = nd(rng);
-  for (Precision p : kPrecisions)
-    for (ImageEncoding encoding : {ImageEncoding::Float32, ImageEncoding::Rgb8}) {
-      GpuPipeline pipe(net.data(), kTutorialSpec, p, batch, 0, encoding);
-      CHECK(pipe.downloads_direct() == (pipe.transfer() != ImageTransfer::Float16));
-      const size_t per_image = encoding == ImageEncoding::Rgb8 ? size_t(kRgb8ImageBytes) : 4 * size_t(kImageValues);
-      const size_t bytes = per_image * n, guard = per_image;
-      std::vector<unsigned char> copied(bytes);
-      std::vector<uint8_t> copied_flags(n);
-      pipe.generate_checked(z.data(), n, copied.data(), copied_flags.data());
-      unsigned char* pinned = nullptr;
-      CUDA_CHECK(cudaMallocHost(&pinned, bytes + guard));
-      std::memset(pinned, 0xee, bytes + guard);
-      std::vector<uint8_t> flags(n + 16, 0xee);
-      pipe.generate_checked(z.data(), n, pinned, flags.data(), true);
-      const std::string what = name(p) + (encoding == ImageEncoding::Rgb8 ? " 8-bit" : " float");
-      CHECK_MESSAGE(std::memcmp(pinned, copied.data(), bytes) == 0, what << ": direct downloads differ from the copied ones");
-      CHECK_MESSAGE(std::memcmp(flags.data(), copied_flags.data(), n) == 0, what << ": flags differ");
-      size_t touched = 0;
-      for (size_t k = bytes; k < bytes + guard; ++k) touched += pinned[k] != 0xee;
-      for (int k = n; k < n + 16; ++k) touched += flags[k] != 0xee;
-      CHECK_MESSAGE(touched == 0, what << ": " << touched << " bytes past the last image written");
-      CUDA_CHECK(cudaFreeHost(pinned));
-    }
-}
-
 TEST_CASE("Small, Large and image tiles give the same bytes in every precision") {
   const char* before = std::getenv("FACEGEN_GPU_TILES");
   const std::string saved = before ? before : "";
