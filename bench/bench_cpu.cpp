@@ -29,7 +29,7 @@
 #include "generator/backend.hpp"
 #include "generator/network.hpp"
 #include "generator/reference_forward.hpp"
-#include "kernels/phase_gemm_cpu.hpp"
+#include "kernels/cpu/phase_gemm_cpu.hpp"
 
 using namespace facegen;
 

@@ -1,6 +1,6 @@
 // cpu_isa.hpp: which vector instructions this CPU offers the CPU backend's kernels.
 //
-// The program is built for plain x86-64; the kernels come in three widths (kernels/phase_gemm_cpu*)
+// The program is built for plain x86-64; the kernels come in three widths (kernels/cpu/phase_gemm_cpu*)
 // and the widest the CPU and OS support is picked at run time, capped by FACEGEN_CPU_ISA=avx512|
 // avx2|sse2 (to test the narrower paths, or to match another machine's rounding).
 #pragma once

@@ -1,5 +1,5 @@
 // cpu_backend.cpp: the CPU backend, the generator's forward pass through the fast CPU layers
-// (kernels/phase_gemm_cpu.hpp): batch norms folded into the layer before them, ReLU and tanh
+// (kernels/cpu/phase_gemm_cpu.hpp): batch norms folded into the layer before them, ReLU and tanh
 // applied as results are stored, the vector width picked for this CPU when the backend is made.
 //
 // Latents (n, nz) are processed kChunk images at a time through one padded activation buffer per
@@ -19,7 +19,7 @@
 #include "common/thread_pool.hpp"
 #include "generator/backend.hpp"
 #include "generator/network.hpp"
-#include "kernels/phase_gemm_cpu.hpp"
+#include "kernels/cpu/phase_gemm_cpu.hpp"
 
 namespace facegen {
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "kernels/layers_cpu.hpp"
+#include "kernels/cpu/layers_cpu.hpp"
 
 namespace facegen {
 

@@ -23,7 +23,7 @@
 #include "common/errors.hpp"
 #include "generator/network.hpp"
 #include "generator/reference_forward.hpp"
-#include "kernels/layers_cpu.hpp"
+#include "kernels/cpu/layers_cpu.hpp"
 #include "tests/layer_reference.hpp"
 
 namespace facegen {

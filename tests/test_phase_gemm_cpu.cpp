@@ -1,4 +1,4 @@
-// test_phase_gemm_cpu.cpp: the fast CPU layers (kernels/phase_gemm_cpu.hpp) against float64 loops
+// test_phase_gemm_cpu.cpp: the fast CPU layers (kernels/cpu/phase_gemm_cpu.hpp) against float64 loops
 // of the formulas (tests/layer_reference.hpp), with every instruction set this CPU has.
 //
 // Each layer gets fresh seeded random weights, batch norms and inputs for networks of the family
@@ -20,7 +20,7 @@
 #include "common/errors.hpp"
 #include "common/model_shape.hpp"
 #include "common/thread_pool.hpp"
-#include "kernels/phase_gemm_cpu.hpp"
+#include "kernels/cpu/phase_gemm_cpu.hpp"
 #include "tests/layer_reference.hpp"
 
 namespace facegen {

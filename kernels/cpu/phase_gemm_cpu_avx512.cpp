@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kernels/phase_gemm_cpu_isa.hpp"
+#include "kernels/cpu/phase_gemm_cpu_isa.hpp"
 
 namespace facegen {
 namespace {
@@ -41,7 +41,7 @@ struct Avx512 {
   static void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
 };
 
-#include "kernels/phase_gemm_cpu_kernels.inl"
+#include "kernels/cpu/phase_gemm_cpu_kernels.inl"
 
 constexpr int kRows = 12, kVectors = 2;
 constexpr int kRgbRows = 4, kGreyRows = 8;  // of the last layer

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kernels/phase_gemm_cpu_isa.hpp"
+#include "kernels/cpu/phase_gemm_cpu_isa.hpp"
 
 namespace facegen {
 namespace {
@@ -40,7 +40,7 @@ struct Avx2 {
   static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
 };
 
-#include "kernels/phase_gemm_cpu_kernels.inl"
+#include "kernels/cpu/phase_gemm_cpu_kernels.inl"
 
 constexpr int kRows = 6, kVectors = 2;
 constexpr int kRgbRows = 2, kGreyRows = 4;  // of the last layer

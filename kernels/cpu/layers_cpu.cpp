@@ -5,7 +5,7 @@
 // The CUDA kernels sum in orders of their own (kernels/phase_gemm.cuh gives fp32's: one FFMA chain
 // per tap, then the taps' sums in tap order), so the two agree to rounding, not bit for bit (the GPU
 // tests hold fp32 to 1e-5 of these layers).
-#include "kernels/layers_cpu.hpp"
+#include "kernels/cpu/layers_cpu.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,13 +1,13 @@
 // phase_gemm_cpu.cpp: the fast CPU layers (see phase_gemm_cpu.hpp): instruction-set choice, weight
 // folding and packing, and the walk over phases, panels and tiles of rows that feeds the kernels.
-#include "kernels/phase_gemm_cpu.hpp"
+#include "kernels/cpu/phase_gemm_cpu.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
-#include "kernels/phase_gemm_cpu_isa.hpp"
+#include "kernels/cpu/phase_gemm_cpu_isa.hpp"
 
 namespace facegen {
 

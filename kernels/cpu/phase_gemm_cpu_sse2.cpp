@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "kernels/phase_gemm_cpu_isa.hpp"
+#include "kernels/cpu/phase_gemm_cpu_isa.hpp"
 
 namespace facegen {
 namespace {
@@ -37,7 +37,7 @@ struct Sse2 {
   static void store(float* p, Reg v) { _mm_storeu_ps(p, v); }
 };
 
-#include "kernels/phase_gemm_cpu_kernels.inl"
+#include "kernels/cpu/phase_gemm_cpu_kernels.inl"
 
 constexpr int kRows = 6, kVectors = 2;
 constexpr int kRgbRows = 2, kGreyRows = 4;  // of the last layer
