@@ -7,12 +7,13 @@ namespace facegen::serve {
 namespace {
 
 // The batch tool's output options for this request: its defaults (mosaic_tiles 128, shards of
-// 10,000 samples, PNG level 0), the request's grid, the run's facts.
+// 10,000 samples), the service's PNG level, the request's grid, the run's facts.
 OutputOptions options_for(const GenerateSpec& spec, const ServiceFacts& facts) {
   OutputOptions options;
   options.image_channels = facts.spec.image_channels;
   options.grid_columns = spec.columns;
   options.grid_padding = spec.padding;
+  options.png_level = facts.png_level;
   options.facts.model = facts.model;
   options.facts.precision = facts.precision;
   // --seeds: drawn (random) with each image's own seed; latents: read from a file.

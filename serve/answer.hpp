@@ -9,15 +9,18 @@
 #include <string>
 
 #include "common/model_spec.hpp"
+#include "files/png_encoder.hpp"
 #include "serve/request.hpp"
 
 namespace facegen::serve {
 
-// What the batch tool records of its run in each tar sample's json.
+// What the batch tool records of its run in each tar sample's json, and the service's one output
+// option beyond a request's (--png-level, as the batch tool's).
 struct ServiceFacts {
   std::string model;      // the model file as given on the command line
   std::string precision;  // "fp32", "tf32", "bf16"
   ModelSpec spec;         // nz, nc
+  int png_level = kDefaultPngLevel;  // the PNGs of png, tar and mosaic answers (files/png_encoder.hpp)
 };
 
 // The most bytes of pixels a mosaic answer may take (its grid, padding included).

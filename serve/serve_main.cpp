@@ -48,7 +48,7 @@ namespace {
 
 struct ServeFlags {
   std::string model, host = "127.0.0.1", token;
-  int port = 8080, http_threads = 64, io_timeout_s = 10;
+  int port = 8080, http_threads = 64, io_timeout_s = 10, png_level = kDefaultPngLevel;
   BackendOptions backend;
   BatcherOptions batcher;
   bool quiet = false;
@@ -77,6 +77,8 @@ cxxopts::Options serve_command_line() {
       ("http-threads", "connections served at once", value<std::string>()->default_value("64"), "N")
       ("io-timeout-s", "seconds a connection has to send a request and to take its answer; a stalled one is closed",
        value<std::string>()->default_value("10"), "S")
+      ("png-level", "PNG compression of png, tar and mosaic answers, as facegen --png-level: 0 stores the pixels "
+       "(fastest, the default), 1 to 12 compress harder", value<std::string>()->default_value("0"), "L")
       ("t,threads", "CPU backend threads (0: all this process may use)", value<std::string>()->default_value("0"), "N")
       ("q,quiet", "print nothing but errors")
       ("h,help", "print this help");
@@ -122,6 +124,7 @@ ServeFlags read_flags(const cxxopts::ParseResult& args, const std::string& defau
   flags.port = static_cast<int>(whole_flag(args, "port", 0, 65535));
   flags.http_threads = static_cast<int>(whole_flag(args, "http-threads", 1, 4096));
   flags.io_timeout_s = static_cast<int>(whole_flag(args, "io-timeout-s", 1, 3600));
+  flags.png_level = static_cast<int>(whole_flag(args, "png-level", 0, kMaxPngLevel));
   flags.backend.device = device_flag(args["device"].as<std::string>());
   flags.backend.precision = parse_precision(args["precision"].as<std::string>());
   flags.backend.threads = static_cast<int>(whole_flag(args, "threads", 0, 4096));
@@ -193,7 +196,8 @@ int run_service(const ServeFlags& flags, const Network& net, const sigset_t& sig
   const std::string described = backends.front()->describe();
   const size_t workers = backends.size();
   Batcher batcher(std::move(backends), batcher_options, [&metrics](const BatchReport& report) { metrics.batch(report); });
-  Service service{batcher, metrics, {flags.model, precision_name(flags.backend.precision), net.spec()}, flags.token};
+  Service service{batcher, metrics, {flags.model, precision_name(flags.backend.precision), net.spec(), flags.png_level},
+                  flags.token};
 
   httplib::Server server;
   server.new_task_queue = [threads = flags.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };

@@ -116,7 +116,18 @@ else
   fail "the server starts" "$(head -c 300 "$work/main.err")"
 fi
 
-if start_server idle; then
+# --png-level: PNG answers compressed as the batch tool's with the same level; then SIGINT when idle.
+if start_server idle --png-level 6; then
+  png_bytes() { curl -s --max-time 30 -o "$work/$2" -w '%{http_code}' "http://127.0.0.1:$port/v1/images/$1.png"; }
+  status=$(png_bytes 3 level6.png)
+  timeout 60 "$prog" --device "$device" --model "$model" --seeds 3 --formats png --png-level 6 --output "$work/level6" -q
+  timeout 60 "$prog" --device "$device" --model "$model" --seeds 3 --formats png --output "$work/level0" -q
+  if [ "$status" = 200 ] && cmp -s "$work/level6.png" "$work/level6/000000.png" &&
+     [ "$(stat -c %s "$work/level6.png")" -lt "$(stat -c %s "$work/level0/000000.png")" ]; then
+    pass "--png-level 6: an image's PNG is the batch tool's at that level, smaller than level 0's"
+  else
+    fail "--png-level 6" "status $status, $(stat -c %s "$work/level6.png" 2> /dev/null) bytes against the batch tool's"
+  fi
   start=$SECONDS
   kill -INT "$server"
   wait_exit "$server" 10
@@ -171,6 +182,13 @@ if [ $status = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q 
   pass "--io-timeout-s 0: exit 1 and one sentence"
 else
   fail "--io-timeout-s 0" "status $status: $out"
+fi
+out=$(env --default-signal timeout 30 "$prog" serve --png-level 13 2>&1)
+status=$?
+if [ $status = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q -- "--png-level expects a whole number from 0 to 12, got '13'"; then
+  pass "--png-level 13: exit 1 and one sentence"
+else
+  fail "--png-level 13" "status $status: $out"
 fi
 if "$prog" serve --help | grep -q -- '--max-delay-ms'; then pass "facegen serve --help lists its flags"; else fail "serve --help" "no --max-delay-ms"; fi
 
