@@ -57,8 +57,12 @@ class MpiFiles : public FileWriter {
  public:
   explicit MpiFiles(bool serialize) : serialize_(serialize) {}
   ~MpiFiles() override {
-    for (auto& [index, file] : files_)
+    for (auto& [index, file] : files_) {
       if (file->fd >= 0) ::close(file->fd);
+      // A file still open in MPI-IO (the job stopped half-way through opening) is closed by
+      // MPI_Finalize, which removes the aside files through the folder's descriptor: kept for it.
+      if (file->handle == MPI_FILE_NULL) close_folder(*file);
+    }
   }
 
   // Collective over `comm`: rank 0 creates the files `wanted` (through `create`, which returns the
@@ -107,10 +111,20 @@ class MpiFiles : public FileWriter {
     // open's own collectives, and the job hangs. On one host the ranks see the same directories, but
     // a node that lacks the output directory (or may not write there) is the one rank that fails.
     // So every rank first tries the files itself, and the ranks open them together only if all can.
+    // A rank that found its file keeps the folder it found it in (an O_PATH descriptor) and names the
+    // file to MPI-IO through it (/proc/self/fd/D/NAME): the outputs' folder moved away, removed or
+    // replaced while the ranks open the files (the run then fails at the commit, naming the change)
+    // cannot make one rank's open differ from another's. OpenMPI's "individual" shared-file-pointer
+    // component creates its files beside the name on each rank, and where that fails on one rank it
+    // carries on without them ("Continuing anyway"): that rank then skips the component's allgather
+    // in MPI_File_close while the others wait in it, for ever.
     int usable = 1;
     for (OpenFile* file : opened) {
       const bool folder = file->spec.kind == OutputFile::Kind::Folder;
-      const int fd = ::open(file->temp.c_str(), (folder ? O_RDONLY | O_DIRECTORY : O_RDWR) | O_CLOEXEC);
+      file->dir = ::open(directory_of(file->temp).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      const int fd = file->dir < 0 ? -1
+                                   : ::openat(file->dir, base_name(file->temp).c_str(),
+                                              (folder ? O_RDONLY | O_DIRECTORY : O_RDWR) | O_CLOEXEC);
       if (fd < 0) {
         const int err = errno;
         usable = 0;
@@ -134,7 +148,8 @@ class MpiFiles : public FileWriter {
       for (const char* aside : {".data.", ".metadata."}) {
         file->asides.push_back(register_temp_path(file->temp + aside + std::to_string(rank), TempKind::File));
       }
-      const int code = MPI_File_open(comm, file->temp.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file->handle);
+      const std::string pinned = "/proc/self/fd/" + std::to_string(file->dir) + "/" + base_name(file->temp);
+      const int code = MPI_File_open(comm, pinned.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file->handle);
       if (code != MPI_SUCCESS) usable = 0;
       attempt(status, [&] { check_file(code, "cannot open for writing", file->spec.path + " (as " + file->temp + ")"); });
     }
@@ -151,6 +166,7 @@ class MpiFiles : public FileWriter {
       if (file.handle == MPI_FILE_NULL) continue;
       const int code = MPI_File_close(&file.handle);
       file.asides.clear();  // removed by the close
+      close_folder(file);
       attempt(status, [&] { check_file(code, "cannot write", file.spec.path); });
     }
   }
@@ -227,6 +243,7 @@ class MpiFiles : public FileWriter {
       file->fd = -1;
       if (file->handle != MPI_FILE_NULL) MPI_CHECK(MPI_File_close(&file->handle));
       file->asides.clear();
+      close_folder(*file);
     }
   }
 
@@ -240,7 +257,12 @@ class MpiFiles : public FileWriter {
     std::atomic<bool> mappable{false};     // a local file system, and mapped_write not Unsupported there
     std::mutex fd_mutex;                   // guards fd
     int fd = -1;                           // this rank's own, opened by the first mapped write
+    int dir = -1;                          // O_PATH: the folder this rank found it in (open_files)
   };
+  static void close_folder(OpenFile& file) {
+    if (file.dir >= 0) ::close(file.dir);
+    file.dir = -1;
+  }
   // The rank's descriptor of `file` for mapped writes, opened by the first: a mosaic's many small
   // files never hold one.
   static int descriptor(OpenFile& file) {
