@@ -19,6 +19,7 @@
 #include "common/model_shape.hpp"
 #include "common/threads.hpp"
 #include "files/commit_journal.hpp"
+#include "files/input_file.hpp"
 #include "files/mapped_write.hpp"
 #include "files/path_parts.hpp"
 #include "files/temp_registry.hpp"
@@ -118,6 +119,7 @@ class MpiFiles : public FileWriter {
     // component creates its files beside the name on each rank, and where that fails on one rank it
     // carries on without them ("Continuing anyway"): that rank then skips the component's allgather
     // in MPI_File_close while the others wait in it, for ever.
+    stop_for_test("outputs-open");
     int usable = 1;
     for (OpenFile* file : opened) {
       const bool folder = file->spec.kind == OutputFile::Kind::Folder;
@@ -140,6 +142,7 @@ class MpiFiles : public FileWriter {
       broken_ = true;  // the failed ranks say why at the next agreement
       return;
     }
+    stop_for_test("outputs-checked");
     for (OpenFile* file : opened) {
       if (!usable || file->spec.kind == OutputFile::Kind::Folder) continue;
       // OpenMPI's "individual" shared-file-pointer component (rank_job.cpp says why it is the one)
