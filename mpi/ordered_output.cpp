@@ -108,17 +108,19 @@ class MpiFiles : public FileWriter {
         files_[index] = std::move(file);
       }
     }
-    // MPI_File_open is collective: a rank whose open fails returns while the others go on into the
-    // open's own collectives, and the job hangs. On one host the ranks see the same directories, but
-    // a node that lacks the output directory (or may not write there) is the one rank that fails.
-    // So every rank first tries the files itself, and the ranks open them together only if all can.
-    // A rank that found its file keeps the folder it found it in (an O_PATH descriptor) and names the
-    // file to MPI-IO through it (/proc/self/fd/D/NAME): the outputs' folder moved away, removed or
-    // replaced while the ranks open the files (the run then fails at the commit, naming the change)
-    // cannot make one rank's open differ from another's. OpenMPI's "individual" shared-file-pointer
-    // component creates its files beside the name on each rank, and where that fails on one rank it
-    // carries on without them ("Continuing anyway"): that rank then skips the component's allgather
-    // in MPI_File_close while the others wait in it, for ever.
+    // Every rank first tries the files itself (a node that lacks the output directory, or may not
+    // write there, is the one rank that fails), and the ranks open them in MPI-IO only if all can.
+    // Each rank opens its own handle (MPI_COMM_SELF): an open on the job's communicator is collective
+    // inside, and when it fails on one rank alone (the outputs' folder removed between two ranks'
+    // opens) that rank leaves while the others wait in the open's collectives, for ever; likewise
+    // OpenMPI's "individual" shared-file-pointer component, which carries on without its files where
+    // it could not create them ("Continuing anyway") and then skips the allgather of MPI_File_close
+    // that the other ranks wait in. Every write is independent (MPI_File_write_at) and sync() puts
+    // each rank's bytes on the storage before the barrier, so nothing needs a shared handle.
+    // A rank that found its file also keeps the folder it found it in (an O_PATH descriptor) and
+    // names the file to MPI-IO through it (/proc/self/fd/D/NAME): with the outputs' folder moved
+    // away or replaced meanwhile, the open and OpenMPI's files beside it still land in that folder,
+    // and the run fails at the commit, naming the change.
     stop_for_test("outputs-open");
     int usable = 1;
     for (OpenFile* file : opened) {
@@ -146,13 +148,14 @@ class MpiFiles : public FileWriter {
     for (OpenFile* file : opened) {
       if (!usable || file->spec.kind == OutputFile::Kind::Folder) continue;
       // OpenMPI's "individual" shared-file-pointer component (rank_job.cpp says why it is the one)
-      // keeps two files of each rank beside the file while it is open: listed, so that a signal's
-      // cleanup removes them too.
-      for (const char* aside : {".data.", ".metadata."}) {
-        file->asides.push_back(register_temp_path(file->temp + aside + std::to_string(rank), TempKind::File));
+      // keeps two files beside the file while it is open, named after the rank in the handle's
+      // communicator: 0 on every rank, so the ranks share them and the first close removes them.
+      // Listed, so that a signal's cleanup removes them too.
+      for (const char* aside : {".data.0", ".metadata.0"}) {
+        file->asides.push_back(register_temp_path(file->temp + aside, TempKind::File));
       }
       const std::string pinned = "/proc/self/fd/" + std::to_string(file->dir) + "/" + base_name(file->temp);
-      const int code = MPI_File_open(comm, pinned.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file->handle);
+      const int code = MPI_File_open(MPI_COMM_SELF, pinned.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file->handle);
       if (code != MPI_SUCCESS) usable = 0;
       attempt(status, [&] { check_file(code, "cannot open for writing", file->spec.path + " (as " + file->temp + ")"); });
     }
@@ -161,7 +164,7 @@ class MpiFiles : public FileWriter {
     if (!all_usable) broken_ = true;  // the failed ranks say why at the next agreement
   }
 
-  // Collective over the communicator the files were opened on: closes them (MPI_File_close syncs).
+  // Every rank, together (the numbered files of a round): closes them (MPI_File_close syncs).
   void close_files(const std::vector<size_t>& indices, RankStatus& status) {
     for (size_t index : indices) {
       OpenFile& file = find(index);
