@@ -19,6 +19,7 @@
 #include "common/model_shape.hpp"
 #include "common/threads.hpp"
 #include "files/commit_journal.hpp"
+#include "files/input_file.hpp"
 #include "files/mapped_write.hpp"
 #include "files/path_parts.hpp"
 #include "files/temp_registry.hpp"
@@ -57,8 +58,12 @@ class MpiFiles : public FileWriter {
  public:
   explicit MpiFiles(bool serialize) : serialize_(serialize) {}
   ~MpiFiles() override {
-    for (auto& [index, file] : files_)
+    for (auto& [index, file] : files_) {
       if (file->fd >= 0) ::close(file->fd);
+      // A file still open in MPI-IO (the job stopped half-way through opening) is closed by
+      // MPI_Finalize, which removes the aside files through the folder's descriptor: kept for it.
+      if (file->handle == MPI_FILE_NULL) close_folder(*file);
+    }
   }
 
   // Collective over `comm`: rank 0 creates the files `wanted` (through `create`, which returns the
@@ -103,14 +108,27 @@ class MpiFiles : public FileWriter {
         files_[index] = std::move(file);
       }
     }
-    // MPI_File_open is collective: a rank whose open fails returns while the others go on into the
-    // open's own collectives, and the job hangs. On one host the ranks see the same directories, but
-    // a node that lacks the output directory (or may not write there) is the one rank that fails.
-    // So every rank first tries the files itself, and the ranks open them together only if all can.
+    // Every rank first tries the files itself (a node that lacks the output directory, or may not
+    // write there, is the one rank that fails), and the ranks open them in MPI-IO only if all can.
+    // Each rank opens its own handle (MPI_COMM_SELF): an open on the job's communicator is collective
+    // inside, and when it fails on one rank alone (the outputs' folder removed between two ranks'
+    // opens) that rank leaves while the others wait in the open's collectives, for ever; likewise
+    // OpenMPI's "individual" shared-file-pointer component, which carries on without its files where
+    // it could not create them ("Continuing anyway") and then skips the allgather of MPI_File_close
+    // that the other ranks wait in. Every write is independent (MPI_File_write_at) and sync() puts
+    // each rank's bytes on the storage before the barrier, so nothing needs a shared handle.
+    // A rank that found its file also keeps the folder it found it in (an O_PATH descriptor) and
+    // names the file to MPI-IO through it (/proc/self/fd/D/NAME): with the outputs' folder moved
+    // away or replaced meanwhile, the open and OpenMPI's files beside it still land in that folder,
+    // and the run fails at the commit, naming the change.
+    stop_for_test("outputs-open");
     int usable = 1;
     for (OpenFile* file : opened) {
       const bool folder = file->spec.kind == OutputFile::Kind::Folder;
-      const int fd = ::open(file->temp.c_str(), (folder ? O_RDONLY | O_DIRECTORY : O_RDWR) | O_CLOEXEC);
+      file->dir = ::open(directory_of(file->temp).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      const int fd = file->dir < 0 ? -1
+                                   : ::openat(file->dir, base_name(file->temp).c_str(),
+                                              (folder ? O_RDONLY | O_DIRECTORY : O_RDWR) | O_CLOEXEC);
       if (fd < 0) {
         const int err = errno;
         usable = 0;
@@ -126,15 +144,18 @@ class MpiFiles : public FileWriter {
       broken_ = true;  // the failed ranks say why at the next agreement
       return;
     }
+    stop_for_test("outputs-checked");
     for (OpenFile* file : opened) {
       if (!usable || file->spec.kind == OutputFile::Kind::Folder) continue;
       // OpenMPI's "individual" shared-file-pointer component (rank_job.cpp says why it is the one)
-      // keeps two files of each rank beside the file while it is open: listed, so that a signal's
-      // cleanup removes them too.
-      for (const char* aside : {".data.", ".metadata."}) {
-        file->asides.push_back(register_temp_path(file->temp + aside + std::to_string(rank), TempKind::File));
+      // keeps two files beside the file while it is open, named after the rank in the handle's
+      // communicator: 0 on every rank, so the ranks share them and the first close removes them.
+      // Listed, so that a signal's cleanup removes them too.
+      for (const char* aside : {".data.0", ".metadata.0"}) {
+        file->asides.push_back(register_temp_path(file->temp + aside, TempKind::File));
       }
-      const int code = MPI_File_open(comm, file->temp.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file->handle);
+      const std::string pinned = "/proc/self/fd/" + std::to_string(file->dir) + "/" + base_name(file->temp);
+      const int code = MPI_File_open(MPI_COMM_SELF, pinned.c_str(), MPI_MODE_WRONLY, MPI_INFO_NULL, &file->handle);
       if (code != MPI_SUCCESS) usable = 0;
       attempt(status, [&] { check_file(code, "cannot open for writing", file->spec.path + " (as " + file->temp + ")"); });
     }
@@ -143,7 +164,7 @@ class MpiFiles : public FileWriter {
     if (!all_usable) broken_ = true;  // the failed ranks say why at the next agreement
   }
 
-  // Collective over the communicator the files were opened on: closes them (MPI_File_close syncs).
+  // Every rank, together (the numbered files of a round): closes them (MPI_File_close syncs).
   void close_files(const std::vector<size_t>& indices, RankStatus& status) {
     for (size_t index : indices) {
       OpenFile& file = find(index);
@@ -151,6 +172,7 @@ class MpiFiles : public FileWriter {
       if (file.handle == MPI_FILE_NULL) continue;
       const int code = MPI_File_close(&file.handle);
       file.asides.clear();  // removed by the close
+      close_folder(file);
       attempt(status, [&] { check_file(code, "cannot write", file.spec.path); });
     }
   }
@@ -227,6 +249,7 @@ class MpiFiles : public FileWriter {
       file->fd = -1;
       if (file->handle != MPI_FILE_NULL) MPI_CHECK(MPI_File_close(&file->handle));
       file->asides.clear();
+      close_folder(*file);
     }
   }
 
@@ -240,7 +263,12 @@ class MpiFiles : public FileWriter {
     std::atomic<bool> mappable{false};     // a local file system, and mapped_write not Unsupported there
     std::mutex fd_mutex;                   // guards fd
     int fd = -1;                           // this rank's own, opened by the first mapped write
+    int dir = -1;                          // O_PATH: the folder this rank found it in (open_files)
   };
+  static void close_folder(OpenFile& file) {
+    if (file.dir >= 0) ::close(file.dir);
+    file.dir = -1;
+  }
   // The rank's descriptor of `file` for mapped writes, opened by the first: a mosaic's many small
   // files never hold one.
   static int descriptor(OpenFile& file) {

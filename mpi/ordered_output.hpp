@@ -3,8 +3,8 @@
 // for byte those of one process, for every format (txt, bmp and its split, npy, png, mosaic-png).
 //
 // Rank 0 creates the files as temporaries beside their final paths (OutputFiles: headers written,
-// sizes set, removed if the job fails or is stopped); every rank opens them with MPI_File_open. Each
-// round a rank hands its slice of images to a writer thread of its own (when MPI gives
+// sizes set, removed if the job fails or is stopped); every rank opens them with MPI_File_open, each
+// a handle of its own (MPI_COMM_SELF: ordered_output.cpp says why). Each round a rank hands its slice of images to a writer thread of its own (when MPI gives
 // MPI_THREAD_MULTIPLE; otherwise the round is written at once), which writes it while the rank
 // generates the next round, on the rank's CPU threads. Records (txt lines, tar samples) vary in
 // length: after making its slice's, each rank learns from an exclusive scan over the ranks (on a

@@ -491,9 +491,9 @@ int run_as_rank(const GenerateRequest& request, const RankJobOptions& options) {
   // fixed buffer: "sm" (a file in the session directory named after the file) and "lockedfile" (a
   // lock file beside it); a name of about 200 bytes overflows it and glibc aborts the rank ("buffer
   // overflow detected"). "lockedfile" also leaves PATH.locktest.N beside the file when a rank is
-  // stopped inside the open. "individual" sizes its names to the path: it keeps PATH.data.RANK and
-  // PATH.metadata.RANK beside an open file, which the output driver lists for a signal's cleanup
-  // (mpi/ordered_output.cpp). It is the one asked for, unless the user chose one.
+  // stopped inside the open. "individual" sizes its names to the path: it keeps PATH.data.0 and
+  // PATH.metadata.0 beside an open file (each rank opens its own handle: rank 0 of MPI_COMM_SELF),
+  // which the output driver lists for a signal's cleanup (mpi/ordered_output.cpp). It is the one asked for, unless the user chose one.
   ::setenv("OMPI_MCA_sharedfp", "individual", 0);
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {

@@ -5,7 +5,8 @@
 #
 # One line per case ("  ok    NAME", "  FAIL  NAME: WHY", "  skip  NAME"), then suite_end prints the
 # summary and gives the exit status tests/run_all.sh reads: 0 all passed, 1 a case failed; skip_suite
-# ends a suite that cannot run here with 77 and one line saying why; wait_pid waits with a deadline.
+# ends a suite that cannot run here with 77 and one line saying why; wait_pid waits with a deadline;
+# deadline runs a command with one.
 suite_name=$1
 passed=0
 failed=0
@@ -29,6 +30,25 @@ wait_pid() {
   wait "$pid"
 }
 
+# deadline SECONDS COMMAND...: runs COMMAND in the foreground with default signal dispositions and at
+# most SECONDS (then SIGTERM, and SIGKILL 5 s later); its exit status. Past the deadline it says so on
+# stderr, naming the command, counts a failure that suite_end names again (stderr may go to a file the
+# case reads) and returns 124, so a hung command fails its suite instead of hanging it.
+deadlines_missed=()
+deadline() {
+  local limit=$1 start=$SECONDS status
+  shift
+  env --default-signal timeout -k 5 "$limit" "$@"
+  status=$?
+  if [ $status -eq 124 ] || { [ $status -eq 137 ] && [ $((SECONDS - start)) -ge "$limit" ]; }; then
+    echo "deadline: still running after $limit s, stopped: $*" >&2
+    deadlines_missed+=("still running after $limit s, stopped: $*")
+    failed=$((failed + 1))
+    return 124
+  fi
+  return $status
+}
+
 # skip_suite WHY...: "NAME: skipped: WHY", exit 77.
 skip_suite() {
   echo "$suite_name: skipped: $*"
@@ -41,6 +61,8 @@ suite_end() {
   local prefix="$suite_name: " counts="$passed passed, $failed failed"
   [ "${1:-}" = --bare ] && { prefix=; shift; }
   [ "${1:-}" = --skipped ] && counts="$counts, $skipped skipped"
+  local missed
+  for missed in "${deadlines_missed[@]}"; do echo "  FAIL  $missed"; done
   echo "$prefix$counts"
   [ "$failed" -eq 0 ]
 }

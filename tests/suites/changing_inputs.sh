@@ -47,9 +47,9 @@ trap cleanup EXIT
 # 64 latents: 4 chunks of 16 in one process, 4 rounds of 8 per rank over 2 ranks, so that reading goes
 # on after the first images; the synthetic backend (images from the latents, no network) keeps each
 # run well under a second. Every input has a twin of the same size and other values.
-"$build/make-latents" --count 64 --seed 7 --output "$work/l.txt" > /dev/null || exit 1
+deadline 60 "$build/make-latents" --count 64 --seed 7 --output "$work/l.txt" > /dev/null || exit 1
 { head -n 1 "$work/l.txt"; tail -n +2 "$work/l.txt" | tr '1-8' '2-9'; } > "$work/l-twin.txt"
-"$build/make-latents" --count 4 --seed 8 --output "$work/l4.txt" > /dev/null || exit 1
+deadline 60 "$build/make-latents" --count 4 --seed 8 --output "$work/l4.txt" > /dev/null || exit 1
 to_npy() {  # to_npy TEXT NPY: the text file's latents as a float32 .npy of shape (N, 100)
   /usr/bin/python3 - "$1" "$2" <<'PY'
 import struct, sys
@@ -64,7 +64,7 @@ PY
 }
 to_npy "$work/l.txt" "$work/l.npy" && to_npy "$work/l-twin.txt" "$work/l-twin.npy" || exit 1
 cp "$model" "$work/m.bin"
-"$build/make-random-network" --seed 2 --output "$work/m-twin.bin" > /dev/null || exit 1
+deadline 60 "$build/make-random-network" --seed 2 --output "$work/m-twin.bin" > /dev/null || exit 1
 for f in l m; do
   for ext in txt npy bin; do
     [ -e "$work/$f.$ext" ] || continue
@@ -79,7 +79,7 @@ cpu=(--device cpu -q)
 reference() {  # reference NAME facegen-args...: $work/ref-NAME.{txt,bmp}
   local name=$1
   shift
-  env --default-signal timeout 60 "$prog" "$@" --output "$work/ref-$name" 2> "$work/stderr" ||
+  deadline 60 "$prog" "$@" --output "$work/ref-$name" 2> "$work/stderr" ||
     { echo "changing_inputs: the reference run $name failed: $(head -c 300 "$work/stderr")"; exit 1; }
 }
 cp "$work/l.txt" "$work/keep.txt" && cp "$work/l.npy" "$work/keep.npy" && cp "$work/m.bin" "$work/keep.bin"
@@ -324,11 +324,11 @@ fi
 awk 'NR == 5 { $17 = "3.4e38" } { print }' "$work/l4.txt" > "$work/huge.txt"
 huge_line="latent 4 of the input \(image 3\), value 17 of 100, is 3\.4e\+38, far outside a Gaussian latent's range: it makes layer [a-z0-9]+'s output NaN or Inf, which the model avoids with the latent clamped to \[-16, 16\]$"
 fresh_out
-env --default-signal timeout 60 "$prog" --device cpu --input "$work/huge.txt" --output "$work/out/r" -q > /dev/null 2> "$work/stderr"
+deadline 60 "$prog" --device cpu --input "$work/huge.txt" --output "$work/out/r" -q > /dev/null 2> "$work/stderr"
 check "one process, a latent of 3.4e38" $? 1 "^facegen: error: $huge_line" none
 if command -v mpirun > /dev/null && ldd "$prog" | grep -q libmpi; then
   fresh_out
-  env --default-signal timeout 120 ./run_parallel.sh --program "$prog" --ranks-per-node 2 --input "$work/huge.txt" \
+  deadline 120 ./run_parallel.sh --program "$prog" --ranks-per-node 2 --input "$work/huge.txt" \
     --output "$work/out/r" -- --device cpu --all-ranks -q > /dev/null 2> "$work/stderr"
   check "2 ranks, a latent of 3.4e38" $? 1 "^facegen: error on rank 1 \(host [^)]+\): $huge_line" none
 fi

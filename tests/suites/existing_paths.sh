@@ -22,8 +22,9 @@
 #                                   sentence naming it (1 process and 2 ranks); runs started together
 #                                   never leave a mixed set; a lock left by SIGKILL is taken over;
 #                                   a link or FIFO at the lock's name is refused
-#   the folder changed mid-run      moved away and replaced by a file, a folder, or nothing: one line
-#                                   naming it, no library noise (1 process)
+#   the folder changed mid-run      moved away and replaced by a file, a folder, or nothing, or removed:
+#                                   one line naming it, no library noise, within a deadline (1 process,
+#                                   2 ranks; 2 ranks also as they open the files, at four moments)
 #   an earlier run's other outputs  named in the summary ("left") and the JSON, never removed
 #   --summary-json                  - and /dev/stdout write the JSON to standard output; a missing
 #                                   folder fails before any work
@@ -436,14 +437,45 @@ done
 
 # --- the outputs' folder moved, removed or replaced mid-run -----------------------------------------
 echo "the outputs' folder changed mid-run:"
-# One process only: under 2 ranks, a folder replaced at the moment the ranks open their files left
-# the job waiting in MPI until its deadline in about 1 of 20 tries (not yet understood), which a test
-# must not do.
-for ranks in 1; do
+# folder_change_case NAME DIR CHANGE ERR: once the run ($job, its stderr in ERR) is at the moment wanted,
+# DIR/out is moved to DIR/moved and CHANGE (file, gone, folder) takes its place, or it is removed with
+# all it holds (removed); the stopped ranks, if any ($stopped), go on; the run must end within its
+# deadline with exit 1 and one line naming the change, and leave what took the folder's place as it was.
+folder_change_case() {
+  local name=$1 dir=$2 change=$3 err_file=$4 what got err lines
+  mv "$dir/out" "$dir/moved"
+  case $change in
+    file) echo x > "$dir/out"; what="a file is there now" ;;
+    gone) what="it is gone" ;;
+    removed) rm -rf "$dir/moved"; what="it is gone" ;;
+    folder) mkdir "$dir/out"; what="another folder is there now" ;;
+  esac
+  [ -n "$stopped" ] && kill -CONT $stopped
+  wait_pid $job 30
+  got=$?
+  err=$(cat "$err_file")
+  lines=$(grep -c '^facegen' "$err_file")
+  if [ $got -eq 124 ]; then
+    fail "$name" "still running after 30 s (stopped): $err"
+  elif [ $got -ne 1 ] || [ "$lines" != 1 ] ||
+     ! grep -q "^facegen: error.*: the output folder $dir/out was moved, removed or replaced while the run wrote into it ($what): no output was put in place" "$err_file" ||
+     grep -q 'mca_\|warning' "$err_file"; then
+    fail "$name" "exit status $got: $err"
+  elif [ $change = file ] && [ "$(cat "$dir/out")" != x ] || [ $change = folder ] && [ -n "$(ls -A "$dir/out")" ]; then
+    fail "$name" "what took the folder's place was changed"
+  else
+    pass "$name: one line naming the folder"
+  fi
+}
+# Mid-run: the run is writing (its first output exists), one process and 2 ranks.
+for ranks in 1 2; do
   for change in file gone folder; do
+    [ $ranks = 2 ] && [ $change != folder ] && continue  # 2 ranks: the moments below take the others
+    [ $ranks = 2 ] && [ $mpi = no ] && { skip "the outputs' folder changed mid-run (2 ranks): mpirun is not installed"; continue; }
     dir=$work/moving$ranks$change
     mkdir -p "$dir/out"
     start_slow_run "$ranks" "$dir/out/r"
+    stopped=
     name="the outputs' folder replaced by a $change mid-run ($ranks rank$([ $ranks = 1 ] || echo s))"
     [ $change = gone ] && name="the outputs' folder removed mid-run ($ranks rank$([ $ranks = 1 ] || echo s))"
     if ! wait_for "$dir/out/r.txt.tmp-*" 60; then
@@ -451,27 +483,40 @@ for ranks in 1; do
       fail "$name" "the run did not create its output"
       continue
     fi
-    mv "$dir/out" "$dir/moved"
-    case $change in
-      file) echo x > "$dir/out"; what="a file is there now" ;;
-      gone) what="it is gone" ;;
-      folder) mkdir "$dir/out"; what="another folder is there now" ;;
-    esac
-    wait_pid $job 150
-    got=$?
-    err=$(cat "$dir/moved/r.first.err")
-    lines=$(grep -c '^facegen' "$dir/moved/r.first.err")
-    if [ $got -ne 1 ] || [ "$lines" != 1 ] ||
-       ! grep -q "^facegen: error.*: the output folder $dir/out was moved, removed or replaced while the run wrote into it ($what): no output was put in place" "$dir/moved/r.first.err" ||
-       grep -q 'mca_\|warning' "$dir/moved/r.first.err"; then
-      fail "$name" "exit status $got: $err"
-    elif [ $change = file ] && [ "$(cat "$dir/out")" != x ] || [ $change = folder ] && [ -n "$(ls -A "$dir/out")" ]; then
-      fail "$name" "what took the folder's place was changed"
-    else
-      pass "$name: one line naming the folder"
-    fi
+    folder_change_case "$name" "$dir" "$change" "$dir/moved/r.first.err"
   done
 done
+# 2 ranks, as they open the files rank 0 created (FACEGEN_TEST_STOP): before a rank looks for them, and
+# once every rank found them, before MPI_File_open. A rank that could not create OpenMPI's own files
+# beside an output once went on without them, and the job then waited in MPI_File_close for ever
+# (about 1 run in 20 with the folder replaced at random moments); with the folder removed, one rank's
+# MPI_File_open failed while the other waited inside its own.
+if [ $mpi = yes ]; then
+  for moment in 1:outputs-open:file 0:outputs-open:gone 1:outputs-checked:removed 0:outputs-checked:folder; do
+    IFS=: read -r rank point change <<< "$moment"
+    dir=$work/opening$rank$point
+    mkdir -p "$dir/out"
+    name="the outputs' folder replaced by a $change as the ranks open the files (rank $rank at $point)"
+    [ $change = gone ] && name="the outputs' folder moved away as the ranks open the files (rank $rank at $point)"
+    [ $change = removed ] && name="the outputs' folder removed (rm -rf) as the ranks open the files (rank $rank at $point)"
+    FACEGEN_TEST_STOP=$rank:$point env --default-signal timeout 60 "$launcher" --program "$prog" --ranks-per-node 2 \
+      --random 4 --output "$dir/out/r" -- --device synthetic --all-ranks --formats txt,bmp -q > /dev/null 2> "$dir/r.err" &
+    job=$!
+    stopped= deadline=$((SECONDS + 30))
+    while [ -z "$stopped" ] && [ $SECONDS -lt $deadline ] && kill -0 $job 2> /dev/null; do
+      stopped=$(stopped_pids "--output $dir/out/r")
+      [ -n "$stopped" ] || sleep 0.02
+    done
+    if [ -z "$stopped" ]; then
+      wait_pid $job 30
+      fail "$name" "rank $rank did not stop at $point: $(head -c 300 "$dir/r.err")"
+      continue
+    fi
+    folder_change_case "$name" "$dir" "$change" "$dir/r.err"
+  done
+else
+  skip "the outputs' folder changed as 2 ranks open the files: mpirun is not installed"
+fi
 
 # --- an earlier run's other outputs ----------------------------------------------------------------
 echo "an earlier run's other outputs:"

@@ -24,7 +24,7 @@ bad() {  # bad NAME PATTERN FLAGS...
   shift 2
   local err status random=(--random 4)
   [[ " $* " == *" --random "* ]] && random=()
-  err=$("$prog" --device synthetic "${random[@]}" --output "$work/bad" "$@" 2>&1 > /dev/null)
+  err=$(deadline 60 "$prog" --device synthetic "${random[@]}" --output "$work/bad" "$@" 2>&1 > /dev/null)
   status=$?
   if [ $status -ne 1 ]; then
     fail "$name" "exit status $status, expected 1: $err"
@@ -72,7 +72,7 @@ while read -r n c p t; do
   flags=(--grid-padding "$p" --mosaic-tiles "$t" --png-level $(( (n + p) % 13 )))
   [ "$c" != - ] && flags+=(--grid-columns "$c")
   out="$work/g$n-$c-$p-$t"
-  if "$prog" --device synthetic --random "$n" --seed "$n" --formats npy,bmp,mosaic-png --output "$out" \
+  if deadline 60 "$prog" --device synthetic --random "$n" --seed "$n" --formats npy,bmp,mosaic-png --output "$out" \
        "${flags[@]}" --quiet 2> "$work/err"; then
     runs+=("$out $n $c $p $t")
   else
@@ -172,8 +172,8 @@ PY
   fail "layout check" "fewer verdicts than cases (the check itself failed)"
 
 # The default layout stays byte for byte what it was: no grid flag and an explicit --grid-padding 0 agree.
-"$prog" --device synthetic --random 10 --formats bmp --output "$work/plain" --quiet
-"$prog" --device synthetic --random 10 --formats bmp --output "$work/zero" --grid-padding 0 --quiet
+deadline 60 "$prog" --device synthetic --random 10 --formats bmp --output "$work/plain" --quiet
+deadline 60 "$prog" --device synthetic --random 10 --formats bmp --output "$work/zero" --grid-padding 0 --quiet
 if cmp -s "$work/plain.bmp" "$work/zero.bmp" && [ "$(stat -c %s "$work/plain.bmp")" -eq $((54 + 256 * 256 * 3)) ]; then
   pass "no grid flags: the square mosaic of 4 x 4 tiles, as before"
 else

@@ -20,13 +20,13 @@ work=$(mktemp -d /tmp/facegen-seeds.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 # facegen ARGS...: the program on the CPU with the test network, 60 s at most.
-facegen() { env --default-signal timeout -s KILL 60 "$prog" --device cpu --model "$model" --formats txt,npy --quiet "$@"; }
+facegen() { deadline 60 "$prog" --device cpu --model "$model" --formats txt,npy --quiet "$@"; }
 
 # parallel RANKS PREFIX SEEDS [facegen flags]: run_parallel.sh on this machine, every rank generating, 120 s at most.
 parallel() {
   local ranks=$1 prefix=$2 seeds=$3
   shift 3
-  env --default-signal timeout -s KILL 120 ./run_parallel.sh --program "$prog" --model "$model" --seeds "$seeds" \
+  deadline 120 ./run_parallel.sh --program "$prog" --model "$model" --seeds "$seeds" \
     --output "$prefix" --ranks-per-node "$ranks" -- --device cpu --formats txt,npy --all-ranks "$@" \
     > "$work/stdout" 2> "$work/stderr"
 }
@@ -83,7 +83,7 @@ else
 fi
 
 # --- the summary: the seeds by name, and as ranges in the JSON ---------------------------------------
-env --default-signal timeout -s KILL 60 "$prog" --device cpu --model "$model" --formats npy --seeds 0-99,500,1000-1009 \
+deadline 60 "$prog" --device cpu --model "$model" --formats npy --seeds 0-99,500,1000-1009 \
   --output "$work/sum" --summary-json "$work/sum.json" > "$work/stdout" 2> "$work/stderr"
 if grep -qx "input     N(0, 1) latents of seeds 0-99,500,1000-1009: 111 images" "$work/stdout" &&
    /usr/bin/python3 -c '
@@ -106,7 +106,7 @@ assert "seeds" not in s and s["latents"] == "2 random latents, N(0, 1), seed 9",
 else
   fail "--random summary" "$(cat "$work/err")"
 fi
-env --default-signal timeout 10 "$prog" --help > "$work/help"
+deadline 10 "$prog" --help > "$work/help"
 if grep -qE -- '-S, --seeds LIST +instead of --input' "$work/help"; then
   pass "--help lists -S, --seeds LIST"
 else
