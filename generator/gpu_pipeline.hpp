@@ -16,7 +16,7 @@
 // image the host link (55 GB/s on an H200) carries 1.12M images/s, less than bf16's kernels make
 // (1.5M/s at batch 8192), and tanh's outputs in [-1, 1] lose at most 2^-12 (2.4e-4) in float16,
 // 1/140 of bf16 arithmetic's own error. The GPU rounds the batch's images once more after the
-// network (kernels/image_half.hpp) into a float16 device buffer, which is downloaded instead; the
+// network (kernels/image_output.hpp) into a float16 device buffer, which is downloaded instead; the
 // host widens them back exactly (common/half_float.hpp) as it copies them out. fp32 and tf32 runs
 // keep float32 images end to end.
 //
