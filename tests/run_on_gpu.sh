@@ -20,7 +20,9 @@ nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total --format=csv,
 make -j"$(nproc)" all > "$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
 echo "commit ${FACEGEN_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}, $(date -u +%F)"
 
-./build/facegen-gpu-tests 2>&1 | tee "$out/gpu-tests.log" | tail -n 4
+# A deadline (FACEGEN_TEST_TIMEOUT, default 900 s; the whole set took under 5 minutes on an H100 in
+# 2026-11): a hung test fails the run instead of holding the machine.
+timeout "${FACEGEN_TEST_TIMEOUT:-900}" ./build/facegen-gpu-tests 2>&1 | tee "$out/gpu-tests.log" | tail -n 4
 [ "${PIPESTATUS[0]}" -eq 0 ] || failures=$((failures + 1))
 
 work=build/gpu-check
