@@ -8,6 +8,10 @@
   serve_client.py PORT WORK MODEL PROG load N   N requests in flight (16 images each), printing
                                                 "STARTED" once they are sent, then each one's result
   serve_client.py PORT WORK MODEL PROG latency N   N one-image requests in turn: p50 and p99
+  serve_client.py PORT WORK MODEL PROG inflight N  "READY" and /readyz's answer, then one request of N
+                                                images (npy-u8), "INFLIGHT" once a batch of it is made
+                                                (/metrics counts one more), then "RESULT STATUS BYTES"
+                                                (for the suites that stop the service under it)
   serve_client.py PORT WORK MODEL PROG clients PID IO_TIMEOUT   clients that misbehave (the server's
                                                 pid, its --io-timeout-s): one stalls mid-request,
                                                 many vanish before their answer, 300 stay silent
@@ -311,6 +315,21 @@ def misbehaving_clients(pid, io_timeout):
            closed is not None and closed <= 2 * io_timeout + 2, f"answered after {answered} s, closed after {closed} s: {answer[:200]!r}")
 
 
+def in_flight(count):
+    print("READY", request("GET", "/readyz")[2].decode().strip(), flush=True)
+    def batches():
+        text = request("GET", "/metrics")[2].decode()
+        return int(re.search(r"^facegen_batch_images_count (\d+)", text, re.M).group(1))
+    before = batches()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=100)
+    conn.request("POST", "/v1/generate", json.dumps({"seeds": list(range(count)), "format": "npy-u8"}))
+    while batches() == before:
+        time.sleep(0.02)
+    print("INFLIGHT", flush=True)
+    res = conn.getresponse()
+    print("RESULT", res.status, len(res.read()), flush=True)
+
+
 if mode == "latency":
     latency(int(sys.argv[6]))
 elif mode == "checks":
@@ -321,6 +340,8 @@ elif mode == "checks":
     # POST /v1/generate answered 200: 4 + 1 (seeds), 4 + 1 (latents), 32 (concurrent). Images: those,
     # 5 in each of the 8 multi-image answers, and GET /v1/images: 3.png, 7.png, 1.png after each bad request.
     metrics_count({"generate": 4 + 1 + 4 + 1 + 32, "images": 8 * 5 + 2 + 32 + 2 + len(BAD)})
+elif mode == "inflight":
+    in_flight(int(sys.argv[6]))
 elif mode == "clients":
     misbehaving_clients(int(sys.argv[6]), int(sys.argv[7]))
 else:

@@ -69,22 +69,7 @@ if [ "${batches:-0}" -ge 16 ]; then pass "batches of at most 4: $batches of them
 
 # SIGTERM with a request in flight: the client says INFLIGHT once a batch of its request is made
 # (/metrics counts one more batch), then reads the answer.
-timeout 120 $py - "$port" > "$work/inflight.out" 2>&1 <<'PY' &
-import http.client, json, re, sys, time
-port = int(sys.argv[1])
-def batches():
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("GET", "/metrics")
-    return int(re.search(r"^facegen_batch_images_count (\d+)", conn.getresponse().read().decode(), re.M).group(1))
-before = batches()
-conn = http.client.HTTPConnection("127.0.0.1", port, timeout=100)
-conn.request("POST", "/v1/generate", json.dumps({"seeds": list(range(1024)), "format": "npy-u8"}))
-while batches() == before:
-    time.sleep(0.02)
-print("INFLIGHT", flush=True)
-res = conn.getresponse()
-print("RESULT", res.status, len(res.read()), flush=True)
-PY
+timeout 120 $py tests/lib/serve_client.py "$port" "$work" "$model" "$prog" inflight 1024 > "$work/inflight.out" 2>&1 &
 client=$!
 for _ in $(seq 300); do grep -q INFLIGHT "$work/inflight.out" && break; kill -0 "$client" 2> /dev/null || break; sleep 0.05; done
 kill -TERM "$job"

@@ -230,25 +230,8 @@ else
   if [ -z "$port" ]; then
     fail "slurm/facegen-serve.sbatch says where it listens" "job '$serve_job' $(cat "$work/sbatch.out"); log: $(tail -n 6 "$log" 2> /dev/null)"
   else
-    timeout 60 /usr/bin/python3 - "$port" > "$work/inflight.out" 2>&1 <<'PY' &
-import http.client, json, re, sys, time
-port = int(sys.argv[1])
-def get(path):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("GET", path)
-    return conn.getresponse().read().decode()
-print("READY", get("/readyz").strip(), flush=True)
-def batches():
-    return int(re.search(r"^facegen_batch_images_count (\d+)", get("/metrics"), re.M).group(1))
-before = batches()
-conn = http.client.HTTPConnection("127.0.0.1", port, timeout=50)
-conn.request("POST", "/v1/generate", json.dumps({"seeds": list(range(1024)), "format": "npy-u8"}))
-while batches() == before:
-    time.sleep(0.02)
-print("INFLIGHT", flush=True)
-res = conn.getresponse()
-print("RESULT", res.status, len(res.read()), flush=True)
-PY
+    timeout 60 /usr/bin/python3 "$repo/tests/lib/serve_client.py" "$port" "$work" "$repo/models/facegen-faces.safetensors" \
+      "$build/facegen" inflight 1024 > "$work/inflight.out" 2>&1 &
     client=$!
     for _ in $(seq 300); do grep -q INFLIGHT "$work/inflight.out" && break; kill -0 "$client" 2> /dev/null || break; sleep 0.05; done
     cancelled=$SECONDS
