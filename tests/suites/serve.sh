@@ -169,27 +169,20 @@ else
 fi
 
 # Flags: a bad value is one sentence and exit 1; --help lists the flags.
-out=$(env --default-signal timeout 30 "$prog" serve --max-batch 0 2>&1)
-status=$?
-if [ $status = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q -- "--max-batch expects a whole number"; then
-  pass "--max-batch 0: exit 1 and one sentence"
-else
-  fail "--max-batch 0" "status $status: $out"
-fi
-out=$(env --default-signal timeout 30 "$prog" serve --io-timeout-s 0 2>&1)
-status=$?
-if [ $status = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q -- "--io-timeout-s expects a whole number from 1 to 3600, got '0'"; then
-  pass "--io-timeout-s 0: exit 1 and one sentence"
-else
-  fail "--io-timeout-s 0" "status $status: $out"
-fi
-out=$(env --default-signal timeout 30 "$prog" serve --png-level 13 2>&1)
-status=$?
-if [ $status = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q -- "--png-level expects a whole number from 0 to 12, got '13'"; then
-  pass "--png-level 13: exit 1 and one sentence"
-else
-  fail "--png-level 13" "status $status: $out"
-fi
+# refused FLAG VALUE SENTENCE: `facegen serve FLAG VALUE` exits 1 with one line holding SENTENCE.
+refused() {
+  local out status
+  out=$(env --default-signal timeout 30 "$prog" serve "$1" "$2" 2>&1)
+  status=$?
+  if [ $status = 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q -- "$3"; then
+    pass "$1 $2: exit 1 and one sentence"
+  else
+    fail "$1 $2" "status $status: $out"
+  fi
+}
+refused --max-batch 0 "--max-batch expects a whole number"
+refused --io-timeout-s 0 "--io-timeout-s expects a whole number from 1 to 3600, got '0'"
+refused --png-level 13 "--png-level expects a whole number from 0 to 12, got '13'"
 if "$prog" serve --help | grep -q -- '--max-delay-ms'; then pass "facegen serve --help lists its flags"; else fail "serve --help" "no --max-delay-ms"; fi
 
 suite_end
