@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace facegen {
 
@@ -61,6 +62,11 @@ struct WeightOffsets {
     total = o;
   }
 };
+
+// Why a spec is outside what facegen runs, on the CPU and the GPU alike (nz 1..1024; g 16..256, a
+// multiple of 16; nc 1 or 3; k 4 or 5), as the end of a sentence ("nz is 0, but it must be 1 to
+// 1024"); "" when it is fine.
+std::string model_spec_problem(const ModelSpec& spec);
 
 // The SHPC facegen network of network.bin files (the shape common/model_shape.hpp spells out).
 constexpr ModelSpec kShpcSpec{100, 64, 3, 5, true};

@@ -55,10 +55,6 @@ class Network {
   std::vector<float> floats_;
 };
 
-// Why a spec is outside what facegen runs (nz 1..1024; g 16..256, a multiple of 16; nc 1 or 3;
-// k 4 or 5), as the end of a sentence ("nz is 0, but it must be 1 to 1024"); "" when it is fine.
-std::string model_spec_problem(const ModelSpec& spec);
-
 // The spec in words, e.g. "nz 100, ngf 64, nc 3, 5x5 kernels, with biases".
 std::string describe_spec(const ModelSpec& spec);
 

@@ -70,19 +70,9 @@ gpu::Math math_of(Precision p) {
 
 const char* gemm_kernel_name(GemmKernel k) { return k == GemmKernel::Wgmma ? "wgmma" : "mma.sync"; }
 
-std::string gpu_unsupported(const ModelSpec& s) {
-  if (s.latent_dim < 1 || s.latent_dim > 1024) return "the latent size nz must be 1..1024, not " + std::to_string(s.latent_dim);
-  if (s.base_channels < 16 || s.base_channels > 256 || s.base_channels % 16 != 0)
-    return "the base channel count must be a multiple of 16 from 16 to 256, not " + std::to_string(s.base_channels);
-  if (s.image_channels != 1 && s.image_channels != 3)
-    return "the image must have 1 or 3 channels, not " + std::to_string(s.image_channels);
-  if (s.kernel_size != 4 && s.kernel_size != 5) return "the kernel size must be 4 or 5, not " + std::to_string(s.kernel_size);
-  return "";
-}
-
 DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision precision)
     : spec_(spec), ksize_(spec.kernel_size), precision_(precision) {
-  const std::string why = gpu_unsupported(spec);
+  const std::string why = model_spec_problem(spec);
   if (!why.empty()) throw std::invalid_argument("the CUDA kernels cannot run this network: " + why);
   choose_layer_kernels();
   upload_weights(f);

@@ -26,7 +26,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
 
 #include "common/model_spec.hpp"
 #include "common/precision.hpp"
@@ -42,16 +41,14 @@ struct PhaseWeightMaps;
 enum class GemmKernel { MmaSync, Wgmma };
 const char* gemm_kernel_name(GemmKernel k);
 
-// Empty when DeviceNetwork runs `spec`, else one sentence saying which value is out of its range.
-std::string gpu_unsupported(const ModelSpec& spec);
-
 // The layers of DeviceNetwork: 0 the projection, 1..3 tconv1-3, 4 the last tconv.
 constexpr int kGpuLayers = 5;
 
 class DeviceNetwork {
  public:
   // network_floats: the flat layout of generator/network.hpp for `spec` (for kShpcSpec, a
-  // network.bin's kNetworkFloats floats). Throws std::invalid_argument where gpu_unsupported.
+  // network.bin's kNetworkFloats floats). Throws std::invalid_argument where model_spec_problem
+  // (common/model_spec.hpp) says the spec is outside the family's range.
   DeviceNetwork(const float* network_floats, const ModelSpec& spec, Precision precision);
   ~DeviceNetwork();
   DeviceNetwork(const DeviceNetwork&) = delete;

@@ -297,13 +297,13 @@ TEST_CASE("the any-shape kernels agree with the fixed-shape ones on the networks
 }
 
 TEST_CASE("the GPU refuses a network outside the family's range in one sentence") {
-  CHECK(gpu_unsupported(ModelSpec{100, 64, 3, 4, false}).empty());
-  CHECK(gpu_unsupported(ModelSpec{1024, 256, 1, 5, true}).empty());
+  CHECK(model_spec_problem(ModelSpec{100, 64, 3, 4, false}).empty());
+  CHECK(model_spec_problem(ModelSpec{1024, 256, 1, 5, true}).empty());
   for (const ModelSpec& bad : {ModelSpec{0, 64, 3, 4, false}, ModelSpec{1025, 64, 3, 4, false},
                                ModelSpec{100, 8, 3, 4, false}, ModelSpec{100, 40, 3, 4, false},
                                ModelSpec{100, 272, 3, 4, false}, ModelSpec{100, 64, 2, 4, false},
                                ModelSpec{100, 64, 3, 3, false}}) {
-    const std::string why = gpu_unsupported(bad);
+    const std::string why = model_spec_problem(bad);
     CHECK_MESSAGE(!why.empty(), describe(bad) << " was accepted");
     CHECK(why.find('\n') == std::string::npos);
     const std::vector<float> floats(1, 0.f);  // never read: the spec is refused first
