@@ -312,6 +312,19 @@ stopped_pids() {
   local p
   for p in $(pgrep -f -- "$1"); do grep -q '^State:.*T' "/proc/$p/status" 2> /dev/null && echo "$p"; done
 }
+# stop_processes PREFIX: stops the facegen processes writing PREFIX, waits (5 s at most) until each
+# is stopped, and prints their pids.
+stop_processes() {
+  local p pids=
+  for p in $(pgrep -f -- "--output $1( |$)"); do [ /proc/$p/exe -ef "$prog" ] && pids="$pids $p"; done
+  [ -n "$pids" ] || return 0
+  kill -STOP $pids
+  local deadline=$((SECONDS + 5))
+  for p in $pids; do
+    while [ $SECONDS -lt $deadline ] && ! grep -q '^State:.*T' "/proc/$p/status" 2> /dev/null; do sleep 0.01; done
+  done
+  echo $pids
+}
 held_run_case() {  # held_run_case FIRST-RANKS SECOND-RANKS
   local first=$1 second=$2 dir=$work/held$1$2
   mkdir -p "$dir"
@@ -483,6 +496,9 @@ for ranks in 1 2; do
       fail "$name" "the run did not create its output"
       continue
     fi
+    # The ranks are stopped while the folder changes: one that looked between the move and the new
+    # folder would rightly say "it is gone" (it once did, under load); folder_change_case lets them go.
+    stopped=$(stop_processes "$dir/out/r")
     folder_change_case "$name" "$dir" "$change" "$dir/moved/r.first.err"
   done
 done
