@@ -71,10 +71,28 @@ background_done() {
   return 1
 }
 
+# failed_recap: for each failed suite, its FAIL lines (or, without any, its last lines), then the names.
+failed_recap() {
+  [ $failed -gt 0 ] || return 0
+  local name log
+  for name in "${failed_names[@]}"; do
+    log=$(suite_log "$name")
+    echo "--- $name:"
+    if grep -q '^ *FAIL' "$log"; then grep '^ *FAIL' "$log" | head -n 20; else tail -n 15 "$log"; fi
+  done
+  echo "failed suites: ${failed_names[*]}"
+}
+
 passed=0
 failed=0
 skipped=0
 failed_names=()
+
+# Each suite's output also goes to a log of its own, so the verdict can repeat a failed suite's FAIL
+# lines at the end, where a reader of a long CI log looks first.
+log_dir=$build/test-logs
+rm -rf "$log_dir" && mkdir -p "$log_dir"
+suite_log() { echo "$log_dir/$(echo "$1" | tr -c 'A-Za-z0-9_\n' '_').log"; }
 
 # suite NAME COMMAND...: runs it; exit 0 passes, exit 77 is "skipped", anything else fails.
 suite() {
@@ -82,9 +100,17 @@ suite() {
   shift
   echo
   echo "=== $name"
-  local start=$SECONDS
-  "$@"
+  local start=$SECONDS log
+  log=$(suite_log "$name")
+  # tee in a process substitution: a process the suite left behind holding its output keeps tee
+  # alive, never this script (tee is waited for 5 s at most, so the lines keep their order).
+  local out tee_pid
+  exec {out}> >(tee "$log")
+  tee_pid=$!
+  "$@" >&$out 2>&1
   local status=$?
+  exec {out}>&-
+  for _ in $(seq 50); do kill -0 "$tee_pid" 2> /dev/null || break; sleep 0.1; done
   if [ $status -eq 0 ]; then
     passed=$((passed + 1)); echo "=== $name: passed ($((SECONDS - start)) s)"
   elif [ $status -eq 77 ]; then
@@ -107,7 +133,7 @@ if [ "$sanitize" = 1 ]; then
     esac
   done
   echo
-  [ $failed -gt 0 ] && echo "failed suites: ${failed_names[*]}"
+  failed_recap
   echo "$passed passed, $failed failed, $skipped skipped"
   [ $failed -eq 0 ]
   exit
@@ -131,6 +157,6 @@ for name in $background_suites; do
 done
 
 echo
-[ $failed -gt 0 ] && echo "failed suites: ${failed_names[*]}"
+failed_recap
 echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]
