@@ -47,6 +47,10 @@ MappedWrite mapped_write(int fd, int64_t offset, const void* data, int64_t bytes
     const int64_t piece = std::min(bytes - done, kMappedWindowBytes - (at - start));
     const size_t length = static_cast<size_t>(at + piece - start);
     void* mapping = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, start);
+    if (mapping == MAP_FAILED && errno == ENOMEM) {
+      pwrite_fully(fd, at, from + done, bytes - done, err);
+      return *err == 0 ? MappedWrite::Done : MappedWrite::Failed;
+    }
     if (mapping == MAP_FAILED) {
       *err = errno;
       // Only the first window may find mapping unsupported: nothing is written yet.
@@ -67,6 +71,23 @@ MappedWrite mapped_write(int fd, int64_t offset, const void* data, int64_t bytes
     done += piece;
   }
   return MappedWrite::Done;
+}
+
+void pwrite_fully(int fd, int64_t offset, const void* data, int64_t bytes, int* err) {
+  constexpr int64_t kMaxPwriteBytes = int64_t{1} << 30;  // Linux writes at most 2 GiB - 4 KB a call
+  const char* from = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::pwrite(fd, from, static_cast<size_t>(std::min(bytes, kMaxPwriteBytes)), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *err = n < 0 ? errno : ENOSPC;
+      return;
+    }
+    from += n;
+    offset += n;
+    bytes -= n;
+  }
+  *err = 0;
 }
 
 }  // namespace facegen

@@ -39,7 +39,13 @@ enum class MappedWrite { Done, Unsupported, Failed };
 // Writes `bytes` bytes of `data` at `offset` of `fd` (opened O_RDWR) through a mapping. Unsupported:
 // the file system can neither reserve space (fallocate) nor map the file, nothing was written, and
 // the caller writes with pwrite instead; Failed: *err holds the failed call's errno (ENOSPC, EFBIG).
+// A window that cannot be mapped for want of address space (ENOMEM: `ulimit -v`, a crowded 32-bit
+// style limit) is written with pwrite instead: the mapping is a way to write faster, not a reason to fail.
 MappedWrite mapped_write(int fd, int64_t offset, const void* data, int64_t bytes, int* err);
+
+// Writes `bytes` bytes of `data` at `offset` of `fd` with pwrite (1 GiB a call, EINTR retried);
+// *err is 0 or the failed call's errno (ENOSPC for a write that wrote nothing).
+void pwrite_fully(int fd, int64_t offset, const void* data, int64_t bytes, int* err);
 
 // The choice between pwrite and mapped writes for a writer that writes runs one after another, each
 // with all its threads (a sink's chunk, a rank's round): its first four runs of at least kTrialBytes

@@ -18,7 +18,6 @@
 namespace facegen {
 namespace {
 
-constexpr int64_t kMaxWriteBytes = int64_t{1} << 30;  // one pwrite; Linux writes at most 2 GiB - 4 KB
 
 mode_t process_umask() {
   static const mode_t mask = [] {
@@ -44,21 +43,6 @@ std::string make_temp_folder(const std::string& folder, size_t inner_bytes, Temp
   }
   ::chmod(pattern.c_str(), 0755 & ~process_umask());
   return pattern;
-}
-
-void write_fully(int fd, int64_t offset, const char* data, int64_t bytes, int* err) {
-  while (bytes > 0) {
-    const ssize_t n = ::pwrite(fd, data, static_cast<size_t>(std::min(bytes, kMaxWriteBytes)), offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *err = n < 0 ? errno : ENOSPC;
-      return;
-    }
-    data += n;
-    offset += n;
-    bytes -= n;
-  }
-  *err = 0;
 }
 
 }  // namespace
@@ -203,7 +187,7 @@ void OutputFiles::write_bytes(Slot& slot, int64_t offset, const void* data, int6
     mapped = mapped_write(fd, offset, data, bytes, &err);
     if (mapped == MappedWrite::Unsupported) slot.mappable = false;
   }
-  if (mapped == MappedWrite::Unsupported) write_fully(fd, offset, static_cast<const char*>(data), bytes, &err);
+  if (mapped == MappedWrite::Unsupported) pwrite_fully(fd, offset, data, bytes, &err);
   if (err != 0) fail(slot, err);
   slot.bytes += bytes;
 }

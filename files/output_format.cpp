@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -540,6 +541,7 @@ int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out, int threads) co
   void* map = ::mmap(nullptr, static_cast<size_t>(file.size), PROT_READ, MAP_SHARED, fd, 0);
   const int map_errno = errno;
   ::close(fd);
+  if (map == MAP_FAILED && map_errno == ENOMEM) throw std::bad_alloc();  // no address space: out of memory
   if (map == MAP_FAILED) throw UserError("cannot read back the pixels of " + file.path + ": " + std::strerror(map_errno));
   struct Unmap {  // on every way out, a failed write included
     void* map;

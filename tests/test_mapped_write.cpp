@@ -1,6 +1,7 @@
 // test_mapped_write.cpp: positioned writes through a shared mapping (files/mapped_write.hpp) give the
-// bytes pwrite gives, from several threads into one file, touch nothing beside their range, and fail
-// over `ulimit -f` with EFBIG instead of a SIGBUS; OutputFiles with mapped writes keeps every byte and
+// bytes pwrite gives, from several threads into one file, touch nothing beside their range, fail
+// over `ulimit -f` with EFBIG instead of a SIGBUS and write with pwrite where `ulimit -v` leaves no
+// room for a mapping; OutputFiles with mapped writes keeps every byte and
 // its clean failure; WriteWayTrial picks the faster way; sinks keep their bytes across the trial.
 #include <doctest/doctest.h>
 
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -128,6 +130,58 @@ TEST_CASE("mapped_write: over ulimit -f it fails with EFBIG, without a SIGBUS") 
   if (result == MappedWrite::Unsupported) return;  // as above: pwrite's own EFBIG then
   CHECK(result == MappedWrite::Failed);
   CHECK(err == EFBIG);
+}
+
+namespace {
+
+// While alive, the process's address space may grow by at most `spare` bytes (RLIMIT_AS), as under
+// `ulimit -v`; the limit before is restored after.
+class AddressSpaceLimit {
+ public:
+  explicit AddressSpaceLimit(int64_t spare) {
+    REQUIRE(::getrlimit(RLIMIT_AS, &before_) == 0);
+    long pages = 0;
+    std::FILE* statm = std::fopen("/proc/self/statm", "r");
+    REQUIRE(statm != nullptr);
+    REQUIRE(std::fscanf(statm, "%ld", &pages) == 1);
+    std::fclose(statm);
+    rlimit limit = before_;
+    limit.rlim_cur = static_cast<rlim_t>(pages * ::sysconf(_SC_PAGESIZE) + spare);
+    REQUIRE(::setrlimit(RLIMIT_AS, &limit) == 0);
+  }
+  ~AddressSpaceLimit() { ::setrlimit(RLIMIT_AS, &before_); }
+
+ private:
+  rlimit before_{};
+};
+
+}  // namespace
+
+TEST_CASE("mapped_write: with no address space for a window (ulimit -v) it writes with pwrite instead") {
+  TempDir dir;
+  std::mt19937_64 rng(std::random_device{}());
+  const uint64_t seed = rng();
+  CAPTURE(seed);
+  rng.seed(seed);
+  const std::string path = dir.file("f");
+  std::string expected(static_cast<size_t>(5 << 20) + 77, '\x3C');  // poisoned, the write inside it
+  write_file(path, expected);
+  const std::string data = random_bytes(rng, (9 << 20) + 1234);  // three windows
+  const int64_t offset = 4096 + 13;
+  expected.resize(static_cast<size_t>(offset) + data.size(), '\0');
+  expected.replace(static_cast<size_t>(offset), data.size(), data);
+  const int fd = open_rw(path);
+  int err = -1;
+  MappedWrite result;
+  {
+    AddressSpaceLimit limit(1 << 20);  // less than one 4 MiB window
+    result = mapped_write(fd, offset, data.data(), static_cast<int64_t>(data.size()), &err);
+  }
+  REQUIRE(::close(fd) == 0);
+  if (result == MappedWrite::Unsupported) return;  // no fallocate here: the caller's pwrite then
+  CHECK(result == MappedWrite::Done);
+  CHECK(err == 0);
+  CHECK(read_file(path) == expected);
 }
 
 namespace {
