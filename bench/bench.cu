@@ -37,7 +37,6 @@ using namespace facegen;
 
 namespace {
 
-const char* name(Precision p) { return p == Precision::Fp32 ? "fp32" : p == Precision::Tf32 ? "tf32" : "bf16"; }
 constexpr double kFlopsPerImage = 326.0e6;  // the issue's count: 2 * pixels * 25 taps * c_in * c_out summed
 
 __global__ void fill_random(float* x, size_t n, uint32_t seed) {
@@ -244,7 +243,7 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
       CUDA_CHECK(cudaMemset(out[0], 0xff, dn.activation_bytes_per_image(0) * n));
       dn.projection(z_device, n, out[0], nullptr);
       std::vector<float> got = download(out[0], count);
-      const double worst = v == 1 ? 0 : compare(got, ref, std::string("projection ") + name(p) + " variant 2");
+      const double worst = v == 1 ? 0 : compare(got, ref, std::string("projection ") + precision_name(p) + " variant 2");
       if (v == 1) ref = got;
       mismatches += std::isinf(worst);
       const float ms8192 = time_ms([&] { dn.projection(z_device, n, out[0], nullptr); }, 10);
@@ -252,9 +251,9 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
       // Bytes: z read, act0 written (the weights stay in L2).
       const double bytes = double(n) * (kLatentDim * 4 + dn.activation_bytes_per_image(0));
       std::printf("  projection %s variant %d %-12s batch 8192 %7.3f ms %6.0f GB/s | batch 64 %6.3f ms | max |diff| vs variant 1 %.2e%s\n",
-                  name(p), v, v == 1 ? "FFMA" : "mma.sync", ms8192, bytes / ms8192 / 1e6, ms64, std::isinf(worst) ? 0 : worst,
+                  precision_name(p), v, v == 1 ? "FFMA" : "mma.sync", ms8192, bytes / ms8192 / 1e6, ms64, std::isinf(worst) ? 0 : worst,
                   std::isinf(worst) ? "  MISMATCH" : "");
-      js.add(std::string(name(p)) + "_projection_" + (v == 1 ? "ffma" : "mma") + "_ms", ms8192);
+      js.add(std::string(precision_name(p)) + "_projection_" + (v == 1 ? "ffma" : "mma") + "_ms", ms8192);
     }
     dn.use_projection_mma(true);
   }
@@ -283,19 +282,19 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
       CUDA_CHECK(cudaMemset(out[k % 2], 0xff, dn.activation_bytes_per_image(s + 1) * n));
       dn.tconv(s, act[s], n, out[k % 2], nullptr);
       std::vector<float> got = download(out[k % 2], count);
-      const double worst = k == 0 ? 0 : compare(got, ref, "tconv" + std::to_string(s + 1) + " " + name(p) + " " + forms[k].what);
+      const double worst = k == 0 ? 0 : compare(got, ref, "tconv" + std::to_string(s + 1) + " " + precision_name(p) + " " + forms[k].what);
       if (k == 0) ref = got;
       mismatches += std::isinf(worst);
       const float ms8192 = time_ms([&] { dn.tconv(s, act[s], n, out[k % 2], nullptr); }, 10);
       const float ms64 = time_ms([&] { dn.tconv(s, act[s], 64, out[k % 2], nullptr); }, 50);
       const double flop = layer_flops_per_image(kShpcSpec, s + 1);
       std::printf("  tconv%d %s variant %zu %-18s batch 8192 %7.3f ms %6.1f TFLOP/s | batch 64 %6.3f ms %6.1f TFLOP/s | "
-                  "max |diff| vs mma.sync %.2e%s\n", s + 1, name(p), k + 1, forms[k].what, ms8192,
+                  "max |diff| vs mma.sync %.2e%s\n", s + 1, precision_name(p), k + 1, forms[k].what, ms8192,
                   flop * n / ms8192 / 1e9, ms64, flop * 64 / ms64 / 1e9, std::isinf(worst) ? 0 : worst,
                   std::isinf(worst) ? "  MISMATCH" : "");
       std::string key = forms[k].what;
       std::replace(key.begin(), key.end(), ' ', '_');
-      js.add(std::string(name(p)) + "_tconv" + std::to_string(s + 1) + "_" + key + "_ms", ms8192);
+      js.add(std::string(precision_name(p)) + "_tconv" + std::to_string(s + 1) + "_" + key + "_ms", ms8192);
     }
     dn.use_wgmma_image_by_grid();
   }
@@ -328,11 +327,11 @@ int gemm_variants(const std::vector<float>& net, Precision p, const float* z_dev
     mismatches += bad > 0;
     // Bytes: act3 read once, the images written once.
     const double bytes = double(n) * (dn.activation_bytes_per_image(3) + kImageValues * 4);
-    std::printf("  tconv4 %s variant 1 direct FFMA     batch 8192 %7.3f ms %6.0f GB/s\n", name(p), ms[0], bytes / ms[0] / 1e6);
+    std::printf("  tconv4 %s variant 1 direct FFMA     batch 8192 %7.3f ms %6.0f GB/s\n", precision_name(p), ms[0], bytes / ms[0] / 1e6);
     std::printf("  tconv4 %s variant 2 mma GEMM+col2im batch 8192 %7.3f ms %6.0f GB/s | max |diff| vs variant 1 %.2e%s\n",
-                name(p), ms[1], bytes / ms[1] / 1e6, worst, bad ? "  MISMATCH" : "");
-    js.add(std::string(name(p)) + "_tconv4_direct_ms", ms[0]);
-    js.add(std::string(name(p)) + "_tconv4_mma_ms", ms[1]);
+                precision_name(p), ms[1], bytes / ms[1] / 1e6, worst, bad ? "  MISMATCH" : "");
+    js.add(std::string(precision_name(p)) + "_tconv4_direct_ms", ms[0]);
+    js.add(std::string(precision_name(p)) + "_tconv4_mma_ms", ms[1]);
     for (float* q : images) cudaFree(q);
   }
   for (void* a : act) cudaFree(a);
@@ -425,7 +424,7 @@ int main(int argc, char** argv) {
     std::string table;
     int mismatches = 0;
     for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
-      std::printf("\n== %s ==\n", name(p));
+      std::printf("\n== %s ==\n", precision_name(p));
       if (p != Precision::Fp32) {
         float* zd;
         CUDA_CHECK(cudaMalloc(&zd, size_t(kMaxN) * kLatentDim * 4));
@@ -451,7 +450,7 @@ int main(int argc, char** argv) {
           total += ms;
           double tf = layer_flops_per_image(kShpcSpec, l) * LB / ms / 1e9;
           std::printf("  layer %-20s %8.3f ms  %6.1f TFLOP/s  (batch %d)\n", layer_names[l], ms, tf, LB);
-          js.add(std::string(name(p)) + "_layer" + std::to_string(l) + (LB == kMaxN ? "" : "_b" + std::to_string(LB)) + "_ms", ms);
+          js.add(std::string(precision_name(p)) + "_layer" + std::to_string(l) + (LB == kMaxN ? "" : "_b" + std::to_string(LB)) + "_ms", ms);
         }
         std::printf("  layers total          %8.3f ms  %6.1f TFLOP/s  (%.0f images/s, batch %d)\n", total,
                     kFlopsPerImage * LB / total / 1e9, LB / (total / 1e3), LB);
@@ -463,7 +462,7 @@ int main(int argc, char** argv) {
         // (through generate: bf16's rounded to float16 on the way; the same bytes as in a batch of 8192).
         std::vector<float> img(size_t(256) * kImageValues);
         pipe.generate(z.data(), 256, img.data());
-        write_file(out + "/images_" + name(p) + ".bin", img.data(), img.size() * 4);
+        write_file(out + "/images_" + precision_name(p) + ".bin", img.data(), img.size() * 4);
         for (void* a : act) cudaFree(a);
       }
       for (int B : batches) {
@@ -525,7 +524,7 @@ int main(int argc, char** argv) {
                     e2e_pinned_long, static_cast<long long>(n * kLongPinnedRun),
                     pipe.transfer() == ImageTransfer::Float16 ? "float16 over PCIe" : "float32 over PCIe", kernels_long,
                     cublas, diff);
-        const std::string key = std::string(name(p)) + "_b" + std::to_string(B);
+        const std::string key = std::string(precision_name(p)) + "_b" + std::to_string(B);
         js.add(key + "_kernels", kernels);
         js.add(key + "_e2e", e2e);
         js.add(key + "_e2e_pinned", e2e_pinned);

@@ -65,7 +65,7 @@ int bench_tutorial_network(const std::string& out, const std::vector<float>& z, 
   for (int i = 0; i < kChecked; ++i) ref[i] = reference::forward(net, &z[size_t(i) * spec.latent_dim], spec);
   int failed = 0;
   for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
-    const char* pname = p == Precision::Fp32 ? "fp32" : p == Precision::Tf32 ? "tf32" : "bf16";
+    const char* pname = precision_name(p);
     const double tol = p == Precision::Fp32 ? 1e-5 : p == Precision::Tf32 ? 5e-3 : 5e-2;
     for (const char* kernels : {"any", "auto"}) {  // validate both; keep the fixed-shape kernels' 256 images for PyTorch
       ScopedKernels use(kernels);

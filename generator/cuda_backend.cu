@@ -37,8 +37,7 @@ class CudaBackend : public Backend {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     char bus_id[32] = {};
     CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device));
-    const char* mode = precision == Precision::Fp32 ? "fp32" : precision == Precision::Tf32 ? "tf32" : "bf16";
-    description_ = "CUDA " + std::to_string(device) + ": " + prop.name + " (" + bus_id + "), " + mode;
+    description_ = "CUDA " + std::to_string(device) + ": " + prop.name + " (" + bus_id + "), " + precision_name(precision);
     pipeline_ = std::make_unique<GpuPipeline>(net.floats().data(), net.spec(), precision, max_batch, device, images);
   }
 

@@ -62,10 +62,6 @@ uint32_t* setup_output_mma(int ksize, const float* weight) {
   return ksize == 4 ? setup_output_mma<M, 4>(weight) : setup_output_mma<M, 5>(weight);
 }
 
-gpu::Math math_of(Precision p) {
-  return p == Precision::Fp32 ? Math::Fp32 : p == Precision::Tf32 ? Math::Tf32 : Math::Bf16;
-}
-
 }  // namespace
 
 const char* gemm_kernel_name(GemmKernel k) { return k == GemmKernel::Wgmma ? "wgmma" : "mma.sync"; }
@@ -88,17 +84,13 @@ DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision pr
       throw std::invalid_argument("FACEGEN_GPU_TILES must be small, large, image or auto, not '" + t + "'");
     tiles_ = t == "small" ? 1 : t == "large" ? 2 : t == "image" ? 3 : 0;
   }
-  switch (precision) {
-    case Precision::Fp32: gpu::configure_phase_gemms<Math::Fp32>(); break;
-    case Precision::Tf32: gpu::configure_phase_gemms<Math::Tf32>(); break;
-    case Precision::Bf16: gpu::configure_phase_gemms<Math::Bf16>(); break;
-  }
+  gpu::with_math(precision, [](auto m) { gpu::configure_phase_gemms<decltype(m)::value>(); });
   wgmma_available_ = precision != Precision::Fp32 && gpu::wgmma_available(device);
   if (wgmma_available_) {
-    gpu::configure_wgmma(math_of(precision));
+    gpu::configure_wgmma(gpu::math_of(precision));
     wgmma_weights_.reset(new gpu::PhaseWeightMaps[3]);
     for (int s = 0; s < 3; ++s)
-      if (fixed_[s + 1]) gpu::make_phase_weight_maps(math_of(precision), s, ksize_, tconv_weight_[s], &wgmma_weights_[s]);
+      if (fixed_[s + 1]) gpu::make_phase_weight_maps(gpu::math_of(precision), s, ksize_, tconv_weight_[s], &wgmma_weights_[s]);
   }
   gemm_ = wgmma_available_ ? GemmKernel::Wgmma : GemmKernel::MmaSync;
   if (const char* gemm = std::getenv("FACEGEN_GPU_GEMM")) {
@@ -217,17 +209,10 @@ void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t s
       gpu::launch_projection_bn_relu_mma<Math::Tf32, kLatentDim>(z, n, kProjOutputs, proj_weight_fragments_, proj_scale_, proj_shift_, act0, stream);
     return;
   }
-  switch (precision_) {
-    case Precision::Fp32:
-      gpu::launch_projection_bn_relu<Math::Fp32>(z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_, act0, stream);
-      break;
-    case Precision::Tf32:
-      gpu::launch_projection_bn_relu<Math::Tf32>(z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_, act0, stream);
-      break;
-    case Precision::Bf16:
-      gpu::launch_projection_bn_relu<Math::Bf16>(z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_, proj_shift_, act0, stream);
-      break;
-  }
+  gpu::with_math(precision_, [&](auto m) {
+    gpu::launch_projection_bn_relu<decltype(m)::value>(z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_,
+                                                       proj_shift_, act0, stream);
+  });
 }
 
 void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const {
@@ -245,7 +230,7 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
   const bool image = use == ImageUse::Always ||
                      (use == ImageUse::ByGrid && (tiles_ == 3 || (tiles_ == 0 && gpu::wgmma_image_blocks(stage, n) >= sm_count_)));
   if (gemm_ == GemmKernel::Wgmma && image) {
-    gpu::launch_tconv_wgmma_image(math_of(precision_), stage, image_ring_[stage], in, n, wgmma_weights_[stage],
+    gpu::launch_tconv_wgmma_image(gpu::math_of(precision_), stage, image_ring_[stage], in, n, wgmma_weights_[stage],
                                   tconv_scale_[stage], tconv_shift_[stage], out, stream);
     return;
   }
@@ -253,22 +238,15 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
     // Same Small/Large rule as below: Small when the Large grid would leave SMs without two blocks.
     const bool small = tiles_ == 0 ? gpu::wgmma_large_blocks(stage, n) < 2 * int64_t{sm_count_} : tiles_ == 1;
     // (FACEGEN_GPU_TILES=image: Large where the image kernel does not run.)
-    gpu::launch_tconv_wgmma(math_of(precision_), stage, small, in, n, wgmma_weights_[stage], tconv_scale_[stage],
+    gpu::launch_tconv_wgmma(gpu::math_of(precision_), stage, small, in, n, wgmma_weights_[stage], tconv_scale_[stage],
                             tconv_shift_[stage], out, stream);
     return;
   }
   const int rows = tiles_ == 3 ? 2 : tiles_;  // the mma.sync kernels have no image form: Large
-  switch (precision_) {
-    case Precision::Fp32:
-      gpu::launch_tconv_phase_gemm<Math::Fp32>(stage, ksize_, sm_count_, rows, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
-      break;
-    case Precision::Tf32:
-      gpu::launch_tconv_phase_gemm<Math::Tf32>(stage, ksize_, sm_count_, rows, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
-      break;
-    case Precision::Bf16:
-      gpu::launch_tconv_phase_gemm<Math::Bf16>(stage, ksize_, sm_count_, rows, in, n, tconv_weight_[stage], tconv_scale_[stage], tconv_shift_[stage], out, stream);
-      break;
-  }
+  gpu::with_math(precision_, [&](auto m) {
+    gpu::launch_tconv_phase_gemm<decltype(m)::value>(stage, ksize_, sm_count_, rows, in, n, tconv_weight_[stage],
+                                                     tconv_scale_[stage], tconv_shift_[stage], out, stream);
+  });
 }
 
 template <int KS>

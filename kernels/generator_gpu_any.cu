@@ -39,32 +39,24 @@ void launch_output(const ModelSpec& s, const void* in, int n, const float* w, co
 }  // namespace
 
 void DeviceNetwork::configure_any_shape_kernels(Precision precision) {
-  switch (precision) {
-    case Precision::Fp32: configure_math<Math::Fp32>(); break;
-    case Precision::Tf32: configure_math<Math::Tf32>(); break;
-    case Precision::Bf16: configure_math<Math::Bf16>(); break;
-  }
+  gpu::with_math(precision, [](auto m) { configure_math<decltype(m)::value>(); });
 }
 
 void DeviceNetwork::projection_any(const float* z, int n, void* act0, cudaStream_t stream) const {
   const int nz = spec_.latent_dim, k_out = spec_.proj_outputs();
   const float *w = proj_weight_, *sc = proj_scale_, *sh = proj_shift_;
-  switch (precision_) {
-    case Precision::Fp32: gpu::launch_projection_any<Math::Fp32>(z, n, nz, nz_pad_, k_out, w, sc, sh, act0, stream); break;
-    case Precision::Tf32: gpu::launch_projection_any<Math::Tf32>(z, n, nz, nz_pad_, k_out, w, sc, sh, act0, stream); break;
-    case Precision::Bf16: gpu::launch_projection_any<Math::Bf16>(z, n, nz, nz_pad_, k_out, w, sc, sh, act0, stream); break;
-  }
+  gpu::with_math(precision_, [&](auto m) {
+    gpu::launch_projection_any<decltype(m)::value>(z, n, nz, nz_pad_, k_out, w, sc, sh, act0, stream);
+  });
 }
 
 void DeviceNetwork::tconv_any(int stage, const void* in, int n, void* out, cudaStream_t stream) const {
   const int h = ModelSpec::stage_size(stage), c_in = spec_.stage_channels(stage), c_out = spec_.stage_channels(stage + 1);
   const void* w = tconv_weight_[stage];
   const float *sc = tconv_scale_[stage], *sh = tconv_shift_[stage];
-  switch (precision_) {
-    case Precision::Fp32: gpu::launch_tconv_any<Math::Fp32>(in, n, h, c_in, c_out, ksize_, w, sc, sh, out, stream); break;
-    case Precision::Tf32: gpu::launch_tconv_any<Math::Tf32>(in, n, h, c_in, c_out, ksize_, w, sc, sh, out, stream); break;
-    case Precision::Bf16: gpu::launch_tconv_any<Math::Bf16>(in, n, h, c_in, c_out, ksize_, w, sc, sh, out, stream); break;
-  }
+  gpu::with_math(precision_, [&](auto m) {
+    gpu::launch_tconv_any<decltype(m)::value>(in, n, h, c_in, c_out, ksize_, w, sc, sh, out, stream);
+  });
 }
 
 void DeviceNetwork::output_layer_any(const void* act3, int n, float* images, cudaStream_t stream) const {

@@ -43,13 +43,33 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 #include "common/cuda_check.cuh"
+#include "common/precision.hpp"
 
 namespace facegen {
 namespace gpu {
 
 enum class Math { Fp32, Tf32, Bf16 };
+
+// with_math(precision, f): calls f(MathConstant<M>{}) with the Math M of `precision`; f reads M as
+// decltype(m)::value. The one place where --precision becomes a kernel's template argument.
+template <Math M> using MathConstant = std::integral_constant<Math, M>;
+template <class F>
+void with_math(Precision precision, F&& f) {
+  switch (precision) {
+    case Precision::Fp32: f(MathConstant<Math::Fp32>{}); return;
+    case Precision::Tf32: f(MathConstant<Math::Tf32>{}); return;
+    case Precision::Bf16: f(MathConstant<Math::Bf16>{}); return;
+  }
+  throw std::logic_error("with_math: not a precision");
+}
+inline Math math_of(Precision precision) {
+  Math math = Math::Fp32;
+  with_math(precision, [&](auto m) { math = decltype(m)::value; });
+  return math;
+}
 
 template <Math M> struct MathTypes { using Act = float; };
 template <> struct MathTypes<Math::Bf16> { using Act = __nv_bfloat16; };

@@ -58,7 +58,7 @@ inline std::vector<int> sampled_images(int n) {
   return s;
 }
 
-inline std::string name(Precision p) { return p == Precision::Fp32 ? "fp32" : p == Precision::Tf32 ? "tf32" : "bf16"; }
+inline std::string name(Precision p) { return precision_name(p); }
 
 struct Tolerance { double atol, rtol; };
 inline Tolerance layer_tolerance(Precision p) {
