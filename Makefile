@@ -23,6 +23,8 @@
 #   make bench-write     one file's write ceiling against separate files' by writer count and way of writing
 #                        (pwrite, the program's mapped windows, whole-file mmap), BENCH_WRITE_DIR=/dev/shm BENCH_WRITE_ARGS="--mib 8192"
 #   make bench-latents   the latent text parser in MB/s and images/s per thread count (BENCH_LATENTS_ARGS=--images N)
+#   make bench-split     float32 on tensor cores emulated on the CPU: each layer's |error| against float64 in
+#                        FFMA, tf32 and 3xTF32 arithmetics (BENCH_SPLIT_ARGS="models/facegen-faces.safetensors 16")
 #   make bench-scaling   (2-GPU machine) the user's jobs on 1 GPU, 2 GPUs and 2 ranks per GPU against the
 #                        file systems' write ceilings (bench/scaling.sh; DEVICE=cpu SCALE=tiny anywhere)
 #   make clean
@@ -177,6 +179,7 @@ BENCH_CPU := $(BUILD)/facegen-bench-cpu
 BENCH_PNG := $(BUILD)/facegen-bench-png
 BENCH_LATENTS := $(BUILD)/facegen-bench-latents
 BENCH_WRITE := $(BUILD)/facegen-bench-write
+BENCH_SPLIT := $(BUILD)/facegen-bench-split
 BENCH_OUT := $(BUILD)/bench-run
 TEST_MODEL := $(BUILD)/random-network.bin
 
@@ -222,7 +225,7 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel serve install test test-sanitize test-build sanitizer-build valgrind-build fuzz fuzz-smoke bench bench-io bench-png bench-cpu bench-latents bench-write bench-scaling clean deps test-deps data-deps faces-data
+.PHONY: all run run_parallel serve install test test-sanitize test-build sanitizer-build valgrind-build fuzz fuzz-smoke bench bench-io bench-png bench-cpu bench-latents bench-split bench-write bench-scaling clean deps test-deps data-deps faces-data
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -261,6 +264,9 @@ $(BENCH_LATENTS): $(BUILD)/bench/bench_latents.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BENCH_WRITE): $(BUILD)/bench/bench_write.o $(BUILD)/libfacegen.a
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BENCH_SPLIT): $(BUILD)/bench/split_products.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.cpp $(FLAGS_STAMP)
@@ -386,6 +392,9 @@ bench-cpu: $(BENCH_CPU)
 
 bench-latents: $(BENCH_LATENTS)
 	$(BENCH_LATENTS) $(BENCH_LATENTS_ARGS)
+
+bench-split: $(BENCH_SPLIT)
+	$(BENCH_SPLIT) $(BENCH_SPLIT_ARGS)
 
 BENCH_WRITE_DIR ?= /tmp
 bench-write: $(BENCH_WRITE)
