@@ -1,6 +1,7 @@
 // bench.cu: build/facegen-bench, the generator's GPU benchmark (run by `make bench`).
 //
-// Prints the device ceilings (cuBLAS SGEMM / TF32 / BF16 TFLOP/s, copy and pinned download GB/s),
+// Prints how the tensor cores round a tf32 accumulation (bench/mma_rounding.cuh; --tutorial-only too),
+// the device ceilings (cuBLAS SGEMM / TF32 / BF16 TFLOP/s, copy and pinned download GB/s),
 // then for each precision: per-layer time and TFLOP/s at batch 8192; images/s at batch 64, 1024 and
 // 8192 for the kernels alone (latents and images on the device, graph replays) and end to end in
 // memory (host latents -> host images, with the copies; into pinned memory also over 4x the images,
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "bench/cublas_baseline.cuh"
+#include "bench/mma_rounding.cuh"
 #include "bench/tutorial_bench.cuh"
 #include "generator/gpu_pipeline.hpp"
 #include "kernels/generator_gpu.hpp"
@@ -390,6 +392,7 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, %.0f MB L2\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);
     Json js;
+    bench::probe_mma_rounding([&](const std::string& key, double v) { js.add(key, v); });
     const auto net = reference::random_network(1);
     const int kMaxN = 8192;
     constexpr int64_t kMaxRunImages = int64_t{kMaxN} * 8;  // the longest end-to-end run into host memory
