@@ -3,7 +3,7 @@
 //
 // A float32 path on tensor cores (three tf32 products per term, bench/split_products.cpp) keeps the
 // FFMA path's accuracy only if the accumulation rounds to nearest; if it truncates, the emulation
-// says its error grows 4 to 17 times unless each step starts from zero and is added with an FADD.
+// says its error grows 3 to 17 times unless each step starts from zero and is added with an FADD.
 // Three probes, each D = C + A B with every D element the same value:
 //   nearest+  C = 1, one product 0.75 ulp(1): round-to-nearest gives 1 + ulp, truncation gives 1;
 //   nearest-  the same, negated;
