@@ -39,8 +39,8 @@ enum class MappedWrite { Done, Unsupported, Failed };
 // Writes `bytes` bytes of `data` at `offset` of `fd` (opened O_RDWR) through a mapping. Unsupported:
 // the file system can neither reserve space (fallocate) nor map the file, nothing was written, and
 // the caller writes with pwrite instead; Failed: *err holds the failed call's errno (ENOSPC, EFBIG).
-// A window that cannot be mapped for want of address space (ENOMEM: `ulimit -v`, a crowded 32-bit
-// style limit) is written with pwrite instead: the mapping is a way to write faster, not a reason to fail.
+// A window that cannot be mapped for want of address space (ENOMEM, as under `ulimit -v`) is written
+// with pwrite instead: the mapping is a way to write faster, not a reason to fail.
 MappedWrite mapped_write(int fd, int64_t offset, const void* data, int64_t bytes, int* err);
 
 // Writes `bytes` bytes of `data` at `offset` of `fd` with pwrite (1 GiB a call, EINTR retried);

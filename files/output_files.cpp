@@ -18,7 +18,6 @@
 namespace facegen {
 namespace {
 
-
 mode_t process_umask() {
   static const mode_t mask = [] {
     const mode_t m = ::umask(022);
