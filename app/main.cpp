@@ -37,6 +37,7 @@
 #include "files/seed_list.hpp"
 #include "files/stop_signals.hpp"
 #include "common/errors.hpp"
+#include "common/stack_room.hpp"
 #include "run/pipeline.hpp"
 #include "run/progress.hpp"
 #include "run/summary.hpp"
@@ -293,6 +294,19 @@ const std::vector<std::string> kHelpGroups = {"Input", "Output", "Device", "Memo
 void share_malloc_arena_under_address_limit() {
   struct rlimit limit;
   if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) ::mallopt(M_ARENA_MAX, 1);
+}
+
+// Whether the stack may grow as far as the program needs (common/stack_room.hpp); if not, one rank
+// of a parallel job says why, and the run ends with status 1. Called before the command line is
+// parsed: its regular expressions alone overflow a 16 KiB stack.
+bool stack_room_or_say(const facegen::mpi::Launch& launch) {
+  try {
+    facegen::ensure_stack_room();
+    return true;
+  } catch (const facegen::UserError& e) {
+    if (facegen::mpi::prints_shared_messages(launch)) say(std::string("facegen: error: ") + e.what());
+    return false;
+  }
 }
 
 // Before the static objects of every file (the command-line parser's regular expressions are among
@@ -573,6 +587,7 @@ int main(int argc, char** argv) {
   share_malloc_arena_under_address_limit();
   // `facegen serve ...`: the HTTP service, with signal handling of its own (serve/serve_main.cpp).
   if (argc > 1 && std::strcmp(argv[1], "serve") == 0) {
+    if (!stack_room_or_say(facegen::mpi::detect_launch())) return kExitInput;
     const int status = facegen::serve::serve_main(argc - 1, argv + 1, default_model_path());
     std::cout.flush();
     return status;
@@ -583,7 +598,7 @@ int main(int argc, char** argv) {
   facegen::install_stop_handlers(launch.kind == facegen::mpi::LaunchKind::Rank ? facegen::StopStyle::DieOfSignal
                                                                                : facegen::StopStyle::Message);
   bool rank_job_ran = false;
-  int status = run_command_line(argc, argv, launch, &rank_job_ran);
+  int status = stack_room_or_say(launch) ? run_command_line(argc, argv, launch, &rank_job_ran) : kExitInput;
   if (launch.kind == facegen::mpi::LaunchKind::Rank && !rank_job_ran && status != 0) {
     status = facegen::mpi::end_rank_before_job(status);
   }

@@ -395,6 +395,34 @@ file_size_limit() {  # file_size_limit KIB
   check_clean "ulimit -f $1" "$work/out" $? 1 "^facegen: error: writing .*failed: File too large \(the file size limit, ulimit -f\)$"
 }
 concurrently file_size_limit 1 100 2000
+# ulimit -s: a hard limit under 1 MiB is refused in one line before anything is written (the command
+# line's parser alone overflowed 16 KiB, the model's reader 64 KiB: SIGSEGV, temporaries left); a soft
+# limit under it is raised, and the run (every format, and the real network on the CPU) succeeds, as
+# under a hard limit of 1 MiB.
+stack_limit() {  # stack_limit "[-S ]KIB"
+  local limit=$1 name="ulimit -s $1" got kib=${1#-S }
+  old_output "$work/out"
+  # timeout outside the limit (it crashes under 16 KiB itself), the program under it.
+  # shellcheck disable=SC2016,SC2086  # expanded by the inner shell; $limit is "[-S ]KIB"
+  timeout 120 bash -c 'ulimit -s '"$limit"'; exec "$@"' _ "$prog" "${synth[@]}" --random 300 \
+    --formats txt,bmp,png,npy,tar,npy-u8,mosaic-png --output "$work/out/r" -q > /dev/null 2> "$work/stderr"
+  got=$?
+  if [ "$kib" != "$limit" ] || [ "$kib" -ge 1024 ]; then
+    if [ $got = 0 ] && [ -s "$work/out/r.bmp" ] && [ -s "$work/out/r-000000.tar" ] && [ ! -s "$work/stderr" ] &&
+       timeout 120 bash -c 'ulimit -s '"$limit"'; exec "$@"' _ "$prog" --device cpu --random 3 --output "$work/out/cpu" -q \
+         2> "$work/stderr" && [ -s "$work/out/cpu.bmp" ] && [ ! -s "$work/stderr" ]; then
+      pass "$name: every format and the CPU backend's network run"
+    else
+      fail "$name" "status $got: $(head -c 300 "$work/stderr")"
+    fi
+  else
+    check_clean "$name" "$work/out" $got 1 \
+      "^facegen: error: the stack size limit \(ulimit -s\) is $limit KiB and may not be raised past $limit KiB, but facegen needs 1024 KiB: raise it \(ulimit -s 8192\)$"
+    timeout 60 bash -c 'ulimit -s '"$limit"'; exec "$@"' _ "$prog" serve --port 0 > /dev/null 2> "$work/stderr"
+    check_clean "$name, facegen serve" "$work/out" $? 1 "^facegen: error: the stack size limit \(ulimit -s\) is $limit KiB"
+  fi
+}
+concurrently stack_limit 16 64 512 1024 "-S 16" "-S 64"
 
 # --- standard descriptors closed, stdout full --------------------------------------------------------
 for closed in 0 2 012; do
