@@ -12,9 +12,11 @@
 #   SIGINT, SIGTERM mid-run    exit 130 / 143, one line, temporary files removed, old output intact
 #   signals before outputs exist and while a PNG folder fills (HUP INT QUIT PIPE TERM USR1 ALRM XCPU)
 #   stderr's reader gone       SIGPIPE after the cleanup: 141
-#   ulimit -v at 4 sizes above the least the program loads in (synthetic images, every format), and at
-#                              16 sizes 4 MiB apart on the CPU backend with the shipped model: exit 3 and
-#                              one line, or success; ulimit -f at 3 sizes: exit 1
+#   ulimit -v every 16 MiB from the least the program loads in to past enough (synthetic images, every
+#                              format), and at 16 sizes 4 MiB apart on the CPU backend with the shipped
+#                              model: exit 3 and one line, or success; ulimit -f at 3 sizes: exit 1;
+#                              ulimit -s: hard 16, 64, 512 KiB refused in one line (exit 1), 1024 KiB
+#                              and soft 16 and 64 KiB succeed
 #   SIGKILL mid-write          the old output intact, no new one (the temporaries stay: nobody is left)
 #   descriptors 0, 2, all closed; stdout closed or full (exit 1); two runs on one prefix, one failing
 #   commit fails midway        a rename of the output set fails (injected), or an old output is
@@ -24,6 +26,7 @@
 #                              --finish-commit, puts the killed run's new set in place whole
 #   --finish-commit refusals   a missing journal, a file that is not one, one a live process holds
 #   a write-only output folder mode 0300, another user (setpriv): written twice, nothing left
+#   ulimit -u 2, another user: one line naming the limit, exit 3, nothing left
 #
 # Each case waits for its moment by an event (a temporary file appears, the signal's handler is
 # installed: /proc/PID/status SigCgt), not by a guessed sleep; the cases that are independent of one
@@ -589,8 +592,21 @@ if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
   else
     fail "an output directory that can be written but not listed" "status $got: $(head -c 300 "$work/stderr"); $(ls -A "$work/writeonly")"
   fi
+  # ulimit -u, which binds every user but root: a thread that cannot start names the limit (it said
+  # "out of host memory"); nothing is left. 2: the main thread and one more.
+  mkdir -p "$work/nproc" && chown 65534:65534 "$work/nproc"
+  # shellcheck disable=SC2016  # expanded by the inner shell
+  timeout 120 "${as_nobody[@]}" bash -c 'ulimit -u 2; exec "$@"' _ "$prog" --device cpu --model "$model" --random 300 \
+    --formats txt,bmp,png,npy,tar,mosaic-png -q --output "$work/nproc/r" 2> "$work/stderr"
+  got=$?
+  if [ $got = 3 ] && [ "$(wc -l < "$work/stderr")" = 1 ] && [ -z "$(ls -A "$work/nproc")" ] &&
+     grep -q "^facegen: fault: a thread could not start: this user's processes and threads may be at their limit (ulimit -u 2), or memory is short" "$work/stderr"; then
+    pass "ulimit -u 2 (another user): $(cat "$work/stderr")"
+  else
+    fail "ulimit -u 2 (another user)" "status $got: $(head -c 300 "$work/stderr"); $(ls -A "$work/nproc")"
+  fi
 else
-  skip "a write-only output directory: needs root and setpriv"
+  skip "a write-only output directory and ulimit -u: need root and setpriv"
 fi
 
 # --finish-commit refusals: exit 1 and one line; a journal that a live process holds is left alone.
