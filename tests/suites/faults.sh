@@ -16,7 +16,8 @@
 #                              format), and at 16 sizes 4 MiB apart on the CPU backend with the shipped
 #                              model: exit 3 and one line, or success; ulimit -f at 3 sizes: exit 1;
 #                              ulimit -s: hard 16, 64, 512 KiB refused in one line (exit 1), 1024 KiB
-#                              and soft 16 and 64 KiB succeed
+#                              and soft 16 and 64 KiB succeed; ulimit -n 4 and 5: exit 1 and one line,
+#                              16: 4,600 files
 #   SIGKILL mid-write          the old output intact, no new one (the temporaries stay: nobody is left)
 #   descriptors 0, 2, all closed; stdout closed or full (exit 1); two runs on one prefix, one failing
 #   commit fails midway        a rename of the output set fails (injected), or an old output is
@@ -426,6 +427,23 @@ stack_limit() {  # stack_limit "[-S ]KIB"
   fi
 }
 concurrently stack_limit 16 64 512 1024 "-S 16" "-S 64"
+# ulimit -n: too few descriptors for the run is one line (exit 1) and nothing left; 16 are enough for
+# 2,000 images in 4,600 files (outputs are opened, written and closed one after another).
+descriptor_limit() {  # descriptor_limit N
+  old_output "$work/out"
+  # shellcheck disable=SC2016  # expanded by the inner shell
+  timeout 120 bash -c 'ulimit -n '"$1"'; exec "$@"' _ "$prog" "${synth[@]}" --random 2000 --mosaic-tiles 1 --shard-images 10 \
+    --formats bmp,mosaic-png,tar,npy,npy-u8 --output "$work/out/r" -q > /dev/null 2> "$work/stderr"
+  local got=$?
+  if [ "$1" -lt 8 ]; then
+    check_clean "ulimit -n $1" "$work/out" $got 1 "^facegen: error: .*: Too many open files"
+  elif [ $got = 0 ] && [ ! -s "$work/stderr" ] && [ "$(ls "$work/out" | wc -l)" = 4601 ]; then  # and the old r.txt
+    pass "ulimit -n $1: 2,000 images in 4,600 files"
+  else
+    fail "ulimit -n $1" "status $got, $(ls "$work/out" | wc -l) files: $(head -c 300 "$work/stderr")"
+  fi
+}
+concurrently descriptor_limit 4 5 16
 
 # --- standard descriptors closed, stdout full --------------------------------------------------------
 for closed in 0 2 012; do
