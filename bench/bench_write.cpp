@@ -86,14 +86,9 @@ std::string one_file(const Plan& plan) { return plan.dir + "/bench-write.one"; }
 std::string own_file(const Plan& plan, int w) { return plan.dir + "/bench-write." + std::to_string(w); }
 
 void pwrite_fully(int fd, const char* data, int64_t bytes, int64_t offset, const std::string& path) {
-  while (bytes > 0) {
-    const ssize_t n = ::pwrite(fd, data, static_cast<size_t>(bytes), offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) die("pwrite " + path, n < 0 ? errno : ENOSPC);
-    data += n;
-    bytes -= n;
-    offset += n;
-  }
+  int err = 0;
+  facegen::pwrite_fully(fd, offset, data, bytes, &err);
+  if (err != 0) die("pwrite " + path, err);
 }
 
 // One writer's part: blocks [begin, end) at their offsets. `fd` is the file's (for `files`, the
