@@ -41,6 +41,12 @@ std::string random_bytes(std::mt19937_64& rng, size_t n) {
   return bytes;
 }
 
+// A seed of its own for each run of a test, printed when the test fails (CAPTURE).
+uint64_t fresh_seed() {
+  std::random_device device;
+  return uint64_t{device()} << 32 | device();
+}
+
 int open_rw(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   REQUIRE(fd >= 0);
@@ -51,10 +57,9 @@ int open_rw(const std::string& path) {
 
 TEST_CASE("mapped_write: the bytes pwrite gives, at odd offsets and sizes, nothing written beside them") {
   TempDir dir;
-  std::mt19937_64 rng(std::random_device{}());
-  const uint64_t seed = rng();
+  const uint64_t seed = fresh_seed();
   CAPTURE(seed);
-  rng.seed(seed);
+  std::mt19937_64 rng(seed);
   const std::string path = dir.file("f");
   for (int round = 0; round < 8; ++round) {
     // A poisoned file of odd size; one write somewhere in it, or past its end.
@@ -84,10 +89,9 @@ TEST_CASE("mapped_write: the bytes pwrite gives, at odd offsets and sizes, nothi
 
 TEST_CASE("mapped_write: threads writing disjoint ranges of one file at once give one whole file") {
   TempDir dir;
-  std::mt19937_64 rng(std::random_device{}());
-  const uint64_t seed = rng();
+  const uint64_t seed = fresh_seed();
   CAPTURE(seed);
-  rng.seed(seed);
+  std::mt19937_64 rng(seed);
   const int threads = 5;
   // Ranges of odd lengths, back to back, so neighbours share pages.
   std::vector<int64_t> starts = {0};
@@ -159,10 +163,9 @@ class AddressSpaceLimit {
 
 TEST_CASE("mapped_write: with no address space for a window (ulimit -v) it writes with pwrite instead") {
   TempDir dir;
-  std::mt19937_64 rng(std::random_device{}());
-  const uint64_t seed = rng();
+  const uint64_t seed = fresh_seed();
   CAPTURE(seed);
-  rng.seed(seed);
+  std::mt19937_64 rng(seed);
   const std::string path = dir.file("f");
   std::string expected(static_cast<size_t>(5 << 20) + 77, '\x3C');  // poisoned, the write inside it
   write_file(path, expected);
