@@ -31,9 +31,10 @@ Failure describe_current_exception() {
   } catch (const std::system_error& e) {
     // std::thread's constructor: EAGAIN when the stack of a new thread cannot be mapped (ulimit -v)
     // or the user may start no more processes and threads (ulimit -u, which binds all but root).
-    if (e.code() == std::errc::resource_unavailable_try_again && thread_limit() > 0) {
+    const long long threads = thread_limit();
+    if (e.code() == std::errc::resource_unavailable_try_again && threads > 0) {
       return {kExitFault, "a thread could not start: this user's processes and threads may be at their limit (ulimit -u " +
-                              std::to_string(thread_limit()) + "), or memory is short (" + e.code().message() + ")"};
+                              std::to_string(threads) + "), or memory is short (" + e.code().message() + ")"};
     }
     if (e.code() == std::errc::resource_unavailable_try_again || e.code() == std::errc::not_enough_memory) {
       return {kExitFault, std::string("out of host memory: a thread could not start (") + e.code().message() + ")"};
