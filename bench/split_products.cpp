@@ -77,33 +77,34 @@ double dot(const float* a, const float* b, int terms, int mode, float init = 0) 
   }
   float s = init;
   for (int k = 0; k < terms; k += 8) {
-    const int end = std::min(terms, k + 8);
+    const int count = std::min(terms, k + 8) - k;
+    float ah[8], al[8], bh[8], bl[8];  // each term's high and low tf32 parts, split once
+    for (int i = 0; i < count; ++i) {
+      ah[i] = tf32(a[k + i]);
+      al[i] = tf32(a[k + i] - ah[i]);
+      bh[i] = tf32(b[k + i]);
+      bl[i] = tf32(b[k + i] - bh[i]);
+    }
     if (mode == kSplitSeq) {
-      for (int i = k; i < end; ++i) {
-        const float ah = tf32(a[i]), al = tf32(a[i] - ah), bh = tf32(b[i]), bl = tf32(b[i] - bh);
-        s += al * bh;
-        s += ah * bl;
-        s += ah * bh;
+      for (int i = 0; i < count; ++i) {
+        s += al[i] * bh[i];
+        s += ah[i] * bl[i];
+        s += ah[i] * bh[i];
       }
       continue;
     }
     if (mode == kSplitRzFresh) {
       double step = 0;
-      for (int i = k; i < end; ++i) {
-        const float ah = tf32(a[i]), al = tf32(a[i] - ah), bh = tf32(b[i]), bl = tf32(b[i] - bh);
-        step += static_cast<double>(al) * bh + static_cast<double>(ah) * bl + static_cast<double>(ah) * bh;
-      }
+      for (int i = 0; i < count; ++i)
+        step += static_cast<double>(al[i]) * bh[i] + static_cast<double>(ah[i]) * bl[i] + static_cast<double>(ah[i]) * bh[i];
       s += toward_zero(step);
       continue;
     }
     // Three tensor-core steps: lo*hi, hi*lo, hi*hi, each rounded once into the accumulator.
-    for (int part = 0; part < 3; ++part) {
+    const float* parts[3][2] = {{al, bh}, {ah, bl}, {ah, bh}};
+    for (const auto& part : parts) {
       double step = s;
-      for (int i = k; i < end; ++i) {
-        const float ah = tf32(a[i]), al = tf32(a[i] - ah), bh = tf32(b[i]), bl = tf32(b[i] - bh);
-        step += part == 0 ? static_cast<double>(al) * bh : part == 1 ? static_cast<double>(ah) * bl
-                                                                     : static_cast<double>(ah) * bh;
-      }
+      for (int i = 0; i < count; ++i) step += static_cast<double>(part[0][i]) * part[1][i];
       s = mode == kSplitRz || mode == kSplitRzTaps ? toward_zero(step) : static_cast<float>(step);
     }
   }
