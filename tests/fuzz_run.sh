@@ -11,11 +11,12 @@
 # Prints one line per target with its executions; exit 0 when no target found anything.
 set -u
 cd "$(dirname "$0")/.."
+. tests/lib/on_exit.sh
 seconds=${FUZZ_SECONDS:-25}
 scratch=$(mktemp -d /tmp/facegen-fuzz.XXXXXX)
 artifacts=${FUZZ_ARTIFACTS:-$scratch/artifacts}
 mkdir -p "$artifacts"
-trap 'rm -rf "$scratch/corpus"' EXIT
+on_exit 'rm -rf "$scratch/corpus"'
 cores=$(nproc)
 wall=$seconds
 [ $# -gt "$cores" ] && wall=$((seconds * $# / cores))

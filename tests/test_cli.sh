@@ -18,7 +18,7 @@ cleanup() {
   for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
   rm -rf "$work"
 }
-trap cleanup EXIT
+on_exit cleanup
 
 # expect_error NAME STATUS MESSAGE-PATTERN PROGRAM-ARGS...: the run must fail with STATUS, print a
 # line matching MESSAGE-PATTERN (grep -E), and leave nothing named $work/out/result* behind.

@@ -6,7 +6,8 @@
 # One line per case ("  ok    NAME", "  FAIL  NAME: WHY", "  skip  NAME"), then suite_end prints the
 # summary and gives the exit status tests/run_all.sh reads: 0 all passed, 1 a case failed; skip_suite
 # ends a suite that cannot run here with 77 and one line saying why; wait_pid waits with a deadline;
-# deadline runs a command with one.
+# deadline runs a command with one; on_exit (tests/lib/on_exit.sh) removes a suite's scratch files.
+. tests/lib/on_exit.sh
 suite_name=$1
 passed=0
 failed=0

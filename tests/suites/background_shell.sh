@@ -20,7 +20,7 @@ build=${1:-build}
 command -v nohup > /dev/null || skip_suite "nohup is not installed"
 
 work=$(mktemp -d /tmp/facegen-background.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+on_exit 'rm -rf "$work"'
 
 # ignoring STATE SECONDS COMMAND...: COMMAND in the background, in a session of its own, with SIGHUP,
 # SIGINT and SIGQUIT ignored; its exit status, or 124 once SECONDS have passed, when every process of

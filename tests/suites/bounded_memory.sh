@@ -15,11 +15,12 @@
 # (peak RSS read from /proc while it runs, then SIGINT: exit 130, nothing left behind).
 # Usage: bounded_memory.sh [build-dir]. Exit 0 pass, 1 fail.
 set -u
+. tests/lib/on_exit.sh
 build=${1:-build}
 prog=$build/facegen
 tool=$build/make-latents
 work=$(mktemp -d /tmp/facegen-memory.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+on_exit 'rm -rf "$work"'
 
 chunk=64
 tiles=16

@@ -41,7 +41,7 @@ cleanup() {
   [ -n "$run_pid" ] && kill -9 "$run_pid" 2> /dev/null
   rm -rf "$work"
 }
-trap cleanup EXIT
+on_exit cleanup
 
 # --- inputs ------------------------------------------------------------------------------------------
 # 64 latents: 4 chunks of 16 in one process, 4 rounds of 8 per rank over 2 ranks, so that reading goes

@@ -48,7 +48,7 @@ cleanup() {
   for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
   rm -rf "$work"
 }
-trap cleanup EXIT
+on_exit cleanup
 root=no
 [ "$(id -u)" = 0 ] && root=yes
 mpi=no

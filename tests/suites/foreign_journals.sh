@@ -35,7 +35,7 @@ for uid in $attacker $victim; do
 done
 
 work=$(mktemp -d /tmp/facegen-foreign.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+on_exit 'rm -rf "$work"'
 chmod 711 "$work"  # the two users pass through to their folders
 run_as() {  # run_as UID COMMAND...: COMMAND as that user (0: root), within 20 s
   local uid=$1

@@ -15,7 +15,7 @@ prog=$build/facegen
 model=$build/random-network.bin
 [ -x "$prog" ] || { echo "long_paths: $prog is missing (run make)"; exit 1; }
 work=$(mktemp -d /tmp/facegen-paths.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+on_exit 'rm -rf "$work"'
 mpi=0
 if command -v mpirun > /dev/null && ldd "$prog" | grep -q libmpi && [ -f "$model" ]; then
   mpi=1

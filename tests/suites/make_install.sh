@@ -18,7 +18,7 @@ prog=$(cd "$(dirname "$build/facegen")" && pwd)/facegen
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 work=$(mktemp -d /tmp/facegen-install.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+on_exit 'rm -rf "$work"'
 latents_tool=$(dirname "$prog")/make-latents
 [ -x "$latents_tool" ] || { echo "make_install: $latents_tool is missing (run make)"; exit 1; }
 mk() {

@@ -16,7 +16,7 @@ build=${1:-build}
 prog=$build/facegen
 [ -x "$prog" ] || { echo "mosaic_grid: $prog is missing (run make)"; exit 1; }
 work=$(mktemp -d /tmp/facegen-grid.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+on_exit 'rm -rf "$work"'
 
 # --- bad values: one sentence naming the flag, exit 1 ----------------------------------------------
 bad() {  # bad NAME PATTERN FLAGS...

@@ -34,7 +34,7 @@ cleanup() {
   [ -n "$job" ] && kill -9 "$job" 2>/dev/null
   rm -rf "$work"
 }
-trap cleanup EXIT
+on_exit cleanup
 
 "$build/make-latents" --count 3000 --seed 5 --output "$work/l3000.txt" > /dev/null || exit 1
 "$build/make-latents" --count 200 --seed 6 --output "$work/l200.txt" > /dev/null || exit 1

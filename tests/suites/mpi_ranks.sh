@@ -23,7 +23,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset FACEGEN_TEST_FAULT
 
 work=$(mktemp -d /tmp/facegen-mpi.XXXXXX)
-trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+on_exit 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"'
 
 latents() {  # latents FILE N: N seeded latent vectors
   /usr/bin/python3 - "$1" "$2" <<'PY'

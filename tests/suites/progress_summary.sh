@@ -18,7 +18,7 @@ model=$build/random-network.bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 work=$(mktemp -d /tmp/facegen-progress.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+on_exit 'rm -rf "$work"'
 
 # check_json JSON PREFIX IMAGES RANKS: the summary agrees with the run and the files on disk.
 check_json() {

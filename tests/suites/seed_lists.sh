@@ -17,7 +17,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset FACEGEN_TEST_FAULT
 
 work=$(mktemp -d /tmp/facegen-seeds.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+on_exit 'rm -rf "$work"'
 
 # facegen ARGS...: the program on the CPU with the test network, 60 s at most.
 facegen() { deadline 60 "$prog" --device cpu --model "$model" --formats txt,npy --quiet "$@"; }

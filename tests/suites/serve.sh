@@ -43,7 +43,7 @@ cleanup() {
   for pid in "${servers[@]}"; do kill -KILL "$pid" 2> /dev/null && wait "$pid" 2> /dev/null; done
   rm -rf "$work"
 }
-trap cleanup EXIT
+on_exit cleanup
 
 # start_server NAME ARGS...: the server in the background (its pid in $server, its port in $port);
 # false when it has not said where it listens within 30 s.

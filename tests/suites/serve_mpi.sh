@@ -27,7 +27,7 @@ cleanup() {
   fi
   rm -rf "$work"
 }
-trap cleanup EXIT
+on_exit cleanup
 
 echo "the service over 2 MPI ranks:"
 (exec env --default-signal ./run_parallel.sh --serve --ranks-per-node 2 --model "$model" --program "$prog" -- \

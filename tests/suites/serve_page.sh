@@ -27,7 +27,7 @@ cleanup() {
   [ -n "$server" ] && { kill -KILL "$server" 2> /dev/null; wait "$server" 2> /dev/null; }
   rm -rf "$work"
 }
-trap cleanup EXIT
+on_exit cleanup
 
 (exec env --default-signal "$prog" serve --device cpu --model "$model" --port 0 2> "$work/server.err") &
 server=$!

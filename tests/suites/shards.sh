@@ -20,7 +20,7 @@ prog=$build/facegen
 py=/usr/bin/python3
 $py -c "import numpy" 2> /dev/null || skip_suite "$py lacks numpy"
 work=$(mktemp -d /tmp/facegen-shards.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+on_exit 'rm -rf "$work"'
 
 run() {  # run ARGS...: the program, 120 s at most, default signals; stdout and stderr kept
   env --default-signal timeout 120 "$prog" --device synthetic "$@" > "$work/stdout" 2> "$work/stderr"

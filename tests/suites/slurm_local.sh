@@ -41,7 +41,7 @@ cleanup() {
   done
   rm -rf "$work"
 }
-trap cleanup EXIT
+on_exit cleanup
 
 # --- munge: use the running one, or start our own as the munge user -------------------------------
 if ! munge -n 2>/dev/null | unmunge > /dev/null 2>&1; then

@@ -10,6 +10,7 @@
 # pass), else a finding. Usage: valgrind.sh [build-dir]
 set -u
 cd "$(dirname "$0")/../.."
+. tests/lib/on_exit.sh
 build=${1:-build}
 if [ "${SANITIZE:-0}" = 1 ]; then
   echo "skip: valgrind cannot run AddressSanitizer binaries; this suite runs in the plain pass"
@@ -19,7 +20,7 @@ command -v valgrind > /dev/null || { echo "skip: valgrind is not installed (make
 prog=build-vg/facegen
 [ -x "$prog" ] || { echo "skip: $prog is not built (make valgrind-build)"; exit 77; }
 work=$(mktemp -d /tmp/facegen-valgrind.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+on_exit 'rm -rf "$work"'
 "$build/make-latents" --count 2 --seed 3 --output "$work/l2.txt" > /dev/null || exit 1
 printf '1\n0.5 nan\n' > "$work/bad.txt"
 failures=0

@@ -44,7 +44,7 @@ cleanup() {
   vc_down
   rm -rf "$work"
 }
-trap cleanup EXIT
+on_exit cleanup
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
