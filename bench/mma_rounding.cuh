@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "common/cuda_check.cuh"
+#include "kernels/cuda_helpers.cuh"
 
 namespace facegen {
 namespace bench {
@@ -31,16 +33,13 @@ namespace bench {
 // out (32 lanes, 4 values).
 __global__ void mma_tf32_probe(float c, float a_val, float b_val, bool single, float* out) {
   const int lane = static_cast<int>(threadIdx.x), column_of_a = lane % 4;  // a0, a1 hold column lane % 4
-  float a[4], b[2], d[4] = {c, c, c, c};
-  for (int i = 0; i < 4; ++i) a[i] = !single || (i < 2 && column_of_a == 0) ? a_val : 0.0f;
-  b[0] = !single || column_of_a == 0 ? b_val : 0.0f;  // b0 holds row lane % 4, b1 row lane % 4 + 4
-  b[1] = single ? 0.0f : b_val;
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])), "r"(__float_as_uint(a[2])),
-        "r"(__float_as_uint(a[3])), "r"(__float_as_uint(b[0])), "r"(__float_as_uint(b[1])));
+  float d[4] = {c, c, c, c};
+  uint32_t a[4];
+  for (int i = 0; i < 4; ++i) a[i] = __float_as_uint(!single || (i < 2 && column_of_a == 0) ? a_val : 0.0f);
+  // b.x holds row lane % 4, b.y row lane % 4 + 4
+  const uint2 b = make_uint2(__float_as_uint(!single || column_of_a == 0 ? b_val : 0.0f),
+                             __float_as_uint(single ? 0.0f : b_val));
+  gpu::mma_sync_step<gpu::Math::Tf32>(d, a, b);
   for (int i = 0; i < 4; ++i) out[lane * 4 + i] = d[i];
 }
 

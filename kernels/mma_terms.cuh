@@ -1,6 +1,6 @@
-// mma_terms.cuh: float32 operands as sums of tensor-core input terms, and the one mma.sync step the
-// kernels built on them issue. Shared by the layers that keep (nearly) float32 accuracy on tensor
-// cores: kernels/tconv_output_mma.cuh (tconv4) and kernels/projection_mma.cuh (the projection).
+// mma_terms.cuh: float32 operands as sums of tensor-core input terms, laid out as the B fragments
+// of mma_sync_step (kernels/cuda_helpers.cuh). Shared by the layers that keep (nearly) float32
+// accuracy on tensor cores: kernels/tconv_output_mma.cuh (tconv4) and kernels/projection_mma.cuh.
 //
 // A float32 x is split into terms of the mma's input type: t0 = round(x), t1 = round(x - t0), ...
 // (bf16: 8 significant bits each, so two terms carry 16 and three 24; tf32: 11 each). A product of
@@ -15,7 +15,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/phase_gemm.cuh"
+#include "kernels/cuda_helpers.cuh"
 #include "kernels/weight_folding.hpp"
 
 namespace facegen {
@@ -69,23 +69,6 @@ std::vector<uint32_t> mma_b_fragments(int n_tiles, int k_steps, int terms, Value
             }
           }
   return f;
-}
-
-// c (16 x 8, float32) += a (16 x K) * b (K x 8): bf16 m16n8k16, tf32 m16n8k8, fragments in mma.sync's
-// register layout (row-major A, column-major B).
-template <Math M>
-__device__ __forceinline__ void mma_sync_step(float (&c)[4], const uint32_t (&a)[4], uint2 b) {
-  if constexpr (M == Math::Bf16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
-  }
 }
 
 }  // namespace gpu

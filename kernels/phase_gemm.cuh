@@ -47,32 +47,10 @@
 
 #include "common/cuda_check.cuh"
 #include "common/precision.hpp"
+#include "kernels/cuda_helpers.cuh"
 
 namespace facegen {
 namespace gpu {
-
-enum class Math { Fp32, Tf32, Bf16 };
-
-// with_math(precision, f): calls f(MathConstant<M>{}) with the Math M of `precision`; f reads M as
-// decltype(m)::value. The one place where --precision becomes a kernel's template argument.
-template <Math M> using MathConstant = std::integral_constant<Math, M>;
-template <class F>
-void with_math(Precision precision, F&& f) {
-  switch (precision) {
-    case Precision::Fp32: f(MathConstant<Math::Fp32>{}); return;
-    case Precision::Tf32: f(MathConstant<Math::Tf32>{}); return;
-    case Precision::Bf16: f(MathConstant<Math::Bf16>{}); return;
-  }
-  throw std::logic_error("with_math: not a precision");
-}
-inline Math math_of(Precision precision) {
-  Math math = Math::Fp32;
-  with_math(precision, [&](auto m) { math = decltype(m)::value; });
-  return math;
-}
-
-template <Math M> struct MathTypes { using Act = float; };
-template <> struct MathTypes<Math::Bf16> { using Act = __nv_bfloat16; };
 
 // Taps of parity `parity` along one axis of a k x k kernel (the kh in [0, k) with kh + parity odd),
 // the kernel index of tap t, and its input offset (see the file comment).
@@ -94,47 +72,6 @@ __host__ __device__ constexpr int phase_k_offset(int z, int c_in, int ksize) {
 __host__ __device__ constexpr int phase_k_total(int z, int c_in, int ksize) {
   return phase_taps(phase_py(z), ksize) * phase_taps(phase_px(z), ksize) * c_in;
 }
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  int bytes = valid ? 16 : 0;  // 0: fill the 16 bytes with zeros, read nothing
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-// Four 8x8 matrices of 16-bit elements (or 8x4 of 32-bit ones): lane l gives the address of row l % 8 of
-// matrix l / 8 and receives, from matrix i, register i: row lane / 4, 32-bit column lane % 4.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* smem) {
-  unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-
-__device__ __forceinline__ float round_tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return __uint_as_float(r);
-}
-
-template <Math M> struct Store;
-template <> struct Store<Math::Fp32> {
-  static __device__ __forceinline__ void two(float* p, float a, float b) { *reinterpret_cast<float2*>(p) = make_float2(a, b); }
-  static __device__ __forceinline__ void four(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
-};
-template <> struct Store<Math::Tf32> {
-  static __device__ __forceinline__ void two(float* p, float a, float b) {
-    *reinterpret_cast<float2*>(p) = make_float2(round_tf32(a), round_tf32(b));
-  }
-};
-template <> struct Store<Math::Bf16> {
-  static __device__ __forceinline__ void two(__nv_bfloat16* p, float a, float b) {
-    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
-  }
-};
 
 // Tile geometry of one kernel instance. TM: fp32 rows per thread (threads own TM x 8 outputs); the
 // tensor-core flavours take TM = 8 only.
@@ -309,65 +246,8 @@ struct PhaseAccumulators {
   __device__ __forceinline__ void multiply_tile(const Act* smem, int stage) {
     const Act* As = smem + stage * (S::kAElems + S::kBElems);
     const Act* Bs = As + S::kAElems;
-    if constexpr (M == Math::Fp32) {
-      // rows ty + TY*i (i < TM), columns tx*4 + j and BN/2 + tx*4 + j
-#pragma unroll
-      for (int k = 0; k < S::BK; k += 4) {
-        float4 a[TM];
-#pragma unroll
-        for (int i = 0; i < TM; ++i) a[i] = *reinterpret_cast<const float4*>(As + (ty + TY * i) * S::kApitch + k);
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          float4 b0 = *reinterpret_cast<const float4*>(Bs + (k + kk) * S::kBpitch + tx * 4);
-          float4 b1 = *reinterpret_cast<const float4*>(Bs + (k + kk) * S::kBpitch + BN / 2 + tx * 4);
-          float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-          for (int i = 0; i < TM; ++i) {
-            float av = kk == 0 ? a[i].x : kk == 1 ? a[i].y : kk == 2 ? a[i].z : a[i].w;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) tap_sum[i * 8 + j] = fmaf(av, b[j], tap_sum[i * 8 + j]);
-          }
-        }
-      }
-    } else {
-      // One mma k step: 8 tf32 or 16 bf16, i.e. two 16-byte halves of each fragment row.
-      constexpr int KS = 2 * kHalfK;
-#pragma unroll
-      for (int k = 0; k < S::BK; k += KS) {
-        uint32_t a[MI][4], b[NI][2];
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(a[mi], As + a_ld + mi * 16 * S::kApitch + k);
-#pragma unroll
-        for (int nj = 0; nj < NI / 2; ++nj) {
-          uint32_t r[4];
-          ldmatrix_x4(r, Bs + b_ld + nj * 16 * S::kBpitch + k);
-          b[2 * nj][0] = r[0];
-          b[2 * nj][1] = r[1];
-          b[2 * nj + 1][0] = r[2];
-          b[2 * nj + 1][1] = r[3];
-        }
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-#pragma unroll
-          for (int ni = 0; ni < NI; ++ni) {
-            float* c = acc + (mi * NI + ni) * 4;
-            if constexpr (M == Math::Tf32) {
-              asm volatile(
-                  "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-                  "{%8,%9}, {%0,%1,%2,%3};\n"
-                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                  : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]), "r"(a[mi][3]), "r"(b[ni][0]), "r"(b[ni][1]));
-            } else {
-              asm volatile(
-                  "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-                  "{%8,%9}, {%0,%1,%2,%3};\n"
-                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                  : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]), "r"(a[mi][3]), "r"(b[ni][0]), "r"(b[ni][1]));
-            }
-          }
-        }
-      }
-    }
+    if constexpr (M == Math::Fp32) ffma_k_tile<BM, BN, S::BK, TM, S::kApitch, S::kBpitch>(As, Bs, tx, ty, tap_sum);
+    else mma_k_tile<M, MI, NI, S::BK, S::kApitch, S::kBpitch>(As, Bs, a_ld, b_ld, acc);
   }
 
   // After K tile kt: in fp32, at a tap's last K tile, its sums join the totals.

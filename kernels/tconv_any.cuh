@@ -91,76 +91,23 @@ __device__ __forceinline__ void any_load_tile(typename S::Act* stage_base, int k
   }
 }
 
-// fp32: acc (TM x 8) += A rows ty + TY*i times B columns tx*4 + j, BN/2 + tx*4 + j, over one K tile.
+// One K tile of the stage into acc: fp32, this thread's TM x 8 outputs (kernels/cuda_helpers.cuh,
+// ffma_k_tile); tf32 / bf16, this warp's (MI x 16) x (NI x 8) fragments by ldmatrix (mma_k_tile).
 template <class S>
 __device__ __forceinline__ void any_compute_fp32(const float* As, const float* Bs, float* acc) {
-  constexpr int TX = S::BN / 8, TY = S::BM / S::TM;
+  constexpr int TX = S::BN / 8;
   const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
-#pragma unroll
-  for (int k = 0; k < S::BK; k += 4) {
-    float4 a[S::TM];
-#pragma unroll
-    for (int i = 0; i < S::TM; ++i) a[i] = *reinterpret_cast<const float4*>(As + (ty + TY * i) * S::kApitch + k);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const float4 b0 = *reinterpret_cast<const float4*>(Bs + (k + kk) * S::kBpitch + tx * 4);
-      const float4 b1 = *reinterpret_cast<const float4*>(Bs + (k + kk) * S::kBpitch + S::BN / 2 + tx * 4);
-      const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-      for (int i = 0; i < S::TM; ++i) {
-        const float av = kk == 0 ? a[i].x : kk == 1 ? a[i].y : kk == 2 ? a[i].z : a[i].w;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i * 8 + j] = fmaf(av, b[j], acc[i * 8 + j]);
-      }
-    }
-  }
+  ffma_k_tile<S::BM, S::BN, S::BK, S::TM, S::kApitch, S::kBpitch>(As, Bs, tx, ty, acc);
 }
-
-// tf32 / bf16: one warp's (MI x 16) x (NI x 8) accumulators over one K tile, fragments by ldmatrix.
 template <Math M, class S>
 __device__ __forceinline__ void any_compute_mma(const typename S::Act* As, const typename S::Act* Bs, float* acc) {
   constexpr int WM = S::BM / S::WARPS_M, WN = S::BN / S::WARPS_N, MI = WM / 16, NI = WN / 8;
   constexpr int kHalfK = 16 / static_cast<int>(sizeof(typename S::Act));  // 4 tf32 or 8 bf16
-  constexpr int KS = 2 * kHalfK;                                            // one mma k-step
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int warp_m = warp % S::WARPS_M, warp_n = warp / S::WARPS_M;
-  // A x4: (rows 0-7 | 8-15) x (k half 0 | 1) of a 16-row block; B x4: (n block: k half 0 | 1, next n block: ...).
   const int a_ld = (warp_m * WM + lane % 16) * S::kApitch + (lane / 16) * kHalfK;
   const int b_ld = (warp_n * WN + lane % 8 + (lane / 16) * 8) * S::kBpitch + ((lane / 8) % 2) * kHalfK;
-#pragma unroll
-  for (int k = 0; k < S::BK; k += KS) {
-    uint32_t a[MI][4], b[NI][2];
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(a[mi], As + a_ld + mi * 16 * S::kApitch + k);
-#pragma unroll
-    for (int nj = 0; nj < NI / 2; ++nj) {
-      uint32_t r[4];
-      ldmatrix_x4(r, Bs + b_ld + nj * 16 * S::kBpitch + k);
-      b[2 * nj][0] = r[0];
-      b[2 * nj][1] = r[1];
-      b[2 * nj + 1][0] = r[2];
-      b[2 * nj + 1][1] = r[3];
-    }
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni) {
-        float* c = acc + (mi * NI + ni) * 4;
-        if constexpr (M == Math::Tf32) {
-          asm volatile(
-              "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-              "{%8,%9}, {%0,%1,%2,%3};\n"
-              : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-              : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]), "r"(a[mi][3]), "r"(b[ni][0]), "r"(b[ni][1]));
-        } else {
-          asm volatile(
-              "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-              "{%8,%9}, {%0,%1,%2,%3};\n"
-              : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-              : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]), "r"(a[mi][3]), "r"(b[ni][0]), "r"(b[ni][1]));
-        }
-      }
-  }
+  mma_k_tile<M, MI, NI, S::BK, S::kApitch, S::kBpitch>(As, Bs, a_ld, b_ld, acc);
 }
 
 // Grid (ceil(M / BM), c_out / BN, 4 phases). in (n, h, h, c_in); out (n, 2h, 2h, c_out); weight: the
