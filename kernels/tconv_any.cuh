@@ -13,9 +13,11 @@
 // so no multiply touches an inserted zero. K tiles are 32 elements: C_IN is a multiple of 32 for
 // every spec (2 * base_channels), so a K tile never straddles two taps.
 //
-// Every output is one thread's FFMA chain over K in ascending order (fp32), or the same sequence of
-// mma.sync k-steps (tf32, bf16), whatever the tile shape, batch size or image position: no split-K,
-// no atomics, so images are byte-identical across batch sizes and MPI rank counts.
+// Every output is one thread's sum over K in a fixed order, whatever the tile shape, batch size or
+// image position: in fp32 an FFMA chain from zero per tap, the taps' sums added in tap order (as the
+// fixed-shape kernels do; one chain over all of K let rounding grow with C_IN), in tf32 and bf16 the
+// same sequence of mma.sync k-steps. No split-K, no atomics, so images are byte-identical across
+// batch sizes and MPI rank counts.
 #pragma once
 
 #include <stdexcept>
@@ -148,9 +150,15 @@ tconv_any_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,
   };
 
   constexpr int kAccs = M == Math::Fp32 ? TM * 8 : (BM / WARPS_M / 16) * (BN / WARPS_N / 8) * 4;
-  float acc[kAccs];
+  // fp32: each tap's products go into tap_sum, one FFMA chain from zero, added into acc after the
+  // tap's last K tile, as in the fixed-shape kernels (kernels/phase_gemm.cuh says why).
+  constexpr int kTapSums = M == Math::Fp32 ? kAccs : 1;
+  const int tiles_per_tap = c_in / S::BK;
+  float acc[kAccs], tap_sum[kTapSums];
 #pragma unroll
   for (int i = 0; i < kAccs; ++i) acc[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kTapSums; ++i) tap_sum[i] = 0.f;
 
   // Three-stage cp.async pipeline: tiles kt+1 and kt+2 load while tile kt is multiplied.
 #pragma unroll
@@ -165,8 +173,18 @@ tconv_any_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,
     if (next < num_k_tiles) load(next % S::kStages, next);
     cp_async_commit();
     const Act* As = smem + (kt % S::kStages) * (S::kAElems + S::kBElems);
-    if constexpr (M == Math::Fp32) any_compute_fp32<S>(As, As + S::kAElems, acc);
-    else any_compute_mma<M, S>(As, As + S::kAElems, acc);
+    if constexpr (M == Math::Fp32) {
+      any_compute_fp32<S>(As, As + S::kAElems, tap_sum);
+      if ((kt + 1) % tiles_per_tap == 0) {
+#pragma unroll
+        for (int i = 0; i < kAccs; ++i) {
+          acc[i] += tap_sum[i];
+          tap_sum[i] = 0.f;
+        }
+      }
+    } else {
+      any_compute_mma<M, S>(As, As + S::kAElems, acc);
+    }
   }
   cp_async_wait<0>();
 
