@@ -35,6 +35,24 @@ set -euo pipefail
 [ -e /proc/self/fd/1 ] || exec 1> /dev/null
 [ -e /proc/self/fd/2 ] || exec 2> /dev/null
 
+# The stack, first: bash itself crashes in this script with a soft limit of 16 KiB, mpirun and its
+# daemons with 128 KiB or less, and facegen needs 1 MiB (common/stack_room.hpp: kStackNeededBytes,
+# kStackWantedBytes). As facegen does for itself, the soft limit is raised toward 8 MiB for the whole
+# job, or the job is refused in one line when the hard limit leaves less than facegen needs.
+stack_room() {
+  local soft hard need=1024 want=8192
+  soft=$(ulimit -S -s) hard=$(ulimit -H -s)
+  if [ "$hard" != unlimited ] && [ "$hard" -lt $need ]; then
+    echo "run_parallel: the stack size limit (ulimit -s) is $soft KiB and may not be raised past $hard KiB, but" \
+         "facegen needs $need KiB: raise it (ulimit -s $want)" >&2
+    exit 1
+  fi
+  if [ "$soft" != unlimited ] && [ "$soft" -lt $want ]; then
+    if [ "$hard" = unlimited ] || [ "$hard" -ge $want ]; then ulimit -S -s $want; else ulimit -S -s "$hard"; fi
+  fi
+}
+stack_room
+
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 program=$here/build/facegen
 [ -x "$here/facegen" ] && [ ! -d "$here/facegen" ] && program=$here/facegen
@@ -78,6 +96,7 @@ else
 fi
 [[ $ranks_per_node =~ ^[1-9][0-9]*$ ]] || die "--ranks-per-node must be a positive integer, got '$ranks_per_node'"
 [ -x "$program" ] || die "$program is missing: run make first"
+
 if [ "$serve" = 1 ]; then
   facegen_args=(serve ${model:+--model "$model"} "$@")
 else

@@ -8,6 +8,8 @@
 #   SIGTERM to run_parallel.sh, or SIGKILL to rank 0, while rank 0 commits 2,001 outputs: the
 #     launcher finishes the commit from its journal: the new set whole, nothing left
 #   run_parallel.sh with descriptors 0, 1, 2 or all closed: outputs whole
+#   run_parallel.sh under a soft stack limit of 24 or 64 KiB: outputs whole; a hard one of 256 KiB:
+#     refused in one line
 #   a job with a rank killed beside a single process writing the same prefix: the other run's
 #     temporaries stay and its outputs are whole
 #   a model with finite weights that overflow (tconv1, tconv4): exit 1, one line naming the layer
@@ -240,6 +242,31 @@ for closed in 0 1 2 012; do
     pass "run_parallel.sh with descriptor(s) $closed closed: outputs whole, nothing written into them"
   else
     fail "run_parallel.sh with descriptor(s) $closed closed" "status $got: $(ls -A "$work/fd" | tr '\n' ' ')"
+  fi
+done
+
+# --- run_parallel.sh under a small stack limit ----------------------------------------------------
+# mpirun and its daemons crash at a soft limit of 128 KiB or less: the launcher raises the soft limit
+# as facegen raises its own (24 and 64 KiB: the job whole, as one process writes it); a hard limit
+# under facegen's 1 MiB is refused in one line before anything starts. (At 16 KiB bash itself cannot
+# run the launcher.)
+timeout 120 "$prog" --device synthetic --random 20 --output "$work/stack-ref" -q || fail "single-process reference" "exit status $?"
+for limit in "-S -s 24" "-S -s 64" "-s 256"; do
+  rm -rf "$work/stack" && mkdir -p "$work/stack"
+  (ulimit $limit && exec timeout 120 ./run_parallel.sh --program "$prog" --random 20 --output "$work/stack/r" \
+     --ranks-per-node 2 -- --device synthetic --all-ranks -q) > /dev/null 2> "$work/stderr"
+  got=$?
+  if [ "$limit" = "-s 256" ]; then
+    if [ $got = 1 ] && [ "$(wc -l < "$work/stderr")" = 1 ] && grep -q "stack size limit (ulimit -s) is 256 KiB" "$work/stderr" &&
+       [ -z "$(ls -A "$work/stack")" ]; then
+      pass "run_parallel.sh under ulimit $limit: exit 1, one line, nothing written: $(cat "$work/stderr")"
+    else
+      fail "run_parallel.sh under ulimit $limit" "status $got, $(ls -A "$work/stack" | wc -l) entries: $(head -c 300 "$work/stderr")"
+    fi
+  elif [ $got = 0 ] && cmp -s "$work/stack/r.txt" "$work/stack-ref.txt" && cmp -s "$work/stack/r.bmp" "$work/stack-ref.bmp"; then
+    pass "run_parallel.sh under ulimit $limit: outputs identical to one process"
+  else
+    fail "run_parallel.sh under ulimit $limit" "status $got: $(head -c 300 "$work/stderr")"
   fi
 done
 
