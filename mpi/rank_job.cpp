@@ -93,6 +93,12 @@ class RankJob {
 
  private:
   int run_steps();
+  // Steps 0 and 1 of run_steps: the model's shape, N (read by rank 0, told to all) and whether every
+  // rank reads its own latents (shared); reader is rank 0's source, or every rank's when shared.
+  int64_t open_inputs(RankStatus& status, RankStatus& input_status, std::unique_ptr<LatentSource>& reader, bool& shared);
+  // Step 4: every round read, generated and handed to the outputs. False when the ranks agreed to stop
+  // (a failure anywhere); the outputs are then finished and exit_code_ says why.
+  bool run_rounds(const WorkSplit& split, OrderedOutputs& outputs, LatentSource* reader, bool shared, RankStatus& status);
   // images: the round's buffer, (count, 64, 64, nc) in `encoding`.
   void generate_slice(const float* latents, int64_t count, int64_t first_index, ImageEncoding encoding, void* images);
   RunSummary gather_summary(const WorkSplit& split, const OrderedOutputs& outputs);
@@ -190,12 +196,8 @@ void RankJob::generate_slice(const float* latents, int64_t count, int64_t first_
   generated_ += count;
 }
 
-int RankJob::run_steps() {
-  const auto job_start = Clock::now();
-  watch_output_folder(request_.output_prefix);  // every rank: a failure its move causes is told as that
-  RankStatus status;
-  RankStatus input_status;  // rank 0's trouble with the latent file, reported after the model's
-
+int64_t RankJob::open_inputs(RankStatus& status, RankStatus& input_status, std::unique_ptr<LatentSource>& reader,
+                             bool& shared) {
   // 0. The model's shape, which says how many values each latent has.
   if (request_.backend.device != DeviceKind::Synthetic) {
     attempt(status, [&] {
@@ -207,7 +209,6 @@ int RankJob::run_steps() {
   latents_.latent_dim = spec_.latent_dim;
 
   // 1. N, read once by rank 0.
-  std::unique_ptr<LatentSource> reader;
   int64_t total = 0;
   if (is_root_) {
     const auto start = Clock::now();
@@ -223,9 +224,21 @@ int RankJob::run_steps() {
   wait_politely(&request);
   // Where every rank can read any images of the source, each reads its own; else rank 0 reads for all.
   const auto share_start = Clock::now();
-  const bool shared = share_latents(world_, topo_, latents_, cpu_threads_for_rank(topo_.local_size), &reader,
-                                    &input_status);
+  shared = share_latents(world_, topo_, latents_, cpu_threads_for_rank(topo_.local_size), &reader, &input_status);
   times_.parse += seconds_since(share_start);
+  return total;
+}
+
+int RankJob::run_steps() {
+  const auto job_start = Clock::now();
+  watch_output_folder(request_.output_prefix);  // every rank: a failure its move causes is told as that
+  RankStatus status;
+  RankStatus input_status;  // rank 0's trouble with the latent file, reported after the model's
+
+  // 0 and 1. The model's shape and N.
+  std::unique_ptr<LatentSource> reader;
+  bool shared = false;
+  const int64_t total = open_inputs(status, input_status, reader, shared);
 
   // Rank 0, before any backend starts or output exists: one job at a time into the prefix, and
   // nothing replaced that facegen did not write (files/output_guard.hpp).
@@ -255,8 +268,7 @@ int RankJob::run_steps() {
   if (!agree(status)) return exit_code_;
 
   // 3. Outputs: checked by all, created by rank 0, opened by all.
-  const int64_t per_round = std::max<int64_t>(1, request_.chunk_images);
-  WorkSplit split(total, active, per_round);
+  WorkSplit split(total, active, std::max<int64_t>(1, request_.chunk_images));
   if (sink_options.threads <= 0) sink_options.threads = cpu_threads_;
   if (!sink_options.on_notice) sink_options.on_notice = request_.on_notice;
   OrderedOutputs outputs(world_, request_.output_prefix, request_.formats, total, sink_options, split.max_slice());
@@ -275,17 +287,36 @@ int RankJob::run_steps() {
   }
 
   // 4. Rounds.
+  if (!run_rounds(split, outputs, reader.get(), shared, status)) return exit_code_;
+
+  // 5. Nothing may follow the last number, and no rank's latent file changed; then the files go into place.
+  if (reader) attempt(status, [&] { reader->finish(); });
+  outputs.finish(status);
+  if (!agree(status)) return exit_code_;
+  attempt(status, [&] { outputs.commit(); });
+  if (!agree(status)) return exit_code_;
+  times_.write = outputs.write_seconds();
+  times_.total = seconds_since(job_start);
+  if (display_) display_->finish();
+  const RunSummary summary = gather_summary(split, outputs);
+  if (is_root_) attempt(status, [&] { report_summary(summary, request_.summary_json_path, options_.quiet); });
+  if (!agree(status)) return exit_code_;
+  return 0;
+}
+
+bool RankJob::run_rounds(const WorkSplit& split, OrderedOutputs& outputs, LatentSource* reader, bool shared,
+                         RankStatus& status) {
   const int64_t slice_capacity = split.max_slice();
   // Round q+1 is read on a thread of its own while round q is generated and written, so that parsing
   // text latents hides behind the work instead of adding to it: by every rank its own slice, or by
   // rank 0 the whole round, which it then scatters.
   const bool reads = shared || is_root_;
   if (shared && reader) reader->set_threads(cpu_threads_);
-  std::vector<float> round_latents[2];  // (slice or round images, 100), one being read, one in use
+  std::vector<float> round_latents[2];  // (slice or round images, nz), one being read, one in use
   std::future<void> next_round;
   auto start_reading = [&](int64_t q) {
     const ImageRange part = shared ? split.slice(q, topo_.world_rank) : split.round(q);
-    next_round = std::async(std::launch::async, [&reader, &round_latents, part, shared, q] {
+    next_round = std::async(std::launch::async, [reader, &round_latents, part, shared, q] {
       if (shared) {
         reader->read_range(part.begin, part.size(), round_latents[q % 2].data());
       } else {
@@ -294,14 +325,15 @@ int RankJob::run_steps() {
     });
   };
   if (reads) {
-    for (auto& buffer : round_latents) {
-      buffer.resize(static_cast<size_t>(shared ? slice_capacity : std::min(total, per_round * active)) * latents_.latent_dim);
-    }
+    // A round is at most the active ranks' largest slices (each at most the chunk), and at most N.
+    const int64_t images = shared ? slice_capacity : std::min(split.total_images(), slice_capacity * split.active_ranks());
+    for (auto& buffer : round_latents) buffer.resize(static_cast<size_t>(images) * latents_.latent_dim);
     if (split.rounds() > 0) start_reading(0);
   }
   std::vector<float> latents(shared ? 0 : static_cast<size_t>(slice_capacity) * latents_.latent_dim);  // (slice, nz)
   std::vector<int> counts(static_cast<size_t>(topo_.world_size));
   std::vector<int> displacements(static_cast<size_t>(topo_.world_size));
+  MPI_Request request;
   for (int64_t q = 0; q < split.rounds(); ++q) {
     const ImageRange round = split.round(q);
     if (reads) {
@@ -314,10 +346,10 @@ int RankJob::run_steps() {
     outputs.collect_errors(status);
     if (!agree(status)) {
       outputs.finish(status);
-      return exit_code_;
+      return false;
     }
     const ImageRange mine = split.slice(q, topo_.world_rank);
-    const float* my_latents = shared ? round_latents[q % 2].data() : latents.data();  // (slice, 100)
+    const float* my_latents = shared ? round_latents[q % 2].data() : latents.data();  // (slice, nz)
     if (!shared) {
       for (int r = 0; r < topo_.world_size; ++r) {
         const ImageRange slice = split.slice(q, r);
@@ -341,20 +373,7 @@ int RankJob::run_steps() {
     }
     outputs.submit_round(images, round, mine, status);
   }
-
-  // 5. Nothing may follow the last number, and no rank's latent file changed; then the files go into place.
-  if (reader) attempt(status, [&] { reader->finish(); });
-  outputs.finish(status);
-  if (!agree(status)) return exit_code_;
-  attempt(status, [&] { outputs.commit(); });
-  if (!agree(status)) return exit_code_;
-  times_.write = outputs.write_seconds();
-  times_.total = seconds_since(job_start);
-  if (display_) display_->finish();
-  const RunSummary summary = gather_summary(split, outputs);
-  if (is_root_) attempt(status, [&] { report_summary(summary, request_.summary_json_path, options_.quiet); });
-  if (!agree(status)) return exit_code_;
-  return 0;
+  return true;
 }
 
 void RankJob::report_ranks(const WorkSplit& split) {
