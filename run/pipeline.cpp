@@ -44,26 +44,20 @@ struct Prepared {
   EarlyCudaContext* context;  // being created beside the reading, or null
 };
 
-// The backend, the outputs (as temporaries), the chunks generated and written, the commit; fills
-// `summary` in.
-void generate_into_outputs(const GenerateRequest& request, const Prepared& run, std::atomic<int64_t>& generated,
-                           RunSummary& summary) {
-  const Network& net = run.net;
-  const int64_t total = run.total;
-  double parse_seconds = run.parse_seconds, compute_seconds = 0;
-  std::unique_ptr<Backend> backend;
-  // Said once the first latents are read: where the input or the outputs are wrong, that one line is
-  // what the user reads, not the CPU fallback's notice before it.
-  std::string device_notice;
-  const ImageEncoding encoding = image_encoding_for(request.formats);
+// The backend for the job, its buffers sized to the job; the start-up times, device, backend and
+// precision go into `summary`. device_notice: the CPU fallback's notice, said once the first latents
+// are read (where the input or the outputs are wrong, that one line is what the user reads).
+std::unique_ptr<Backend> start_job_backend(const GenerateRequest& request, const Prepared& run,
+                                           std::atomic<int64_t>& generated, ImageEncoding encoding,
+                                           std::string& device_notice, RunSummary& summary) {
   BackendOptions options = request.backend;
   options.images_done = &generated;
   options.images = encoding;
-  options.max_batch = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(options.max_batch, total)));  // buffers to the job
+  options.max_batch = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(options.max_batch, run.total)));
   const double waited = run.context ? run.context->wait() : 0;
   if (run.context) summary.startup.push_back({"cuda_context_wait", waited, 0, ""});
-  auto start = Clock::now();
-  backend = make_backend(net, options, &device_notice);
+  const auto start = Clock::now();
+  std::unique_ptr<Backend> backend = make_backend(run.net, options, &device_notice);
   const double backend_seconds = seconds_since(start);
   summary.startup.push_back({"backend", backend_seconds, 0, ""});
   DeviceKind device = request.backend.device;
@@ -73,34 +67,32 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   summary.precision = summary.device == "cuda" ? precision_name(request.backend.precision) : "fp32";
   summary.model = request.model_path;
   summary.load_seconds += waited + backend_seconds;
+  return backend;
+}
 
-  // A commit of an earlier run into this directory that a kill cut short is finished first.
-  for (const std::string& sentence : finish_dead_commits(directory_of(request.output_prefix))) {
-    if (request.on_notice) request.on_notice(sentence);
-  }
-  // Every output exists as a temporary file before any image is computed.
-  std::vector<std::unique_ptr<ImageSink>> sinks;
-  for (OutputFormat format : request.formats) {
-    sinks.push_back(make_sink(format, request.output_prefix, total, run.sink_options));
-  }
+struct LoopSeconds {
+  double parse = 0;    // waiting for latents that reading had not made ready
+  double compute = 0;  // generation and the finite check
+};
 
-  const int64_t chunk = std::max<int64_t>(1, std::min(request.chunk_images, total));
-  const ModelSpec& spec = net.spec();
-  OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), nullptr, spec.image_values(), encoding);
-  ProgressDisplay progress(stderr, request.progress, total, [&generated] { return generated.load(); });
-  // Chunk k + 1's latents are read on a thread of their own while chunk k is generated: parse_seconds
-  // is only the wait, what reading did not hide.
+// Every chunk: its latents (read on a thread of their own while the chunk before is generated),
+// generated into a buffer of the stage, checked, handed to the writers.
+LoopSeconds generate_chunks(const GenerateRequest& request, const Prepared& run, Backend& backend, OutputStage& stage,
+                            int64_t chunk, std::string& device_notice, std::atomic<int64_t>& generated) {
+  const ModelSpec& spec = run.net.spec();
+  const ImageEncoding encoding = stage.encoding();
+  LoopSeconds seconds;
   std::vector<float> latent_buffers[2];  // each (chunk, nz)
   for (auto& buffer : latent_buffers) buffer.resize(static_cast<size_t>(chunk) * spec.latent_dim);
   auto read_chunk = [&run, &latent_buffers, chunk](int64_t k) { return run.reader.read(latent_buffers[k % 2].data(), chunk); };
   std::future<int64_t> next_read;  // none for an empty job: reader.finish() must not meet a read
-  if (total > 0) next_read = std::async(std::launch::async, read_chunk, 0);
+  if (run.total > 0) next_read = std::async(std::launch::async, read_chunk, 0);
   std::vector<uint8_t> flags(static_cast<size_t>(chunk));  // (chunk): each image's scan
-  for (int64_t done = 0, k = 0; done < total; ++k) {
-    start = Clock::now();
+  for (int64_t done = 0, k = 0; done < run.total; ++k) {
+    auto start = Clock::now();
     const int64_t count = next_read.get();  // rethrows what reading threw
-    parse_seconds += seconds_since(start);
-    if (done + count < total) next_read = std::async(std::launch::async, read_chunk, k + 1);
+    seconds.parse += seconds_since(start);
+    if (done + count < run.total) next_read = std::async(std::launch::async, read_chunk, k + 1);
     const std::vector<float>& latents = latent_buffers[k % 2];
     if (!device_notice.empty() && request.on_notice) request.on_notice(device_notice);
     device_notice.clear();
@@ -108,21 +100,21 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
     void* images = stage.acquire();  // (chunk, 64, 64, nc) in `encoding`; waits while the writer is behind
     start = Clock::now();
     const int threads = request.backend.threads;
-    backend->generate_checked(latents.data(), count,
-                              {encoding, images, flags.data(), spec.latent_dim, spec.image_channels}, threads);
-    require_finite_flags(net, request.model_path, latents.data(), flags.data(), count, done, threads);
-    compute_seconds += seconds_since(start);
+    backend.generate_checked(latents.data(), count,
+                             {encoding, images, flags.data(), spec.latent_dim, spec.image_channels}, threads);
+    require_finite_flags(run.net, request.model_path, latents.data(), flags.data(), count, done, threads);
+    seconds.compute += seconds_since(start);
     stage.submit(images, done, count);
     done += count;
     generated.store(done);  // exact at each chunk, whether or not the backend counts its passes
   }
-  start = Clock::now();
-  run.reader.finish();
-  parse_seconds += seconds_since(start);
+  return seconds;
+}
 
-  stage.finish();
-  progress.finish();
-  summary.images = total;
+// The files, their sizes and the stages' times into `summary`, once the outputs are in place.
+void summarize_run(const GenerateRequest& request, const Prepared& run, const OutputStage& stage, LoopSeconds seconds,
+                   RunSummary& summary) {
+  summary.images = run.total;
   summary.latents = run.reader.describe();
   summary.seeds = request.latents.seeds;
   double written_bytes = 0;
@@ -139,13 +131,44 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   char wait_text[32];
   std::snprintf(wait_text, sizeof wait_text, "%.3f s", stage.wait_seconds());
   summary.stages = {
-      {"parse", parse_seconds, input_bytes, ""},
-      {"generate", compute_seconds, 0, "not counting reading and writing files"},
+      {"parse", seconds.parse, input_bytes, ""},
+      {"generate", seconds.compute, 0, "not counting reading and writing files"},
       {"write", stage.write_seconds(), written_bytes,
        "on a writer thread beside generation; generation waited " + std::string(wait_text) + " for it"},
   };
   summary.total_seconds = seconds_since(run.run_start);
   summary.peak_memory_bytes = peak_resident_bytes();
+}
+
+// The backend, the outputs (as temporaries), the chunks generated and written, the commit; fills
+// `summary` in.
+void generate_into_outputs(const GenerateRequest& request, const Prepared& run, std::atomic<int64_t>& generated,
+                           RunSummary& summary) {
+  const ImageEncoding encoding = image_encoding_for(request.formats);
+  std::string device_notice;
+  std::unique_ptr<Backend> backend = start_job_backend(request, run, generated, encoding, device_notice, summary);
+
+  // A commit of an earlier run into this directory that a kill cut short is finished first.
+  for (const std::string& sentence : finish_dead_commits(directory_of(request.output_prefix))) {
+    if (request.on_notice) request.on_notice(sentence);
+  }
+  // Every output exists as a temporary file before any image is computed.
+  std::vector<std::unique_ptr<ImageSink>> sinks;
+  for (OutputFormat format : request.formats) {
+    sinks.push_back(make_sink(format, request.output_prefix, run.total, run.sink_options));
+  }
+  const int64_t chunk = std::max<int64_t>(1, std::min(request.chunk_images, run.total));
+  OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), nullptr, run.net.spec().image_values(),
+                    encoding);
+  ProgressDisplay progress(stderr, request.progress, run.total, [&generated] { return generated.load(); });
+  LoopSeconds seconds = generate_chunks(request, run, *backend, stage, chunk, device_notice, generated);
+  const auto start = Clock::now();
+  run.reader.finish();
+  seconds.parse += seconds_since(start) + run.parse_seconds;
+
+  stage.finish();
+  progress.finish();
+  summarize_run(request, run, stage, seconds, summary);
 }
 
 }  // namespace
