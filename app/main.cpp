@@ -468,6 +468,52 @@ void check_summary_path(const std::string& summary, const std::string& prefix,
   }
 }
 
+// The batch job the flags describe (one latent source and --output are there: checked before); every
+// flag's value checked, each bad one a UserError or cxxopts exception of one sentence.
+facegen::GenerateRequest request_from_flags(const cxxopts::ParseResult& args) {
+  const bool synthetic = args["device"].as<std::string>() == "synthetic";
+  facegen::GenerateRequest request;
+  if (args.count("model")) {
+    request.model_path = args["model"].as<std::string>();
+  } else if (!synthetic) {
+    request.model_path = default_model_path();
+  }
+  if (args.count("input")) request.latents.path = args["input"].as<std::string>();
+  request.latents.seed = seed_flag(args);
+  if (args.count("random")) request.latents.random_count = int_flag(args, "random", 1, facegen::kMaxImages);
+  if (args.count("interpolate")) request.latents.interpolate_side = int_flag(args, "interpolate", 1, 1000);
+  if (args.count("seeds")) request.latents.seeds = seeds_flag(args);
+  request.output_prefix = args["output"].as<std::string>();
+  request.formats = facegen::parse_formats(args["formats"].as<std::string>());
+  const std::vector<ReadFile> read_files = {{"input file", request.latents.path}, {"model file", request.model_path}};
+  check_output_prefix(request.output_prefix, read_files, request.formats);
+  request.backend.device = parse_device(args["device"].as<std::string>());
+  request.backend.cuda_device = static_cast<int>(int_flag(args, "gpu", 0, 1 << 20));
+  request.backend.precision = facegen::parse_precision(args["precision"].as<std::string>());
+  request.backend.max_batch = static_cast<int>(int_flag(args, "batch", 1, 1 << 20));
+  request.backend.threads = static_cast<int>(int_flag(args, "threads", 0, 4096));
+  request.sinks.mosaic_tiles = static_cast<int>(int_flag(args, "mosaic-tiles", 1, facegen::kMaxMosaicTiles));
+  request.sinks.threads = static_cast<int>(int_flag(args, "write-threads", 0, 4096));
+  grid_flags(args, request.formats, &request.sinks);
+  shard_flag(args, request.formats, &request.sinks);
+  png_level_flag(args, request.formats, &request.sinks);
+  // Taken as given: a chunk smaller than --batch makes GPU batches of the chunk's size.
+  request.chunk_images = args.count("chunk") ? int_flag(args, "chunk", 1, 1 << 20)
+                                             : facegen::default_chunk_images(request.formats, request.sinks);
+  if (args.count("summary-json")) {
+    request.summary_json_path = args["summary-json"].as<std::string>();
+    check_summary_path(request.summary_json_path, request.output_prefix, request.formats, read_files);
+  }
+  const bool quiet = args.count("quiet") > 0;
+  request.progress.style = facegen::progress_style_for(STDERR_FILENO, quiet);
+  request.progress.every_seconds = seconds_flag(args, "progress-every");
+
+  request.on_notice = [quiet](const std::string& notice) {
+    if (!quiet) say("facegen: " + notice);
+  };
+  return request;
+}
+
 int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, bool* rank_job_ran) {
   cxxopts::Options options = command_line();
 
@@ -499,51 +545,12 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
       say("facegen: give exactly one of --input PATH, --random N, --interpolate K, --seeds LIST (see --help)");
       return kExitUsage;
     }
-    const bool synthetic = args["device"].as<std::string>() == "synthetic";
     if (!args.count("output")) {
       say("facegen: missing --output PREFIX (see --help)");
       return kExitUsage;
     }
-
-    facegen::GenerateRequest request;
-    if (args.count("model")) {
-      request.model_path = args["model"].as<std::string>();
-    } else if (!synthetic) {
-      request.model_path = default_model_path();
-    }
-    if (args.count("input")) request.latents.path = args["input"].as<std::string>();
-    request.latents.seed = seed_flag(args);
-    if (args.count("random")) request.latents.random_count = int_flag(args, "random", 1, facegen::kMaxImages);
-    if (args.count("interpolate")) request.latents.interpolate_side = int_flag(args, "interpolate", 1, 1000);
-    if (args.count("seeds")) request.latents.seeds = seeds_flag(args);
-    request.output_prefix = args["output"].as<std::string>();
-    request.formats = facegen::parse_formats(args["formats"].as<std::string>());
-    const std::vector<ReadFile> read_files = {{"input file", request.latents.path}, {"model file", request.model_path}};
-    check_output_prefix(request.output_prefix, read_files, request.formats);
-    request.backend.device = parse_device(args["device"].as<std::string>());
-    request.backend.cuda_device = static_cast<int>(int_flag(args, "gpu", 0, 1 << 20));
-    request.backend.precision = facegen::parse_precision(args["precision"].as<std::string>());
-    request.backend.max_batch = static_cast<int>(int_flag(args, "batch", 1, 1 << 20));
-    request.backend.threads = static_cast<int>(int_flag(args, "threads", 0, 4096));
-    request.sinks.mosaic_tiles = static_cast<int>(int_flag(args, "mosaic-tiles", 1, facegen::kMaxMosaicTiles));
-    request.sinks.threads = static_cast<int>(int_flag(args, "write-threads", 0, 4096));
-    grid_flags(args, request.formats, &request.sinks);
-    shard_flag(args, request.formats, &request.sinks);
-    png_level_flag(args, request.formats, &request.sinks);
-    // Taken as given: a chunk smaller than --batch makes GPU batches of the chunk's size.
-    request.chunk_images = args.count("chunk") ? int_flag(args, "chunk", 1, 1 << 20)
-                                               : facegen::default_chunk_images(request.formats, request.sinks);
-    if (args.count("summary-json")) {
-      request.summary_json_path = args["summary-json"].as<std::string>();
-      check_summary_path(request.summary_json_path, request.output_prefix, request.formats, read_files);
-    }
+    facegen::GenerateRequest request = request_from_flags(args);
     const bool quiet = args.count("quiet") > 0;
-    request.progress.style = facegen::progress_style_for(STDERR_FILENO, quiet);
-    request.progress.every_seconds = seconds_flag(args, "progress-every");
-
-    request.on_notice = [quiet](const std::string& notice) {
-      if (!quiet) say("facegen: " + notice);
-    };
     if (launch.kind == facegen::mpi::LaunchKind::Unusable) {
       say("facegen: " + launch.problem);
       return kExitUsage;
