@@ -4,6 +4,9 @@
 #   latency      one PNG (GET /v1/images/SEED.png) at concurrency 1: p50 and p99 over REQUESTS requests
 #   throughput   images/s at concurrency 1, 8, 64 and 256 with 1, 8 and 64 images per request
 #                (POST /v1/generate, format npy-u8 and png for one image), each for SECONDS seconds
+#   memory       the server's resident memory, sampled every second over MEMORY_SECONDS of mixed load
+#                (64 clients: 1, 8 or 64 images a request, png, npy-u8, tar and mosaic): the first
+#                sample after 5 s of warm-up, the last, and the most
 #   batch tool   images/s of `facegen --random N --formats npy-u8` for the same device and model,
 #                process start and model load included (as a client of the batch tool pays them)
 # Prints a table; records nothing. Runs on a GPU (DEVICE=cuda, the default auto) or the CPU.
@@ -80,6 +83,43 @@ for n in images:
         row.append(sum(counts) / seconds)
     print(f"{n:>3} a request " + "".join(f"{r:>10.0f}" for r in row))
 PY
+
+if [ "${MEMORY_SECONDS:-60}" != 0 ]; then
+/usr/bin/python3 - "$port" "$server" "${MEMORY_SECONDS:-60}" <<'PY'
+import concurrent.futures, http.client, json, re, sys, threading, time
+port, pid, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+def rss_kib():
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
+kinds = [(1, "png"), (8, "npy-u8"), (64, "npy-u8"), (8, "tar"), (16, "mosaic"), (64, "png")]
+def client(index, stop, counts):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    seed, k = index * 10**9, index
+    while not stop.is_set():
+        n, form = kinds[k % len(kinds)]
+        body = {"seeds": list(range(seed, seed + n))}
+        if not (n == 1 and form == "png"): body["format"] = form
+        conn.request("POST", "/v1/generate", json.dumps(body))
+        res = conn.getresponse()
+        res.read()
+        counts[index][0 if res.status == 200 else 1] += 1
+        seed, k = seed + n, k + 1
+stop, counts, samples = threading.Event(), [[0, 0] for _ in range(64)], []
+with concurrent.futures.ThreadPoolExecutor(64) as pool:
+    futures = [pool.submit(client, i, stop, counts) for i in range(64)]
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        time.sleep(1)
+        samples.append((time.monotonic() - start, rss_kib()))
+    stop.set()
+    for f in futures: f.result()
+warm = [kib for t, kib in samples if t >= 5] or [samples[-1][1]]
+answered, refused = sum(c[0] for c in counts), sum(c[1] for c in counts)
+print(f"memory over {seconds:.0f} s of mixed load at concurrency 64 ({answered} requests answered, {refused} refused): "
+      f"resident {warm[0] / 1024:.1f} MiB after 5 s, {warm[-1] / 1024:.1f} MiB at the end, at most {max(warm) / 1024:.1f} MiB")
+print("  every 10 s (MiB): " + " ".join(f"{kib / 1024:.1f}" for t, kib in samples[9::10]))
+PY
+fi
 
 total=${BATCH_IMAGES:-100000}
 start=$(date +%s.%N)
