@@ -6,7 +6,8 @@
 # One line per case ("  ok    NAME", "  FAIL  NAME: WHY", "  skip  NAME"), then suite_end prints the
 # summary and gives the exit status tests/run_all.sh reads: 0 all passed, 1 a case failed; skip_suite
 # ends a suite that cannot run here with 77 and one line saying why; wait_pid waits with a deadline;
-# deadline runs a command with one; on_exit (tests/lib/on_exit.sh) removes a suite's scratch files.
+# deadline runs a command with one; descendant_pids lists a process's children and theirs; on_exit
+# (tests/lib/on_exit.sh) removes a suite's scratch files.
 . tests/lib/on_exit.sh
 suite_name=$1
 passed=0
@@ -48,6 +49,19 @@ deadline() {
     return 124
   fi
   return $status
+}
+
+# descendant_pids PID: the pids below PID (not PID itself), breadth first: parents before children.
+descendant_pids() {
+  local frontier=$1 next pid
+  while [ -n "$frontier" ]; do
+    next=
+    for pid in $frontier; do
+      [ "$pid" = "$1" ] || echo "$pid"
+      next="$next $(ps -o pid= --ppid "$pid" 2> /dev/null | tr '\n' ' ')"
+    done
+    frontier=$(echo $next)
+  done
 }
 
 # skip_suite WHY...: "NAME: skipped: WHY", exit 77.

@@ -124,25 +124,12 @@ wait_stopped() {
   return 1
 }
 
-# descendants PID: the pids below PID, breadth first.
-descendants() {
-  local frontier=$1 next pid
-  while [ -n "$frontier" ]; do
-    next=
-    for pid in $frontier; do
-      [ "$pid" = "$1" ] || echo "$pid"
-      next="$next $(ps -o pid= --ppid "$pid" 2> /dev/null | tr '\n' ' ')"
-    done
-    frontier=$(echo $next)
-  done
-}
-
 # rank_pids JOB: the pids of the facegen ranks below JOB, once there are 2 of them (20 s at most).
 rank_pids() {
   local tries=0 pids pid
   while [ $tries -lt 400 ]; do
     pids=
-    for pid in $(descendants "$1"); do
+    for pid in $(descendant_pids "$1"); do
       [ "$(cat "/proc/$pid/comm" 2> /dev/null)" = facegen ] && pids="$pids $pid"
     done
     [ "$(echo $pids | wc -w)" = 2 ] && { echo $pids; return 0; }

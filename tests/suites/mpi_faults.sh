@@ -53,23 +53,10 @@ start_job() {
   job=$!
 }
 
-# job_descendants: the pids below the job started last, breadth first (parents before children).
-job_descendants() {
-  local frontier=$job next pid
-  while [ -n "$frontier" ]; do
-    next=
-    for pid in $frontier; do
-      [ "$pid" = "$job" ] || echo "$pid"
-      next="$next $(ps -o pid= --ppid "$pid" 2>/dev/null | tr '\n' ' ')"
-    done
-    frontier=$(echo $next)
-  done
-}
-
 # descendant_pid NAME: the pid of the first process named NAME below the job started last.
 descendant_pid() {
   local pid
-  for pid in $(job_descendants); do
+  for pid in $(descendant_pids "$job"); do
     [ "$(cat /proc/$pid/comm 2>/dev/null)" = "$1" ] && { echo "$pid"; return 0; }
   done
   return 1
@@ -79,7 +66,7 @@ descendant_pid() {
 # environment), among the job's descendants only.
 rank_pid() {
   local pid
-  for pid in $(job_descendants); do
+  for pid in $(descendant_pids "$job"); do
     if [ "$(cat /proc/$pid/comm 2>/dev/null)" = facegen ] &&
        tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
       echo "$pid"
