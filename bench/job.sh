@@ -4,6 +4,8 @@
 #
 #   bench/job.sh [DIR...]        default: /dev/shm/facegen-job (pre-faulted first) and the root disk
 #   N=1048576 PRECISIONS="fp32 bf16" PROG=build/facegen bench/job.sh
+#   RANKS=2 bench/job.sh         the program as RANKS MPI ranks on this host (mpirun --bind-to none),
+#                                each on its own GPU where there are as many
 #
 # For each folder it prints its write ceilings (build/facegen-bench-write: separate files and one
 # file, 1, 4 and 16 writers), then, per precision, one row per job: --random N into tar shards, npy-u8
@@ -17,6 +19,7 @@
 set -u
 cd "$(dirname "$0")/.."
 prog=${PROG:-build/facegen}
+ranks=${RANKS:-1}
 bench_write=${BENCH_WRITE:-build/facegen-bench-write}
 latents_tool=${LATENTS_TOOL:-build/make-latents}
 n=${N:-1048576}
@@ -26,12 +29,16 @@ device=${DEVICE:-cuda}
 for f in "$prog" "$bench_write" "$latents_tool"; do
   [ -x "$f" ] || { echo "job.sh: $f is missing (make all)"; exit 1; }
 done
+# The program as one process, or as RANKS ranks.
+launch=("$prog")
+[ "$ranks" -gt 1 ] &&
+  launch=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np "$ranks" --bind-to none "$prog")
 dirs=("$@")
 [ ${#dirs[@]} -gt 0 ] || dirs=(/dev/shm/facegen-job "${TMPDIR:-/var/tmp}/facegen-job")
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 
-echo "job.sh: $(date -u +%F), $("$prog" --version | head -2 | tr '\n' ' '), $(nproc) cores"
+echo "job.sh: $(date -u +%F), $("$prog" --version | head -2 | tr '\n' ' '), $(nproc) cores, $ranks rank(s)"
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name --format=csv,noheader
 text_latents=$(mktemp /tmp/facegen-job-latents.XXXXXX)
 "$latents_tool" --count 65536 --seed 3 --output "$text_latents" > /dev/null
@@ -62,7 +69,7 @@ row() {
   shift 3
   rm -rf "$dir/out" && mkdir -p "$dir/out"
   local start=$SECONDS
-  if ! timeout 900 "$prog" --device "$device" "$@" --output "$dir/out/r" --summary-json "$dir/summary.json" -q \
+  if ! timeout 900 "${launch[@]}" --device "$device" "$@" --output "$dir/out/r" --summary-json "$dir/summary.json" -q \
        2> "$dir/stderr"; then
     printf '  %-44s FAILED: %s\n' "$name" "$(head -c 200 "$dir/stderr")"
     return
@@ -107,7 +114,7 @@ for dir in "${dirs[@]}"; do
     row "$p --random 65536 -> mosaic-png" 65536 "$files_ceiling" --precision "$p" --random 65536 --formats mosaic-png
     row "$p 65,536 text latents -> txt,bmp" 65536 "$one_ceiling" --precision "$p" --input "$text_latents" --formats txt,bmp
     start=$(date +%s%N)
-    "$prog" --device "$device" --precision "$p" --random 1 --output "$dir/one" --formats png -q
+    "${launch[@]}" --device "$device" --precision "$p" --random 1 --output "$dir/one" --formats png -q
     printf '  %-44s wall %d ms\n' "$p one image (--random 1 -> png)" $((($(date +%s%N) - start) / 1000000))
     rm -rf "$dir/one"
   done

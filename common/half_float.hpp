@@ -4,7 +4,7 @@
 // tanh's outputs lie in [-1, 1], where float16 keeps 11 significant bits, so a value moves by at
 // most 2^-12 (2.4e-4), far inside bf16 arithmetic's own error. The host widens them back to float32
 // with halves_to_floats(), which is exact. float_to_half() is the CPU reference of the GPU's
-// rounding (kernels/image_half.cuh): to nearest, ties to even, as __float2half_rn.
+// rounding (kernels/image_output.cu): to nearest, ties to even, as __float2half_rn.
 #pragma once
 
 #include <cstddef>
