@@ -52,6 +52,19 @@ stack_room() {
   fi
 }
 stack_room
+# The address space: under ulimit -v of 60 to 100 MiB mpirun itself fails ("No network interfaces
+# were found") or dies of SIGSEGV in its PMIx server, and a rank needs more than 146 MiB; below
+# 128 MiB the job is refused in one line. Above it, a rank that runs out says so itself (exit 3).
+address_space_room() {
+  local limit least=131072
+  limit=$(ulimit -v)
+  if [ "$limit" != unlimited ] && [ "$limit" -lt $least ]; then
+    echo "run_parallel: the address-space limit (ulimit -v) is $limit KiB, too little for mpirun and a rank" \
+         "(at least $least KiB, 128 MiB): raise it (ulimit -v unlimited)" >&2
+    exit 1
+  fi
+}
+address_space_room
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 program=$here/build/facegen
@@ -248,6 +261,9 @@ summarize_mpirun_errors() {
     # OpenMPI failing to remove its shared-file-pointer files beside an output whose folder was moved
     # or replaced mid-run: the rank has said so in its own words.
     /^\[[^]]*\] mca_fs_base_file_delete: Could not remove file / { next }
+    # OpenMPI counting the help texts it held back (one rank out of memory, say) after a rank said why.
+    said && /^\[[^]]*\] [0-9]+ more process(es)? (has|have) sent help message / { next }
+    said && /^\[[^]]*\] Set MCA parameter "orte_base_help_aggregate" to 0/ { next }
     { print; fflush() }
     END { if (in_block) printf "%s", block }
   '

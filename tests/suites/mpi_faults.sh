@@ -9,7 +9,8 @@
 #     launcher finishes the commit from its journal: the new set whole, nothing left
 #   run_parallel.sh with descriptors 0, 1, 2 or all closed: outputs whole
 #   run_parallel.sh under a soft stack limit of 24 or 64 KiB: outputs whole; a hard one of 256 KiB:
-#     refused in one line
+#     refused in one line; under ulimit -v 150000: the rank's out-of-memory line, exit 3; under
+#     100000 (where mpirun itself fails): refused in one line
 #   a job with a rank killed beside a single process writing the same prefix: the other run's
 #     temporaries stay and its outputs are whole
 #   a model with finite weights that overflow (tconv1, tconv4): exit 1, one line naming the layer
@@ -254,6 +255,25 @@ for limit in "-S -s 24" "-S -s 64" "-s 256"; do
     pass "run_parallel.sh under ulimit $limit: outputs identical to one process"
   else
     fail "run_parallel.sh under ulimit $limit" "status $got: $(head -c 300 "$work/stderr")"
+  fi
+done
+
+# Under ulimit -v 150000 (146 MiB) a rank runs out of memory: exit 3, its one line, nothing written,
+# and none of OpenMPI's count of the help texts it held back after the rank said why. Under 100000
+# mpirun itself fails or crashes: the launcher refuses it in one line before anything starts.
+for limit in 150000 100000; do
+  rm -rf "$work/stack" && mkdir -p "$work/stack"
+  (ulimit -v $limit && exec timeout 120 ./run_parallel.sh --program "$prog" --model "$model" --random 64 \
+     --output "$work/stack/r" --ranks-per-node 2 -- --device cpu --formats npy -q) > /dev/null 2> "$work/stderr"
+  got=$?
+  if [ $limit = 150000 ] && [ $got = 3 ] && grep -q "^facegen: error on rank [01] (host [^)]*): out of host memory" "$work/stderr" &&
+     ! grep -qE "sent help message|orte_base_help_aggregate" "$work/stderr" && [ -z "$(ls -A "$work/stack")" ]; then
+    pass "run_parallel.sh under ulimit -v $limit: exit 3, the rank's line, nothing written"
+  elif [ $limit = 100000 ] && [ $got = 1 ] && [ "$(wc -l < "$work/stderr")" = 1 ] &&
+       grep -q "^run_parallel: the address-space limit (ulimit -v) is 100000 KiB" "$work/stderr" && [ -z "$(ls -A "$work/stack")" ]; then
+    pass "run_parallel.sh under ulimit -v $limit: refused in one line: $(cat "$work/stderr")"
+  else
+    fail "run_parallel.sh under ulimit -v $limit" "status $got, $(ls -A "$work/stack" | wc -l) entries: $(tail -c 400 "$work/stderr")"
   fi
 done
 
