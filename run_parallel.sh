@@ -52,15 +52,16 @@ stack_room() {
   fi
 }
 stack_room
-# The address space: under ulimit -v of 60 to 100 MiB mpirun itself fails ("No network interfaces
-# were found") or dies of SIGSEGV in its PMIx server, and a rank needs more than 146 MiB; below
-# 128 MiB the job is refused in one line. Above it, a rank that runs out says so itself (exit 3).
+# The address space: mpirun itself maps about 270 MiB for a job of two ranks, and under less it fails
+# ("No network interfaces were found"), dies of SIGSEGV in its PMIx server, or hangs for good once a
+# rank has died (seen at ulimit -v 150000). Below 512 MiB the job is refused in one line. Above it, a
+# rank that runs out says so itself (exit 3).
 address_space_room() {
-  local limit least=131072
+  local limit least=524288
   limit=$(ulimit -v)
   if [ "$limit" != unlimited ] && [ "$limit" -lt $least ]; then
-    echo "run_parallel: the address-space limit (ulimit -v) is $limit KiB, too little for mpirun and a rank" \
-         "(at least $least KiB, 128 MiB): raise it (ulimit -v unlimited)" >&2
+    echo "run_parallel: the address-space limit (ulimit -v) is $limit KiB, too little for mpirun and its ranks" \
+         "(at least $least KiB, 512 MiB): raise it (ulimit -v unlimited)" >&2
     exit 1
   fi
 }
@@ -284,8 +285,15 @@ serve_stop=0
 on_signal() {  # on_signal STATUS SIGNAL
   [ "$interrupted" -eq 0 ] || return 0
   interrupted=$1
-  local pid
-  pid=$(pgrep -P "$job" -x "$(basename "${cmd[0]}")" 2>/dev/null | head -n1)
+  # The launcher: the job itself, or, where the job is the pipeline into the error summary (below),
+  # the process of that pipeline that is not the summary's awk (found by what it is, not by its name,
+  # which a wrapper script does not carry).
+  local pid= child
+  if [ "$summarized" = 1 ]; then
+    for child in $(pgrep -P "$job" 2> /dev/null); do
+      [ "$(cat "/proc/$child/comm" 2> /dev/null)" = awk ] || { pid=$child; break; }
+    done
+  fi
   local signal=$2
   # The service stops by itself on SIGUSR2, which mpirun forwards to every rank; on SIGTERM or SIGINT
   # mpirun would kill the ranks a few seconds later, requests in flight or not. A second signal
@@ -296,10 +304,29 @@ on_signal() {  # on_signal STATUS SIGNAL
     interrupted=0
   fi
   kill -"$signal" "${pid:-$job}" 2>/dev/null || true
+  # A launcher that has not ended stop_seconds after the signal (15, or FACEGEN_STOP_SECONDS; an
+  # mpirun deadlocked on its own, as once under ulimit -v 150000) is killed with its ranks, so that
+  # the job does stop. Not for the service's graceful stop (SIGUSR2): it first answers what it took.
+  [ "$signal" = USR2 ] || [ -n "$stop_watch" ] || start_stop_watch "$signal"
+}
+stop_seconds=${FACEGEN_STOP_SECONDS:-15}
+stop_watch=
+start_stop_watch() {  # start_stop_watch SIGNAL: in the background, SIGKILL for what of the job's process group is left after stop_seconds
+  local launcher_pid=${pid:-$job}
+  (
+    trap '' INT TERM  # a second Ctrl-C reaches this process group too: the deadline stays
+    for _ in $(seq $((stop_seconds * 10))); do kill -0 -- -"$job" 2> /dev/null || exit 0; sleep 0.1; done
+    echo "run_parallel: the launcher (${cmd[0]}) had not stopped $stop_seconds s after SIG$1: killed, with its ranks" >&2
+    pkill -KILL -P "$launcher_pid" 2> /dev/null
+    kill -KILL -- -"$job" 2> /dev/null
+  ) &
+  stop_watch=$!
 }
 set +e
 set -m
+summarized=0
 if [ "${cmd[0]}" = mpirun ] && [ "$serve" = 0 ]; then
+  summarized=1
   # stderr through the summary, stdout straight through (the service's lines go straight through:
   # the summary's awk reads its input in blocks, and rank 0 says at once where it listens).
   { "${cmd[@]}" 2>&1 1>&3 3>&- | summarize_mpirun_errors >&2; exit "${PIPESTATUS[0]}"; } 3>&1 < /dev/null &
@@ -317,6 +344,8 @@ while kill -0 "$job" 2>/dev/null; do  # a wait that a signal cut short
   status=$?
 done
 trap - INT TERM
+# After a stop signal: until every process of the job's group has ended, or the deadline has killed them.
+[ -z "$stop_watch" ] || wait "$stop_watch" 2> /dev/null
 set -e
 # A service that stopped cleanly on the signal (every accepted request answered) exits 0, as one
 # process of it does.
