@@ -110,7 +110,6 @@ else
 fi
 [[ $ranks_per_node =~ ^[1-9][0-9]*$ ]] || die "--ranks-per-node must be a positive integer, got '$ranks_per_node'"
 [ -x "$program" ] || die "$program is missing: run make first"
-
 if [ "$serve" = 1 ]; then
   facegen_args=(serve ${model:+--model "$model"} "$@")
 else
@@ -311,7 +310,9 @@ on_signal() {  # on_signal STATUS SIGNAL
 }
 stop_seconds=${FACEGEN_STOP_SECONDS:-15}
 stop_watch=
-start_stop_watch() {  # start_stop_watch SIGNAL: in the background, SIGKILL for what of the job's process group is left after stop_seconds
+# start_stop_watch SIGNAL: in the background, after stop_seconds, SIGKILL for what is left of the
+# job's process group and for the launcher's children (the ranks on this node).
+start_stop_watch() {
   local launcher_pid=${pid:-$job}
   (
     trap '' INT TERM  # a second Ctrl-C reaches this process group too: the deadline stays
