@@ -24,7 +24,6 @@
 #include "bench/fma_peak.hpp"
 #include "common/clock.hpp"
 #include "common/model_spec.hpp"
-#include "common/thread_pool.hpp"
 #include "common/threads.hpp"
 #include "generator/backend.hpp"
 #include "generator/network.hpp"
@@ -111,7 +110,7 @@ double image_flops(const ModelSpec& spec) {
 // Each fast layer alone on `batch` images: seconds and GFLOP/s, best of `rounds`; then the images
 // per CPU-second that the layers' CPU times add up to. Lines start with `label`.
 void time_layers(const char* label, const Layers& net, CpuIsa isa, int64_t batch, int rounds,
-                 ThreadPool& pool) {
+                 ThreadShare& pool) {
   std::vector<std::vector<float>> act(kNumStages);
   for (int s = 0; s < kNumStages; ++s)
     act[s].assign(batch * padded_floats(net.tconv[s].size_in, net.tconv[s].c_in), 0.5f);
@@ -189,7 +188,7 @@ int main(int argc, char** argv) {
   std::vector<float> images(n * kImageValues);
 
   {
-    ThreadPool pool(threads);
+    ThreadShare pool(threads);
     time_layers("layer", layers_of(net), isa, 16, rounds, pool);
     time_layers("dcgan-k4", layers_of(tutorial_net), isa, 16, rounds, pool);
   }

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/thread_pool.hpp"
+#include "common/threads.hpp"
 #include "generator/backend.hpp"
 #include "generator/network.hpp"
 #include "kernels/cpu/phase_gemm_cpu.hpp"
@@ -88,7 +88,7 @@ class CpuBackend : public Backend {
   std::atomic<int64_t>* images_done_;  // progress, may be null
   int latent_dim_;                     // nz
   int64_t image_values_ = 0;           // 64 * 64 * nc
-  ThreadPool pool_;  // started once, shared by every layer of every pass
+  ThreadShare pool_;  // started once, shared by every layer of every pass
   int64_t group_;    // images per group from stage kGroupFrom on
   PackedLayer projection_;
   PackedLayer tconv_[kNumStages];

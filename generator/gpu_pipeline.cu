@@ -7,7 +7,6 @@
 
 #include "common/cuda_check.cuh"
 #include "common/half_float.hpp"
-#include "common/thread_pool.hpp"
 #include "common/threads.hpp"
 #include "generator/network.hpp"
 #include "kernels/image_output.hpp"
@@ -64,7 +63,7 @@ GpuPipeline::GpuPipeline(const float* network_floats, const ModelSpec& spec, Pre
   chunks_ = (max_batch + kChunkImages - 1) / kChunkImages;
   CUDA_CHECK(cudaSetDevice(device));
   net_ = std::make_unique<DeviceNetwork>(network_floats, spec, precision);
-  copier_ = std::make_unique<ThreadPool>(std::min(8, available_cpus()));
+  copier_ = std::make_unique<ThreadShare>(std::min(8, available_cpus()));
   CUDA_CHECK(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&download_, cudaStreamNonBlocking));

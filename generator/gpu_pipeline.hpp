@@ -42,7 +42,7 @@
 
 namespace facegen {
 
-class ThreadPool;
+class ThreadShare;
 
 // How a run's images cross PCIe: float32, float16 for bf16, or 8-bit RGB pixels for a run of 8-bit
 // formats (see above). The one decision.
@@ -140,7 +140,7 @@ class GpuPipeline {
   int device_;
   int chunks_;  // download chunks of a full batch
   std::unique_ptr<DeviceNetwork> net_;
-  std::unique_ptr<ThreadPool> copier_;  // copies out of pinned memory (one thread moves ~4-10 GB/s)
+  std::unique_ptr<ThreadShare> copier_;  // copies out of pinned memory (one thread moves ~4-10 GB/s)
   cudaStream_t upload_ = nullptr, compute_ = nullptr, download_ = nullptr;
   void* act_[4] = {};
   float* d_latents_[kDeviceSlots] = {};

@@ -144,7 +144,7 @@ void relu_panel(const PhaseGemmKernels& k, const PackedLayer& layer, int k0,
 }  // namespace
 
 void projection_relu_fast(const PackedLayer& layer, const float* z, int64_t n, float* out,
-                          ThreadPool& pool) {
+                          ThreadShare& pool) {
   const PhaseGemmKernels& k = checked_kernels(layer, false);
   const int size = 4, channels = layer.c_out / 16;
   const int64_t panels = ceil_div(layer.c_out, k.panel_width);
@@ -177,7 +177,7 @@ namespace {
 // the tile's weight and bias and calls a kernel; dst_at(image, oy, ox) is the output pixel.
 template <class Run, class DstAt>
 void for_each_tile(const PackedLayer& layer, int tile_rows, int64_t blocks, const float* in,
-                   int64_t n, Run run, DstAt dst_at, ThreadPool& pool) {
+                   int64_t n, Run run, DstAt dst_at, ThreadShare& pool) {
   const int h = layer.size_in;
   const int64_t rows_total = n * h * h;
   const int64_t tiles = ceil_div(rows_total, tile_rows);
@@ -227,7 +227,7 @@ int64_t phase_start(const PackedLayer& layer, int q) {
 }  // namespace
 
 void tconv_relu_fast(const PackedLayer& layer, const float* in, int64_t n, float* out,
-                     bool planar_out, ThreadPool& pool) {
+                     bool planar_out, ThreadShare& pool) {
   const PhaseGemmKernels& k = checked_kernels(layer, false);
   const int out_size = 2 * layer.size_in;
   const int64_t out_image = padded_floats(out_size, layer.c_out);
@@ -254,7 +254,7 @@ void tconv_relu_fast(const PackedLayer& layer, const float* in, int64_t n, float
 }
 
 void tconv_tanh_fast(const PackedLayer& layer, const float* in, int64_t n, float* images,
-                     ThreadPool& pool) {
+                     ThreadShare& pool) {
   const PhaseGemmKernels& k = checked_kernels(layer, true);
   const bool grey = layer.c_out == 1;
   const int rows = grey ? k.tanh_grey_rows : k.tanh_rgb_rows;

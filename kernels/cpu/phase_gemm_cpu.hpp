@@ -25,7 +25,7 @@
 
 #include "common/cpu_isa.hpp"
 #include "common/model_shape.hpp"
-#include "common/thread_pool.hpp"
+#include "common/threads.hpp"
 
 namespace facegen {
 
@@ -57,15 +57,15 @@ inline int64_t padded_floats(int size, int channels) {
 
 // z (n, k_in) -> out (n, 6, 6, c) padded, c = k_out / 16: relu(bn0(z W + b)).
 void projection_relu_fast(const PackedLayer& layer, const float* z, int64_t n, float* out,
-                          ThreadPool& pool);
+                          ThreadShare& pool);
 // in (n, h + 2, h + 2, c_in) padded -> out (n, 2h + 2, 2h + 2, c_out) padded: relu(bn(tconv(in))).
 // planar_out: out is channel-planar instead, (n, 2h + 2, c_out, 2h + 2), the last layer's input.
 void tconv_relu_fast(const PackedLayer& layer, const float* in, int64_t n, float* out,
-                     bool planar_out, ThreadPool& pool);
+                     bool planar_out, ThreadShare& pool);
 // in (n, h + 2, c_in, h + 2) padded, channel-planar -> images (n, 2h, 2h, c_out), c_out 1 or 3:
 // tanh(tconv(in)). Its vectors run along the output columns (3 channels are too few to vectorise
 // over).
 void tconv_tanh_fast(const PackedLayer& layer, const float* in, int64_t n, float* images,
-                     ThreadPool& pool);
+                     ThreadShare& pool);
 
 }  // namespace facegen
