@@ -116,7 +116,7 @@ endif
 # Library sources, lowest layer first: common/ (shapes, precision, errors, threads, clock), kernels/,
 # generator/ (the model and its backends), files/ (latent readers, output formats), run/ (the
 # single-process driver, its progress display and run summary); the program's main is apart.
-LIB_DIRS := common kernels kernels/cpu generator files run serve app
+LIB_DIRS := common kernels kernels/cpu generator files engine run serve app
 LIB_CPP := $(filter-out app/main.cpp generator/cuda_unavailable.cpp,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp)))
 ifeq ($(CUDA),1)
 LIB_CU  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu))

@@ -498,8 +498,7 @@ facegen::GenerateRequest request_from_flags(const cxxopts::ParseResult& args) {
   shard_flag(args, request.formats, &request.sinks);
   png_level_flag(args, request.formats, &request.sinks);
   // Taken as given: a chunk smaller than --batch makes GPU batches of the chunk's size.
-  request.chunk_images = args.count("chunk") ? int_flag(args, "chunk", 1, 1 << 20)
-                                             : facegen::default_chunk_images(request.formats, request.sinks);
+  request.chunk_images = args.count("chunk") ? int_flag(args, "chunk", 1, 1 << 20) : 0;
   if (args.count("summary-json")) {
     request.summary_json_path = args["summary-json"].as<std::string>();
     check_summary_path(request.summary_json_path, request.output_prefix, request.formats, read_files);

@@ -1,17 +1,19 @@
 // image_sink.cpp: the single-process driver of every output format (see image_sink.hpp).
 //
-// A run handed to append() is cut into pieces written by several threads at once, each piece at its
-// own offsets (through OutputFiles: pwrite, or mapped writes where the first runs found them
-// faster). Records (txt lines, tar samples) are made in sub-runs of a few images per thread, so their
-// buffers stay small whatever the chunk size: made in parallel, placed at the running end of each
-// file (RecordEnds), written in parallel. A chunk that spans shards writes several of them at once.
+// A run is cut into pieces written by several threads at once, each piece at its own offsets (through
+// OutputFiles: pwrite, or mapped writes where the first runs found them faster). Records (txt lines,
+// tar samples) are made in parallel, placed at the running end of their file and written in
+// parallel: by append() in sub-runs of a few images per thread, so that their buffers stay small
+// whatever the run, or by the output engine, which takes the same steps for several runs at once.
 #include "files/image_sink.hpp"
 
 #include <algorithm>
-#include <chrono>
+#include <atomic>
+#include <mutex>
 #include <stdexcept>
 #include <utility>
 
+#include "common/clock.hpp"
 #include "common/model_shape.hpp"
 #include "common/threads.hpp"
 #include "files/mapped_write.hpp"
@@ -30,8 +32,7 @@ class FormatSink : public ImageSink {
   FormatSink(OutputLayout layout, const SinkOptions& options)
       : layout_(std::move(layout)),
         files_(FileList{layout_.file_count(), [this](size_t file) { return layout_.file(file); }}),
-        threads_(resolve_threads(options.threads)),
-        record_ends_(layout_) {
+        threads_(resolve_threads(options.threads)) {
     // The first file now, so that a directory that cannot take it fails before any computing; the
     // others (numbered mosaics) as their first image comes.
     files_.create(0);
@@ -40,33 +41,66 @@ class FormatSink : public ImageSink {
   using ImageSink::append;
   int image_channels() const override { return layout_.image_channels(); }
 
+  // In order, run after run: the engine's steps one after the other, a file of records at a time.
   void append(const ImageRun& images, int64_t first, int64_t count) override {
     const int64_t total = layout_.total_images();
-    if (first != written_ || count < 0 || count > total - written_) {
+    if (first != appended_ || count < 0 || count > total - appended_) {
       throw std::logic_error("sink " + path() + ": got images [" + std::to_string(first) + ", " +
-                             std::to_string(first + count) + ") after " + std::to_string(written_) + " of " +
+                             std::to_string(first + count) + ") after " + std::to_string(appended_) + " of " +
                              std::to_string(total) + "; runs must be consecutive and in order");
     }
-    files_.use_mapped_writes(way_.mapped_now());
-    const int64_t bytes_before = files_.bytes_written();
-    const auto start = std::chrono::steady_clock::now();
-    if (layout_.writes_records()) {
+    if (!layout_.writes_records()) {
+      make_run(images, first, count, record_run_, threads_);
+    } else {
+      // Sub-runs of a few images per thread, so the records' buffers stay small whatever the run.
       const int64_t step =
           (layout_.format() == OutputFormat::Text ? kTextImagesPerThread : kTarImagesPerThread) * threads_;
-      for (int64_t done = 0; done < count; done += step) {
-        const int64_t run = std::min(step, count - done);
-        const auto files = layout_.files_of(first + done, run);
-        auto place = [&](const std::vector<int64_t>& bytes) {
-          return record_ends_.place(files, std::vector<int64_t>(bytes.size(), 0), bytes);
-        };
-        write_record_run(layout_, images.skip(done), first + done, run, files, threads_,
-                         record_blocks_, place, files_);
+      for (int64_t done = 0; done < count;) {
+        const int64_t file = record_file(first + done);
+        const OutputFile spec = layout_.file(static_cast<size_t>(file));
+        const int64_t run = std::min({step, count - done, spec.first + spec.count - (first + done)});
+        const ImageRun part = images.skip(done);
+        const int64_t bytes = make_run(part, first + done, run, record_run_, threads_);
+        if (file != end_file_) {
+          end_file_ = file;
+          end_ = record_file_begin(file);
+        }
+        write_records(part, first + done, run, record_run_, end_, threads_);
+        end_ += bytes;
+        done += run;
       }
-    } else {
-      layout_.write_run_threaded(images, first, count, files_, threads_);
     }
-    way_.ran(files_.bytes_written() - bytes_before,
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    appended_ += count;
+  }
+
+  int64_t record_file(int64_t first) const override {
+    return layout_.writes_records() ? static_cast<int64_t>(layout_.file_of_image(first)) : -1;
+  }
+  int64_t record_file_begin(int64_t file) const override {
+    return static_cast<int64_t>(layout_.file(static_cast<size_t>(file)).header.size());
+  }
+  int64_t record_file_images(int64_t file) const override { return layout_.file(static_cast<size_t>(file)).count; }
+
+  int64_t make_run(const ImageRun& images, int64_t first, int64_t count, RecordRun& records, int threads) override {
+    const auto start = Clock::now();
+    if (!layout_.writes_records()) {
+      use_way();
+      const int64_t bytes_before = files_.bytes_written();
+      layout_.write_run_threaded(images, first, count, files_, threads);
+      way_ran(files_.bytes_written() - bytes_before, seconds_since(start));
+      written_ += count;
+      return 0;
+    }
+    records.make(layout_, images, first, count, layout_.files_of(first, count), threads);
+    return records.bytes();
+  }
+
+  void write_records(const ImageRun&, int64_t, int64_t count, const RecordRun& records, int64_t start,
+                     int threads) override {
+    use_way();
+    const auto begin = Clock::now();
+    records.write({start}, files_, threads);
+    way_ran(records.bytes(), seconds_since(begin));
     written_ += count;
   }
 
@@ -79,7 +113,7 @@ class FormatSink : public ImageSink {
     if (layout_.format() == OutputFormat::MosaicPng) {
       for (size_t k = 0; k < layout_.file_count(); k += 2) layout_.encode_png(k, files_, threads_);
     }
-    std::vector<std::vector<char>>().swap(record_blocks_);
+    record_run_ = RecordRun();
     files_.finish();
     return files_.renames();
   }
@@ -94,13 +128,27 @@ class FormatSink : public ImageSink {
   }
 
  private:
+  // The way of writing for the next run (WriteWayTrial: runs that overlap blur its trials, never
+  // the bytes), and a run's rate for it.
+  void use_way() {
+    std::lock_guard<std::mutex> lock(way_mutex_);
+    files_.use_mapped_writes(way_.mapped_now());
+  }
+  void way_ran(int64_t bytes, double seconds) {
+    std::lock_guard<std::mutex> lock(way_mutex_);
+    way_.ran(bytes, seconds);
+  }
+
   OutputLayout layout_;
   OutputFiles files_;
   int threads_;
-  int64_t written_ = 0;
-  RecordEnds record_ends_;  // txt, tar: where the next run's records go in each file
+  std::atomic<int64_t> written_{0};  // images written, by append() or the engine's steps
+  int64_t appended_ = 0;             // images given to append()
+  std::mutex way_mutex_;
   WriteWayTrial way_;       // pwrite or mapped writes, by measuring the first runs
-  std::vector<std::vector<char>> record_blocks_;
+  RecordRun record_run_;    // append()'s records
+  int64_t end_file_ = -1;   // append(): the file of records being written, and where its next go
+  int64_t end_ = 0;
 };
 
 std::string without_extension(const std::string& path, const char* extension) {

@@ -8,6 +8,7 @@
 // all together or not at all. Destroying a sink that was not committed leaves no file behind.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -38,6 +39,27 @@ class ImageSink {
   // sizes on disk: a mosaic's unused tiles are never written yet take their place in the file.
   virtual std::vector<std::string> final_paths() const { return {}; }
   void commit();  // this sink alone: finish(), then commit_sinks({this})
+
+  // The steps of append() as the output engine takes them (engine/output_engine.hpp), so that it
+  // writes several runs of a sink at once. A format of records (txt, tar) adds each run to the end
+  // of its file (record_file(first), a run never spans two): make_run() makes the records (into
+  // `records`, any thread, any order) and returns their bytes; the engine then places the runs of a
+  // file in image order, the first after record_file_begin() bytes, and write_records() writes each
+  // at its start (any thread, any order). A format of fixed offsets (record_file -1) writes the whole
+  // run in make_run(). By default a sink is one file of records written by append() in the ordered
+  // step, which is what a sink that knows nothing of the engine needs.
+  virtual int64_t record_file(int64_t first) const { (void)first; return 0; }
+  virtual int64_t record_file_begin(int64_t file) const { (void)file; return 0; }
+  virtual int64_t record_file_images(int64_t file) const { (void)file; return INT64_MAX; }
+  virtual int64_t make_run(const ImageRun& images, int64_t first, int64_t count, RecordRun& records, int threads) {
+    (void)images, (void)first, (void)count, (void)records, (void)threads;
+    return 0;
+  }
+  virtual void write_records(const ImageRun& images, int64_t first, int64_t count, const RecordRun& records,
+                             int64_t start, int threads) {
+    (void)records, (void)start, (void)threads;
+    append(images, first, count);
+  }
 };
 
 // finish() on every sink, then every rename at once (commit_all_or_nothing), then committed().

@@ -44,7 +44,7 @@ class MemoryWriter : public FileWriter {
 void write_records(const OutputLayout& layout, const float* images, MemoryWriter& out, int threads) {
   const int64_t total = layout.total_images();
   const std::pair<size_t, size_t> files = total > 0 ? layout.files_of(0, total) : std::pair<size_t, size_t>{0, 0};
-  std::vector<std::vector<char>> blocks;
+  RecordRun blocks;
   auto place = [&](const std::vector<int64_t>& bytes) {
     std::vector<int64_t> start(bytes.size());
     for (size_t k = 0; k < bytes.size(); ++k) {

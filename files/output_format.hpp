@@ -235,18 +235,37 @@ class OutputLayout {
 };
 
 // Variable-length records in numbered files (txt: one file, its lines; tar: a file per shard, its
-// samples). The records of images [first, first + count) (images: float32 values, or 8-bit pixels for tar) are made on
-// `threads` threads into `blocks` (reused between calls; one per piece of the run); then
-// place(bytes) is told, for each file of `files` = [begin, end) (files.first + k for bytes[k]), the
-// run's bytes in it, and returns where the run's records start in each; they are written there
-// through `out`, in parallel, one call per piece and file, and images_written() tells each file its
-// images. `files` covers files_of(first, count) and may be wider (an MPI round's files over every
-// rank); place is called exactly once, also for an empty run (MPI ranks exchange byte counts in it).
-// Returns the run's bytes.
+// samples), made before they are placed. make() makes the records of images [first, first + count)
+// (images: float32 values, or 8-bit pixels for tar) on up to `threads` threads, into blocks kept for
+// the next make(); file_bytes()[k] is then the run's bytes in file files.first + k, where `files`
+// covers files_of(first, count) and may be wider (an MPI round's files over every rank). Once the
+// driver knows where the run's records start in each file (start[k]: after the bytes before them),
+// write() writes them there through `out`, in parallel, one call per piece and file, and
+// images_written() tells each file its images.
+class RecordRun {
+ public:
+  void make(const OutputLayout& layout, const ImageRun& images, int64_t first, int64_t count,
+            std::pair<size_t, size_t> files, int threads);
+  const std::vector<int64_t>& file_bytes() const { return file_bytes_; }
+  int64_t bytes() const { return bytes_; }
+  void write(const std::vector<int64_t>& start, FileWriter& out, int threads) const;
+
+ private:
+  const OutputLayout* layout_ = nullptr;
+  int64_t first_ = 0, count_ = 0, pieces_ = 0, bytes_ = 0;
+  std::pair<size_t, size_t> files_;
+  std::vector<std::vector<char>> blocks_;  // one per piece of the run, kept between runs
+  std::vector<int64_t> record_bytes_;      // (count): each image's record
+  std::vector<int64_t> record_at_;         // (count): where it starts among the run's records of its file
+  std::vector<int64_t> file_bytes_;        // per file of files_
+};
+
+// make(), then place(file_bytes()) (called exactly once, also for an empty run: MPI ranks exchange
+// byte counts in it), then write() at what it returns. Returns the run's bytes.
 using RecordPlace = std::function<std::vector<int64_t>(const std::vector<int64_t>& bytes)>;
 int64_t write_record_run(const OutputLayout& layout, const ImageRun& images, int64_t first, int64_t count,
-                         std::pair<size_t, size_t> files, int threads, std::vector<std::vector<char>>& blocks,
-                         const RecordPlace& place, FileWriter& out);
+                         std::pair<size_t, size_t> files, int threads, RecordRun& run, const RecordPlace& place,
+                         FileWriter& out);
 
 // Where the next records of each file go, for a driver that writes runs in order: a file's first
 // records start after its header; each run's records follow the run before. Holds only the files
@@ -266,7 +285,7 @@ class RecordEnds {
 
 // txt alone, for tests and benchmarks: the lines of a run of images (count, image_values), placed by
 // `place(run_bytes)`, which returns where the run's text starts in the file (file 0 of `out`).
-int64_t write_text_run(const float* images, int64_t count, int threads, std::vector<std::vector<char>>& blocks,
+int64_t write_text_run(const float* images, int64_t count, int threads, RecordRun& run,
                        const std::function<int64_t(int64_t)>& place, FileWriter& out,
                        int64_t image_values = kImageValues);
 

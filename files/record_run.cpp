@@ -17,53 +17,67 @@
 
 namespace facegen {
 
-int64_t write_record_run(const OutputLayout& layout, const ImageRun& images, int64_t first, int64_t count,
-                         std::pair<size_t, size_t> files, int threads, std::vector<std::vector<char>>& blocks,
-                         const RecordPlace& place, FileWriter& out) {
-  const int64_t pieces = std::max<int64_t>(1, std::min<int64_t>(resolve_threads(threads), count));
-  if (static_cast<int64_t>(blocks.size()) < pieces) blocks.resize(static_cast<size_t>(pieces));
-  std::vector<int64_t> record_bytes(static_cast<size_t>(count));  // each image's record
-  parallel_for(count > 0 ? pieces : 0, threads, [&](int64_t first_piece, int64_t end_piece) {
+void RecordRun::make(const OutputLayout& layout, const ImageRun& images, int64_t first, int64_t count,
+                     std::pair<size_t, size_t> files, int threads) {
+  layout_ = &layout;
+  first_ = first;
+  count_ = count;
+  files_ = files;
+  pieces_ = std::max<int64_t>(1, std::min<int64_t>(resolve_threads(threads), count));
+  if (static_cast<int64_t>(blocks_.size()) < pieces_) blocks_.resize(static_cast<size_t>(pieces_));
+  record_bytes_.assign(static_cast<size_t>(count), 0);
+  parallel_for(count > 0 ? pieces_ : 0, threads, [&](int64_t first_piece, int64_t end_piece) {
     for (int64_t b = first_piece; b < end_piece; ++b) {
-      std::vector<char>& block = blocks[static_cast<size_t>(b)];
+      std::vector<char>& block = blocks_[static_cast<size_t>(b)];
       size_t used = 0;
-      for (int64_t i = count * b / pieces; i < count * (b + 1) / pieces; ++i) {
+      for (int64_t i = count * b / pieces_; i < count * (b + 1) / pieces_; ++i) {
         const size_t end = layout.append_record(images, i, first + i, block, used);
-        record_bytes[static_cast<size_t>(i)] = static_cast<int64_t>(end - used);
+        record_bytes_[static_cast<size_t>(i)] = static_cast<int64_t>(end - used);
         used = end;
       }
     }
   });
   // Where each record starts among the run's records of its file.
-  std::vector<int64_t> file_bytes(files.second - files.first, 0);
-  std::vector<int64_t> record_at(static_cast<size_t>(count));
-  int64_t bytes = 0;
+  file_bytes_.assign(files.second - files.first, 0);
+  record_at_.assign(static_cast<size_t>(count), 0);
+  bytes_ = 0;
   for (int64_t i = 0; i < count; ++i) {
     const size_t f = layout.file_of_image(first + i);
-    if (f < files.first || f >= files.second) throw std::logic_error("write_record_run: a record outside its files");
-    record_at[static_cast<size_t>(i)] = file_bytes[f - files.first];
-    file_bytes[f - files.first] += record_bytes[static_cast<size_t>(i)];
-    bytes += record_bytes[static_cast<size_t>(i)];
+    if (f < files.first || f >= files.second) throw std::logic_error("RecordRun: a record outside its files");
+    record_at_[static_cast<size_t>(i)] = file_bytes_[f - files.first];
+    file_bytes_[f - files.first] += record_bytes_[static_cast<size_t>(i)];
+    bytes_ += record_bytes_[static_cast<size_t>(i)];
   }
-  const std::vector<int64_t> start = place(file_bytes);
-  parallel_for(bytes > 0 ? pieces : 0, threads, [&](int64_t first_piece, int64_t end_piece) {
+}
+
+void RecordRun::write(const std::vector<int64_t>& start, FileWriter& out, int threads) const {
+  parallel_for(bytes_ > 0 ? pieces_ : 0, threads, [&](int64_t first_piece, int64_t end_piece) {
     for (int64_t b = first_piece; b < end_piece; ++b) {
-      const char* data = blocks[static_cast<size_t>(b)].data();
+      const char* data = blocks_[static_cast<size_t>(b)].data();
       // The piece's images, a group per file: their records are contiguous in the block and in the file.
-      for (int64_t i = count * b / pieces, end = count * (b + 1) / pieces; i < end;) {
-        const size_t f = layout.file_of_image(first + i);
+      for (int64_t i = count_ * b / pieces_, end = count_ * (b + 1) / pieces_; i < end;) {
+        const size_t f = layout_->file_of_image(first_ + i);
         int64_t group_end = i, group_bytes = 0;
-        while (group_end < end && layout.file_of_image(first + group_end) == f) {
-          group_bytes += record_bytes[static_cast<size_t>(group_end++)];
+        while (group_end < end && layout_->file_of_image(first_ + group_end) == f) {
+          group_bytes += record_bytes_[static_cast<size_t>(group_end++)];
         }
-        if (group_bytes > 0) out.write_at(f, start[f - files.first] + record_at[static_cast<size_t>(i)], data, group_bytes);
+        if (group_bytes > 0) {
+          out.write_at(f, start[f - files_.first] + record_at_[static_cast<size_t>(i)], data, group_bytes);
+        }
         out.images_written(f, group_end - i);
         data += group_bytes;
         i = group_end;
       }
     }
   });
-  return bytes;
+}
+
+int64_t write_record_run(const OutputLayout& layout, const ImageRun& images, int64_t first, int64_t count,
+                         std::pair<size_t, size_t> files, int threads, RecordRun& run, const RecordPlace& place,
+                         FileWriter& out) {
+  run.make(layout, images, first, count, files, threads);
+  run.write(place(run.file_bytes()), out, threads);
+  return run.bytes();
 }
 
 std::vector<int64_t> RecordEnds::place(std::pair<size_t, size_t> files, const std::vector<int64_t>& before,
@@ -84,13 +98,13 @@ std::vector<int64_t> RecordEnds::place(std::pair<size_t, size_t> files, const st
   return start;
 }
 
-int64_t write_text_run(const float* images, int64_t count, int threads, std::vector<std::vector<char>>& blocks,
+int64_t write_text_run(const float* images, int64_t count, int threads, RecordRun& run,
                        const std::function<int64_t(int64_t)>& place, FileWriter& out, int64_t image_values) {
   OutputOptions options;
   options.image_channels = static_cast<int>(image_values / 4096);
   // The lines alone: the layout's N only sizes its header, which this run does not write.
   const OutputLayout text(OutputFormat::Text, "text", count, options);
-  return write_record_run(text, ImageRun::floats(images, options.image_channels), 0, count, {0, 1}, threads, blocks,
+  return write_record_run(text, ImageRun::floats(images, options.image_channels), 0, count, {0, 1}, threads, run,
                           [&](const std::vector<int64_t>& bytes) { return std::vector<int64_t>{place(bytes[0])}; },
                           out);
 }

@@ -113,7 +113,7 @@ class OrderedOutputs {
   size_t file_count_ = 0;                  // files of every layout (computed, never listed)
   std::unique_ptr<OutputFiles> created_;   // rank 0
   std::unique_ptr<MpiFiles> files_;        // every rank, after open()
-  std::vector<std::vector<char>> record_blocks_;
+  RecordRun record_blocks_;
   std::vector<std::unique_ptr<RecordEnds>> record_ends_;  // per layout: where the next round's records go
 
   ImageEncoding encoding_;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "engine/piece_plan.hpp"
 #include "files/output_guard.hpp"
 #include "files/stop_signals.hpp"
 #include "files/temp_registry.hpp"
@@ -268,7 +269,9 @@ int RankJob::run_steps() {
   if (!agree(status)) return exit_code_;
 
   // 3. Outputs: checked by all, created by rank 0, opened by all.
-  WorkSplit split(total, active, std::max<int64_t>(1, request_.chunk_images));
+  const int64_t round_images = request_.chunk_images > 0 ? request_.chunk_images
+                                                         : kDefaultPieceBytes / image_bytes(image_encoding_for(request_.formats), spec_.image_channels);
+  WorkSplit split(total, active, round_images);
   if (sink_options.threads <= 0) sink_options.threads = cpu_threads_;
   if (!sink_options.on_notice) sink_options.on_notice = request_.on_notice;
   OrderedOutputs outputs(world_, request_.output_prefix, request_.formats, total, sink_options, split.max_slice());

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <future>
+#include <deque>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -18,7 +18,10 @@
 #include "files/output_guard.hpp"
 #include "files/path_parts.hpp"
 #include "generator/finite_check.hpp"
-#include "run/output_stage.hpp"
+#include "common/work_pool.hpp"
+#include "engine/latent_prefetch.hpp"
+#include "engine/output_engine.hpp"
+#include "engine/piece_plan.hpp"
 
 namespace facegen {
 namespace {
@@ -72,53 +75,56 @@ std::unique_ptr<Backend> start_job_backend(const GenerateRequest& request, const
 
 struct LoopSeconds {
   double parse = 0;    // waiting for latents that reading had not made ready
-  double compute = 0;  // generation and the finite check
+  double compute = 0;  // generation and the finite check, not counting the waits for latents and buffers
 };
 
-// Every chunk: its latents (read on a thread of their own while the chunk before is generated),
-// generated into a buffer of the stage, checked, handed to the writers.
-LoopSeconds generate_chunks(const GenerateRequest& request, const Prepared& run, Backend& backend, OutputStage& stage,
-                            int64_t chunk, std::string& device_notice, std::atomic<int64_t>& generated) {
+// Every piece of the plan: its latents (read ahead on the pool), generated into a buffer of the
+// engine, checked, handed to the engine; the backend streams one piece after another.
+LoopSeconds generate_pieces(const GenerateRequest& request, const Prepared& run, Backend& backend,
+                            OutputEngine& engine, PiecePlan& plan, int latent_slots, std::string& device_notice,
+                            std::atomic<int64_t>& generated) {
   const ModelSpec& spec = run.net.spec();
-  const ImageEncoding encoding = stage.encoding();
-  LoopSeconds seconds;
-  std::vector<float> latent_buffers[2];  // each (chunk, nz)
-  for (auto& buffer : latent_buffers) buffer.resize(static_cast<size_t>(chunk) * spec.latent_dim);
-  auto read_chunk = [&run, &latent_buffers, chunk](int64_t k) { return run.reader.read(latent_buffers[k % 2].data(), chunk); };
-  std::future<int64_t> next_read;  // none for an empty job: reader.finish() must not meet a read
-  if (run.total > 0) next_read = std::async(std::launch::async, read_chunk, 0);
-  std::vector<uint8_t> flags(static_cast<size_t>(chunk));  // (chunk): each image's scan
-  for (int64_t done = 0, k = 0; done < run.total; ++k) {
-    auto start = Clock::now();
-    const int64_t count = next_read.get();  // rethrows what reading threw
-    seconds.parse += seconds_since(start);
-    if (done + count < run.total) next_read = std::async(std::launch::async, read_chunk, k + 1);
-    const std::vector<float>& latents = latent_buffers[k % 2];
+  LatentPrefetch latents(run.reader, plan, latent_slots, engine.piece_images(), spec.latent_dim);
+  std::deque<PieceRange> in_stream;  // pieces handed to the backend, not yet done, in order
+  double waits = 0;
+  const auto start = Clock::now();
+  auto next = [&](StreamJob& job) {
+    const auto waiting = Clock::now();
+    PieceRange piece;
+    const float* z = nullptr;
+    if (!latents.next(piece, z)) return false;
     if (!device_notice.empty() && request.on_notice) request.on_notice(device_notice);
     device_notice.clear();
-
-    void* images = stage.acquire();  // (chunk, 64, 64, nc) in `encoding`; waits while the writer is behind
-    start = Clock::now();
-    const int threads = request.backend.threads;
-    backend.generate_checked(latents.data(), count,
-                             {encoding, images, flags.data(), spec.latent_dim, spec.image_channels}, threads);
-    require_finite_flags(run.net, request.model_path, latents.data(), flags.data(), count, done, threads);
-    seconds.compute += seconds_since(start);
-    stage.submit(images, done, count);
-    done += count;
-    generated.store(done);  // exact at each chunk, whether or not the backend counts its passes
-  }
+    const PieceBuffer buffer = engine.acquire();
+    waits += seconds_since(waiting);
+    job = StreamJob{z, piece.count, {engine.encoding(), buffer.images, buffer.flags, spec.latent_dim, spec.image_channels}};
+    in_stream.push_back(piece);
+    return true;
+  };
+  auto done = [&](const StreamJob& job) {
+    const PieceRange piece = in_stream.front();
+    in_stream.pop_front();
+    require_finite_flags(run.net, request.model_path, job.latents, job.out.flags, piece.count, piece.first,
+                         request.backend.threads);
+    engine.submit(job.out.images, piece.first, piece.count);
+    latents.release();
+    generated.fetch_add(piece.count);
+  };
+  backend.generate_stream(next, done, request.backend.threads);
+  LoopSeconds seconds;
+  seconds.parse = latents.wait_seconds();
+  seconds.compute = std::max(0.0, seconds_since(start) - waits);
   return seconds;
 }
 
 // The files, their sizes and the stages' times into `summary`, once the outputs are in place.
-void summarize_run(const GenerateRequest& request, const Prepared& run, const OutputStage& stage, LoopSeconds seconds,
-                   RunSummary& summary) {
+void summarize_run(const GenerateRequest& request, const Prepared& run, const std::vector<std::unique_ptr<ImageSink>>& sinks,
+                   const OutputEngine& engine, LoopSeconds seconds, RunSummary& summary) {
   summary.images = run.total;
   summary.latents = run.reader.describe();
   summary.seeds = request.latents.seeds;
   double written_bytes = 0;
-  for (const auto& sink : stage.sinks()) {
+  for (const auto& sink : sinks) {
     // Sizes on disk, as the MPI driver reports them; the bytes written where no path is known.
     int64_t bytes = 0;
     for (const std::string& path : sink->final_paths()) bytes += file_bytes(path);
@@ -129,18 +135,21 @@ void summarize_run(const GenerateRequest& request, const Prepared& run, const Ou
   // The file as it was opened (its path may name another file by now, or none).
   const double input_bytes = static_cast<double>(std::max<int64_t>(0, run.reader.file_bytes()));
   char wait_text[32];
-  std::snprintf(wait_text, sizeof wait_text, "%.3f s", stage.wait_seconds());
+  std::snprintf(wait_text, sizeof wait_text, "%.3f s", engine.wait_seconds());
   summary.stages = {
       {"parse", seconds.parse, input_bytes, ""},
       {"generate", seconds.compute, 0, "not counting reading and writing files"},
-      {"write", stage.write_seconds(), written_bytes,
-       "on a writer thread beside generation; generation waited " + std::string(wait_text) + " for it"},
+      {"write", engine.write_seconds(), written_bytes,
+       "summed over the pool's threads, beside generation; generation waited " + std::string(wait_text) +
+           " for a free buffer"},
   };
   summary.total_seconds = seconds_since(run.run_start);
   summary.peak_memory_bytes = peak_resident_bytes();
+  summary.threads_started = WorkPool::threads_started();
+  summary.cpu_seconds = process_cpu_seconds();
 }
 
-// The backend, the outputs (as temporaries), the chunks generated and written, the commit; fills
+// The backend, the outputs (as temporaries), the pieces generated and written, the commit; fills
 // `summary` in.
 void generate_into_outputs(const GenerateRequest& request, const Prepared& run, std::atomic<int64_t>& generated,
                            RunSummary& summary) {
@@ -154,39 +163,36 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   }
   // Every output exists as a temporary file before any image is computed.
   std::vector<std::unique_ptr<ImageSink>> sinks;
+  std::vector<ImageSink*> outputs;
   for (OutputFormat format : request.formats) {
     sinks.push_back(make_sink(format, request.output_prefix, run.total, run.sink_options));
+    outputs.push_back(sinks.back().get());
   }
-  const int64_t chunk = std::max<int64_t>(1, std::min(request.chunk_images, run.total));
-  OutputStage stage(std::move(sinks), chunk, std::max(1, request.write_buffers), nullptr, run.net.spec().image_values(),
-                    encoding);
+  const int channels = run.net.spec().image_channels;
+  const JobFlow flow = job_flow(request.formats, output_options(run.sink_options), run.total,
+                                resolve_threads(run.sink_options.threads), image_bytes(encoding, channels),
+                                request.chunk_images, needs_image_order(request.formats, run.reader.random_access()));
+  PiecePlan plan(run.total, flow.unit_images, flow.piece_images, flow.lanes);
+  EngineOptions options;
+  options.piece_images = flow.piece_images;
+  options.buffers = flow.buffers;
+  options.threads = run.sink_options.threads;
+  options.encoding = encoding;
+  options.image_channels = channels;
+  OutputEngine engine(outputs, options);
   ProgressDisplay progress(stderr, request.progress, run.total, [&generated] { return generated.load(); });
-  LoopSeconds seconds = generate_chunks(request, run, *backend, stage, chunk, device_notice, generated);
+  LoopSeconds seconds = generate_pieces(request, run, *backend, engine, plan, flow.buffers, device_notice, generated);
   const auto start = Clock::now();
   run.reader.finish();
   seconds.parse += seconds_since(start) + run.parse_seconds;
 
-  stage.finish();
+  engine.finish();
+  commit_sinks(outputs);  // every byte of every output on disk, then all renamed or none
   progress.finish();
-  summarize_run(request, run, stage, seconds, summary);
+  summarize_run(request, run, sinks, engine, seconds, summary);
 }
 
 }  // namespace
-
-int64_t default_chunk_images(const std::vector<OutputFormat>& formats, const SinkOptions& sinks) {
-  const int64_t bytes = image_bytes(image_encoding_for(formats), sinks.image_channels);
-  const int64_t plain = kDefaultChunkBytes / bytes;
-  int64_t shard = 0;  // the smallest shard of the outputs
-  for (OutputFormat format : formats) {
-    if (!is_sharded_format(format)) continue;
-    const int64_t images = sinks.shard_images > 0 ? sinks.shard_images
-                           : format == OutputFormat::Tar ? kDefaultShardImages : 0;
-    if (images > 0) shard = shard == 0 ? images : std::min(shard, images);
-  }
-  if (shard == 0) return plain;
-  const int64_t want = static_cast<int64_t>(resolve_threads(sinks.threads)) * shard;
-  return std::max(plain, std::min(want, kMaxShardChunkBytes / bytes));
-}
 
 SampleFacts sample_facts(const GenerateRequest& request) {
   SampleFacts facts;

@@ -33,23 +33,12 @@ struct GenerateRequest {
   std::string output_prefix;
   std::vector<OutputFormat> formats{OutputFormat::Text, OutputFormat::Bmp};
   BackendOptions backend;
-  int64_t chunk_images = 1024;  // latents read, generated and written per step
-  int write_buffers = 2;        // image chunks in flight between generation and the writer
+  int64_t chunk_images = 0;  // --chunk: images per piece (engine/piece_plan.hpp); 0: job_flow() decides
   SinkOptions sinks;            // writer threads, mosaic limit (its on_notice is on_notice)
   std::function<void(const std::string&)> on_notice;  // told at once, e.g. why the CPU was chosen
   ProgressOptions progress;     // shown on stderr while images are generated (rank 0 in an MPI job)
   std::string summary_json_path;  // where the JSON summary goes; empty: none (rank 0 writes it)
 };
-
-// The chunk when --chunk is not given: kDefaultChunkBytes a buffer (1,024 images of RGB floats, 4,096
-// of 8-bit pixels: image_encoding_for), or, when shards are written (tar; npy and npy-u8 with
-// --shard-images), enough to reach write_threads x shard images so that the writer's threads fill
-// several shards at once (one file takes about 2 GB/s of buffered writes, however many threads write
-// it), within kMaxShardChunkBytes a buffer (two buffers): 4,096 images of RGB floats, 16,384 of pixels.
-constexpr int64_t kDefaultChunkBytes = int64_t{48} << 20;
-constexpr int64_t kMaxShardChunkBytes = int64_t{192} << 20;
-constexpr int64_t kDefaultChunkImages = kDefaultChunkBytes / (4096 * 3 * 4);  // of float images
-int64_t default_chunk_images(const std::vector<OutputFormat>& formats, const SinkOptions& sinks);
 
 // What each tar sample's json says of the run: its model, precision and (drawn latents) seed.
 SampleFacts sample_facts(const GenerateRequest& request);

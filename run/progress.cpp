@@ -132,4 +132,11 @@ int64_t peak_resident_bytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports kilobytes
 }
 
+double process_cpu_seconds() {
+  rusage usage;
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 }  // namespace facegen

@@ -70,5 +70,6 @@ class ProgressDisplay {
 };
 
 int64_t peak_resident_bytes();  // the process's peak resident set size so far (getrusage)
+double process_cpu_seconds();   // CPU time of every thread of the process so far, user and system (getrusage)
 
 }  // namespace facegen

@@ -76,6 +76,10 @@ void print_summary(std::FILE* out, const RunSummary& s) {
   std::fprintf(out, "total     %s from start to finished files, model load %.3f s%s, peak memory %s\n",
                timing_text(s.total_seconds, s.images, 0).c_str(), s.load_seconds, startup.c_str(),
                human_bytes(static_cast<double>(s.peak_memory_bytes)).c_str());
+  if (s.total_seconds > 0) {
+    std::fprintf(out, "cpu       %.3f s, %.1f cores busy on average; %lld pool threads\n", s.cpu_seconds,
+                 s.cpu_seconds / s.total_seconds, static_cast<long long>(s.threads_started));
+  }
   for (const FileWritten& file : s.files) {
     std::fprintf(out, "wrote     %s (%s)\n", normal_path(file.path).c_str(), human_bytes(static_cast<double>(file.bytes)).c_str());
   }
@@ -132,6 +136,8 @@ std::string summary_json(const RunSummary& s) {
       {"stages", stages},
       {"total", {{"seconds", s.total_seconds}, {"images_per_second", rate(s.total_seconds, static_cast<double>(s.images))}}},
       {"peak_memory_bytes", s.peak_memory_bytes},
+      {"cpu_seconds", s.cpu_seconds},
+      {"threads_started", s.threads_started},
       {"files", files},
       {"stale_files", stale},
   };

@@ -59,6 +59,8 @@ struct RunSummary {
   std::vector<StageTiming> stages;
   double total_seconds = 0;
   int64_t peak_memory_bytes = 0;  // this process's (rank 0's); each rank's in `per_rank`
+  double cpu_seconds = 0;         // this process's CPU time, every thread (rank 0's)
+  int64_t threads_started = 0;    // threads this process's pools started (rank 0's)
   std::vector<FileWritten> files;
   std::vector<std::string> stale;     // an earlier run's outputs with this prefix, left beside the new ones
   std::vector<RankFigures> per_rank;  // MPI only

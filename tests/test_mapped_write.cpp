@@ -231,7 +231,7 @@ TEST_CASE("OutputFiles with mapped writes: text past ulimit -f fails with the fi
   const int64_t n = 40;  // 16 images a piece: about 1.5 MB each, mapped
   const std::vector<float> images = random_images(rng, n);
   const OutputLayout layout(OutputFormat::Text, dir.file("s"), n, OutputOptions{});
-  std::vector<std::vector<char>> blocks;
+  RecordRun blocks;
   std::string message;
   {
     FileSizeLimit limit(2 << 20);

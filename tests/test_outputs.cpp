@@ -38,7 +38,7 @@
 #include "files/output_commit.hpp"
 #include "files/output_format.hpp"
 #include "generator/network.hpp"
-#include "run/output_stage.hpp"
+#include "engine/output_engine.hpp"
 #include "run/progress.hpp"
 #include "run/summary.hpp"
 #include "tests/test_support.hpp"
@@ -383,33 +383,43 @@ struct RecordingSink : ImageSink {
 
 }  // namespace
 
-TEST_CASE("output stage: chunks reach the sinks in order through two buffers; errors come back") {
+TEST_CASE("output engine: an ordered sink gets its pieces in order through a ring of buffers; errors come back") {
   std::vector<float> seen;
   bool committed = false;
-  std::vector<std::unique_ptr<ImageSink>> sinks;
-  sinks.push_back(std::make_unique<RecordingSink>(&seen, 1 << 30, &committed));
-  int64_t last_done = 0;
-  OutputStage stage(std::move(sinks), 3, 2, [&](int64_t done) { last_done = done; });
-  for (int64_t first = 0; first < 20; first += 3) {
-    float* buffer = static_cast<float*>(stage.acquire());
-    const int64_t count = std::min<int64_t>(3, 20 - first);
-    for (int64_t k = 0; k < count; ++k) buffer[k * kImageValues] = static_cast<float>(first + k);
-    stage.submit(buffer, first, count);
+  RecordingSink sink(&seen, 1 << 30, &committed);
+  int64_t written = 0;
+  std::mutex written_mutex;
+  EngineOptions options;
+  options.piece_images = 3;
+  options.buffers = 4;
+  options.on_written = [&](int64_t, int64_t count) {
+    std::lock_guard<std::mutex> lock(written_mutex);
+    written += count;
+  };
+  {
+    OutputEngine engine({&sink}, options);
+    for (int64_t first = 0; first < 20; first += 3) {
+      float* buffer = static_cast<float*>(engine.acquire().images);
+      const int64_t count = std::min<int64_t>(3, 20 - first);
+      for (int64_t k = 0; k < count; ++k) buffer[k * kImageValues] = static_cast<float>(first + k);
+      engine.submit(buffer, first, count);
+    }
+    engine.finish();
   }
-  stage.finish();
+  sink.commit();
   CHECK(committed);
-  CHECK(last_done == 20);
+  CHECK(written == 20);
   REQUIRE(seen.size() == 20);
   for (int k = 0; k < 20; ++k) CHECK(seen[k] == static_cast<float>(k));
 
   std::vector<float> seen2;
   bool committed2 = false;
-  std::vector<std::unique_ptr<ImageSink>> failing;
-  failing.push_back(std::make_unique<RecordingSink>(&seen2, 6, &committed2));
-  OutputStage broken(std::move(failing), 3, 2, nullptr);
+  RecordingSink failing(&seen2, 6, &committed2);
+  options.on_written = nullptr;
+  OutputEngine broken({&failing}, options);
   bool thrown = false;
   try {
-    for (int64_t first = 0; first < 30; first += 3) broken.submit(broken.acquire(), first, 3);
+    for (int64_t first = 0; first < 30; first += 3) broken.submit(broken.acquire().images, first, 3);
     broken.finish();
   } catch (const UserError& e) {
     thrown = std::string(e.what()) == "disk full at 6";
@@ -557,7 +567,7 @@ TEST_CASE("formats at an offset: runs written in any order, by any split, give t
                                      : std::vector<std::pair<int64_t, int64_t>>{{7, 4}, {0, 3}, {3, 4}};
     MemoryFiles memory(layout);
     int64_t text_end = layout.file(0).header.size();
-    std::vector<std::vector<char>> blocks;
+    RecordRun blocks;
     for (auto [first, count] : runs) {
       const float* run = images.data() + first * kImageValues;
       if (format == OutputFormat::Text) {

@@ -19,7 +19,7 @@
 #include "common/cpu_isa.hpp"
 #include "common/errors.hpp"
 #include "common/model_shape.hpp"
-#include "common/thread_pool.hpp"
+#include "common/threads.hpp"
 #include "kernels/cpu/phase_gemm_cpu.hpp"
 #include "tests/layer_reference.hpp"
 
@@ -121,7 +121,7 @@ TEST_CASE("fast projection matches a float64 loop for nz 1 to 1024, every instru
     for (CpuIsa isa : supported_isas()) {
       const PackedLayer layer = pack_projection(weight.data(), bias.data(), t.nz, bn, isa);
       std::vector<float> out = poisoned_padded(t.n, 4, t.channels, false);
-      ThreadPool pool(2);
+      ThreadShare pool(2);
       projection_relu_fast(layer, z.data(), t.n, out.data(), pool);
       check_close(from_padded(out, t.n, 4, t.channels, false), ref, 1e-5, 1e-5,
                   "projection, " + cpu_isa_name(isa) + ", n = " + std::to_string(t.n) +
@@ -166,7 +166,7 @@ void check_fast_tconv(const FastCase& t, std::mt19937_64& rng) {
                              (t.zero_bias ? ", zero bias" : "");
     const PackedLayer layer = pack_tconv(tc, t.last ? nullptr : &next_bn, isa);
     auto run = [&](int images, int threads) {
-      ThreadPool pool(threads);
+      ThreadShare pool(threads);
       const int64_t image_floats = int64_t(oh) * oh * t.c_out;
       std::vector<float> out = t.last ? std::vector<float>(images * image_floats, kPoison)
                                       : poisoned_padded(images, oh, t.c_out, t.planar_out);
@@ -211,7 +211,7 @@ TEST_CASE("fast layers refuse shapes their kernels do not take") {
   const std::vector<float> weight(9 * 16 * 16, 0.5f), bias(16, 0.0f);
   CHECK_THROWS_AS(pack_tconv({weight.data(), bias.data(), 16, 16, 4, 3}, nullptr, CpuIsa::Sse2),
                   std::logic_error);
-  ThreadPool pool(1);
+  ThreadShare pool(1);
   const std::vector<float> in(padded_floats(32, 16), 0.0f);
   std::vector<float> images(64 * 64 * 2);
   const PackedLayer two_channels =

@@ -16,6 +16,7 @@
 
 #include "common/model_shape.hpp"
 #include "files/image_sink.hpp"
+#include "engine/piece_plan.hpp"
 #include "files/output_format.hpp"
 #include "files/tar_shard.hpp"
 #include "run/pipeline.hpp"
@@ -279,21 +280,79 @@ TEST_CASE("shards: names, --shard-images bounds, and an empty job's archive") {
   CHECK(read_ustar(write_output(OutputFormat::Tar, none, 0, 3, 0, 2, 1).files.at("r-000000.tar")).empty());
 }
 
-TEST_CASE("shards: the default chunk grows to write threads x shard images, within its bound in bytes") {
-  SinkOptions sinks;
-  sinks.threads = 3;
-  CHECK(default_chunk_images({OutputFormat::Text, OutputFormat::Npy}, sinks) == kDefaultChunkImages);  // no shard
-  CHECK(default_chunk_images({OutputFormat::Tar}, sinks) == 16384);  // 3 x 10,000, bounded: 192 MiB of pixels
-  CHECK(default_chunk_images({OutputFormat::Tar, OutputFormat::Npy}, sinks) == 4096);  // ... or of RGB floats
-  sinks.image_channels = 1;
-  CHECK(default_chunk_images({OutputFormat::Tar, OutputFormat::Text}, sinks) == 12288);  // ... or of grey floats
-  sinks.image_channels = 3;
-  sinks.shard_images = 100;
-  CHECK(default_chunk_images({OutputFormat::Npy}, sinks) == kDefaultChunkImages);  // 300: never below 1024
-  sinks.shard_images = 1000;
-  CHECK(default_chunk_images({OutputFormat::NpyU8, OutputFormat::Text}, sinks) == 3000);
-  CHECK(default_chunk_images({OutputFormat::NpyU8, OutputFormat::Bmp}, sinks) == 4096);  // 3000: never below 48 MiB
-  sinks.shard_images = 1;
-  CHECK(default_chunk_images({OutputFormat::Png}, sinks) == 4096);  // no shard: 48 MiB of pixels
-  CHECK(default_chunk_images({OutputFormat::Png, OutputFormat::Npy}, sinks) == kDefaultChunkImages);
+TEST_CASE("job flow: units are the files of the outputs of many files; txt or a pipe keeps image order") {
+  OutputOptions options;
+  CHECK(unit_images_for({OutputFormat::Text, OutputFormat::Npy}, options, 100000) == 0);  // one file each
+  CHECK(unit_images_for({OutputFormat::Tar}, options, 100000) == kDefaultShardImages);
+  CHECK(unit_images_for({OutputFormat::Png, OutputFormat::NpyU8}, options, 100000) == 0);  // npy-u8 unsplit
+  options.shard_images = 700;
+  CHECK(unit_images_for({OutputFormat::Png, OutputFormat::NpyU8}, options, 100000) == 700);
+  CHECK(unit_images_for({OutputFormat::Bmp, OutputFormat::Tar}, options, 100000) == 700);
+  options.shard_images = 0;
+  options.mosaic_tiles = 4;
+  CHECK(unit_images_for({OutputFormat::Bmp}, options, 16) == 0);   // one mosaic file
+  CHECK(unit_images_for({OutputFormat::Bmp}, options, 17) == 16);  // split: a file of 16 tiles each
+  CHECK(unit_images_for({OutputFormat::MosaicPng}, options, 40) == 16);
+  CHECK(needs_image_order({OutputFormat::Text, OutputFormat::Bmp}, true));
+  CHECK(needs_image_order({OutputFormat::Tar}, false));
+  CHECK_FALSE(needs_image_order({OutputFormat::Tar, OutputFormat::Png}, true));
+
+  // Lanes: half the threads, at most the units; one where order is needed. Buffers: two a lane and
+  // two more, at least 4, within the bytes in flight.
+  const JobFlow tar = job_flow({OutputFormat::Tar}, OutputOptions{}, 1000000, 16, kRgb8ImageBytes, 0, false);
+  CHECK(tar.unit_images == kDefaultShardImages);
+  CHECK(tar.piece_images == kDefaultPieceBytes / kRgb8ImageBytes);
+  CHECK(tar.lanes == 8);
+  CHECK(tar.buffers == 18);
+  CHECK(job_flow({OutputFormat::Tar}, OutputOptions{}, 25000, 16, kRgb8ImageBytes, 0, false).lanes == 3);
+  const JobFlow text = job_flow({OutputFormat::Text}, OutputOptions{}, 100, 16, 49152, 0, true);
+  CHECK(text.lanes == 1);
+  CHECK(text.buffers == 4);
+  CHECK(text.piece_images == 100);  // never more than N
+  CHECK(job_flow({OutputFormat::Npy}, OutputOptions{}, 100000, 64, 49152, 64, false).piece_images == 64);  // --chunk
+  const JobFlow wide = job_flow({OutputFormat::Tar}, OutputOptions{}, int64_t{1} << 30, 256, 49152, 8192, false);
+  CHECK(wide.buffers * wide.piece_images * 49152 <= std::max<int64_t>(kMaxInFlightBytes, 4 * 8192 * 49152));
+}
+
+TEST_CASE("piece plan: every image once, pieces inside units, lanes in turn, each unit in order") {
+  for (int64_t total : {0, 1, 7, 100, 1001}) {
+    for (int64_t unit : {0, 1, 10, 333}) {
+      for (int64_t piece : {1, 3, 64}) {
+        for (int lanes : {1, 2, 5}) {
+          PiecePlan plan(total, unit, piece, lanes);
+          std::vector<int> seen(static_cast<size_t>(total), 0);
+          std::vector<int64_t> unit_next(static_cast<size_t>(plan.units()), -1);
+          PieceRange p;
+          int64_t pieces = 0;
+          bool good = true;
+          while (plan.next(p)) {
+            ++pieces;
+            const int64_t u = p.first / plan.unit_images();
+            good &= p.count >= 1 && p.count <= piece && (p.first + p.count - 1) / plan.unit_images() == u;
+            // Within a unit, in image order with no gap.
+            const int64_t expected = unit_next[static_cast<size_t>(u)] < 0 ? plan.unit(u).first : unit_next[static_cast<size_t>(u)];
+            good &= p.first == expected;
+            unit_next[static_cast<size_t>(u)] = p.first + p.count;
+            for (int64_t i = p.first; i < p.first + p.count; ++i) ++seen[static_cast<size_t>(i)];
+          }
+          INFO("N " << total << ", unit " << unit << ", piece " << piece << ", lanes " << lanes);
+          CHECK(good);
+          CHECK(std::count(seen.begin(), seen.end(), 1) == total);
+          CHECK(plan.images() == total);
+          if (lanes == 1) CHECK(pieces == (total == 0 ? 0 : pieces));
+        }
+      }
+    }
+  }
+  // Two lanes alternate between two units: 0-9 and 10-19 in pieces of 5.
+  PiecePlan plan(20, 10, 5, 2);
+  std::vector<int64_t> firsts;
+  for (PieceRange p; plan.next(p);) firsts.push_back(p.first);
+  CHECK(firsts == std::vector<int64_t>{0, 10, 5, 15});
+  // An MPI rank's share: units 1 and 2 of 4.
+  PiecePlan share(40, 10, 10, 1, 1, 3);
+  firsts.clear();
+  for (PieceRange p; share.next(p);) firsts.push_back(p.first);
+  CHECK(firsts == std::vector<int64_t>{10, 20});
+  CHECK(share.images() == 20);
 }

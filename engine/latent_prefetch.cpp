@@ -1,0 +1,94 @@
+// latent_prefetch.cpp: latents read ahead of generation (see latent_prefetch.hpp).
+#include "engine/latent_prefetch.hpp"
+
+#include <stdexcept>
+
+#include "common/clock.hpp"
+#include "common/work_pool.hpp"
+
+namespace facegen {
+
+LatentPrefetch::LatentPrefetch(LatentSource& source, PiecePlan& plan, int slots, int64_t piece_images, int latent_dim)
+    : source_(source), plan_(plan), latent_dim_(latent_dim) {
+  if (slots < 1 || piece_images < 1) throw std::invalid_argument("LatentPrefetch: no slots");
+  for (int s = 0; s < slots; ++s) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->latents.resize(static_cast<size_t>(piece_images) * latent_dim);
+    free_.push_back(slots_.back().get());
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  start_read();
+}
+
+LatentPrefetch::~LatentPrefetch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  plan_done_ = true;  // no read starts after the one in flight
+  changed_.wait(lock, [&] { return !reading_; });
+}
+
+void LatentPrefetch::start_read() {
+  if (reading_ || plan_done_ || error_ || free_.empty()) return;
+  PieceRange piece;
+  if (!plan_.next(piece)) {
+    plan_done_ = true;
+    changed_.notify_all();
+    return;
+  }
+  Slot* slot = free_.front();
+  free_.pop_front();
+  slot->piece = piece;
+  slot->ready = false;
+  queued_.push_back(slot);
+  reading_ = true;
+  WorkPool::process().post([this, slot] { read(*slot); });
+}
+
+void LatentPrefetch::read(Slot& slot) noexcept {
+  std::exception_ptr error;
+  try {
+    if (source_.random_access()) {
+      source_.read_range(slot.piece.first, slot.piece.count, slot.latents.data());
+    } else if (source_.read(slot.latents.data(), slot.piece.count) != slot.piece.count) {
+      throw std::logic_error("LatentPrefetch: the source ended before the plan");
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  reading_ = false;
+  slot.ready = true;
+  if (error && !error_) error_ = error;
+  start_read();
+  changed_.notify_all();
+}
+
+bool LatentPrefetch::next(PieceRange& piece, const float*& latents) {
+  const auto start = Clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] {
+    return error_ || (taken_ < queued_.size() && queued_[taken_]->ready) || (plan_done_ && taken_ == queued_.size());
+  });
+  wait_seconds_ += seconds_since(start);
+  if (error_) std::rethrow_exception(error_);
+  if (taken_ == queued_.size()) return false;
+  Slot* slot = queued_[taken_++];
+  piece = slot->piece;
+  latents = slot->latents.data();
+  return true;
+}
+
+void LatentPrefetch::release() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (taken_ == 0) throw std::logic_error("LatentPrefetch::release: nothing taken");
+  free_.push_back(queued_.front());
+  queued_.pop_front();
+  --taken_;
+  start_read();
+}
+
+double LatentPrefetch::wait_seconds() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return wait_seconds_;
+}
+
+}  // namespace facegen

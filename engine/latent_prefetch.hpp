@@ -1,0 +1,62 @@
+// latent_prefetch.hpp: the latents of the next pieces of a plan, read ahead on the process's pool
+// while earlier pieces are generated.
+//
+// Pieces are read one after another, in the plan's order (each read spreads over the pool by
+// itself: read_range of a random-access source uses several threads), into a ring of `slots`
+// buffers of (piece_images, nz) floats; a slot is read again once the piece before it in the ring was
+// released. A source read in order only (a pipe) must be given a plan in image order
+// (needs_image_order). The first error of a read is rethrown by next().
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/piece_plan.hpp"
+#include "files/latent_source.hpp"
+
+namespace facegen {
+
+class LatentPrefetch {
+ public:
+  LatentPrefetch(LatentSource& source, PiecePlan& plan, int slots, int64_t piece_images, int latent_dim);
+  ~LatentPrefetch();  // waits for the read in flight
+  LatentPrefetch(const LatentPrefetch&) = delete;
+  LatentPrefetch& operator=(const LatentPrefetch&) = delete;
+
+  // The next piece of the plan and its latents (piece.count, nz), valid until its release(); false
+  // once the plan is done. Waits while it is being read; rethrows a read's error.
+  bool next(PieceRange& piece, const float*& latents);
+  void release();  // the oldest piece that next() gave is done with
+  double wait_seconds() const;  // next() waiting for reads
+
+ private:
+  struct Slot {
+    std::vector<float> latents;  // (piece_images, nz)
+    PieceRange piece;
+    bool ready = false;
+  };
+  void start_read();  // with mutex_ held: the next piece into a free slot, if any and none is read
+  void read(Slot& slot) noexcept;
+
+  LatentSource& source_;
+  PiecePlan& plan_;
+  int latent_dim_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Slot*> free_;    // to be read into
+  std::deque<Slot*> queued_;  // being read or ready, in plan order
+  size_t taken_ = 0;          // queued_[0 .. taken_) were given by next() and not yet released
+  bool reading_ = false;
+  bool plan_done_ = false;
+  std::exception_ptr error_;
+  double wait_seconds_ = 0;
+};
+
+}  // namespace facegen

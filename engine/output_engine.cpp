@@ -1,0 +1,228 @@
+// output_engine.cpp: the ring of piece buffers and the tasks that write them (see output_engine.hpp).
+#include "engine/output_engine.hpp"
+
+#include <atomic>
+#include <stdexcept>
+#include <utility>
+
+#include "common/clock.hpp"
+#include "common/threads.hpp"
+#include "common/work_pool.hpp"
+
+namespace facegen {
+
+struct OutputEngine::Piece {
+  std::unique_ptr<char[]> storage;  // (piece_images, 64, 64, nc) in the engine's encoding
+  std::vector<uint8_t> flags;       // (piece_images)
+  int64_t first = 0;
+  int64_t count = 0;
+  std::atomic<int> outputs_left{0};
+  std::vector<RecordRun> records;  // per output: the piece's records (formats of records)
+  std::vector<int64_t> file;       // per output: its file of records, or -1
+  std::vector<uint64_t> order;     // per output: its place among that file's pieces
+};
+
+struct OutputEngine::FileOrder {
+  int64_t end = 0;          // where the next piece's records go
+  uint64_t assigned = 0;    // pieces submitted so far
+  uint64_t next = 0;        // the next piece to place
+  int64_t placed_images = 0;
+  std::map<uint64_t, std::pair<Piece*, int64_t>> made;  // pieces whose records are made: (piece, bytes)
+};
+
+OutputEngine::OutputEngine(std::vector<ImageSink*> sinks, const EngineOptions& options)
+    : sinks_(std::move(sinks)), options_(options) {
+  if (options_.piece_images < 1 || options_.buffers < 1) throw std::invalid_argument("OutputEngine: empty pieces or no buffers");
+  options_.threads = resolve_threads(options_.threads);
+  const int64_t bytes = options_.piece_images * image_bytes(options_.encoding, options_.image_channels);
+  for (int b = 0; b < options_.buffers; ++b) {
+    auto piece = std::make_unique<Piece>();
+    // new[] without initialisation: a buffer's pages become resident as images land in it.
+    piece->storage.reset(new char[static_cast<size_t>(bytes)]);
+    piece->flags.resize(static_cast<size_t>(options_.piece_images));
+    piece->records.resize(sinks_.size());
+    piece->file.assign(sinks_.size(), -1);
+    piece->order.assign(sinks_.size(), 0);
+    free_.push_back(piece.get());
+    pieces_.push_back(std::move(piece));
+  }
+}
+
+OutputEngine::~OutputEngine() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!error_) error_ = std::make_exception_ptr(std::runtime_error("the output engine was stopped"));
+  changed_.wait(lock, [&] { return in_flight_ == 0; });
+}
+
+void OutputEngine::rethrow_if_failed() {
+  if (error_) std::rethrow_exception(error_);
+}
+
+void OutputEngine::fail(std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!error_) error_ = error;
+  changed_.notify_all();
+}
+
+PieceBuffer OutputEngine::acquire() {
+  const auto start = Clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return !free_.empty() || error_; });
+  rethrow_if_failed();
+  Piece* piece = free_.back();
+  free_.pop_back();
+  wait_seconds_ += seconds_since(start);
+  return {piece->storage.get(), piece->flags.data()};
+}
+
+void OutputEngine::submit(void* images, int64_t first, int64_t count) {
+  Piece* piece = nullptr;
+  for (auto& p : pieces_) {
+    if (p->storage.get() == images) piece = p.get();
+  }
+  if (piece == nullptr) throw std::logic_error("OutputEngine::submit: not one of its buffers");
+  if (count < 0 || count > options_.piece_images) throw std::logic_error("OutputEngine::submit: a piece of the wrong size");
+  piece->first = first;
+  piece->count = count;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_) {
+      free_.push_back(piece);
+      rethrow_if_failed();
+    }
+    for (size_t o = 0; o < sinks_.size(); ++o) {
+      piece->file[o] = sinks_[o]->record_file(first);
+      if (piece->file[o] < 0) continue;
+      auto [found, fresh] = orders_.try_emplace({o, piece->file[o]});
+      if (fresh) found->second.end = sinks_[o]->record_file_begin(piece->file[o]);
+      piece->order[o] = found->second.assigned++;
+    }
+    if (sinks_.empty()) {
+      free_.push_back(piece);
+      changed_.notify_all();
+      return;
+    }
+    piece->outputs_left.store(static_cast<int>(sinks_.size()));
+    ++in_flight_;
+  }
+  for (size_t o = 0; o < sinks_.size(); ++o) {
+    WorkPool::process().post([this, piece, o] { run_output(*piece, o); });
+  }
+}
+
+void OutputEngine::run_output(Piece& piece, size_t output) noexcept {
+  const auto start = Clock::now();
+  bool failed;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failed = error_ != nullptr;
+  }
+  int64_t bytes = 0;
+  if (!failed) {
+    try {
+      const ImageRun images{options_.encoding, piece.storage.get(), options_.image_channels};
+      bytes = sinks_[output]->make_run(images, piece.first, piece.count, piece.records[output], options_.threads);
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    write_seconds_ += seconds_since(start);
+  }
+  if (piece.file[output] < 0) {
+    output_done(piece);
+  } else {
+    place_in_order(piece, output, bytes);
+  }
+}
+
+void OutputEngine::place_in_order(Piece& piece, size_t output, int64_t bytes) noexcept {
+  std::vector<std::pair<Piece*, int64_t>> placed;  // (piece, where its records start)
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::pair<size_t, int64_t> key{output, piece.file[output]};
+    FileOrder& order = orders_.at(key);
+    order.made.emplace(piece.order[output], std::make_pair(&piece, bytes));
+    for (auto next = order.made.find(order.next); next != order.made.end(); next = order.made.find(order.next)) {
+      auto [made_piece, made_bytes] = next->second;
+      placed.emplace_back(made_piece, order.end);
+      order.end += made_bytes;
+      order.placed_images += made_piece->count;
+      order.made.erase(next);
+      ++order.next;
+    }
+    if (order.made.empty() && order.next == order.assigned &&
+        order.placed_images >= sinks_[output]->record_file_images(key.second)) {
+      orders_.erase(key);  // the file is complete
+    }
+  }
+  // Pieces of the file that were made before this one and waited for it go to other workers.
+  for (auto [p, start] : placed) {
+    if (p == &piece) continue;
+    WorkPool::process().post([this, p = p, output, start = start] { write_placed(*p, output, start); });
+  }
+  for (auto [p, start] : placed) {
+    if (p == &piece) write_placed(piece, output, start);
+  }
+}
+
+void OutputEngine::write_placed(Piece& piece, size_t output, int64_t start) noexcept {
+  const auto begin = Clock::now();
+  bool failed;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failed = error_ != nullptr;
+  }
+  if (!failed) {
+    try {
+      const ImageRun images{options_.encoding, piece.storage.get(), options_.image_channels};
+      sinks_[output]->write_records(images, piece.first, piece.count, piece.records[output], start, options_.threads);
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    write_seconds_ += seconds_since(begin);
+  }
+  output_done(piece);
+}
+
+void OutputEngine::output_done(Piece& piece) noexcept {
+  if (piece.outputs_left.fetch_sub(1) != 1) return;
+  bool failed;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failed = error_ != nullptr;
+  }
+  if (!failed && options_.on_written) {
+    try {
+      options_.on_written(piece.first, piece.count);
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_.push_back(&piece);
+  --in_flight_;
+  changed_.notify_all();
+}
+
+void OutputEngine::finish() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return in_flight_ == 0; });
+  rethrow_if_failed();
+}
+
+double OutputEngine::write_seconds() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return write_seconds_;
+}
+
+double OutputEngine::wait_seconds() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return wait_seconds_;
+}
+
+}  // namespace facegen

@@ -1,0 +1,96 @@
+// piece_plan.cpp: the pieces of a job in the order they are generated (see piece_plan.hpp).
+#include "engine/piece_plan.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace facegen {
+
+PiecePlan::PiecePlan(int64_t total_images, int64_t unit_images, int64_t piece_images, int lanes)
+    : PiecePlan(total_images, unit_images, piece_images, lanes, 0, -1) {}
+
+PiecePlan::PiecePlan(int64_t total_images, int64_t unit_images, int64_t piece_images, int lanes, int64_t first_unit,
+                     int64_t end_unit)
+    : total_(std::max<int64_t>(0, total_images)),
+      unit_(unit_images > 0 ? unit_images : std::max<int64_t>(1, total_images)),
+      piece_(piece_images),
+      units_(total_ == 0 ? 0 : (total_ + unit_ - 1) / unit_),
+      first_unit_(first_unit),
+      end_unit_(end_unit < 0 ? units_ : std::min(end_unit, units_)),
+      next_unit_(first_unit) {
+  if (piece_images < 1 || lanes < 1 || first_unit < 0) throw std::invalid_argument("PiecePlan: bad arguments");
+  lanes_.resize(static_cast<size_t>(std::max<int64_t>(1, std::min<int64_t>(lanes, end_unit_ - first_unit_))));
+  for (Lane& lane : lanes_) take_unit(lane);
+}
+
+PieceRange PiecePlan::unit(int64_t u) const {
+  const int64_t first = u * unit_;
+  return {first, std::max<int64_t>(0, std::min(total_, first + unit_) - first)};
+}
+
+int64_t PiecePlan::images() const {
+  if (end_unit_ <= first_unit_) return 0;
+  return std::min(total_, end_unit_ * unit_) - first_unit_ * unit_;
+}
+
+bool PiecePlan::take_unit(Lane& lane) {
+  if (next_unit_ >= end_unit_) {
+    lane = Lane{};
+    return false;
+  }
+  const PieceRange u = unit(next_unit_++);
+  lane = Lane{u.first, u.first + u.count};
+  return true;
+}
+
+bool PiecePlan::next(PieceRange& piece) {
+  for (size_t tried = 0; tried < lanes_.size(); ++tried) {
+    Lane& lane = lanes_[turn_];
+    turn_ = (turn_ + 1) % lanes_.size();
+    if (lane.next >= lane.end) continue;  // retired: no unit left for it
+    piece = {lane.next, std::min(piece_, lane.end - lane.next)};
+    lane.next += piece.count;
+    if (lane.next >= lane.end) take_unit(lane);
+    return true;
+  }
+  return false;
+}
+
+int64_t unit_images_for(const std::vector<OutputFormat>& formats, const OutputOptions& options, int64_t total_images) {
+  for (OutputFormat format : formats) {
+    if (format == OutputFormat::Tar) return options.shard_images > 0 ? options.shard_images : kDefaultShardImages;
+    if (is_sharded_format(format) && options.shard_images > 0) return options.shard_images;
+  }
+  for (OutputFormat format : formats) {
+    if (format != OutputFormat::Bmp && format != OutputFormat::MosaicPng) continue;
+    if (mosaic_file_count(total_images, options.mosaic_tiles) > 1) return int64_t{options.mosaic_tiles} * options.mosaic_tiles;
+  }
+  return 0;
+}
+
+bool needs_image_order(const std::vector<OutputFormat>& formats, bool random_access_latents) {
+  return !random_access_latents || std::find(formats.begin(), formats.end(), OutputFormat::Text) != formats.end();
+}
+
+}  // namespace facegen
+
+namespace facegen {
+
+JobFlow job_flow(const std::vector<OutputFormat>& formats, const OutputOptions& options, int64_t total_images,
+                 int threads, int64_t bytes_per_image, int64_t piece_images, bool ordered) {
+  JobFlow flow;
+  flow.unit_images = unit_images_for(formats, options, total_images);
+  const int64_t unit = flow.unit_images > 0 ? flow.unit_images : std::max<int64_t>(1, total_images);
+  const int64_t units = total_images > 0 ? (total_images + unit - 1) / unit : 1;
+  flow.piece_images = piece_images > 0 ? piece_images : std::max<int64_t>(1, kDefaultPieceBytes / bytes_per_image);
+  flow.piece_images = std::max<int64_t>(1, std::min({flow.piece_images, unit, std::max<int64_t>(1, total_images)}));
+  // Half the threads' worth of files at once: each has a thread writing while another makes its
+  // next records.
+  flow.lanes = ordered ? 1 : static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads / 2, units)));
+  const int64_t piece_bytes = flow.piece_images * bytes_per_image;
+  const int64_t affordable = std::max<int64_t>(4, kMaxInFlightBytes / std::max<int64_t>(1, piece_bytes));
+  flow.buffers = static_cast<int>(std::max<int64_t>(4, std::min<int64_t>(2 * flow.lanes + 2, affordable)));
+  return flow;
+}
+
+}  // namespace facegen
