@@ -54,11 +54,7 @@ WorkPool& WorkPool::process() {
 
 int64_t WorkPool::threads_started() { return started_threads.load(); }
 
-void WorkPool::post(std::function<void()> task) {
-  if (workers_.empty()) {  // nobody else could run it
-    task();
-    return;
-  }
+void WorkPool::queue(std::function<void()>&& task) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     tasks_.push_back(std::move(task));

@@ -10,9 +10,10 @@
 //     Calls from several threads run at the same time, and a call made inside a body (a worker's
 //     task, or another loop) is helped by idle workers too: a caller can always finish its own call
 //     alone, so nesting never deadlocks.
-//   post(task): a task that runs once on a worker, after the loops that wait for help. The output
-//     engine hands out its per-file work so (engine/output_engine.hpp). A task catches its own errors;
-//     one that escapes ends the process (std::terminate), as from any thread.
+//   post(task): a task that runs once on a worker, after the loops that wait for help (or on the
+//     caller, where it cannot be queued: a task always runs). The output engine hands out its
+//     per-file work so (engine/output_engine.hpp). A task catches its own errors; one that escapes
+//     ends the process (std::terminate), as from any thread.
 //
 // The pool of the process (WorkPool::process()) has available_cpus() workers, started on first use; no
 // call starts a thread, so a run starts the same threads whatever N or its chunk size. Threads that
@@ -26,6 +27,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -53,7 +55,18 @@ class WorkPool {
         const_cast<void*>(static_cast<const void*>(&body)));
   }
 
-  void post(std::function<void()> task);
+  // Where the task cannot be queued (no worker, or no memory for the queue), the caller runs it.
+  template <class Task>
+  void post(Task&& task) {
+    if (!workers_.empty()) {
+      try {
+        queue(std::function<void()>(task));
+        return;
+      } catch (const std::bad_alloc&) {
+      }
+    }
+    task();
+  }
 
  private:
   using Range = void (*)(void* body, int64_t begin, int64_t end);
@@ -68,6 +81,7 @@ class WorkPool {
     std::exception_ptr error;  // guarded by mutex_
   };
   void run(int64_t count, int max_threads, Range range, void* body);
+  void queue(std::function<void()>&& task);
   void take_ranges(Call& call) noexcept;
   Call* call_wanting_help();  // with mutex_ held
   void worker_loop();

@@ -11,13 +11,19 @@ namespace facegen {
 LatentPrefetch::LatentPrefetch(LatentSource& source, PiecePlan& plan, int slots, int64_t piece_images, int latent_dim)
     : source_(source), plan_(plan), latent_dim_(latent_dim) {
   if (slots < 1 || piece_images < 1) throw std::invalid_argument("LatentPrefetch: no slots");
+  free_.reserve(static_cast<size_t>(slots));
+  queued_.reserve(static_cast<size_t>(slots));
   for (int s = 0; s < slots; ++s) {
     slots_.push_back(std::make_unique<Slot>());
     slots_.back()->latents.resize(static_cast<size_t>(piece_images) * latent_dim);
     free_.push_back(slots_.back().get());
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  start_read();
+  Slot* slot;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    slot = start_read();
+  }
+  post_read(slot);
 }
 
 LatentPrefetch::~LatentPrefetch() {
@@ -26,21 +32,25 @@ LatentPrefetch::~LatentPrefetch() {
   changed_.wait(lock, [&] { return !reading_; });
 }
 
-void LatentPrefetch::start_read() {
-  if (reading_ || plan_done_ || error_ || free_.empty()) return;
+LatentPrefetch::Slot* LatentPrefetch::start_read() {
+  if (reading_ || plan_done_ || error_ || free_.empty()) return nullptr;
   PieceRange piece;
   if (!plan_.next(piece)) {
     plan_done_ = true;
     changed_.notify_all();
-    return;
+    return nullptr;
   }
-  Slot* slot = free_.front();
-  free_.pop_front();
+  Slot* slot = free_.back();
+  free_.pop_back();
   slot->piece = piece;
   slot->ready = false;
   queued_.push_back(slot);
   reading_ = true;
-  WorkPool::process().post([this, slot] { read(*slot); });
+  return slot;
+}
+
+void LatentPrefetch::post_read(Slot* slot) {
+  if (slot != nullptr) WorkPool::process().post([this, slot] { read(*slot); });
 }
 
 void LatentPrefetch::read(Slot& slot) noexcept {
@@ -54,12 +64,16 @@ void LatentPrefetch::read(Slot& slot) noexcept {
   } catch (...) {
     error = std::current_exception();
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  reading_ = false;
-  slot.ready = true;
-  if (error && !error_) error_ = error;
-  start_read();
-  changed_.notify_all();
+  Slot* next = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reading_ = false;
+    slot.ready = true;
+    if (error && !error_) error_ = error;
+    next = start_read();
+    changed_.notify_all();
+  }
+  post_read(next);
 }
 
 bool LatentPrefetch::next(PieceRange& piece, const float*& latents) {
@@ -78,12 +92,16 @@ bool LatentPrefetch::next(PieceRange& piece, const float*& latents) {
 }
 
 void LatentPrefetch::release() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (taken_ == 0) throw std::logic_error("LatentPrefetch::release: nothing taken");
-  free_.push_back(queued_.front());
-  queued_.pop_front();
-  --taken_;
-  start_read();
+  Slot* next;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (taken_ == 0) throw std::logic_error("LatentPrefetch::release: nothing taken");
+    free_.push_back(queued_.front());
+    queued_.erase(queued_.begin());
+    --taken_;
+    next = start_read();
+  }
+  post_read(next);
 }
 
 double LatentPrefetch::wait_seconds() const {

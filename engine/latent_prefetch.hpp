@@ -10,7 +10,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -40,7 +39,10 @@ class LatentPrefetch {
     PieceRange piece;
     bool ready = false;
   };
-  void start_read();  // with mutex_ held: the next piece into a free slot, if any and none is read
+  // With mutex_ held: the slot that the next piece goes into, now being read, if any slot is free
+  // and none is read; the caller then posts read(*slot) once it has let the mutex go.
+  Slot* start_read();
+  void post_read(Slot* slot);
   void read(Slot& slot) noexcept;
 
   LatentSource& source_;
@@ -50,8 +52,9 @@ class LatentPrefetch {
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::deque<Slot*> free_;    // to be read into
-  std::deque<Slot*> queued_;  // being read or ready, in plan order
+  // Both hold at most every slot and are reserved for that, so that no step of the prefetch allocates.
+  std::vector<Slot*> free_;    // to be read into
+  std::vector<Slot*> queued_;  // being read or ready, in plan order
   size_t taken_ = 0;          // queued_[0 .. taken_) were given by next() and not yet released
   bool reading_ = false;
   bool plan_done_ = false;

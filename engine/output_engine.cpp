@@ -20,14 +20,22 @@ struct OutputEngine::Piece {
   std::vector<RecordRun> records;  // per output: the piece's records (formats of records)
   std::vector<int64_t> file;       // per output: its file of records, or -1
   std::vector<uint64_t> order;     // per output: its place among that file's pieces
+  std::vector<int64_t> bytes;      // per output: its records' bytes, once made
+  std::vector<int64_t> start;      // per output: where they go, once placed
+  std::vector<Piece*> placed_next; // per output: the next piece placed by the same call (a list)
 };
 
+// Nothing here allocates once the file's order exists (its slots are made with it, in submit()),
+// so that placing never fails.
 struct OutputEngine::FileOrder {
   int64_t end = 0;          // where the next piece's records go
   uint64_t assigned = 0;    // pieces submitted so far
   uint64_t next = 0;        // the next piece to place
   int64_t placed_images = 0;
-  std::map<uint64_t, std::pair<Piece*, int64_t>> made;  // pieces whose records are made: (piece, bytes)
+  int waiting = 0;          // pieces made and not yet placed
+  // Pieces whose records are made, by their place modulo the ring's size: at most that many of a
+  // file's pieces are in flight.
+  std::vector<Piece*> made;
 };
 
 OutputEngine::OutputEngine(std::vector<ImageSink*> sinks, const EngineOptions& options)
@@ -43,6 +51,9 @@ OutputEngine::OutputEngine(std::vector<ImageSink*> sinks, const EngineOptions& o
     piece->records.resize(sinks_.size());
     piece->file.assign(sinks_.size(), -1);
     piece->order.assign(sinks_.size(), 0);
+    piece->bytes.assign(sinks_.size(), 0);
+    piece->start.assign(sinks_.size(), 0);
+    piece->placed_next.assign(sinks_.size(), nullptr);
     free_.push_back(piece.get());
     pieces_.push_back(std::move(piece));
   }
@@ -94,7 +105,10 @@ void OutputEngine::submit(void* images, int64_t first, int64_t count) {
       piece->file[o] = sinks_[o]->record_file(first);
       if (piece->file[o] < 0) continue;
       auto [found, fresh] = orders_.try_emplace({o, piece->file[o]});
-      if (fresh) found->second.end = sinks_[o]->record_file_begin(piece->file[o]);
+      if (fresh) {
+        found->second.end = sinks_[o]->record_file_begin(piece->file[o]);
+        found->second.made.assign(pieces_.size(), nullptr);
+      }
       piece->order[o] = found->second.assigned++;
     }
     if (sinks_.empty()) {
@@ -138,33 +152,45 @@ void OutputEngine::run_output(Piece& piece, size_t output) noexcept {
 }
 
 void OutputEngine::place_in_order(Piece& piece, size_t output, int64_t bytes) noexcept {
-  std::vector<std::pair<Piece*, int64_t>> placed;  // (piece, where its records start)
+  Piece* placed = nullptr;  // the pieces this call places, a list through placed_next
+  Piece** tail = &placed;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::pair<size_t, int64_t> key{output, piece.file[output]};
-    FileOrder& order = orders_.at(key);
-    order.made.emplace(piece.order[output], std::make_pair(&piece, bytes));
-    for (auto next = order.made.find(order.next); next != order.made.end(); next = order.made.find(order.next)) {
-      auto [made_piece, made_bytes] = next->second;
-      placed.emplace_back(made_piece, order.end);
-      order.end += made_bytes;
-      order.placed_images += made_piece->count;
-      order.made.erase(next);
+    FileOrder& order = orders_.find(key)->second;
+    const size_t ring = order.made.size();
+    piece.bytes[output] = bytes;
+    order.made[piece.order[output] % ring] = &piece;
+    ++order.waiting;
+    for (Piece* next = order.made[order.next % ring]; next != nullptr && next->order[output] == order.next;
+         next = order.made[order.next % ring]) {
+      order.made[order.next % ring] = nullptr;
+      --order.waiting;
+      next->start[output] = order.end;
+      order.end += next->bytes[output];
+      order.placed_images += next->count;
       ++order.next;
+      next->placed_next[output] = nullptr;
+      *tail = next;
+      tail = &next->placed_next[output];
     }
-    if (order.made.empty() && order.next == order.assigned &&
+    if (order.waiting == 0 && order.next == order.assigned &&
         order.placed_images >= sinks_[output]->record_file_images(key.second)) {
       orders_.erase(key);  // the file is complete
     }
   }
   // Pieces of the file that were made before this one and waited for it go to other workers.
-  for (auto [p, start] : placed) {
-    if (p == &piece) continue;
-    WorkPool::process().post([this, p = p, output, start = start] { write_placed(*p, output, start); });
+  bool mine = false;
+  for (Piece* p = placed; p != nullptr;) {
+    Piece* next = p->placed_next[output];  // read before the piece can be written and given back
+    if (p == &piece) {
+      mine = true;
+    } else {
+      WorkPool::process().post([this, p, output] { write_placed(*p, output, p->start[output]); });
+    }
+    p = next;
   }
-  for (auto [p, start] : placed) {
-    if (p == &piece) write_placed(piece, output, start);
-  }
+  if (mine) write_placed(piece, output, piece.start[output]);
 }
 
 void OutputEngine::write_placed(Piece& piece, size_t output, int64_t start) noexcept {

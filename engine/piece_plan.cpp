@@ -2,6 +2,7 @@
 #include "engine/piece_plan.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 namespace facegen {
@@ -66,6 +67,29 @@ int64_t unit_images_for(const std::vector<OutputFormat>& formats, const OutputOp
     if (mosaic_file_count(total_images, options.mosaic_tiles) > 1) return int64_t{options.mosaic_tiles} * options.mosaic_tiles;
   }
   return 0;
+}
+
+int64_t split_unit_images(const std::vector<OutputFormat>& formats, const OutputOptions& options, int64_t total_images) {
+  const int64_t whole = std::max<int64_t>(1, total_images);
+  int64_t unit = 1;
+  for (OutputFormat format : formats) {
+    int64_t file = whole;  // one file: every image
+    if (format == OutputFormat::Png) {
+      file = 1;
+    } else if (format == OutputFormat::Tar) {
+      file = options.shard_images > 0 ? options.shard_images : kDefaultShardImages;
+    } else if (is_sharded_format(format) && options.shard_images > 0) {
+      file = options.shard_images;
+    } else if ((format == OutputFormat::Bmp || format == OutputFormat::MosaicPng) &&
+               mosaic_file_count(total_images, options.mosaic_tiles) > 1) {
+      file = int64_t{options.mosaic_tiles} * options.mosaic_tiles;
+    }
+    // unit = lcm(unit, file), stopping at N.
+    const int64_t common = unit / std::gcd(unit, file);
+    if (common > whole / file) return whole;
+    unit = common * file;
+  }
+  return std::min(unit, whole);
 }
 
 bool needs_image_order(const std::vector<OutputFormat>& formats, bool random_access_latents) {

@@ -60,6 +60,12 @@ class PiecePlan {
 // 0 (one unit) where every output is one file or a folder of one file per image.
 int64_t unit_images_for(const std::vector<OutputFormat>& formats, const OutputOptions& options, int64_t total_images);
 
+// The run of images at whose edges every output's files begin, so that processes that split the job
+// there never share a file (an MPI job, mpi/work_split.hpp): a common multiple of every output's file
+// (a shard, a mosaic file; one image for a folder of PNGs; N for an output of one file, txt and the
+// unsplit npy and mosaics). N where that is N or more: one process then makes everything.
+int64_t split_unit_images(const std::vector<OutputFormat>& formats, const OutputOptions& options, int64_t total_images);
+
 // Whether the job's images must come in image order: a txt output (one file of records, all of N) or
 // latents read in order only (a pipe).
 bool needs_image_order(const std::vector<OutputFormat>& formats, bool random_access_latents);

@@ -32,10 +32,21 @@ class FormatSink : public ImageSink {
   FormatSink(OutputLayout layout, const SinkOptions& options)
       : layout_(std::move(layout)),
         files_(FileList{layout_.file_count(), [this](size_t file) { return layout_.file(file); }}),
-        threads_(resolve_threads(options.threads)) {
+        threads_(resolve_threads(options.threads)),
+        share_first_(options.share_first),
+        share_end_(options.share_end < 0 ? layout_.total_images() : options.share_end) {
+    const int64_t images = std::max<int64_t>(0, share_end_ - share_first_);
+    owned_ = layout_.total_images() == 0 ? std::pair<size_t, size_t>{0, 1} : layout_.files_of(share_first_, images);
+    files_.own_only(owned_.first, owned_.second);
     // The first file now, so that a directory that cannot take it fails before any computing; the
-    // others (numbered mosaics) as their first image comes.
-    files_.create(0);
+    // others (numbered mosaics, shards) as their first image comes.
+    if (layout_.format() == OutputFormat::Png && !options.shared_folder.empty() && images > 0) {
+      files_.adopt_folder(0, options.shared_folder);
+      folder_ = options.shared_folder;
+    } else if (owned_.second > owned_.first) {
+      const std::string& temp = files_.create(owned_.first);
+      if (layout_.format() == OutputFormat::Png) folder_ = temp;
+    }
   }
 
   using ImageSink::append;
@@ -105,13 +116,13 @@ class FormatSink : public ImageSink {
   }
 
   std::vector<PendingRename> finish() override {
-    if (written_ != layout_.total_images()) {
+    if (written_ != share_end_ - share_first_) {
       throw std::logic_error("sink " + path() + ": commit after " + std::to_string(written_) + " of " +
-                             std::to_string(layout_.total_images()) + " images");
+                             std::to_string(share_end_ - share_first_) + " images");
     }
     // One mosaic PNG at a time: each maps its pixels (up to 201 MB) and holds a few bands a thread.
     if (layout_.format() == OutputFormat::MosaicPng) {
-      for (size_t k = 0; k < layout_.file_count(); k += 2) layout_.encode_png(k, files_, threads_);
+      for (size_t k = owned_.first; k < owned_.second; k += 2) layout_.encode_png(k, files_, threads_);
     }
     record_run_ = RecordRun();
     files_.finish();
@@ -119,6 +130,7 @@ class FormatSink : public ImageSink {
   }
 
   void committed() override { files_.mark_committed(); }
+  std::string temp_folder() const override { return folder_; }
   std::string path() const override { return layout_.describe(); }
   int64_t bytes_written() const override { return files_.bytes_written(); }
   std::vector<std::string> final_paths() const override {
@@ -142,6 +154,9 @@ class FormatSink : public ImageSink {
   OutputLayout layout_;
   OutputFiles files_;
   int threads_;
+  int64_t share_first_, share_end_;  // the images this sink writes (SinkOptions' share)
+  std::pair<size_t, size_t> owned_;  // and the files they land in, which it makes
+  std::string folder_;               // png: the temporary folder
   std::atomic<int64_t> written_{0};  // images written, by append() or the engine's steps
   int64_t appended_ = 0;             // images given to append()
   std::mutex way_mutex_;

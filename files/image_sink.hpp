@@ -39,6 +39,8 @@ class ImageSink {
   // sizes on disk: a mosaic's unused tiles are never written yet take their place in the file.
   virtual std::vector<std::string> final_paths() const { return {}; }
   void commit();  // this sink alone: finish(), then commit_sinks({this})
+  // The temporary folder that a folder of PNGs is being made in ("" for other outputs, or before).
+  virtual std::string temp_folder() const { return ""; }
 
   // The steps of append() as the output engine takes them (engine/output_engine.hpp), so that it
   // writes several runs of a sink at once. A format of records (txt, tar) adds each run to the end
@@ -81,6 +83,13 @@ struct SinkOptions {
   SampleFacts facts;         // what each tar sample's json says besides its index
   int png_level = kDefaultPngLevel;  // png and mosaic-png: 0 (stored) .. kMaxPngLevel (png_encoder.hpp)
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
+  // An MPI rank's share of the output: the images [share_first, share_end) (share_end < 0: all of
+  // them) and the files they land in, which the sink makes and no other rank touches
+  // (mpi/rank_job.cpp splits the job at the files' edges); a rank's folder of PNGs is rank 0's
+  // (shared_folder: its temporary path), which the other ranks write into.
+  int64_t share_first = 0;
+  int64_t share_end = -1;
+  std::string shared_folder;
 };
 
 // The layout options of the output formats that these sink options ask for.

@@ -55,6 +55,17 @@ OutputFiles::~OutputFiles() {
 
 const std::string& OutputFiles::create(size_t file) { return slot(file).temp; }
 
+void OutputFiles::adopt_folder(size_t file, const std::string& temp) {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  if (file >= files_.count || slots_.count(file) != 0) throw std::logic_error("OutputFiles::adopt_folder: file taken");
+  auto made = std::make_unique<Slot>();
+  made->spec = files_.at(file);
+  if (made->spec.kind != OutputFile::Kind::Folder) throw std::logic_error("OutputFiles::adopt_folder: not a folder");
+  made->temp = temp;
+  made->adopted = true;
+  slots_.emplace(file, std::move(made));
+}
+
 OutputFiles::Slot& OutputFiles::slot(size_t file) {
   std::lock_guard<std::mutex> lock(slots_mutex_);
   auto found = slots_.find(file);
@@ -117,7 +128,7 @@ void OutputFiles::remove_uncommitted() noexcept {
       ::close(slot.fd);
       slot.fd = -1;
     }
-    if (!committed_ && !slot.file && !slot.temp.empty()) {
+    if (!committed_ && !slot.file && !slot.temp.empty() && !slot.adopted) {
       std::error_code ignored;
       std::filesystem::remove_all(slot.temp, ignored);
     }
@@ -224,9 +235,13 @@ void OutputFiles::file_complete(size_t file) {
 
 void OutputFiles::finish() {
   std::lock_guard<std::mutex> slots_lock(slots_mutex_);
-  if (slots_.size() != files_.count) {
-    throw std::logic_error("OutputFiles::finish: " + std::to_string(slots_.size()) + " of " +
-                           std::to_string(files_.count) + " files were made");
+  const size_t begin = owned_.first, end = std::min(owned_.second, files_.count);
+  const size_t wanted = end > begin ? end - begin : 0;
+  size_t made = 0;
+  for (const auto& [index, owned] : slots_) made += index >= begin && index < end;
+  if (made != wanted || slots_.size() != made) {
+    throw std::logic_error("OutputFiles::finish: " + std::to_string(made) + " of " + std::to_string(wanted) +
+                           " files were made (" + std::to_string(slots_.size()) + " in all)");
   }
   for (auto& [index, owned] : slots_) {
     Slot& slot = *owned;
@@ -251,7 +266,7 @@ std::vector<PendingRename> OutputFiles::renames() const {
   std::lock_guard<std::mutex> lock(slots_mutex_);
   std::vector<PendingRename> renames;
   for (const auto& [index, slot] : slots_) {
-    if (slot->spec.kind == OutputFile::Kind::Pixels) continue;
+    if (slot->spec.kind == OutputFile::Kind::Pixels || slot->adopted) continue;
     renames.push_back({slot->temp, slot->spec.path, slot->spec.kind == OutputFile::Kind::Folder,
                        written_kind(slot->spec.format)});
   }

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -63,6 +64,13 @@ class OutputFiles : public FileWriter {
   void images_written(size_t file, int64_t count) override;
   void file_complete(size_t file) override;
 
+  // The files [begin, end) are this process's to make (an MPI rank's share of the job); finish() then
+  // wants only those. By default all of them.
+  void own_only(size_t begin, size_t end) { owned_ = {begin, end}; }
+  // File `file` is a folder that another process made (an MPI job's folder of PNGs, made by rank 0):
+  // this one writes into it, and never renames nor removes it.
+  void adopt_folder(size_t file, const std::string& temp);
+
   // Whether large writes go through mapped_write (the caller's WriteWayTrial decides); off at first.
   void use_mapped_writes(bool on) { mapped_writes_ = on; }
 
@@ -85,6 +93,7 @@ class OutputFiles : public FileWriter {
     std::atomic<int64_t> images_left{-1};  // images still to come, for fixed-size files
     std::atomic<int64_t> bytes{0};         // written so far
     std::atomic<bool> mappable{true};      // large writes may go through mapped_write until it says Unsupported
+    bool adopted = false;                  // another process's folder (adopt_folder)
   };
   Slot& slot(size_t file);  // created if need be
   void make(size_t file, Slot& slot);
@@ -95,6 +104,7 @@ class OutputFiles : public FileWriter {
   [[noreturn]] static void fail(const Slot& slot, int err);
 
   FileList files_;
+  std::pair<size_t, size_t> owned_{0, SIZE_MAX};  // the files finish() wants made
   mutable std::mutex slots_mutex_;                       // guards the map (not the slots)
   std::map<size_t, std::unique_ptr<Slot>> slots_;        // the files created so far, by number
   bool committed_ = false;

@@ -48,6 +48,14 @@ void Backend::generate_checked(const float* latents, int64_t n, const ImageTarge
   }
 }
 
+void Backend::generate_stream(const NextJob& next, const JobDone& done, int threads) {
+  StreamJob job;
+  while (next(job)) {
+    generate_checked(job.latents, job.n, job.out, threads);
+    done(job);
+  }
+}
+
 int usable_gpu_count(std::string* reason) {
   std::string runtime_says;
   const int count = cuda_device_count(&runtime_says);

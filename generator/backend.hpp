@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,6 +43,17 @@ struct ImageTarget {
   int channels;    // nc
 };
 
+// One job of a stream of jobs: n latents (n, nz) in, their images and scan flags out.
+struct StreamJob {
+  const float* latents = nullptr;
+  int64_t n = 0;
+  ImageTarget out{};
+};
+// next(job) fills in the stream's next job, or returns false where the stream ends; done(job) is told
+// once every image of a job is in its target, in the order the jobs came.
+using NextJob = std::function<bool(StreamJob& job)>;
+using JobDone = std::function<void(const StreamJob& job)>;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -51,6 +63,10 @@ class Backend {
   // scan and the conversion to 8-bit on the host on `threads` threads (<= 0: every CPU), a piece at a
   // time; the CUDA backend does both on the GPU. Any n.
   virtual void generate_checked(const float* latents, int64_t n, const ImageTarget& out, int threads);
+  // Jobs one after another as next() gives them (see StreamJob). The CUDA backend keeps the GPU busy
+  // from one job to the next, with the next job's batches queued before the last one's images are
+  // out; here, generate_checked() a job at a time.
+  virtual void generate_stream(const NextJob& next, const JobDone& done, int threads);
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Network& net, const BackendOptions& options);

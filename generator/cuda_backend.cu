@@ -53,6 +53,9 @@ class CudaBackend : public Backend {
     pipeline_->generate_checked(latents, n, out.images, out.flags);
   }
 
+  // One job after another with no drain of the GPU between them (gpu_pipeline.hpp).
+  void generate_stream(const NextJob& next, const JobDone& done, int) override { pipeline_->generate_stream(next, done); }
+
  private:
   ImageEncoding encoding_;
   std::string description_;

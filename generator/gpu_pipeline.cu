@@ -2,6 +2,7 @@
 #include "generator/gpu_pipeline.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <cstring>
 #include <stdexcept>
 
@@ -162,21 +163,149 @@ void GpuPipeline::generate(const float* latents, int64_t n, float* images) {
   });
 }
 
-void GpuPipeline::generate_checked(const float* latents, int64_t n, void* images, uint8_t* flags) {
+void GpuPipeline::copy_chunk(const PinnedImages& chunk, void* out, uint8_t* flags) {
   // Pieces of 256 KB: smaller ones cost more in wake-ups than they save.
   constexpr size_t kPiece = size_t{256} << 10;
   const bool widen = transfer_ == ImageTransfer::Float16;
-  const size_t out_bytes_per_image = widen ? sizeof(float) * image_values_ : transfer_bytes_per_image_;
-  generate_each(latents, n, [&](int64_t first, const PinnedImages& chunk) {
-    std::memcpy(flags + first, chunk.flags, static_cast<size_t>(chunk.count));
-    char* out = static_cast<char*>(images) + first * out_bytes_per_image;
-    const size_t bytes = chunk.bytes();
-    copier_->parallel_for(static_cast<int64_t>((bytes + kPiece - 1) / kPiece), [&](int64_t p0, int64_t p1) {
-      const size_t begin = p0 * kPiece, end = std::min(bytes, p1 * kPiece);
-      if (widen) chunk.to_floats(begin / 2, end / 2, reinterpret_cast<float*>(out) + begin / 2);
-      else std::memcpy(out + begin, static_cast<const char*>(chunk.data) + begin, end - begin);
-    });
+  std::memcpy(flags, chunk.flags, static_cast<size_t>(chunk.count));
+  char* to = static_cast<char*>(out);
+  const size_t bytes = chunk.bytes();
+  copier_->parallel_for(static_cast<int64_t>((bytes + kPiece - 1) / kPiece), [&](int64_t p0, int64_t p1) {
+    const size_t begin = p0 * kPiece, end = std::min(bytes, p1 * kPiece);
+    if (widen) chunk.to_floats(begin / 2, end / 2, reinterpret_cast<float*>(to) + begin / 2);
+    else std::memcpy(to + begin, static_cast<const char*>(chunk.data) + begin, end - begin);
   });
+}
+
+// Bytes of one image as the host receives it: float16 is widened to float32 as it is copied out.
+static size_t host_bytes_per_image(ImageTransfer transfer, size_t transfer_bytes, int image_values) {
+  return transfer == ImageTransfer::Float16 ? sizeof(float) * image_values : transfer_bytes;
+}
+
+void GpuPipeline::generate_checked(const float* latents, int64_t n, void* images, uint8_t* flags) {
+  const size_t out_bytes_per_image = host_bytes_per_image(transfer_, transfer_bytes_per_image_, image_values_);
+  generate_each(latents, n, [&](int64_t first, const PinnedImages& chunk) {
+    copy_chunk(chunk, static_cast<char*>(images) + first * out_bytes_per_image, flags + first);
+  });
+}
+
+void GpuPipeline::generate_stream(const NextJob& next, const JobDone& done) {
+  CUDA_CHECK(cudaSetDevice(device_));
+  const size_t out_bytes_per_image = host_bytes_per_image(transfer_, transfer_bytes_per_image_, image_values_);
+  struct Live {
+    StreamJob job;
+    int64_t batches = 0;   // of the job
+    int64_t enqueued = 0;  // batches enqueued so far
+    int64_t copied = 0;    // batches copied out so far
+  };
+  struct Queued {
+    size_t job;  // index into live, counted from the first job ever
+    int64_t batch;
+    int64_t sequence;
+  };
+  std::deque<Live> live;     // jobs not yet done, in order
+  size_t live_base = 0;      // the job index of live.front()
+  std::deque<Queued> queued;  // batches enqueued, not yet copied out
+  int64_t sequence = 0;
+  bool ended = false;
+  // The next batch onto the GPU: the newest job's next one, or a new job's first.
+  auto enqueue_one = [&]() {
+    while (live.empty() || live.back().enqueued == live.back().batches) {
+      if (ended) return;
+      Live fresh;
+      if (!next(fresh.job)) {
+        ended = true;
+        return;
+      }
+      if (fresh.job.out.encoding != (transfer_ == ImageTransfer::Rgb8 ? ImageEncoding::Rgb8 : ImageEncoding::Float32)) {
+        throw std::logic_error("GpuPipeline: images asked for in another encoding than built for");
+      }
+      fresh.batches = (fresh.job.n + max_batch_ - 1) / max_batch_;
+      live.push_back(fresh);
+    }
+    Live& job = live.back();
+    const int64_t b = job.enqueued++;
+    const int nb = static_cast<int>(std::min<int64_t>(max_batch_, job.job.n - b * max_batch_));
+    enqueue_batch(sequence, job.job.latents + b * max_batch_ * latent_dim_, nb, nullptr);
+    queued.push_back({live_base + live.size() - 1, b, sequence++});
+  };
+  // Jobs at the front whose every batch is out (or that have none) are done, in order.
+  auto finish_front = [&]() {
+    while (!live.empty() && live.front().copied == live.front().batches &&
+           live.front().enqueued == live.front().batches) {
+      done(live.front().job);
+      live.pop_front();
+      ++live_base;
+    }
+  };
+  constexpr int kAhead = kPinnedSlots - 1;  // batches queued beyond the one being copied out
+  for (int k = 0; k < kAhead; ++k) enqueue_one();
+  finish_front();
+  while (!queued.empty()) {
+    enqueue_one();  // its pinned slot held the batch before the front one, copied out already
+    const Queued batch = queued.front();
+    Live& job = live[batch.job - live_base];
+    const int nb = static_cast<int>(std::min<int64_t>(max_batch_, job.job.n - batch.batch * max_batch_));
+    char* images = static_cast<char*>(job.job.out.images);
+    copy_out_batch(batch.sequence, nb, [&](int first, const PinnedImages& chunk) {
+      const int64_t image = batch.batch * max_batch_ + first;
+      copy_chunk(chunk, images + image * out_bytes_per_image, job.job.out.flags + image);
+    });
+    ++job.copied;
+    queued.pop_front();
+    finish_front();
+  }
+  finish_front();
+}
+
+void GpuPipeline::enqueue_batch(int64_t sequence, const float* latents, int nb, cudaEvent_t* marks) {
+  auto mark = [&](int which, cudaStream_t stream) {
+    if (marks) CUDA_CHECK(cudaEventRecord(marks[which], stream));
+  };
+  const int slot = static_cast<int>(sequence % kDeviceSlots), pin = static_cast<int>(sequence % kPinnedSlots);
+  // Pinned latents: read by the upload two batches back, which finished before the last batch's images did.
+  CUDA_CHECK(cudaEventSynchronize(uploaded_[slot]));
+  std::memcpy(h_latents_[slot], latents, sizeof(float) * latent_dim_ * nb);
+  // Device latents: read by the projection two batches back (compute stream).
+  CUDA_CHECK(cudaStreamWaitEvent(upload_, computed_[slot], 0));
+  mark(0, upload_);
+  CUDA_CHECK(cudaMemcpyAsync(d_latents_[slot], h_latents_[slot], sizeof(float) * latent_dim_ * nb,
+                            cudaMemcpyHostToDevice, upload_));
+  mark(1, upload_);
+  CUDA_CHECK(cudaEventRecord(uploaded_[slot], upload_));
+  // Device images (and their float16 rounding): read by the download two batches back.
+  CUDA_CHECK(cudaStreamWaitEvent(compute_, uploaded_[slot], 0));
+  CUDA_CHECK(cudaStreamWaitEvent(compute_, images_read_[slot], 0));
+  mark(2, compute_);
+  run(slot, nb, true);
+  const char* download_from = static_cast<const char*>(download_source(slot));
+  mark(3, compute_);
+  CUDA_CHECK(cudaEventRecord(computed_[slot], compute_));
+  // Pinned images: three batches back, copied out by the host before it enqueued this one.
+  CUDA_CHECK(cudaStreamWaitEvent(download_, computed_[slot], 0));
+  mark(4, download_);
+  CUDA_CHECK(cudaMemcpyAsync(h_flags_[pin], d_flags_[slot], nb, cudaMemcpyDeviceToHost, download_));
+  for (int c = 0; c * kChunkImages < nb; ++c) {
+    const size_t first = transfer_bytes_per_image_ * kChunkImages * c;
+    const size_t bytes = transfer_bytes_per_image_ * std::min(kChunkImages, nb - c * kChunkImages);
+    CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(h_images_[pin]) + first, download_from + first, bytes,
+                              cudaMemcpyDeviceToHost, download_));
+    CUDA_CHECK(cudaEventRecord(chunk_landed_[pin][c], download_));
+  }
+  mark(5, download_);
+  CUDA_CHECK(cudaEventRecord(images_read_[slot], download_));
+}
+
+void GpuPipeline::copy_out_batch(int64_t sequence, int nb,
+                                 const std::function<void(int first, const PinnedImages&)>& consume) {
+  const int pin = static_cast<int>(sequence % kPinnedSlots);
+  for (int c = 0; c * kChunkImages < nb; ++c) {
+    const int first = kChunkImages * c;
+    CUDA_CHECK(cudaEventSynchronize(chunk_landed_[pin][c]));
+    const PinnedImages chunk{static_cast<const char*>(h_images_[pin]) + transfer_bytes_per_image_ * first, transfer_,
+                             std::min(kChunkImages, nb - first), image_values_, h_flags_[pin] + first};
+    consume(first, chunk);
+  }
 }
 
 void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer& consume) {
@@ -191,65 +320,16 @@ void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer&
     CUDA_CHECK(cudaEventCreate(&start));
     CUDA_CHECK(cudaEventRecord(start, upload_));
   }
-  auto mark = [&](int64_t b, int which, cudaStream_t s) {
-    if (timeline_on_) CUDA_CHECK(cudaEventRecord(ev[6 * b + which], s));
-  };
   auto batch_size = [&](int64_t b) { return static_cast<int>(std::min<int64_t>(max_batch_, n - b * max_batch_)); };
-  auto chunk_count = [&](int nb) { return (nb + kChunkImages - 1) / kChunkImages; };
-
-  // Batch b: latents into device slot b % 2, arithmetic, images out to pinned slot b % 3. Only the
-  // host ever waits, and only for work that is two batches old or for the batch it copies out.
+  // Batch b is the pipeline's batch b of this call: its slots are b % 2 and b % 3, as in a stream.
   auto enqueue = [&](int64_t b) {
-    const int slot = static_cast<int>(b % kDeviceSlots), pin = static_cast<int>(b % kPinnedSlots);
-    const int nb = batch_size(b);
-    // Pinned latents: read by batch b-2's upload, which finished before batch b-1's images did.
-    CUDA_CHECK(cudaEventSynchronize(uploaded_[slot]));
-    std::memcpy(h_latents_[slot], latents + b * max_batch_ * latent_dim_, sizeof(float) * latent_dim_ * nb);
-    // Device latents: read by batch b-2's projection (compute stream).
-    CUDA_CHECK(cudaStreamWaitEvent(upload_, computed_[slot], 0));
-    mark(b, 0, upload_);
-    CUDA_CHECK(cudaMemcpyAsync(d_latents_[slot], h_latents_[slot], sizeof(float) * latent_dim_ * nb,
-                              cudaMemcpyHostToDevice, upload_));
-    mark(b, 1, upload_);
-    CUDA_CHECK(cudaEventRecord(uploaded_[slot], upload_));
-    // Device images (and their float16 rounding): read by batch b-2's download.
-    CUDA_CHECK(cudaStreamWaitEvent(compute_, uploaded_[slot], 0));
-    CUDA_CHECK(cudaStreamWaitEvent(compute_, images_read_[slot], 0));
-    mark(b, 2, compute_);
-    run(slot, nb, true);
-    const char* download_from = static_cast<const char*>(download_source(slot));
-    mark(b, 3, compute_);
-    CUDA_CHECK(cudaEventRecord(computed_[slot], compute_));
-    // Pinned images: batch b-3's, which the host copied out before it called this.
-    CUDA_CHECK(cudaStreamWaitEvent(download_, computed_[slot], 0));
-    mark(b, 4, download_);
-    CUDA_CHECK(cudaMemcpyAsync(h_flags_[pin], d_flags_[slot], nb, cudaMemcpyDeviceToHost, download_));
-    for (int c = 0; c < chunk_count(nb); ++c) {
-      const size_t first = transfer_bytes_per_image_ * kChunkImages * c;
-      const size_t bytes = transfer_bytes_per_image_ * std::min(kChunkImages, nb - c * kChunkImages);
-      CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(h_images_[pin]) + first, download_from + first, bytes,
-                                cudaMemcpyDeviceToHost, download_));
-      CUDA_CHECK(cudaEventRecord(chunk_landed_[pin][c], download_));
-    }
-    mark(b, 5, download_);
-    CUDA_CHECK(cudaEventRecord(images_read_[slot], download_));
+    enqueue_batch(b, latents + b * max_batch_ * latent_dim_, batch_size(b), timeline_on_ ? &ev[6 * b] : nullptr);
   };
-  auto copy_out = [&](int64_t b) {
-    const int pin = static_cast<int>(b % kPinnedSlots), nb = batch_size(b);
-    for (int c = 0; c < chunk_count(nb); ++c) {
-      const int first = kChunkImages * c;
-      CUDA_CHECK(cudaEventSynchronize(chunk_landed_[pin][c]));
-      const PinnedImages chunk{static_cast<const char*>(h_images_[pin]) + transfer_bytes_per_image_ * first, transfer_,
-                               std::min(kChunkImages, nb - first), image_values_, h_flags_[pin] + first};
-      consume(b * max_batch_ + first, chunk);
-    }
-  };
-
   constexpr int64_t kAhead = kPinnedSlots - 1;  // batches queued beyond the one being copied out
   for (int64_t b = 0; b < std::min(kAhead, batches); ++b) enqueue(b);
   for (int64_t b = 0; b < batches; ++b) {
     if (b + kAhead < batches) enqueue(b + kAhead);  // its pinned slot held batch b-1, copied out already
-    copy_out(b);
+    copy_out_batch(b, batch_size(b), [&](int first, const PinnedImages& chunk) { consume(b * max_batch_ + first, chunk); });
   }
   if (timeline_on_) {
     CUDA_CHECK(cudaStreamSynchronize(download_));

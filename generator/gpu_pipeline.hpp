@@ -101,6 +101,12 @@ class GpuPipeline {
   using Consumer = std::function<void(int64_t first, const PinnedImages& images)>;
   void generate_each(const float* latents, int64_t n, const Consumer& consume);
 
+  // Jobs one after another (Backend::generate_stream): each job's images in the pipeline's encoding
+  // and their flags go to its target; batches never span two jobs, and the next job's batches are
+  // queued while the last ones of the job before are still in flight, so the GPU does not drain
+  // between jobs. done(job) is called on this thread, in order, once a job's images are all out.
+  void generate_stream(const NextJob& next, const JobDone& done);
+
   // The device buffers of one slot (0 or 1), and one batch from that slot's latents into its float32
   // images on the compute stream (a graph replay when n == max_batch): the network alone, without
   // the float16 rounding of a bf16 download. For benchmarks and tests.
@@ -129,6 +135,15 @@ class GpuPipeline {
   void run(int slot, int n, bool for_download);
   // What a batch's download reads: d_images_ or d_out_.
   const void* download_source(int slot) const;
+  // Batch `sequence` of the pipeline's life (device slot sequence % 2, pinned slot sequence % 3): nb
+  // latents from `latents` up, computed, downloaded into its pinned slot. Only the host waits, and
+  // only for work two batches old.
+  // marks: six events recorded at its steps' edges (the timeline), or null.
+  void enqueue_batch(int64_t sequence, const float* latents, int nb, cudaEvent_t* marks);
+  // The chunks of batch `sequence`'s pinned slot, each as it lands, to `consume(first, chunk)`.
+  void copy_out_batch(int64_t sequence, int nb, const std::function<void(int first, const PinnedImages&)>& consume);
+  // A download chunk's images into host memory `out` (pipeline encoding; float16 widened to float32).
+  void copy_chunk(const PinnedImages& chunk, void* out, uint8_t* flags);
 
   ModelSpec spec_;
   int latent_dim_;    // floats per latent

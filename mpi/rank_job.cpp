@@ -15,16 +15,24 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/clock.hpp"
+#include "common/work_pool.hpp"
+#include "engine/output_engine.hpp"
+#include "engine/piece_loop.hpp"
 #include "engine/piece_plan.hpp"
+#include "files/commit_journal.hpp"
+#include "files/image_sink.hpp"
+#include "files/path_parts.hpp"
 #include "files/output_guard.hpp"
 #include "files/stop_signals.hpp"
 #include "files/temp_registry.hpp"
@@ -40,7 +48,6 @@
 #include "mpi/agreement.hpp"
 #include "mpi/job_progress.hpp"
 #include "mpi/mpi_check.hpp"
-#include "mpi/ordered_output.hpp"
 #include "mpi/polite_wait.hpp"
 #include "mpi/rank_topology.hpp"
 #include "mpi/same_file.hpp"
@@ -59,9 +66,6 @@ namespace {
 // On the CPU a rank's start-up (reading and checking the 20 MB model) is worth a few images.
 constexpr int64_t kDefaultMinImagesCuda = 4096;
 constexpr int64_t kDefaultMinImagesCpu = 8;
-// A CPU rank generates its slice in steps of this many images and tells rank 0 after each, so the
-// job's progress moves during a long slice (a GPU rank's slice takes milliseconds: one step).
-constexpr int64_t kCpuProgressStep = 64;
 
 void maybe_inject_fault(int rank) {
   const char* spec = std::getenv("FACEGEN_TEST_FAULT");
@@ -97,16 +101,18 @@ class RankJob {
   // Steps 0 and 1 of run_steps: the model's shape, N (read by rank 0, told to all) and whether every
   // rank reads its own latents (shared); reader is rank 0's source, or every rank's when shared.
   int64_t open_inputs(RankStatus& status, RankStatus& input_status, std::unique_ptr<LatentSource>& reader, bool& shared);
-  // Step 4: every round read, generated and handed to the outputs. False when the ranks agreed to stop
-  // (a failure anywhere); the outputs are then finished and exit_code_ says why.
-  bool run_rounds(const WorkSplit& split, OrderedOutputs& outputs, LatentSource* reader, bool shared, RankStatus& status);
-  // images: the round's buffer, (count, 64, 64, nc) in `encoding`.
-  void generate_slice(const float* latents, int64_t count, int64_t first_index, ImageEncoding encoding, void* images);
-  RunSummary gather_summary(const WorkSplit& split, const OrderedOutputs& outputs);
+  // Step 3: this rank's sinks for its share (rank 0 first: its folder of PNGs is every rank's).
+  void make_outputs(const SinkOptions& sink_options, RankStatus& status);
+  // Step 4: the share's pieces generated and written; errors go into `status`.
+  void run_share(LatentSource& reader, RankStatus& status);
+  // Step 5: every rank's renames to rank 0, which puts the whole set in place. False when the ranks
+  // agreed to stop (exit_code_ says why).
+  bool commit_outputs(RankStatus& status);
+  RunSummary gather_summary();
   bool agree(const RankStatus& status) { return ranks_agree(world_, status, &exit_code_); }
   int64_t default_min_images() const;
   void start_backend(int active, const std::vector<int>& node_of_rank);
-  void report_ranks(const WorkSplit& split);
+  void report_ranks();
 
   MPI_Comm world_;
   RankTopology topo_;
@@ -126,10 +132,13 @@ class RankJob {
   int cpu_threads_ = 1;  // this rank's share of its node's CPUs
   std::string latents_text_;  // rank 0: where the latents come from
   Times times_;
-  bool on_cpu_ = false;
   std::string device_ = "cpu";  // "cuda", "cpu", "synthetic": the device this rank's backend runs on
-  int64_t generated_ = 0;       // images this rank has generated so far
-  std::vector<uint8_t> flags_;  // (slice): each image's scan (generator/finite_check.hpp)
+  std::optional<WorkSplit> split_;
+  ImageRange share_;            // the images this rank generates and writes
+  std::vector<std::unique_ptr<ImageSink>> sinks_;  // this rank's share of every output
+  std::vector<std::unique_ptr<TempRegistration>> handed_over_;  // rank 0: the other ranks' temporaries
+  std::vector<std::string> handed_over_paths_;                  // rank 0: their paths, removed unless committed
+  std::vector<std::pair<size_t, std::string>> committed_finals_;  // rank 0: (output, final path) of every file
   std::unique_ptr<JobProgress> progress_;
   std::unique_ptr<ProgressDisplay> display_;  // rank 0
   std::unique_ptr<OutputGuard> guard_;         // rank 0: the prefix's lock, until the outputs are in place
@@ -156,7 +165,6 @@ void RankJob::start_backend(int active, const std::vector<int>& node_of_rank) {
   cpu_threads_ = backend.threads > 0 ? backend.threads : cpu_threads_for_rank(sharing);
   if (backend.device == DeviceKind::Cpu) backend.threads = cpu_threads_;
   notice_ = choice.notice(cpu_threads_);
-  on_cpu_ = backend.device == DeviceKind::Cpu;
   device_ = backend.device == DeviceKind::Cuda ? "cuda" : backend.device == DeviceKind::Synthetic ? "synthetic" : "cpu";
   backend.images_done = &progress_->own_count();
   backend.images = image_encoding_for(request_.formats);  // OrderedOutputs' buffers hold them so
@@ -175,26 +183,6 @@ int RankJob::run() {
   if (display_) display_->finish();
   progress_->close();
   return code;
-}
-
-// This rank's slice, in steps that tell rank 0 how far it is (see kCpuProgressStep).
-// first_index: the index of latents[0] in the whole job.
-void RankJob::generate_slice(const float* latents, int64_t count, int64_t first_index, ImageEncoding encoding,
-                             void* images) {
-  const int64_t bytes_per_image = image_bytes(encoding, spec_.image_channels);
-  const int64_t step = on_cpu_ ? kCpuProgressStep : std::max<int64_t>(count, 1);
-  flags_.resize(static_cast<size_t>(std::max<int64_t>(count, 1)));
-  for (int64_t first = 0; first < count; first += step) {
-    const int64_t n = std::min(step, count - first);
-    const float* z = latents + first * latents_.latent_dim;
-    const ImageTarget out{encoding, static_cast<char*>(images) + first * bytes_per_image, flags_.data() + first,
-                          latents_.latent_dim, spec_.image_channels};
-    backend_->generate_checked(z, n, out, cpu_threads_);
-    require_finite_flags(*net_, request_.model_path, z, out.flags, n, first_index + first, cpu_threads_);
-    progress_->own_count().store(generated_ + first + n, std::memory_order_relaxed);
-    progress_->publish();
-  }
-  generated_ += count;
 }
 
 int64_t RankJob::open_inputs(RankStatus& status, RankStatus& input_status, std::unique_ptr<LatentSource>& reader,
@@ -255,7 +243,9 @@ int RankJob::run_steps() {
   }
   if (!agree(status) || !agree(input_status) || !agree(output_status)) return exit_code_;
 
-  // 2. How many ranks generate; those start their backends.
+  // 2. How many ranks generate, and which images each: whole blocks, so that no two ranks share a
+  // file; everything on rank 0 where the ranks cannot each read their own latents (a pipe). Those
+  // ranks start their backends.
   int active = 1;
   if (is_root_) {
     attempt(status, [&] { min_images_ = default_min_images(); });
@@ -263,127 +253,189 @@ int RankJob::run_steps() {
   }
   MPI_CHECK(MPI_Bcast(&active, 1, MPI_INT, 0, world_));
   MPI_CHECK(MPI_Bcast(&min_images_, 1, MPI_INT64_T, 0, world_));
+  const int64_t block = shared ? split_unit_images(request_.formats, output_options(sink_options), total)
+                               : std::max<int64_t>(1, total);
+  split_.emplace(total, active, block);
+  share_ = split_->share(topo_.world_rank);
+  active = split_->active_ranks();
   std::vector<int> node_of_rank(static_cast<size_t>(topo_.world_size));
   MPI_CHECK(MPI_Allgather(&topo_.node_index, 1, MPI_INT, node_of_rank.data(), 1, MPI_INT, world_));
   if (topo_.world_rank < active) attempt(status, [&] { start_backend(active, node_of_rank); });
   if (!agree(status)) return exit_code_;
 
-  // 3. Outputs: checked by all, created by rank 0, opened by all.
-  const int64_t round_images = request_.chunk_images > 0 ? request_.chunk_images
-                                                         : kDefaultPieceBytes / image_bytes(image_encoding_for(request_.formats), spec_.image_channels);
-  WorkSplit split(total, active, round_images);
+  // 3. Outputs: each rank makes the files of its share, as temporaries.
   if (sink_options.threads <= 0) sink_options.threads = cpu_threads_;
   if (!sink_options.on_notice) sink_options.on_notice = request_.on_notice;
-  OrderedOutputs outputs(world_, request_.output_prefix, request_.formats, total, sink_options, split.max_slice());
-  outputs.prepare(status);
+  make_outputs(sink_options, status);
   if (!agree(status)) return exit_code_;
-  attempt(status, [&] { outputs.create(); });
-  if (!agree(status)) return exit_code_;
-  outputs.open(status);
-  if (!agree(status)) return exit_code_;  // files half-open: leave them to MPI_Finalize
 
-  if (options_.verbose) report_ranks(split);
+  if (options_.verbose) report_ranks();
   if (is_root_) {
     if (!notice_.empty() && !options_.quiet) std::fprintf(stderr, "facegen: %s\n", notice_.c_str());
     display_ = std::make_unique<ProgressDisplay>(stderr, request_.progress, total,
                                                  [this] { return progress_->job_images(); });
   }
 
-  // 4. Rounds.
-  if (!run_rounds(split, outputs, reader.get(), shared, status)) return exit_code_;
+  // 4. Each rank its share, on its own: the ranks meet again at the commit.
+  if (backend_ && !share_.empty() && reader) run_share(*reader, status);
 
   // 5. Nothing may follow the last number, and no rank's latent file changed; then the files go into place.
-  if (reader) attempt(status, [&] { reader->finish(); });
-  outputs.finish(status);
-  if (!agree(status)) return exit_code_;
-  attempt(status, [&] { outputs.commit(); });
-  if (!agree(status)) return exit_code_;
-  times_.write = outputs.write_seconds();
+  if (reader && (shared || is_root_)) attempt(status, [&] { reader->finish(); });
+  if (!commit_outputs(status)) return exit_code_;
   times_.total = seconds_since(job_start);
   if (display_) display_->finish();
-  const RunSummary summary = gather_summary(split, outputs);
+  const RunSummary summary = gather_summary();
   if (is_root_) attempt(status, [&] { report_summary(summary, request_.summary_json_path, options_.quiet); });
   if (!agree(status)) return exit_code_;
   return 0;
 }
 
-bool RankJob::run_rounds(const WorkSplit& split, OrderedOutputs& outputs, LatentSource* reader, bool shared,
-                         RankStatus& status) {
-  const int64_t slice_capacity = split.max_slice();
-  // Round q+1 is read on a thread of its own while round q is generated and written, so that parsing
-  // text latents hides behind the work instead of adding to it: by every rank its own slice, or by
-  // rank 0 the whole round, which it then scatters.
-  const bool reads = shared || is_root_;
-  if (shared && reader) reader->set_threads(cpu_threads_);
-  std::vector<float> round_latents[2];  // (slice or round images, nz), one being read, one in use
-  std::future<void> next_round;
-  auto start_reading = [&](int64_t q) {
-    const ImageRange part = shared ? split.slice(q, topo_.world_rank) : split.round(q);
-    next_round = std::async(std::launch::async, [reader, &round_latents, part, shared, q] {
-      if (shared) {
-        reader->read_range(part.begin, part.size(), round_latents[q % 2].data());
-      } else {
-        reader->read(round_latents[q % 2].data(), part.size());
+void RankJob::make_outputs(const SinkOptions& sink_options, RankStatus& status) {
+  SinkOptions options = sink_options;
+  options.share_first = share_.begin;
+  options.share_end = share_.end;
+  if (!is_root_) options.on_notice = nullptr;
+  // Rank 0 first: a commit of an earlier run into this directory that a kill cut short is finished,
+  // then its files (and the folder of PNGs, whose temporary path every rank then writes into).
+  std::string folder;
+  if (is_root_) {
+    attempt(status, [&] {
+      for (const std::string& sentence : finish_dead_commits(directory_of(request_.output_prefix))) {
+        if (options.on_notice) options.on_notice(sentence);
+      }
+      for (OutputFormat format : request_.formats) {
+        sinks_.push_back(make_sink(format, request_.output_prefix, split_->total_images(), options));
+        if (format == OutputFormat::Png) folder = sinks_.back()->temp_folder();
       }
     });
-  };
-  if (reads) {
-    // A round is at most the active ranks' largest slices (each at most the chunk), and at most N.
-    const int64_t images = shared ? slice_capacity : std::min(split.total_images(), slice_capacity * split.active_ranks());
-    for (auto& buffer : round_latents) buffer.resize(static_cast<size_t>(images) * latents_.latent_dim);
-    if (split.rounds() > 0) start_reading(0);
   }
-  std::vector<float> latents(shared ? 0 : static_cast<size_t>(slice_capacity) * latents_.latent_dim);  // (slice, nz)
-  std::vector<int> counts(static_cast<size_t>(topo_.world_size));
-  std::vector<int> displacements(static_cast<size_t>(topo_.world_size));
-  MPI_Request request;
-  for (int64_t q = 0; q < split.rounds(); ++q) {
-    const ImageRange round = split.round(q);
-    if (reads) {
-      const auto start = Clock::now();
-      attempt(status, [&] { next_round.get(); });  // rethrows what the reading thread threw
-      times_.parse += seconds_since(start);  // only the wait: what reading did not hide
-      if (!status.failed && q + 1 < split.rounds()) start_reading(q + 1);
+  int64_t length = static_cast<int64_t>(folder.size());
+  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, 0, world_));
+  folder.resize(static_cast<size_t>(length));
+  MPI_CHECK(MPI_Bcast(folder.data(), static_cast<int>(length), MPI_CHAR, 0, world_));
+  int made = status.failed ? 0 : 1;
+  int all_made = 0;
+  MPI_CHECK(MPI_Allreduce(&made, &all_made, 1, MPI_INT, MPI_MIN, world_));
+  if (is_root_ || !all_made) return;
+  options.shared_folder = folder;
+  attempt(status, [&] {
+    for (OutputFormat format : request_.formats) {
+      sinks_.push_back(make_sink(format, request_.output_prefix, split_->total_images(), options));
     }
-    // Agreeing here also stops the job after a failed generate or write of an earlier round.
-    outputs.collect_errors(status);
-    if (!agree(status)) {
-      outputs.finish(status);
-      return false;
-    }
-    const ImageRange mine = split.slice(q, topo_.world_rank);
-    const float* my_latents = shared ? round_latents[q % 2].data() : latents.data();  // (slice, nz)
-    if (!shared) {
-      for (int r = 0; r < topo_.world_size; ++r) {
-        const ImageRange slice = split.slice(q, r);
-        counts[static_cast<size_t>(r)] = static_cast<int>(slice.size() * latents_.latent_dim);
-        displacements[static_cast<size_t>(r)] = static_cast<int>((slice.begin - round.begin) * latents_.latent_dim);
-      }
-      MPI_CHECK(MPI_Iscatterv(round_latents[q % 2].data(), counts.data(), displacements.data(), MPI_FLOAT,
-                              latents.data(), counts[static_cast<size_t>(topo_.world_rank)], MPI_FLOAT, 0, world_,
-                              &request));
-      wait_politely(&request);
-    }
-    // (slice, 64, 64, nc); written by the outputs' writer thread while the next round is generated.
-    void* images = outputs.next_buffer();
-    if (!mine.empty()) {
-      const auto start = Clock::now();
-      attempt(status, [&] {
-        if (q == 0) maybe_inject_fault(topo_.world_rank);
-        generate_slice(my_latents, mine.size(), mine.begin, outputs.encoding(), images);
-      });
-      times_.compute += seconds_since(start);
-    }
-    outputs.submit_round(images, round, mine, status);
-  }
-  return true;
+  });
 }
 
-void RankJob::report_ranks(const WorkSplit& split) {
+void RankJob::run_share(LatentSource& reader, RankStatus& status) {
+  const ImageEncoding encoding = image_encoding_for(request_.formats);
+  std::vector<ImageSink*> outputs;
+  for (auto& sink : sinks_) outputs.push_back(sink.get());
+  const OutputOptions layout = output_options(request_.sinks);
+  const JobFlow flow = job_flow(request_.formats, layout, split_->total_images(), cpu_threads_,
+                                image_bytes(encoding, spec_.image_channels), request_.chunk_images,
+                                needs_image_order(request_.formats, reader.random_access()));
+  // The share's units: a share is whole blocks, each whole units (a block is a multiple of a unit).
+  const int64_t unit = flow.unit_images > 0 ? flow.unit_images : std::max<int64_t>(1, split_->total_images());
+  PiecePlan plan(split_->total_images(), unit, flow.piece_images, flow.lanes, share_.begin / unit,
+                 (share_.end + unit - 1) / unit);
+  EngineOptions engine_options;
+  engine_options.piece_images = flow.piece_images;
+  engine_options.buffers = flow.buffers;
+  engine_options.threads = cpu_threads_;
+  engine_options.encoding = encoding;
+  engine_options.image_channels = spec_.image_channels;
+  attempt(status, [&] {
+    OutputEngine engine(outputs, engine_options);
+    PieceLoop loop{*backend_, engine, plan, reader, flow.buffers, *net_, request_.model_path, cpu_threads_,
+                   nullptr, nullptr};
+    loop.first_piece = [this] { maybe_inject_fault(topo_.world_rank); };
+    loop.generated = [this](int64_t count) {
+      progress_->own_count().fetch_add(count, std::memory_order_relaxed);
+      progress_->publish();
+    };
+    const auto start = Clock::now();
+    const PieceLoopSeconds seconds = run_piece_loop(loop);
+    times_.parse += seconds.parse;
+    times_.compute += seconds.compute;
+    engine.finish();
+    times_.write = engine.write_seconds();
+    (void)start;
+  });
+}
+
+bool RankJob::commit_outputs(RankStatus& status) {
+  // Every byte of this rank's files on the storage; its renames, two lines each: "FOLDER KIND OUTPUT
+  // TEMP", then FINAL (OUTPUT: the output's place in the formats given).
+  std::string mine;
+  attempt(status, [&] {
+    for (size_t o = 0; o < sinks_.size(); ++o) {
+      for (const PendingRename& rename : sinks_[o]->finish()) {
+        mine += std::to_string(rename.folder) + ' ' + std::to_string(static_cast<int>(rename.kind)) + ' ' +
+                std::to_string(o) + ' ' + rename.temp + '\n' + rename.final + '\n';
+      }
+    }
+  });
+  if (!agree(status)) return false;
+  // Rank 0 takes the other ranks' temporaries over (listed for a signal's cleanup, removed if the
+  // commit does not happen); then they let go of them, and rank 0 commits the whole set.
+  int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(is_root_ ? static_cast<size_t>(topo_.world_size) : 0);
+  MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, world_));
+  std::vector<int> offsets(lengths.size(), 0);
+  for (size_t r = 1; r < lengths.size(); ++r) offsets[r] = offsets[r - 1] + lengths[r - 1];
+  std::string all(is_root_ ? static_cast<size_t>(offsets.empty() ? 0 : offsets.back() + lengths.back()) : 0, '\0');
+  MPI_CHECK(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, world_));
+  std::vector<PendingRename> renames;
+  if (is_root_) {
+    attempt(status, [&] {
+      for (int r = 0; r < topo_.world_size; ++r) {
+        std::istringstream lines(all.substr(static_cast<size_t>(offsets[r]), static_cast<size_t>(lengths[r])));
+        for (std::string head, final; std::getline(lines, head) && std::getline(lines, final);) {
+          PendingRename rename;
+          std::istringstream fields(head);
+          int folder = 0, kind = 0;
+          size_t output = 0;
+          fields >> folder >> kind >> output;
+          fields.get();
+          std::getline(fields, rename.temp);
+          rename.folder = folder != 0;
+          rename.kind = static_cast<WrittenKind>(kind);
+          rename.final = final;
+          committed_finals_.emplace_back(output, final);
+          if (r != 0) {  // another rank's: rank 0 answers for it from here on
+            handed_over_.push_back(std::make_unique<TempRegistration>(
+                register_temp_path(rename.temp, rename.folder ? TempKind::Folder : TempKind::File)));
+            handed_over_paths_.push_back(rename.temp);
+          }
+          renames.push_back(rename);
+        }
+      }
+    });
+  }
+  if (!agree(status)) return false;
+  if (!is_root_) {
+    for (auto& sink : sinks_) sink->committed();  // rank 0's now
+  }
+  if (is_root_) {
+    attempt(status, [&] {
+      commit_all_or_nothing(renames);
+      for (auto& sink : sinks_) sink->committed();
+      handed_over_paths_.clear();  // in place: nothing to remove
+    });
+  }
+  // A commit that did not happen: the other ranks' temporaries go too.
+  for (const std::string& path : handed_over_paths_) {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  handed_over_.clear();
+  return agree(status);
+}
+
+void RankJob::report_ranks() {
   constexpr int kLine = 512;
   char line[kLine];
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  const std::string work = backend_ ? "  " + std::to_string(split.rank_total(topo_.world_rank)) + " images" : "";
+  const std::string work = backend_ ? "  " + std::to_string(share_.size()) + " images" : "";
   std::snprintf(line, sizeof line, "rank %d of %d  host %s  local rank %d of %d  %s%s%s%s", topo_.world_rank,
                 topo_.world_size, topo_.host.c_str(), topo_.local_rank, topo_.local_size, backend_text_.c_str(),
                 work.c_str(), visible ? "  CUDA_VISIBLE_DEVICES=" : "", visible ? visible : "");
@@ -403,12 +455,12 @@ struct RankRow {
   char backend[160];
 };
 
-RunSummary RankJob::gather_summary(const WorkSplit& split, const OrderedOutputs& outputs) {
+RunSummary RankJob::gather_summary() {
   Times slowest;
   MPI_CHECK(MPI_Reduce(&times_, &slowest, kTimeFields, MPI_DOUBLE, MPI_MAX, 0, world_));
   RankRow mine{};
   mine.times = times_;
-  mine.images = generated_;
+  mine.images = backend_ ? share_.size() : 0;
   mine.peak_memory = peak_resident_bytes();
   std::snprintf(mine.host, sizeof mine.host, "%s", topo_.host.c_str());
   std::snprintf(mine.backend, sizeof mine.backend, "%s", backend_text_.c_str());
@@ -417,14 +469,14 @@ RunSummary RankJob::gather_summary(const WorkSplit& split, const OrderedOutputs&
   RunSummary s;
   if (!is_root_) return s;
 
-  const int64_t total = split.total_images();
-  const int active = split.active_ranks();
+  const int64_t total = split_->total_images();
+  const int active = split_->active_ranks();
   char text[512];
   if (active == topo_.world_size) {
     int64_t fewest = total, most = 0;
     for (int r = 0; r < active; ++r) {
-      fewest = std::min(fewest, split.rank_total(r));
-      most = std::max(most, split.rank_total(r));
+      fewest = std::min(fewest, split_->share(r).size());
+      most = std::max(most, split_->share(r).size());
     }
     if (fewest == most) {
       std::snprintf(text, sizeof text, "all generate, %lld images each", static_cast<long long>(most));
@@ -432,6 +484,10 @@ RunSummary RankJob::gather_summary(const WorkSplit& split, const OrderedOutputs&
       std::snprintf(text, sizeof text, "all generate, %lld to %lld images each", static_cast<long long>(fewest),
                     static_cast<long long>(most));
     }
+  } else if (active == split_->blocks() && split_->blocks() < topo_.world_size) {
+    std::snprintf(text, sizeof text, "%d generate%s, %d sit%s out (the job has %lld block%s)", active,
+                  active == 1 ? "s" : "", topo_.world_size - active, topo_.world_size - active == 1 ? "s" : "",
+                  static_cast<long long>(split_->blocks()), split_->blocks() == 1 ? "" : "s");
   } else {
     std::snprintf(text, sizeof text,
                   "%d generate%s, %d sit%s out (a rank needs %lld images to pay for its start-up; --all-ranks to use "
@@ -440,8 +496,8 @@ RunSummary RankJob::gather_summary(const WorkSplit& split, const OrderedOutputs&
                   static_cast<long long>(min_images_));
   }
   s.ranks_note = text;
-  std::snprintf(text, sizeof text, "; %lld round%s of at most %lld images per rank", static_cast<long long>(split.rounds()),
-                split.rounds() == 1 ? "" : "s", static_cast<long long>(request_.chunk_images));
+  std::snprintf(text, sizeof text, "; shares of whole blocks of %lld images, where no two ranks share a file",
+                static_cast<long long>(split_->block_images()));
   s.ranks_note += text;
   s.model = request_.model_path;
   if (guard_) s.stale = guard_->stale();
@@ -456,17 +512,21 @@ RunSummary RankJob::gather_summary(const WorkSplit& split, const OrderedOutputs&
   s.generating_ranks = active;
   s.load_seconds = slowest.startup;
   double written = 0;
-  for (const std::string& path : outputs.final_paths()) {
-    s.files.push_back({path, file_bytes(path)});
-    written += static_cast<double>(s.files.back().bytes);
+  for (size_t o = 0; o < sinks_.size(); ++o) {
+    int64_t bytes = 0;
+    for (const auto& [output, path] : committed_finals_) bytes += output == o ? file_bytes(path) : 0;
+    s.files.push_back({sinks_[o]->path(), bytes});
+    written += static_cast<double>(bytes);
   }
   s.stages = {
       {"parse", slowest.parse, 0, "slowest rank, the part not hidden behind generation"},
       {"generate", slowest.compute, 0, "slowest rank, not counting reading and writing files"},
-      {"write", slowest.write, written, "slowest rank: formatting, converting and MPI-IO on its writer thread, beside generation"},
+      {"write", slowest.write, written, "slowest rank, summed over its pool's threads, beside generation"},
   };
   s.total_seconds = times_.total;
   s.peak_memory_bytes = mine.peak_memory;
+  s.cpu_seconds = process_cpu_seconds();
+  s.threads_started = WorkPool::threads_started();
   for (int r = 0; r < topo_.world_size; ++r) {
     const RankRow& row = rows[static_cast<size_t>(r)];
     RankFigures f;

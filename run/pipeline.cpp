@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <deque>
 #include <vector>
 
 #include "common/clock.hpp"
@@ -19,7 +18,7 @@
 #include "files/path_parts.hpp"
 #include "generator/finite_check.hpp"
 #include "common/work_pool.hpp"
-#include "engine/latent_prefetch.hpp"
+#include "engine/piece_loop.hpp"
 #include "engine/output_engine.hpp"
 #include "engine/piece_plan.hpp"
 
@@ -73,53 +72,9 @@ std::unique_ptr<Backend> start_job_backend(const GenerateRequest& request, const
   return backend;
 }
 
-struct LoopSeconds {
-  double parse = 0;    // waiting for latents that reading had not made ready
-  double compute = 0;  // generation and the finite check, not counting the waits for latents and buffers
-};
-
-// Every piece of the plan: its latents (read ahead on the pool), generated into a buffer of the
-// engine, checked, handed to the engine; the backend streams one piece after another.
-LoopSeconds generate_pieces(const GenerateRequest& request, const Prepared& run, Backend& backend,
-                            OutputEngine& engine, PiecePlan& plan, int latent_slots, std::string& device_notice,
-                            std::atomic<int64_t>& generated) {
-  const ModelSpec& spec = run.net.spec();
-  LatentPrefetch latents(run.reader, plan, latent_slots, engine.piece_images(), spec.latent_dim);
-  std::deque<PieceRange> in_stream;  // pieces handed to the backend, not yet done, in order
-  double waits = 0;
-  const auto start = Clock::now();
-  auto next = [&](StreamJob& job) {
-    const auto waiting = Clock::now();
-    PieceRange piece;
-    const float* z = nullptr;
-    if (!latents.next(piece, z)) return false;
-    if (!device_notice.empty() && request.on_notice) request.on_notice(device_notice);
-    device_notice.clear();
-    const PieceBuffer buffer = engine.acquire();
-    waits += seconds_since(waiting);
-    job = StreamJob{z, piece.count, {engine.encoding(), buffer.images, buffer.flags, spec.latent_dim, spec.image_channels}};
-    in_stream.push_back(piece);
-    return true;
-  };
-  auto done = [&](const StreamJob& job) {
-    const PieceRange piece = in_stream.front();
-    in_stream.pop_front();
-    require_finite_flags(run.net, request.model_path, job.latents, job.out.flags, piece.count, piece.first,
-                         request.backend.threads);
-    engine.submit(job.out.images, piece.first, piece.count);
-    latents.release();
-    generated.fetch_add(piece.count);
-  };
-  backend.generate_stream(next, done, request.backend.threads);
-  LoopSeconds seconds;
-  seconds.parse = latents.wait_seconds();
-  seconds.compute = std::max(0.0, seconds_since(start) - waits);
-  return seconds;
-}
-
 // The files, their sizes and the stages' times into `summary`, once the outputs are in place.
 void summarize_run(const GenerateRequest& request, const Prepared& run, const std::vector<std::unique_ptr<ImageSink>>& sinks,
-                   const OutputEngine& engine, LoopSeconds seconds, RunSummary& summary) {
+                   const OutputEngine& engine, PieceLoopSeconds seconds, RunSummary& summary) {
   summary.images = run.total;
   summary.latents = run.reader.describe();
   summary.seeds = request.latents.seeds;
@@ -181,7 +136,13 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   options.image_channels = channels;
   OutputEngine engine(outputs, options);
   ProgressDisplay progress(stderr, request.progress, run.total, [&generated] { return generated.load(); });
-  LoopSeconds seconds = generate_pieces(request, run, *backend, engine, plan, flow.buffers, device_notice, generated);
+  PieceLoop loop{*backend, engine, plan, run.reader, flow.buffers, run.net, request.model_path, request.backend.threads,
+                 nullptr, nullptr};
+  loop.first_piece = [&] {
+    if (!device_notice.empty() && request.on_notice) request.on_notice(device_notice);
+  };
+  loop.generated = [&generated](int64_t count) { generated.fetch_add(count); };
+  PieceLoopSeconds seconds = run_piece_loop(loop);
   const auto start = Clock::now();
   run.reader.finish();
   seconds.parse += seconds_since(start) + run.parse_seconds;

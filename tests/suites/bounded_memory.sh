@@ -41,9 +41,10 @@ peak_kb() {  # peak_kb N: runs N images, prints the peak RSS in KB
 a=$(peak_kb $small) || { echo "run of $small images failed"; exit 1; }
 b=$(peak_kb $large) || { echo "run of $large images failed"; exit 1; }
 threads=$(nproc)
-# The bound docs/usage.md states, for these settings (no model: the synthetic backend holds none; no mosaic-png):
-# 64 MB + 2 x chunk x 49,152 B + 6 MB per writer thread.
-bound=$(( 64000 + 2 * chunk * 49152 / 1000 + 6000 * threads ))
+# The bound docs/usage.md states, for these settings (no model: the synthetic backend holds none; no
+# mosaic-png; txt keeps image order, so 4 buffers): 64 MB + 4 x chunk x (49,152 B of an image + 188,000 B
+# of its text at most) + 6 MB per thread.
+bound=$(( 64000 + 4 * chunk * (49152 + 188000) / 1000 + 6000 * threads ))
 echo "peak memory: $small images ${a} KB, $large images ${b} KB (chunk $chunk, 10x the images: $((large / chunk)) chunks); bound ${bound} KB"
 failed=0
 if [ "$b" -gt $((a + 8000)) ]; then
