@@ -572,6 +572,12 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
       return facegen::mpi::run_as_rank(request, rank_options);
     }
 
+    // One process, one GPU: CUDA starts on that GPU alone.
+    const facegen::DeviceKind device = request.backend.device;
+    if ((device == facegen::DeviceKind::Cuda || device == facegen::DeviceKind::Auto) &&
+        facegen::see_only_gpu(std::max(0, request.backend.cuda_device))) {
+      request.backend.cuda_device = 0;
+    }
     const facegen::RunSummary summary = facegen::run_generation(request);
     facegen::report_summary(summary, request.summary_json_path, quiet);
     return 0;

@@ -6,6 +6,7 @@
 // CPU with a one-line notice saying why in plain words. The CPU computes in fp32 only.
 //
 // Also the host's generate_checked(), for the backends that make images in host memory.
+#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +55,48 @@ void Backend::generate_stream(const NextJob& next, const JobDone& done, int thre
     generate_checked(job.latents, job.n, job.out, threads);
     done(job);
   }
+}
+
+namespace {
+
+// The entries of CUDA_VISIBLE_DEVICES where it is set, else CUDA's numbers 0 .. k - 1 of the k device
+// nodes dev/nvidiaN.
+std::vector<std::string> visible_gpus(const std::string& dev) {
+  std::vector<std::string> visible;
+  if (const char* listed = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::string entry;
+    for (const char* c = listed;; ++c) {
+      if (*c == ',' || *c == '\0') {
+        visible.push_back(entry);
+        entry.clear();
+        if (*c == '\0') break;
+      } else {
+        entry += *c;
+      }
+    }
+  } else if (DIR* folder = ::opendir(dev.c_str())) {
+    while (const dirent* node = ::readdir(folder)) {
+      const std::string name = node->d_name;
+      if (name.size() > 6 && name.compare(0, 6, "nvidia") == 0 &&
+          name.find_first_not_of("0123456789", 6) == std::string::npos) {
+        visible.push_back(std::to_string(visible.size()));  // CUDA's numbering: 0 .. count - 1
+      }
+    }
+    ::closedir(folder);
+  }
+  return visible;
+}
+
+}  // namespace
+
+int visible_gpu_count(const std::string& dev) { return static_cast<int>(visible_gpus(dev).size()); }
+
+bool see_only_gpu(int index, const std::string& dev) {
+  const std::vector<std::string> visible = visible_gpus(dev);
+  if (visible.size() <= 1 || index < 0 || index >= static_cast<int>(visible.size()) || visible[index].empty()) {
+    return false;
+  }
+  return ::setenv("CUDA_VISIBLE_DEVICES", visible[static_cast<size_t>(index)].c_str(), 1) == 0;
 }
 
 int usable_gpu_count(std::string* reason) {

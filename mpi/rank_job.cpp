@@ -299,6 +299,7 @@ void RankJob::make_outputs(const SinkOptions& sink_options, RankStatus& status) 
   // then its files (and the folder of PNGs, whose temporary path every rank then writes into).
   std::string folder;
   if (is_root_) {
+    stop_for_test("outputs-open");
     attempt(status, [&] {
       for (const std::string& sentence : finish_dead_commits(directory_of(request_.output_prefix))) {
         if (options.on_notice) options.on_notice(sentence);
@@ -316,13 +317,17 @@ void RankJob::make_outputs(const SinkOptions& sink_options, RankStatus& status) 
   int made = status.failed ? 0 : 1;
   int all_made = 0;
   MPI_CHECK(MPI_Allreduce(&made, &all_made, 1, MPI_INT, MPI_MIN, world_));
-  if (is_root_ || !all_made) return;
-  options.shared_folder = folder;
-  attempt(status, [&] {
-    for (OutputFormat format : request_.formats) {
-      sinks_.push_back(make_sink(format, request_.output_prefix, split_->total_images(), options));
-    }
-  });
+  if (!all_made) return;
+  if (!is_root_) {
+    stop_for_test("outputs-open");
+    options.shared_folder = folder;
+    attempt(status, [&] {
+      for (OutputFormat format : request_.formats) {
+        sinks_.push_back(make_sink(format, request_.output_prefix, split_->total_images(), options));
+      }
+    });
+  }
+  stop_for_test("outputs-checked");  // every rank's first files are made (or it failed)
 }
 
 void RankJob::run_share(LatentSource& reader, RankStatus& status) {
@@ -496,8 +501,8 @@ RunSummary RankJob::gather_summary() {
                   static_cast<long long>(min_images_));
   }
   s.ranks_note = text;
-  std::snprintf(text, sizeof text, "; shares of whole blocks of %lld images, where no two ranks share a file",
-                static_cast<long long>(split_->block_images()));
+  std::snprintf(text, sizeof text, "; shares of whole blocks of %lld image%s, where no two ranks share a file",
+                static_cast<long long>(split_->block_images()), split_->block_images() == 1 ? "" : "s");
   s.ranks_note += text;
   s.model = request_.model_path;
   if (guard_) s.stale = guard_->stale();
@@ -588,6 +593,12 @@ int run_as_rank(const GenerateRequest& request, const RankJobOptions& options) {
   MPI_CHECK(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
   RankTopology topo = discover_topology(world);
   set_identity(topo.world_rank, topo.host);
+  // Each rank's CUDA sees its own GPU alone (the one choose_device would take: local rank modulo the
+  // GPUs), so that a rank starts one context, not one for every GPU of its node.
+  const DeviceKind device = request.backend.device;
+  if (device == DeviceKind::Cuda || device == DeviceKind::Auto) {
+    see_only_gpu(topo.local_rank % std::max(1, visible_gpu_count()));
+  }
   // mpirun and srun stop the other ranks with SIGTERM (then SIGKILL) when one fails; Ctrl-C is SIGINT.
   install_stop_handlers(StopStyle::DieOfSignal);
 

@@ -44,8 +44,8 @@ cleanup() {
 on_exit cleanup
 
 # --- inputs ------------------------------------------------------------------------------------------
-# 64 latents: 4 chunks of 16 in one process, 4 rounds of 8 per rank over 2 ranks, so that reading goes
-# on after the first images; the synthetic backend (images from the latents, no network) keeps each
+# 64 latents: 4 pieces of 16 in one process, 2 shares of 32 over 2 ranks read in pieces of 8, so that
+# reading goes on after the first images; the synthetic backend (images from the latents, no network) keeps each
 # run well under a second. Every input has a twin of the same size and other values.
 deadline 60 "$build/make-latents" --count 64 --seed 7 --output "$work/l.txt" > /dev/null || exit 1
 { head -n 1 "$work/l.txt"; tail -n +2 "$work/l.txt" | tr '1-8' '2-9'; } > "$work/l-twin.txt"
@@ -85,6 +85,11 @@ reference() {  # reference NAME facegen-args...: $work/ref-NAME.{txt,bmp}
 cp "$work/l.txt" "$work/keep.txt" && cp "$work/l.npy" "$work/keep.npy" && cp "$work/m.bin" "$work/keep.bin"
 reference txt "${synth[@]}" --input "$work/keep.txt"
 reference npy "${synth[@]}" --input "$work/keep.npy"
+# Two ranks split a job at its files' edges: tar shards and mosaic files of 16 images, so that each
+# rank reads and writes its own share (an output of one file, txt, would be one rank's).
+split=(--formats tar,bmp --shard-images 16 --mosaic-tiles 4)
+reference txt2 "${synth[@]}" --input "$work/keep.txt" "${split[@]}"
+reference npy2 "${synth[@]}" --input "$work/keep.npy" "${split[@]}"
 reference model "${cpu[@]}" --model "$work/keep.bin" --input "$work/l4.txt"
 rm -f "$work/keep.txt" "$work/keep.npy" "$work/keep.bin"
 
@@ -140,9 +145,28 @@ rank_pids() {
   return 1
 }
 
-# check NAME STATUS WANT PATTERN REF: the run's end. WANT 0: empty stderr, r.txt and r.bmp equal
-# $work/ref-REF's; WANT 1: exactly one line from facegen, matching PATTERN, the old r.txt as it was, no
-# r.bmp. Either way no temporary file.
+# made REF: the files a run compared with $work/ref-REF's makes: r.txt and r.bmp, or (REF ending in 2,
+# the split runs) tar shards and numbered mosaics.
+made() {
+  case $1 in
+    *2) (cd "$work" && ls -d "ref-$1"-* | sed "s/^ref-$1/r/") ;;
+    *) printf 'r.txt\nr.bmp\n' ;;
+  esac
+}
+
+same_as_ref() {  # same_as_ref REF: every file made equals $work/ref-REF's
+  local file
+  for file in $(made "$1"); do cmp -s "$work/out/$file" "$work/ref-$1${file#r}" || return 1; done
+}
+any_made() {  # any_made REF: whether one of the files made is there
+  local file
+  for file in $(made "$1"); do [ -e "$work/out/$file" ] && return 0; done
+  return 1
+}
+
+# check NAME STATUS WANT PATTERN REF: the run's end. WANT 0: empty stderr, the files made (made REF)
+# equal $work/ref-REF's; WANT 1: exactly one line from facegen, matching PATTERN, the old r.txt as it
+# was, none of the files made. Either way no temporary file.
 check() {
   local name=$1 got=$2 want=$3 pattern=$4 ref=$5 temps lines
   temps=$(ls -A "$work/out" | grep -E '\.tmp-' | head -n 3 | tr '\n' ' ')
@@ -154,14 +178,14 @@ check() {
   elif [ "$want" = 0 ]; then
     if [ -n "$(grep -v '^run_parallel:' "$work/stderr")" ]; then
       fail "$name" "it said something: $(head -c 400 "$work/stderr")"
-    elif ! cmp -s "$work/out/r.txt" "$work/ref-$ref.txt" || ! cmp -s "$work/out/r.bmp" "$work/ref-$ref.bmp"; then
+    elif ! same_as_ref "$ref"; then
       fail "$name" "the outputs differ from a run on an untouched copy"
     else
       pass "$name: exit 0, outputs identical to a run on an untouched copy"
     fi
   elif [ "$lines" != 1 ] || ! grep -qE -- "$pattern" "$work/stderr"; then
     fail "$name" "not one line matching '$pattern': $(head -c 400 "$work/stderr")"
-  elif ! cmp -s "$work/out/r.txt" <(earlier_output txt "old contents") || [ -e "$work/out/r.bmp" ]; then
+  elif ! cmp -s "$work/out/r.txt" <(earlier_output txt "old contents") || any_made "$ref"; then
     fail "$name" "the outputs were touched: $(ls -A "$work/out" | tr '\n' ' ')"
   else
     pass "$name: $(grep '^facegen' "$work/stderr")"
@@ -276,14 +300,14 @@ if ! command -v mpirun > /dev/null || ! ldd "$prog" | grep -q libmpi; then
 else
   rank_line="^facegen: error on rank [01] \(host [^)]+\): "
   for ext in txt npy; do
-    # Mid-run: every rank has opened the file and read its first slice; 3 more rounds to read.
+    # Mid-run: every rank has opened the file and read its first piece of 8; 3 more to read.
     for how in deleted renamed truncated grown rewritten; do
       fresh "in.$ext"
       want=1
       case $how in deleted|renamed) want=0 ;; esac
-      two_ranks "2 ranks, .$ext latent file $how after each read its first slice" 0:latents-read,1:latents-read \
-        $how "$work/in.$ext" $want "$rank_line$(changed_line $how "$work/in.$ext")" $ext \
-        --input "$work/in.$ext" -- --device synthetic --images-per-round 8 -q
+      two_ranks "2 ranks, .$ext latent file $how after each read its first piece" 0:latents-read,1:latents-read \
+        $how "$work/in.$ext" $want "$rank_line$(changed_line $how "$work/in.$ext")" ${ext}2 \
+        --input "$work/in.$ext" -- --device synthetic --images-per-round 8 "${split[@]}" -q
     done
     # Between rank 0's open and rank 1's: rank 1 opens what is there then.
     for how in deleted renamed truncated grown rewritten; do
@@ -293,7 +317,7 @@ else
       two_ranks "2 ranks, .$ext latent file $how between rank 0's open and rank 1's" 1:latents-open \
         $how "$work/in.$ext" $want \
         "${rank_line}(the latent file $work/in\.$ext changed between ranks' opens: rank 1 on host [^ ]+ sees .*, rank 0 .*|$(changed_line truncated "$work/in.$ext"))" \
-        $ext --input "$work/in.$ext" -- --device synthetic --images-per-round 8 -q
+        ${ext}2 --input "$work/in.$ext" -- --device synthetic --images-per-round 8 "${split[@]}" -q
     done
   done
   for how in deleted renamed truncated grown rewritten; do
@@ -316,7 +340,7 @@ check "one process, a latent of 3.4e38" $? 1 "^facegen: error: $huge_line" none
 if command -v mpirun > /dev/null && ldd "$prog" | grep -q libmpi; then
   fresh_out
   deadline 120 ./run_parallel.sh --program "$prog" --ranks-per-node 2 --input "$work/huge.txt" \
-    --output "$work/out/r" -- --device cpu --all-ranks -q > /dev/null 2> "$work/stderr"
+    --output "$work/out/r" -- --device cpu --all-ranks --formats tar --shard-images 2 -q > /dev/null 2> "$work/stderr"
   check "2 ranks, a latent of 3.4e38" $? 1 "^facegen: error on rank 1 \(host [^)]+\): $huge_line" none
 fi
 

@@ -502,11 +502,10 @@ for ranks in 1 2; do
     folder_change_case "$name" "$dir" "$change" "$dir/moved/r.first.err"
   done
 done
-# 2 ranks, as they open the files rank 0 created (FACEGEN_TEST_STOP): before a rank looks for them, and
-# once every rank found them, before MPI_File_open. A rank that could not create OpenMPI's own files
-# beside an output once went on without them, and the job then waited in MPI_File_close for ever
-# (about 1 run in 20 with the folder replaced at random moments); with the folder removed, one rank's
-# MPI_File_open failed while the other waited inside its own.
+# 2 ranks, as they make their files (FACEGEN_TEST_STOP; each rank makes the shards of its own share):
+# before a rank makes its first file (rank 0 first, then the others), and once it made it. (When the
+# ranks opened rank 0's files through MPI-IO, a rank that could not create OpenMPI's own files beside
+# an output once went on without them, and the job then waited in MPI_File_close for ever.)
 if [ $mpi = yes ]; then
   for moment in 1:outputs-open:file 0:outputs-open:gone 1:outputs-checked:removed 0:outputs-checked:folder; do
     IFS=: read -r rank point change <<< "$moment"
@@ -516,7 +515,8 @@ if [ $mpi = yes ]; then
     [ $change = gone ] && name="the outputs' folder moved away as the ranks open the files (rank $rank at $point)"
     [ $change = removed ] && name="the outputs' folder removed (rm -rf) as the ranks open the files (rank $rank at $point)"
     FACEGEN_TEST_STOP=$rank:$point env --default-signal timeout 60 "$launcher" --program "$prog" --ranks-per-node 2 \
-      --random 4 --output "$dir/out/r" -- --device synthetic --all-ranks --formats txt,bmp -q > /dev/null 2> "$dir/r.err" &
+      --random 4 --output "$dir/out/r" -- --device synthetic --all-ranks --formats tar --shard-images 2 -q > /dev/null \
+      2> "$dir/r.err" &
     job=$!
     stopped= deadline=$((SECONDS + 30))
     while [ -z "$stopped" ] && [ $SECONDS -lt $deadline ] && kill -0 $job 2> /dev/null; do

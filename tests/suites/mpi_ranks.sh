@@ -2,11 +2,13 @@
 # mpi_ranks.sh: build/facegen as an MPI job on this machine (CPU backend, mpirun --oversubscribe).
 #
 # 1, 2, 3 and 5 ranks on N = 1, 7 and 64 (a text file, and .npy float32 and float64) must write files
-# byte-identical to the single-process program's, every rank reading its own slice of the input (and
-# drawing its own --random and --interpolate latents; rank 0 reads a named pipe for all), in every
-# format and with any number of writer threads; small jobs leave ranks out; a failing rank (an error,
-# a crash, a kill) ends the job within seconds with one line naming rank and host, a non-zero status and no output file; bad input and an
-# unwritable output are reported as the single-process program reports them. Launches go through
+# byte-identical to the single-process program's, every generating rank reading its own share of the
+# input (and drawing its own --random and --interpolate latents; rank 0 alone where the latents come
+# from a named pipe), in every format and with any number of writer threads; the job splits at the
+# edges of its outputs' files (an output of one file, txt, goes to one rank); small jobs leave ranks
+# out; a failing rank (an error, a crash, a kill) ends the job within seconds with one line naming rank
+# and host, a non-zero status and no output file; bad input and an unwritable output are reported as
+# the single-process program reports them. Launches go through
 # run_parallel.sh, as users run it. Usage: tests/suites/mpi_ranks.sh [build-dir]; exit 0 pass,
 # 77 skipped (says why), 1 fail.
 set -u
@@ -58,72 +60,6 @@ same_files() {
   return 0
 }
 
-no_outputs() {  # no_outputs DIR: nothing but the files named keep* is left in DIR
-  ls "$1" | grep -v '^keep' || true
-}
-
-echo "facegen over MPI ranks ($(mpirun --version | head -1)):"
-
-# --- byte-identical outputs for every rank count ------------------------------------------------
-for n in 1 7 64; do
-  latents "$work/l$n.txt" "$n"
-  "$prog" --device cpu --model "$model" --input "$work/l$n.txt" --output "$work/ref$n" --quiet ||
-    { fail "single-process reference N=$n" "exit status $?"; continue; }
-  for ranks in 1 2 3 5; do
-    name="$ranks rank(s), N=$n, every rank working: txt and bmp identical to one process"
-    if ! parallel "$ranks" "$work/p${ranks}_$n" "$work/l$n.txt" --all-ranks; then
-      fail "$name" "exit status $?: $(head -c 400 "$work/stderr")"
-      continue
-    fi
-    same_files "$name" "$work/p${ranks}_$n" "$work/ref$n" txt bmp || continue
-    generating=$(( ranks < n ? ranks : n ))
-    if [ "$generating" -eq "$ranks" ] && ! grep -q "^ranks     $ranks on 1 host; all generate" "$work/stdout"; then
-      fail "$name" "summary does not say all $ranks ranks generate: $(grep '^ranks' "$work/stdout")"
-      continue
-    fi
-    pass "$name"
-  done
-done
-
-# --- every format, several rounds per rank, several writer threads -----------------------------
-# txt, bmp split into 8 numbered files (--mosaic-tiles 3), npy, a folder of PNGs and the PNG mosaic
-# split likewise: byte for byte the single process's files, whatever the ranks and writer threads.
-all_formats="txt,bmp,npy,png,mosaic-png"
-"$prog" --device cpu --model "$model" --input "$work/l64.txt" --output "$work/ref64f" --formats "$all_formats" \
-  --mosaic-tiles 3 --write-threads 2 --quiet 2> /dev/null
-reference_files=$(cd "$work" && find ref64f* | sed 's/^ref64f//' | sort)
-threads=0
-for ranks in 1 2 3 5; do
-  threads=$((threads % 3 + 1))
-  name="$ranks rank(s), N=64, $all_formats, rounds of 4 images, $threads writer thread(s): identical"
-  rm -rf "$work/f64"*
-  if ! parallel "$ranks" "$work/f64" "$work/l64.txt" --all-ranks --formats "$all_formats" --mosaic-tiles 3 \
-       --images-per-round 4 --write-threads "$threads"; then
-    fail "$name" "exit status $?: $(head -c 400 "$work/stderr")"
-    continue
-  fi
-  got_files=$(cd "$work" && find f64* | sed 's/^f64//' | sort)
-  if [ "$got_files" != "$reference_files" ]; then
-    fail "$name" "other files than one process wrote: $(diff <(echo "$reference_files") <(echo "$got_files") | head -5)"
-  elif ! diff -r "$work/f64" "$work/ref64f" > /dev/null; then
-    fail "$name" "the PNG folder differs: $(diff -rq "$work/f64" "$work/ref64f" | head -2)"
-  elif same_files "$name" "$work/f64" "$work/ref64f" txt npy &&
-       same_files "$name" "$work/f64-0001" "$work/ref64f-0001" bmp png &&
-       same_files "$name" "$work/f64-0008" "$work/ref64f-0008" bmp png; then
-    for k in 2 3 4 5 6 7; do same_files "$name" "$work/f64-000$k" "$work/ref64f-000$k" bmp png || continue 2; done
-    rounds=$(( (64 + 4 * ranks - 1) / (4 * ranks) ))
-    if grep -q "^ranks .*; $rounds rounds of at most 4 images per rank" "$work/stdout"; then
-      pass "$name, $rounds rounds"
-    else
-      fail "$name" "not $rounds rounds: $(grep "^ranks" "$work/stdout")"
-    fi
-  fi
-done
-
-
-# --- shards: tar, npy and npy-u8 split by --shard-images; npy-u8 and tar's default shards ------
-# Rounds of 3 images per rank against shards of 5: ranks' slices and rounds cross shard boundaries,
-# and a shard's samples come from several ranks. Every file byte for byte the single process's.
 same_set() {  # same_set NAME DIR PATTERN REFERENCE_PATTERN: the same names and bytes
   local name=$1 got ref f
   got=$(cd "$work" && ls -d $3 2>/dev/null | sed "s/^${3%%\**}//" | sort)
@@ -139,14 +75,91 @@ same_set() {  # same_set NAME DIR PATTERN REFERENCE_PATTERN: the same names and 
     fi
   done
 }
-shard_formats="tar,npy,npy-u8,txt"
+no_outputs() {  # no_outputs DIR: what DIR holds besides keep.txt
+  ls -A "$1" | grep -vx 'keep.txt' || true
+}
+
+echo "facegen over MPI ranks ($(mpirun --version | head -1)):"
+
+# --- byte-identical outputs for every rank count ------------------------------------------------
+# Outputs of many files (tar and npy-u8 shards of 2, a PNG folder): every rank generates where the job
+# has a block for it. txt and bmp (one file each): one rank makes them, the others sit out.
+splitting=(--formats tar,npy-u8,png --shard-images 2)
+for n in 1 7 64; do
+  latents "$work/l$n.txt" "$n"
+  "$prog" --device cpu --model "$model" --input "$work/l$n.txt" --output "$work/ref$n" --quiet ||
+    { fail "single-process reference N=$n" "exit status $?"; continue; }
+  "$prog" --device cpu --model "$model" --input "$work/l$n.txt" --output "$work/sref$n" "${splitting[@]}" --quiet ||
+    { fail "single-process reference N=$n, ${splitting[*]}" "exit status $?"; continue; }
+  for ranks in 1 2 3 5; do
+    name="$ranks rank(s), N=$n, ${splitting[*]}: identical to one process"
+    rm -rf "$work/q${ranks}_$n"*
+    if ! parallel "$ranks" "$work/q${ranks}_$n" "$work/l$n.txt" --all-ranks "${splitting[@]}"; then
+      fail "$name" "exit status $?: $(head -c 400 "$work/stderr")"
+    elif same_set "$name" "q${ranks}_$n" "q${ranks}_$n*" "sref$n*"; then
+      blocks=$(( (n + 1) / 2 ))
+      generating=$(( ranks < blocks ? ranks : blocks ))
+      if [ "$generating" -eq "$ranks" ] && ! grep -q "^ranks     $ranks on 1 host; all generate" "$work/stdout"; then
+        fail "$name" "summary does not say all $ranks ranks generate: $(grep '^ranks' "$work/stdout")"
+      elif ! grep -q "; shares of whole blocks of $(( n < 2 ? n : 2 )) image" "$work/stdout"; then
+        fail "$name" "summary does not name the blocks: $(grep '^ranks' "$work/stdout")"
+      else
+        pass "$name ($generating generating)"
+      fi
+    fi
+    name="$ranks rank(s), N=$n, txt and bmp: identical to one process, made by one rank"
+    if ! parallel "$ranks" "$work/p${ranks}_$n" "$work/l$n.txt" --all-ranks; then
+      fail "$name" "exit status $?: $(head -c 400 "$work/stderr")"
+    elif same_files "$name" "$work/p${ranks}_$n" "$work/ref$n" txt bmp; then
+      if [ "$ranks" -gt 1 ] && ! grep -q "^ranks     $ranks on 1 host; 1 generates, $((ranks - 1)) sits\? out (the job has 1 block)" "$work/stdout"; then
+        fail "$name" "summary: $(grep '^ranks' "$work/stdout")"
+      else
+        pass "$name"
+      fi
+    fi
+  done
+done
+
+# --- every format that splits, several pieces per rank, several writer threads ------------------
+# bmp split into 8 numbered files of 9 (--mosaic-tiles 3), a folder of PNGs, the PNG mosaic split
+# likewise, tar and npy-u8 in shards of 9: byte for byte the single process's files, whatever the
+# ranks and threads; pieces of 4 images (--images-per-round) inside blocks of 9.
+all_formats="bmp,png,mosaic-png,tar,npy-u8"
+"$prog" --device cpu --model "$model" --input "$work/l64.txt" --output "$work/ref64f" --formats "$all_formats" \
+  --mosaic-tiles 3 --shard-images 9 --write-threads 2 --quiet 2> /dev/null
+threads=0
+for ranks in 1 2 3 5; do
+  threads=$((threads % 3 + 1))
+  name="$ranks rank(s), N=64, $all_formats, pieces of 4 images, $threads writer thread(s): identical"
+  rm -rf "$work/f64"*
+  if ! parallel "$ranks" "$work/f64" "$work/l64.txt" --all-ranks --formats "$all_formats" --mosaic-tiles 3 \
+       --shard-images 9 --images-per-round 4 --write-threads "$threads"; then
+    fail "$name" "exit status $?: $(head -c 400 "$work/stderr")"
+    continue
+  fi
+  if ! diff -r "$work/f64" "$work/ref64f" > /dev/null; then
+    fail "$name" "the PNG folder differs: $(diff -rq "$work/f64" "$work/ref64f" | head -2)"
+  elif same_set "$name" f64 'f64-*' 'ref64f-*'; then
+    if grep -q "^ranks     $ranks on 1 host; all generate.*; shares of whole blocks of 9 images" "$work/stdout"; then
+      pass "$name"
+    else
+      fail "$name" "not every rank generates in blocks of 9: $(grep "^ranks" "$work/stdout")"
+    fi
+  fi
+done
+
+
+# --- shards: tar, npy and npy-u8 split by --shard-images; npy-u8 and tar's default shards ------
+# Pieces of 3 images against shards of 5: pieces end at the shards' edges, every shard is one rank's.
+# Every file byte for byte the single process's.
+shard_formats="tar,npy,npy-u8"
 "$prog" --device cpu --model "$model" --input "$work/l64.txt" --output "$work/ref64s" --formats "$shard_formats" \
   --shard-images 5 --write-threads 1 --quiet 2> /dev/null
 "$prog" --device cpu --model "$model" --input "$work/l64.txt" --output "$work/ref64u" --formats npy-u8,tar \
   --write-threads 3 --quiet 2> /dev/null
 for ranks_threads in "1 7" "2 1" "3 2" "5 3"; do
   read -r ranks threads <<< "$ranks_threads"
-  name="$ranks rank(s), N=64, $shard_formats in shards of 5, rounds of 3, $threads writer thread(s): identical"
+  name="$ranks rank(s), N=64, $shard_formats in shards of 5, pieces of 3, $threads writer thread(s): identical"
   rm -rf "$work/s64"* "$work/u64"*
   if ! parallel "$ranks" "$work/s64" "$work/l64.txt" --all-ranks --formats "$shard_formats" --shard-images 5 \
        --images-per-round 3 --write-threads "$threads"; then
@@ -154,7 +167,7 @@ for ranks_threads in "1 7" "2 1" "3 2" "5 3"; do
   elif same_set "$name" s64 's64*' 'ref64s*'; then
     pass "$name"
   fi
-  name="$ranks rank(s), N=64, npy-u8 and tar unsplit by the flag, rounds of 7: identical"
+  name="$ranks rank(s), N=64, npy-u8 and tar unsplit by the flag, pieces of 7: identical"
   if ! parallel "$ranks" "$work/u64" "$work/l64.txt" --all-ranks --formats npy-u8,tar --images-per-round 7 \
        --write-threads "$threads"; then
     fail "$name" "exit status $?: $(head -c 400 "$work/stderr")"
@@ -167,7 +180,7 @@ grid_flags=(--formats bmp,mosaic-png --mosaic-tiles 3 --grid-columns 2 --grid-pa
 "$prog" --device cpu --model "$model" --input "$work/l64.txt" --output "$work/grid-ref" "${grid_flags[@]}" \
   --quiet 2> /dev/null
 for ranks in 2 3; do
-  name="$ranks rank(s), N=64, 8 mosaic files of 2 columns, padding 3 (odd BMP rows), rounds of 4: identical"
+  name="$ranks rank(s), N=64, 8 mosaic files of 2 columns, padding 3 (odd BMP rows), pieces of 4: identical"
   rm -f "$work/grid-got"*
   if ! parallel "$ranks" "$work/grid-got" "$work/l64.txt" --all-ranks --images-per-round 4 "${grid_flags[@]}"; then
     fail "$name" "exit status $?: $(head -c 400 "$work/stderr")"
@@ -207,7 +220,9 @@ elif same_files "$name" "$work/stwo" "$work/sref" txt npy; then
   pass "$name"
 fi
 
-# --- .npy latents, float32 and float64: every rank reads its own slice ---------------------------------
+# --- .npy latents, float32 and float64: every rank reads its own share ---------------------------------
+# (in tar shards of 4, so that every rank has a share)
+shards4=(--formats tar,bmp --shard-images 4 --mosaic-tiles 2)
 if /usr/bin/python3 -c "import numpy" 2> /dev/null; then
   /usr/bin/python3 - "$work/l64.txt" "$work/l64_f4.npy" "$work/l64_f8.npy" <<'PY'
 import sys, numpy as np
@@ -216,12 +231,12 @@ np.save(sys.argv[2], values.astype(np.float32))
 np.save(sys.argv[3], values * 1.0000001)
 PY
   for kind in f4 f8; do
-    "$prog" --device cpu --model "$model" --input "$work/l64_$kind.npy" --output "$work/ref_$kind" --quiet ||
+    "$prog" --device cpu --model "$model" --input "$work/l64_$kind.npy" --output "$work/ref_$kind" "${shards4[@]}" --quiet ||
       { fail ".npy $kind single-process reference" "exit status $?"; continue; }
     for ranks in 1 2 3 5; do
-      name="$ranks rank(s), .npy $kind input, rounds of 5: identical to one process"
-      if parallel "$ranks" "$work/n${ranks}_$kind" "$work/l64_$kind.npy" --all-ranks --images-per-round 5 &&
-         same_files "$name" "$work/n${ranks}_$kind" "$work/ref_$kind" txt bmp; then
+      name="$ranks rank(s), .npy $kind input, pieces of 5: identical to one process"
+      if parallel "$ranks" "$work/n${ranks}_$kind" "$work/l64_$kind.npy" --all-ranks --images-per-round 5 "${shards4[@]}" &&
+         same_set "$name" "n${ranks}_$kind" "n${ranks}_$kind*" "ref_$kind*"; then
         pass "$name"
       else
         fail "$name" "$(head -c 400 "$work/stderr")"
@@ -233,40 +248,44 @@ else
 fi
 
 # --- drawn latents: every rank draws its own, as one process would ---------------------------------
-"$prog" --device cpu --model "$model" --random 9 --seed 3 --output "$work/ref_random" --quiet
+"$prog" --device cpu --model "$model" --random 9 --seed 3 --output "$work/ref_random" "${shards4[@]}" --quiet
 if timeout 60 ./run_parallel.sh --program "$prog" --model "$model" --random 9 --seed 3 --output "$work/random" \
-     --ranks-per-node 3 -- --device cpu --all-ranks > "$work/stdout" 2> "$work/stderr" &&
-   same_files "--random" "$work/random" "$work/ref_random" txt bmp; then
+     --ranks-per-node 3 -- --device cpu --all-ranks "${shards4[@]}" > "$work/stdout" 2> "$work/stderr" &&
+   same_set "--random" random 'random*' 'ref_random*'; then
   pass "3 ranks, --random 9 --seed 3: identical to one process"
 elif [ -s "$work/stderr" ]; then
   fail "3 ranks, --random 9" "$(head -c 400 "$work/stderr")"
 fi
 
-"$prog" --device cpu --model "$model" --interpolate 4 --seed 9 --output "$work/ref_interp" --quiet
+"$prog" --device cpu --model "$model" --interpolate 4 --seed 9 --output "$work/ref_interp" "${shards4[@]}" --quiet
 if timeout 60 ./run_parallel.sh --program "$prog" --model "$model" --interpolate 4 --seed 9 --output "$work/interp" \
-     --ranks-per-node 3 -- --device cpu --all-ranks --images-per-round 2 > "$work/stdout" 2> "$work/stderr" &&
-   same_files "--interpolate" "$work/interp" "$work/ref_interp" txt bmp; then
-  pass "3 ranks, --interpolate 4 --seed 9, rounds of 2: identical to one process"
+     --ranks-per-node 3 -- --device cpu --all-ranks --images-per-round 2 "${shards4[@]}" > "$work/stdout" 2> "$work/stderr" &&
+   same_set "--interpolate" interp 'interp*' 'ref_interp*'; then
+  pass "3 ranks, --interpolate 4 --seed 9, pieces of 2: identical to one process"
 else
   fail "3 ranks, --interpolate 4" "$(head -c 400 "$work/stderr")"
 fi
 
-# --- a pipe is read by rank 0 alone, which scatters the rounds ----------------------------------------
+# --- a pipe is read in order only: rank 0 makes everything -------------------------------------------
+"$prog" --device cpu --model "$model" --input "$work/l64.txt" --output "$work/ref_pipe" "${shards4[@]}" --quiet
 mkfifo "$work/fifo"
 cat "$work/l64.txt" > "$work/fifo" &
 writer=$!
-if parallel 3 "$work/fifo_out" "$work/fifo" --all-ranks --images-per-round 5 &&
-   same_files "a pipe" "$work/fifo_out" "$work/ref64" txt bmp; then
-  pass "3 ranks, latents from a named pipe (rank 0 reads and scatters): identical to one process"
+if parallel 3 "$work/fifo_out" "$work/fifo" --all-ranks --images-per-round 5 "${shards4[@]}" &&
+   same_set "a pipe" fifo_out 'fifo_out*' 'ref_pipe*' &&
+   grep -q "^ranks     3 on 1 host; 1 generates, 2 sit out (the job has 1 block)" "$work/stdout"; then
+  pass "3 ranks, latents from a named pipe (rank 0 reads and makes all): identical to one process"
 else
-  fail "3 ranks, latents from a named pipe" "$(head -c 400 "$work/stderr")"
+  fail "3 ranks, latents from a named pipe" "$(grep '^ranks' "$work/stdout") $(head -c 400 "$work/stderr")"
 fi
 kill "$writer" 2> /dev/null  # still blocked in open() if the job never read the pipe
 wait_pid "$writer" 10 2> /dev/null
 
 # --- small jobs leave ranks out -----------------------------------------------------------------
-if parallel 5 "$work/s7" "$work/l7.txt" --verbose && same_files "sit out" "$work/s7" "$work/ref7" txt bmp; then
-  if grep -q "^ranks     5 on 1 host; 1 generates, 4 sit out" "$work/stdout" &&
+one_each=(--formats tar --shard-images 1)
+"$prog" --device cpu --model "$model" --input "$work/l7.txt" --output "$work/ref7s" "${one_each[@]}" --quiet
+if parallel 5 "$work/s7" "$work/l7.txt" --verbose "${one_each[@]}" && same_set "sit out" s7 's7*' 'ref7s*'; then
+  if grep -q "^ranks     5 on 1 host; 1 generates, 4 sit out (a rank needs 8 images" "$work/stdout" &&
      [ "$(grep -c 'sits out' "$work/stdout")" = 4 ]; then
     pass "N=7 on 5 ranks: 4 ranks sit out by default (CPU: 8 images per rank), output identical"
   else
@@ -275,7 +294,7 @@ if parallel 5 "$work/s7" "$work/l7.txt" --verbose && same_files "sit out" "$work
 else
   fail "N=7 on 5 ranks sit out" "exit status or output: $(head -c 400 "$work/stderr")"
 fi
-if parallel 5 "$work/m7" "$work/l7.txt" --min-images-per-rank 3 && same_files "min 3" "$work/m7" "$work/ref7" txt bmp &&
+if parallel 5 "$work/m7" "$work/l7.txt" --min-images-per-rank 3 "${one_each[@]}" && same_set "min 3" m7 'm7*' 'ref7s*' &&
    grep -q "^ranks     5 on 1 host; 2 generate, 3 sit out" "$work/stdout"; then
   pass "N=7 on 5 ranks with --min-images-per-rank 3: 2 generate"
 else
@@ -312,13 +331,14 @@ expect_failure() {
 }
 host=$(hostname -s)
 FACEGEN_TEST_FAULT=2:error expect_failure "rank 2 of 3 fails" 3 "^facegen: error on rank 2 \(host [^)]+\): injected fault" \
-  3 "$work/l64.txt" --all-ranks
+  3 "$work/l64.txt" --all-ranks "${shards4[@]}"
 FACEGEN_TEST_FAULT=1:kill expect_failure "rank 1 of 3 is killed" "1[0-9][0-9]|[1-9]" \
-  "^facegen: error on rank 1 \(host [^)]+\): the process died of signal 9" 3 "$work/l64.txt" --all-ranks
-FACEGEN_TEST_FAULT=0:exit expect_failure "rank 0 of 2 (which holds the files) dies without a word" "[1-9][0-9]*" \
-  "^facegen: error on rank 0 \(host $host\): the process ended with status 3 without a message" 2 "$work/l64.txt" --all-ranks
+  "^facegen: error on rank 1 \(host [^)]+\): the process died of signal 9" 3 "$work/l64.txt" --all-ranks "${shards4[@]}"
+FACEGEN_TEST_FAULT=0:exit expect_failure "rank 0 of 2 (which commits the files) dies without a word" "[1-9][0-9]*" \
+  "^facegen: error on rank 0 \(host $host\): the process ended with status 3 without a message" 2 "$work/l64.txt" --all-ranks \
+  "${shards4[@]}"
 FACEGEN_TEST_FAULT=0:kill expect_failure "rank 0 of 3 is killed" "1[0-9][0-9]|[1-9]" \
-  "^facegen: error on rank 0 \(host [^)]+\): the process died of signal 9" 3 "$work/l64.txt" --all-ranks
+  "^facegen: error on rank 0 \(host [^)]+\): the process died of signal 9" 3 "$work/l64.txt" --all-ranks "${shards4[@]}"
 
 # A rename of the output set fails on rank 0: the old outputs all come back, nothing is left.
 rm -rf "$work/set" && mkdir -p "$work/set"
@@ -334,16 +354,16 @@ else
 fi
 
 # Bad input in the middle of the file: the same message as one process gives, from the rank that
-# reads it (each rank reads its own slice; image 64 is the last of rank 2's).
+# reads it (each rank reads its own share: 16 shards of 4 over 3 ranks, images 40-63 are rank 2's).
 sed '$ s/^\([^ ]* [^ ]* \)[^ ]*/\1oops/' "$work/l64.txt" > "$work/bad.txt"
 expected=$("$prog" --device cpu --model "$model" --input "$work/bad.txt" --output "$work/never" 2>&1 | sed 's/^facegen: error: //')
-expect_failure "a bad number in the last of 6 rounds, after 5 were written" 1 "^facegen: error on rank 2 \(host [^)]+\): $(printf '%s' "$expected" | sed 's/[][\.*^$(){}?+|/]/\\&/g')$" \
-  3 "$work/bad.txt" --all-ranks --images-per-round 4
-# Two bad numbers in the last round, in two ranks' slices: the first in the file is the one reported.
-sed '61 s/^\([^ ]* \)[^ ]*/\1nan/; $ s/^[^ ]*/oops/' "$work/l64.txt" > "$work/bad2.txt"
+expect_failure "a bad number in the last image, after the ranks wrote their first files" 1 "^facegen: error on rank 2 \(host [^)]+\): $(printf '%s' "$expected" | sed 's/[][\.*^$(){}?+|/]/\\&/g')$" \
+  3 "$work/bad.txt" --all-ranks --images-per-round 4 "${shards4[@]}"
+# Two bad numbers, in rank 1's share (image 25) and rank 2's (image 63): the first in the file is the one reported.
+sed '27 s/^\([^ ]* \)[^ ]*/\1nan/; $ s/^[^ ]*/oops/' "$work/l64.txt" > "$work/bad2.txt"
 expected=$("$prog" --device cpu --model "$model" --input "$work/bad2.txt" --output "$work/never" 2>&1 | sed 's/^facegen: error: //')
-expect_failure "two bad numbers in one round: the first in the file" 1 "^facegen: error on rank [01] \(host [^)]+\): $(printf '%s' "$expected" | sed 's/[][\.*^$(){}?+|/]/\\&/g')$" \
-  3 "$work/bad2.txt" --all-ranks --images-per-round 4
+expect_failure "two bad numbers in two ranks' shares: the first in the file" 1 "^facegen: error on rank 1 \(host [^)]+\): $(printf '%s' "$expected" | sed 's/[][\.*^$(){}?+|/]/\\&/g')$" \
+  3 "$work/bad2.txt" --all-ranks --images-per-round 4 "${shards4[@]}"
 # An output directory that does not exist.
 rm -rf "$work/out" && mkdir -p "$work/out"
 if parallel 2 "$work/out/missing/x" "$work/l7.txt" --all-ranks; then

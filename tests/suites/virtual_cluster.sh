@@ -8,9 +8,9 @@
 # start on node1, as from a login node:
 #
 #   make run_parallel ... NGPUS=2 HOSTS=node1,node2 (2 nodes x 2 ranks) and run_parallel.sh --hosts
-#     with a hostfile (3 nodes x 1 rank): every file of every format the ranks write (txt, bmp split
-#     into numbered mosaics, npy) byte-identical to one process's; --verbose names each rank's own
-#     host and counts local ranks per node
+#     with a hostfile (3 nodes x 1 rank): every file of every format the ranks write (tar shards, bmp
+#     split into numbered mosaics, a PNG folder, npy-u8 shards) byte-identical to one process's;
+#     --verbose names each rank's own host and counts local ranks per node
 #   a node without the model file, a node without the output directory (each an empty directory
 #     mounted on node2 alone), all ranks of node2 killed mid-run, node2's link taken down mid-run:
 #     the job ends within seconds, one line names rank and host, no output file, and nothing is left
@@ -67,9 +67,11 @@ ln -s "$build" "$work/repo/build"
 "$build/make-latents" --count 40 --seed 13 --output "$work/repo/inputs/cluster40.txt" > /dev/null || exit 1
 "$build/make-latents" --count 3000 --seed 14 --output "$work/repo/inputs/cluster3000.txt" > /dev/null || exit 1
 
-# The formats ranks write; each run writes all of them, the mosaic split into numbered files.
-rank_formats=(txt bmp npy)
-format_args=(--formats "$(IFS=,; echo "${rank_formats[*]}")" --mosaic-tiles 4)
+# The formats ranks write; each run writes all of them, the mosaic split into numbered files of 4 and
+# tar shards of 4, so that the job splits into 10 blocks and every rank makes files of its own (an
+# output of one file, txt, would be one rank's).
+rank_formats=(tar bmp png npy-u8)
+format_args=(--formats "$(IFS=,; echo "${rank_formats[*]}")" --mosaic-tiles 2 --shard-images 4)
 mkdir -p "$work/reference"
 "$build/facegen" --device cpu --input "$work/repo/inputs/cluster40.txt" --output "$work/reference/faces" \
   "${format_args[@]}" --quiet || { echo "virtual_cluster: the single-process reference failed"; exit 1; }
@@ -77,10 +79,10 @@ mkdir -p "$work/reference"
 # same_files DIR PREFIX: every file of the reference, by name, identical; nothing more, nothing less.
 same_files() {
   local dir=$1 prefix=$2 file
-  [ "$(cd "$dir" && ls "$prefix"* | sed "s/^$prefix/faces/")" = "$(ls "$work/reference")" ] ||
-    { echo "files $(cd "$dir" && ls "$prefix"* | tr '\n' ' ') against $(ls "$work/reference" | tr '\n' ' ')"; return 1; }
+  [ "$(cd "$dir" && ls -d "$prefix"* | sed "s/^$prefix/faces/")" = "$(ls "$work/reference")" ] ||
+    { echo "files $(cd "$dir" && ls -d "$prefix"* | tr '\n' ' ') against $(ls "$work/reference" | tr '\n' ' ')"; return 1; }
   for file in $(ls "$work/reference"); do
-    cmp -s "$work/reference/$file" "$dir/${file/#faces/$prefix}" || { echo "$file differs"; return 1; }
+    diff -r "$work/reference/$file" "$dir/${file/#faces/$prefix}" > /dev/null || { echo "$file differs"; return 1; }
   done
 }
 
