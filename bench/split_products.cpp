@@ -1,6 +1,7 @@
 // split_products.cpp: how accurate float32 on tensor cores can be, emulated on the CPU before (and
 // beside) the kernels (`make bench-split`; build/facegen-bench-split [MODEL] [IMAGES] [ALIGN_BITS],
-// default the faces model, 16 images, 2).
+// default the faces model, 16 images, 2). MODEL is a model file or random:NGF:K:SEED, a seeded
+// random network of the family (tests/gpu/reference.hpp; nz 100, nc 3, biases where K is 5).
 //
 // A tensor core multiplies tf32 operands (11 significant bits) exactly. "3xTF32" writes each float32
 // operand as hi + lo (hi = tf32(x), lo = tf32(x - hi)) and adds three products per term, lo*hi + hi*lo
@@ -40,6 +41,7 @@
 #include <vector>
 
 #include "generator/network.hpp"
+#include "tests/gpu/reference.hpp"
 
 using namespace facegen;
 
@@ -300,7 +302,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "facegen-bench-split: IMAGES must be >= 1 and ALIGN_BITS 0..20\n");
     return 1;
   }
-  const Network net = load_network(model);
+  Network net;
+  int ngf = 0, ksize = 0;
+  unsigned seed = 0;
+  if (std::sscanf(model.c_str(), "random:%d:%d:%u", &ngf, &ksize, &seed) == 3) {
+    const ModelSpec spec{100, ngf, 3, ksize, ksize == 5};
+    net = Network(spec, reference::random_network(seed, spec));
+  } else {
+    net = load_network(model);
+  }
   const ModelSpec& s = net.spec();
   std::mt19937_64 rng(7);
   std::normal_distribution<float> normal;
