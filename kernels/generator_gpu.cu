@@ -65,7 +65,6 @@ uint32_t* setup_output_mma(int ksize, const float* weight) {
 }  // namespace
 
 const char* gemm_kernel_name(GemmKernel k) { return k == GemmKernel::Wgmma ? "wgmma" : "mma.sync"; }
-const char* fp32_kernel_name(Fp32Kernel k) { return k == Fp32Kernel::TensorCores ? "tensor cores (3xTF32)" : "FFMA"; }
 
 DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision precision)
     : spec_(spec), ksize_(spec.kernel_size), precision_(precision), math_(gpu::math_of(precision, false)) {

@@ -14,8 +14,9 @@
 //   any-shape kernels, sizes known at run time (kernels/projection_any.cuh, tconv_any.cuh,
 //     tconv_output_any.cuh), for every other layer, at about a quarter of the bf16 rate.
 // FACEGEN_GPU_KERNELS=any runs every layer on the any-shape kernels (the benchmark's and the tests'
-// comparison). --precision fp32 runs on the tensor cores as float32 (Fp32Kernel below) or on FFMA. Activations between layers are (n, H, W, C), C fastest, float32 (fp32, tf32 rounded
-// for tf32) or bfloat16 (bf16), g = ngf:
+// comparison). --precision fp32 runs on the tensor cores as float32 (Fp32Kernel below) or on FFMA.
+// Activations between layers are (n, H, W, C), C fastest, float32 (fp32, tf32 rounded for tf32) or
+// bfloat16 (bf16), g = ngf:
 //   z (n, nz) -> act0 (n, 4, 4, 8g) -> act1 (n, 8, 8, 4g) -> act2 (n, 16, 16, 2g)
 //   -> act3 (n, 32, 32, g) -> images (n, 64, 64, nc) float32
 // Every output value's arithmetic is the same for any batch size and position in the batch.
@@ -51,7 +52,6 @@ const char* gemm_kernel_name(GemmKernel k);
 // network is made (tc where the GPU lacks tf32 mma is an error). The layers whose shape only the
 // any-shape kernels run keep FFMA for the projection and the last layer, as tf32 does.
 enum class Fp32Kernel { TensorCores, Ffma };
-const char* fp32_kernel_name(Fp32Kernel k);
 
 // The layers of DeviceNetwork: 0 the projection, 1..3 tconv1-3, 4 the last tconv.
 constexpr int kGpuLayers = 5;
