@@ -4,7 +4,8 @@
 # it, compute-sanitizer over the new kernels, and a short table last.
 #
 #   bash bench/fp32_tc_round.sh       (carry .deps: the Debian packages the build needs, gathered by
-#                                      ../shared/tools/device-deps.sh or apt-get download into .deps/debs)
+#                                      ../shared/tools/device-deps.sh or apt-get download into .deps/debs;
+#                                      unpacked only where doctest's or cxxopts' header is missing)
 #
 # Steps, each with a deadline (the whole run stops at FACEGEN_ROUND_SECONDS, default 470 s, after its
 # start; a step that would start too late is reported as skipped):
@@ -46,7 +47,11 @@ run_step() {
   return $rc
 }
 
-if [ -d .deps/debs ]; then for f in .deps/debs/*.deb; do dpkg -x "$f" / 2> /dev/null; done; fi
+# The carried packages are unpacked only where the build's headers are missing (the GPU machine),
+# never over a machine's own installed packages.
+if [ -d .deps/debs ] && { [ ! -f /usr/include/doctest/doctest.h ] || [ ! -f /usr/include/cxxopts.hpp ]; }; then
+  for f in .deps/debs/*.deb; do dpkg -x "$f" / 2> /dev/null; done
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 commit=${FACEGEN_COMMIT:-$(git rev-parse --short HEAD 2> /dev/null || echo unknown)}
 echo "commit $commit, $(date -u '+%F %H:%M UTC')"
