@@ -17,8 +17,8 @@
 #              512 and 8192 (fp32 FFMA, fp32 tensor cores, tf32, bf16; faces model and SHPC network),
 #              per-layer variants, 1,000 faces images against float64
 #   torch      bench/pytorch_reference.py --fp32-tc: PyTorch fp32's errors on the same 1,000 images
-#   sanitizer  memcheck and synccheck over the fp32 cases of the GPU tests at a few images, racecheck
-#              over facegen --precision fp32 in both tile shapes and both kernel sizes
+#   sanitizer  memcheck, synccheck and initcheck over the fp32 cases of the GPU tests (8 images each),
+#              racecheck over facegen --precision fp32 in both tile shapes and both kernel sizes
 # Logs go to $OUT (default /tmp/facegen-fp32tc), the benchmark's files to build/fp32tc. Exit status 0
 # when every step ran and passed.
 set -uo pipefail
@@ -66,7 +66,7 @@ fi
 cases='projection + batch norm*,phase-GEMM transposed*,last transposed convolution*,pipeline images*,FACEGEN_GPU_FP32*'
 cases+=',fp32 on tensor cores*,*image tiles give the same bytes*,every layer matches*,the any-shape kernels agree*'
 cases+=',CUDA backend matches the CPU backend*,CUDA backend results do not depend*'
-run_step tests 170 env FACEGEN_GPU_TEST_MAX_BATCH=1000 build/facegen-gpu-tests -tc="$cases"
+run_step tests 200 env FACEGEN_GPU_TEST_MAX_BATCH=1000 build/facegen-gpu-tests -tc="$cases"
 grep -E "test cases|assertions" "$out/tests.log" | tail -n 2
 
 work=build/fp32tc
@@ -81,16 +81,25 @@ if [ -x "$sanitizer" ]; then
     build/facegen-gpu-tests -tc='fp32 on tensor cores*,FACEGEN_GPU_FP32*'
   run_step synccheck 60 "$sanitizer" --tool synccheck --error-exitcode 99 \
     build/facegen-gpu-tests -tc='fp32 on tensor cores is as exact as FFMA against float64 on the any-shape*'
-  race_fail=0
+  run_step initcheck 60 "$sanitizer" --tool initcheck --error-exitcode 99 \
+    build/facegen-gpu-tests -tc='fp32 on tensor cores is as exact as FFMA against float64, layer by layer*'
+  race_fail=0 race_runs=0
   for model in build/random-network.bin models/facegen-faces.safetensors; do
     for tiles in small large; do
+      [ $((end - SECONDS)) -lt 20 ] && break 2
+      name=race-$(basename "$model" | cut -d. -f1)-$tiles
+      rm -f "$work/$name".*
       FACEGEN_GPU_FP32=tc FACEGEN_GPU_TILES=$tiles timeout 60 "$sanitizer" --tool racecheck --error-exitcode 99 \
         build/facegen --device cuda --precision fp32 --random 3 --batch 3 --formats npy --quiet --model "$model" \
-        --output "$work/race-$tiles" >> "$out/racecheck.log" 2>&1 || race_fail=$((race_fail + 1))
-      [ $((end - SECONDS)) -lt 20 ] && break 2
+        --output "$work/$name" >> "$out/racecheck.log" 2>&1 || race_fail=$((race_fail + 1))
+      race_runs=$((race_runs + 1))
     done
   done
-  result[racecheck]=$([ $race_fail -eq 0 ] && echo "ok (facegen fp32, k 5 and 4, Small and Large tiles)" || echo "FAIL: $race_fail runs")
+  if [ $race_fail -eq 0 ] && [ $race_runs -eq 4 ]; then
+    result[racecheck]="ok (facegen fp32 on tensor cores, k 5 and 4, Small and Large tiles)"
+  else
+    result[racecheck]="FAIL: $race_fail of $race_runs runs failed, $((4 - race_runs)) not run (time)"
+  fi
 else
   result[memcheck]="skipped (no compute-sanitizer)"
 fi
@@ -122,7 +131,7 @@ except OSError:
 PY
 echo
 failures=0
-for step in build tests bench torch memcheck synccheck racecheck; do
+for step in build tests bench torch memcheck synccheck initcheck racecheck; do
   [ -n "${result[$step]:-}" ] || continue
   printf '%-10s %s\n' "$step" "${result[$step]}"
   case "${result[$step]}" in ok*|carried*) ;; *) failures=$((failures + 1)) ;; esac
