@@ -8,7 +8,9 @@
 // beside the kernels timed back to back for as long); the cuBLAS baseline beside them; the event
 // timeline of a few batches showing downloads overlapped with compute; then the PyTorch DCGAN
 // tutorial's generator on both kinds of kernel (bench/tutorial_bench.cuh; --tutorial-only runs
-// that section alone). Writes network.bin,
+// that section alone). --fp32-tc runs, after the probe, only fp32 on tensor cores beside FFMA, tf32
+// and bf16 with 1,000 images of the faces model against float64 (bench/fp32_tc_bench.cuh; kept out of
+// the full run, which bench/run_round.sh times within its deadline). Writes network.bin,
 // latents.bin, images_<precision>.bin (first 256 images of a batch of 8192) and results.json into
 // --out for bench/pytorch_reference.py, which adds PyTorch and the errors vs float64.
 #include <cublas_v2.h>
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "bench/cublas_baseline.cuh"
+#include "bench/fp32_tc_bench.cuh"
 #include "bench/mma_rounding.cuh"
 #include "bench/tutorial_bench.cuh"
 #include "generator/gpu_pipeline.hpp"
@@ -381,11 +384,12 @@ void write_file(const std::string& path, const void* data, size_t bytes) {
 
 int main(int argc, char** argv) {
   std::string out = "build/bench-run";
-  bool quick = false, tutorial_only = false;
+  bool quick = false, tutorial_only = false, fp32_tc_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--tutorial-only")) tutorial_only = true;  // the tutorial network's section alone
+    else if (!std::strcmp(argv[i], "--fp32-tc")) fp32_tc_only = true;         // fp32 on tensor cores' section alone
   }
   try {
     cudaDeviceProp prop;
@@ -408,8 +412,13 @@ int main(int argc, char** argv) {
           out, z, net, quick, [](const auto& f, int reps, cudaStream_t s) { return time_ms(f, reps, s); },
           [&](const std::string& key, double v) { js.add(key, v); });
     };
-    if (tutorial_only) {
-      const int failed = tutorial();
+    auto fp32_tc = [&] {
+      return bench_fp32_tensor_cores(
+          out, z, net, quick, [](const auto& f, int reps, cudaStream_t s) { return time_ms(f, reps, s); },
+          [&](const std::string& key, double v) { js.add(key, v); });
+    };
+    if (tutorial_only || fp32_tc_only) {
+      const int failed = tutorial_only ? tutorial() : fp32_tc();
       std::ofstream(out + "/results.json") << js.str();
       return failed ? 2 : 0;
     }
@@ -427,7 +436,8 @@ int main(int argc, char** argv) {
     std::string table;
     int mismatches = 0;
     for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
-      std::printf("\n== %s ==\n", precision_name(p));
+      std::printf("\n== %s%s ==\n", precision_name(p),
+                  p == Precision::Fp32 ? " (on tensor cores where the GPU has them; FACEGEN_GPU_FP32=ffma: FFMA)" : "");
       if (p != Precision::Fp32) {
         float* zd;
         CUDA_CHECK(cudaMalloc(&zd, size_t(kMaxN) * kLatentDim * 4));

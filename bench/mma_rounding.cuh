@@ -9,6 +9,8 @@
 //   nearest-  the same, negated;
 //   small     C = 1, eight products of ulp(1) / 4: exactly 1 + 2 ulp if the products are added at full
 //             width; 1 if each is aligned to the accumulator and its bits below the ulp are dropped.
+//   smaller   the same with ulp(1) / 8: 1 + ulp if three bits below the accumulator's ulp are kept
+//             (bench/split_products.cpp's emulation assumes two, the fewest the "small" answer allows).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -69,23 +71,28 @@ inline int probe_mma_rounding(const std::function<void(const std::string&, doubl
       {"1 + 0.75 ulp", 1.0f, 0.75f * ulp, 1.0f, true, 1.0f + ulp, 1.0f},
       {"-1 - 0.75 ulp", -1.0f, -0.75f * ulp, 1.0f, true, -1.0f - ulp, -1.0f},
       {"1 + 8 x ulp/4", 1.0f, 0.25f * ulp, 1.0f, false, 1.0f + 2 * ulp, 1.0f},
+      {"1 + 8 x ulp/8", 1.0f, 0.125f * ulp, 1.0f, false, 1.0f + ulp, 1.0f},
   };
   int unexpected = 0;
-  double nearest = 1, kept = 1;  // the single probes must both round to nearest
+  double nearest = 1, kept = 1, kept_3 = 1;  // the single probes must both round to nearest
   std::printf("tensor-core tf32 accumulation (mma.sync m16n8k8, bench/mma_rounding.cuh):\n");
   for (const Probe& p : probes) {
     const float got = run(p.c, p.a_val, p.b_val, p.single);
     const double verdict = got == p.if_yes ? 1 : got == p.if_no ? 0 : -1;
     if (verdict < 0) ++unexpected;
+    const bool third = !p.single && p.a_val < 0.2f * ulp;  // the ulp/8 probe
     std::printf("  %-14s -> %a  (%s)\n", p.name, static_cast<double>(got),
-                verdict > 0 ? (p.single ? "rounded to nearest" : "added at full width")
-                : verdict == 0 ? (p.single ? "truncated toward zero" : "each product cut to the accumulator's ulp")
+                verdict > 0 ? (p.single ? "rounded to nearest" : third ? "3 bits below the ulp kept" : "added at full width")
+                : verdict == 0 ? (p.single ? "truncated toward zero" : third ? "fewer than 3 bits below the ulp kept"
+                                                                            : "each product cut to the accumulator's ulp")
                                : "neither: see the value");
     if (p.single) nearest = std::min(nearest, verdict);
+    else if (third) kept_3 = verdict;
     else kept = verdict;
   }
   add("mma_tf32_rounds_to_nearest", nearest);
   add("mma_tf32_small_products_kept", kept);
+  add("mma_tf32_three_bits_kept", kept_3);
   CUDA_CHECK(cudaFree(out));
   return unexpected;
 }

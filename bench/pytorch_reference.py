@@ -13,6 +13,13 @@ Then the same for the PyTorch DCGAN tutorial's generator (tutorial_network.bin, 
 4x4 kernels, no biases), written as the tutorial writes it (nn.Sequential of ConvTranspose2d,
 BatchNorm2d, ReLU, Tanh): facegen's fixed-shape and any-shape kernels against eager and torch.compile on the same
 latents, and both against float64; --tutorial-only runs that part alone.
+
+--fp32-tc (after facegen-bench --fp32-tc) runs only PyTorch's side of that section: the faces model's
+1,000 images (faces_network.bin, faces_latents.bin) against float64, layer by layer (each layer on the
+float64 pass's own input rounded to float32, as facegen-bench measures it) and whole, in fp32 (cuDNN,
+TF32 off) and tf32, eager fp32 images/s, and beside them facegen's fp32 FFMA and fp32 on tensor cores
+from results.json, with the verdict: the tensor cores' worst and mean error within 1.5 times the better
+of PyTorch fp32's and FFMA's, every layer and the whole network.
 """
 import argparse
 import sys
@@ -203,13 +210,98 @@ def tutorial(args, z_all, ours, compile_spent):
     return compile_spent, errors
 
 
+class Stats:
+    """worst and mean |error| over every value added"""
+
+    def __init__(self):
+        self.worst, self.sum, self.count = 0.0, 0.0, 0
+
+    def add(self, got, want):
+        e = (got.double() - want).abs()
+        self.worst = max(self.worst, e.max().item())
+        self.sum += e.sum().item()
+        self.count += e.numel()
+
+    def mean(self):
+        return self.sum / max(self.count, 1)
+
+
+def fp32_tc(args, ours):
+    """PyTorch's side of facegen-bench --fp32-tc; returns the verdict's exit status."""
+    dev = torch.device("cuda")
+    nz, ngf, nc = TUTORIAL_NZ, TUTORIAL_NGF, TUTORIAL_NC  # the faces model's shape
+    path = os.path.join(args.dir, "faces_network.bin")
+    z = torch.from_numpy(np.fromfile(os.path.join(args.dir, "faces_latents.bin"), dtype=np.float32).reshape(-1, nz)).to(dev)
+    n = z.shape[0]
+    g64 = load_tutorial(path, nz, ngf, nc).to(dev).double()
+    # facegen's layers: the projection, tconv1-3 (each with its batch norm and ReLU), tconv4 + tanh
+    blocks = [(0, 3), (3, 6), (6, 9), (9, 12), (12, 14)]
+    errors = {}
+    for prec in ["fp32", "tf32"]:
+        set_precision(prec)
+        g32 = load_tutorial(path, nz, ngf, nc).to(dev)
+        layer = [Stats() for _ in blocks]
+        whole = Stats()
+        with torch.no_grad():
+            for i in range(0, n, 200):
+                x = z[i:i + 200].view(-1, nz, 1, 1).double()
+                whole.add(g32(z[i:i + 200].view(-1, nz, 1, 1)), g64(x))
+                for li, (a, b) in enumerate(blocks):
+                    x32 = x.float()
+                    want = g64[a:b](x32.double())
+                    layer[li].add(g32[a:b](x32), want)
+                    x = want
+        errors[prec] = (layer, whole)
+    set_precision("fp32")
+    names = ["projection+bn+relu", "tconv1+bn+relu", "tconv2+bn+relu", "tconv3+bn+relu", "tconv4+tanh", "network (images)"]
+    print(f"\n{n} images of the faces model against float64, |error| worst / mean (facegen's from results.json):")
+    print(f"  {'layer':20s} {'PyTorch fp32':>23s} {'facegen fp32 FFMA':>23s} {'facegen fp32 tensor cores':>25s}"
+          "  tensor cores / best of PyTorch and FFMA: worst, mean")
+    bad = []
+    for li, name in enumerate(names):
+        pt = errors["fp32"][0][li] if li < len(blocks) else errors["fp32"][1]
+        key = f"layer{li}" if li < len(blocks) else "network"
+        ffma = (ours.get(f"faces_fp32_ffma_{key}_worst", float("nan")), ours.get(f"faces_fp32_ffma_{key}_mean", float("nan")))
+        tc = (ours.get(f"faces_fp32_tc_{key}_worst", float("nan")), ours.get(f"faces_fp32_tc_{key}_mean", float("nan")))
+        r_worst = tc[0] / min(pt.worst, ffma[0])
+        r_mean = tc[1] / min(pt.mean(), ffma[1])
+        ok = r_worst <= 1.5 and r_mean <= 1.5  # false for NaN too
+        if not ok:
+            bad.append(name)
+        print(f"  {name:20s} {pt.worst:10.3e} / {pt.mean():10.3e} {ffma[0]:10.3e} / {ffma[1]:10.3e} {tc[0]:12.3e} / {tc[1]:10.3e}"
+              f"  {r_worst:5.2f}, {r_mean:5.2f}{'' if ok else '  OVER 1.5'}")
+    tw = errors["tf32"][1]
+    print(f"  {'network, tf32':20s} PyTorch {tw.worst:.3e} / {tw.mean():.3e}; facegen "
+          f"{ours.get('faces_tf32_network_worst', float('nan')):.3e} / {ours.get('faces_tf32_network_mean', float('nan')):.3e}")
+    print(f"  {'network, bf16':20s} facegen {ours.get('faces_bf16_network_worst', float('nan')):.3e} / "
+          f"{ours.get('faces_bf16_network_mean', float('nan')):.3e}")
+    model = load_tutorial(path, nz, ngf, nc).to(dev).to(memory_format=torch.channels_last)
+    print("PyTorch eager fp32 (cuDNN, TF32 off), faces model, images/s beside facegen's kernels alone:")
+    for b in [64, 512, 8192]:
+        zb = torch.randn(b, nz, 1, 1, device=dev)
+        rate = time_images_per_s(lambda x: model(x), zb)
+        print(f"  batch {b:5d}: eager {rate:12,.0f}; facegen fp32 tensor cores {ours.get(f'faces_fp32_tc_b{b}_kernels', 0):12,.0f}, "
+              f"fp32 FFMA {ours.get(f'faces_fp32_ffma_b{b}_kernels', 0):12,.0f}")
+    if bad:
+        print(f"\nverdict: FAIL: fp32 on tensor cores exceeds 1.5 times the better of PyTorch fp32's and FFMA's error in "
+              f"{', '.join(bad)}")
+        return 1
+    print("\nverdict: OK: fp32 on tensor cores is within 1.5 times the better of PyTorch fp32's and FFMA's error, "
+          "worst and mean, every layer and the whole network")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default="build/bench-run")
     ap.add_argument("--compile-budget", type=float, default=240.0, help="seconds for torch.compile, all runs together")
     ap.add_argument("--tutorial-only", action="store_true", help="the tutorial generator alone (facegen-bench --tutorial-only)")
+    ap.add_argument("--fp32-tc", action="store_true", help="the faces model's errors alone (facegen-bench --fp32-tc)")
     args = ap.parse_args()
     dev = torch.device("cuda")
+    if args.fp32_tc:
+        print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
+        sys.exit(fp32_tc(args, json.load(open(os.path.join(args.dir, "results.json")))))
     z_all = torch.from_numpy(np.fromfile(os.path.join(args.dir, "latents.bin"), dtype=np.float32).reshape(-1, 100)).to(dev)
     ours = json.load(open(os.path.join(args.dir, "results.json")))
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")

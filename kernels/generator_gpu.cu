@@ -67,16 +67,17 @@ uint32_t* setup_output_mma(int ksize, const float* weight) {
 const char* gemm_kernel_name(GemmKernel k) { return k == GemmKernel::Wgmma ? "wgmma" : "mma.sync"; }
 
 DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision precision)
-    : spec_(spec), ksize_(spec.kernel_size), precision_(precision) {
+    : spec_(spec), ksize_(spec.kernel_size), precision_(precision), math_(gpu::math_of(precision, false)) {
   const std::string why = model_spec_problem(spec);
   if (!why.empty()) throw std::invalid_argument("the CUDA kernels cannot run this network: " + why);
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  choose_fp32_kernel(device);
   choose_layer_kernels();
   upload_weights(f);
   if (ksize_ == 4) gpu::configure_tconv_output_tanh<4>();
   else gpu::configure_tconv_output_tanh<5>();
-  configure_any_shape_kernels(precision);
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
+  configure_any_shape_kernels(math_);
   CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
   if (const char* tiles = std::getenv("FACEGEN_GPU_TILES")) {
     const std::string t = tiles;
@@ -84,13 +85,13 @@ DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision pr
       throw std::invalid_argument("FACEGEN_GPU_TILES must be small, large, image or auto, not '" + t + "'");
     tiles_ = t == "small" ? 1 : t == "large" ? 2 : t == "image" ? 3 : 0;
   }
-  gpu::with_math(precision, [](auto m) { gpu::configure_phase_gemms<decltype(m)::value>(); });
+  gpu::with_math(math_, [](auto m) { gpu::configure_phase_gemms<decltype(m)::value>(); });
   wgmma_available_ = precision != Precision::Fp32 && gpu::wgmma_available(device);
   if (wgmma_available_) {
-    gpu::configure_wgmma(gpu::math_of(precision));
+    gpu::configure_wgmma(math_);
     wgmma_weights_.reset(new gpu::PhaseWeightMaps[3]);
     for (int s = 0; s < 3; ++s)
-      if (fixed_[s + 1]) gpu::make_phase_weight_maps(gpu::math_of(precision), s, ksize_, tconv_weight_[s], &wgmma_weights_[s]);
+      if (fixed_[s + 1]) gpu::make_phase_weight_maps(math_, s, ksize_, tconv_weight_[s], &wgmma_weights_[s]);
   }
   gemm_ = wgmma_available_ ? GemmKernel::Wgmma : GemmKernel::MmaSync;
   if (const char* gemm = std::getenv("FACEGEN_GPU_GEMM")) {
@@ -99,6 +100,24 @@ DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision pr
       throw std::invalid_argument("FACEGEN_GPU_GEMM must be mma, wgmma or auto, not '" + g + "'");
     if (g != "auto") use_gemm_kernel(g == "wgmma" ? GemmKernel::Wgmma : GemmKernel::MmaSync);
   }
+}
+
+void DeviceNetwork::choose_fp32_kernel(int device) {
+  int major = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  const bool tf32_mma = major >= 8;  // mma.sync with tf32 operands: sm_80 and later
+  Fp32Kernel kernel = tf32_mma ? Fp32Kernel::TensorCores : Fp32Kernel::Ffma;
+  if (const char* choice = std::getenv("FACEGEN_GPU_FP32")) {  // checked whatever the precision
+    const std::string c = choice;
+    if (c != "tc" && c != "ffma" && c != "auto")
+      throw std::invalid_argument("FACEGEN_GPU_FP32 must be tc, ffma or auto, not '" + c + "'");
+    if (c == "tc" && !tf32_mma)
+      throw std::invalid_argument("FACEGEN_GPU_FP32=tc: fp32 on tensor cores needs a GPU of compute capability 8.0 or later");
+    if (c != "auto") kernel = c == "tc" ? Fp32Kernel::TensorCores : Fp32Kernel::Ffma;
+  }
+  if (precision_ != Precision::Fp32) return;  // tf32 and bf16 run their own arithmetic on tensor cores
+  fp32_kernel_ = kernel;
+  math_ = gpu::math_of(precision_, kernel == Fp32Kernel::TensorCores);
 }
 
 void DeviceNetwork::choose_layer_kernels() {
@@ -122,8 +141,10 @@ void DeviceNetwork::upload_weights(const float* f) {
   std::vector<float> w(static_cast<size_t>(nz_pad_) * k_out, 0.f);
   std::copy(f + L.proj_weight, f + L.proj_weight + int64_t{nz} * k_out, w.begin());
   proj_weight_ = upload(w);
-  if (fixed_[0] && precision_ != Precision::Fp32) {
-    proj_weight_fragments_ = upload(gpu::projection_weight_fragments<kLatentDim>(f + L.proj_weight, kProjOutputs));
+  if (fixed_[0] && math_ != Math::Fp32) {
+    proj_weight_fragments_ = upload(math_ == Math::Tf32x3
+                                        ? gpu::projection_weight_fragments<Math::Tf32x3, kLatentDim>(f + L.proj_weight, kProjOutputs)
+                                        : gpu::projection_weight_fragments<Math::Bf16, kLatentDim>(f + L.proj_weight, kProjOutputs));
     projection_mma_ = true;
   }
   fold_batchnorm(f + L.bn[0], spec_.stage_channels(0), f + L.proj_bias, k_out, &scale, &shift);
@@ -132,10 +153,10 @@ void DeviceNetwork::upload_weights(const float* f) {
   for (int s = 0; s < 3; ++s) {
     const int c_in = spec_.stage_channels(s), c_out = spec_.stage_channels(s + 1);
     const float* tw = f + L.tconv_weight[s];
-    if (precision_ == Precision::Bf16)
-      tconv_weight_[s] = upload(phase_b_matrices<__nv_bfloat16>(tw, c_in, c_out, ksize_, precision_));
+    if (math_ == Math::Bf16)
+      tconv_weight_[s] = upload(phase_b_matrices<__nv_bfloat16>(tw, c_in, c_out, ksize_, math_));
     else
-      tconv_weight_[s] = upload(phase_b_matrices<float>(tw, c_in, c_out, ksize_, precision_));
+      tconv_weight_[s] = upload(phase_b_matrices<float>(tw, c_in, c_out, ksize_, math_));
     fold_batchnorm(f + L.bn[s + 1], c_out, f + L.tconv_bias[s], c_out, &scale, &shift);
     tconv_scale_[s] = upload(scale);
     tconv_shift_[s] = upload(shift);
@@ -144,8 +165,9 @@ void DeviceNetwork::upload_weights(const float* f) {
   const int64_t out_w = int64_t{ksize_} * ksize_ * spec_.stage_channels(4) * spec_.stage_channels(3);
   out_weight_ = upload(std::vector<float>(ow, ow + out_w));
   out_bias_ = upload(std::vector<float>(f + L.tconv_bias[3], f + L.tconv_bias[3] + spec_.stage_channels(4)));
-  if (fixed_[4] && precision_ == Precision::Bf16) out_weight_fragments_ = setup_output_mma<Math::Bf16>(ksize_, ow);
-  if (fixed_[4] && precision_ == Precision::Tf32) out_weight_fragments_ = setup_output_mma<Math::Tf32>(ksize_, ow);
+  if (fixed_[4] && math_ == Math::Bf16) out_weight_fragments_ = setup_output_mma<Math::Bf16>(ksize_, ow);
+  if (fixed_[4] && math_ == Math::Tf32) out_weight_fragments_ = setup_output_mma<Math::Tf32>(ksize_, ow);
+  if (fixed_[4] && math_ == Math::Tf32x3) out_weight_fragments_ = setup_output_mma<Math::Tf32x3>(ksize_, ow);
   output_mma_possible_ = output_mma_ = out_weight_fragments_ != nullptr;
 }
 
@@ -203,13 +225,15 @@ void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t s
   static_assert(kProjOutputs % gpu::kProjColumnsPerBlock == 0, "projection blocks must tile the columns");
   static_assert(kProjOutputs % gpu::ProjectionMmaShape<kLatentDim>::kColumns == 0, "projection_mma blocks must tile the columns");
   if (projection_mma_) {
-    if (precision_ == Precision::Bf16)
+    if (math_ == Math::Bf16)
       gpu::launch_projection_bn_relu_mma<Math::Bf16, kLatentDim>(z, n, kProjOutputs, proj_weight_fragments_, proj_scale_, proj_shift_, act0, stream);
+    else if (math_ == Math::Tf32x3)
+      gpu::launch_projection_bn_relu_mma<Math::Tf32x3, kLatentDim>(z, n, kProjOutputs, proj_weight_fragments_, proj_scale_, proj_shift_, act0, stream);
     else
       gpu::launch_projection_bn_relu_mma<Math::Tf32, kLatentDim>(z, n, kProjOutputs, proj_weight_fragments_, proj_scale_, proj_shift_, act0, stream);
     return;
   }
-  gpu::with_math(precision_, [&](auto m) {
+  gpu::with_ffma_math(math_, [&](auto m) {
     gpu::launch_projection_bn_relu<decltype(m)::value>(z, n, kLatentDim, kProjOutputs, proj_weight_, proj_scale_,
                                                        proj_shift_, act0, stream);
   });
@@ -230,7 +254,7 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
   const bool image = use == ImageUse::Always ||
                      (use == ImageUse::ByGrid && (tiles_ == 3 || (tiles_ == 0 && gpu::wgmma_image_blocks(stage, n) >= sm_count_)));
   if (gemm_ == GemmKernel::Wgmma && image) {
-    gpu::launch_tconv_wgmma_image(gpu::math_of(precision_), stage, image_ring_[stage], in, n, wgmma_weights_[stage],
+    gpu::launch_tconv_wgmma_image(math_, stage, image_ring_[stage], in, n, wgmma_weights_[stage],
                                   tconv_scale_[stage], tconv_shift_[stage], out, stream);
     return;
   }
@@ -238,12 +262,12 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
     // Same Small/Large rule as below: Small when the Large grid would leave SMs without two blocks.
     const bool small = tiles_ == 0 ? gpu::wgmma_large_blocks(stage, n) < 2 * int64_t{sm_count_} : tiles_ == 1;
     // (FACEGEN_GPU_TILES=image: Large where the image kernel does not run.)
-    gpu::launch_tconv_wgmma(gpu::math_of(precision_), stage, small, in, n, wgmma_weights_[stage], tconv_scale_[stage],
+    gpu::launch_tconv_wgmma(math_, stage, small, in, n, wgmma_weights_[stage], tconv_scale_[stage],
                             tconv_shift_[stage], out, stream);
     return;
   }
   const int rows = tiles_ == 3 ? 2 : tiles_;  // the mma.sync kernels have no image form: Large
-  gpu::with_math(precision_, [&](auto m) {
+  gpu::with_math(math_, [&](auto m) {
     gpu::launch_tconv_phase_gemm<decltype(m)::value>(stage, ksize_, sm_count_, rows, in, n, tconv_weight_[stage],
                                                      tconv_scale_[stage], tconv_shift_[stage], out, stream);
   });
@@ -252,8 +276,10 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
 template <int KS>
 void DeviceNetwork::output_layer_k(const void* act3, int n, float* images, cudaStream_t stream) const {
   if (output_mma_) {
-    if (precision_ == Precision::Bf16)
+    if (math_ == Math::Bf16)
       gpu::launch_tconv_output_tanh_mma<Math::Bf16, KS>(act3, n, out_weight_fragments_, out_bias_, images, sm_count_, stream);
+    else if (math_ == Math::Tf32x3)
+      gpu::launch_tconv_output_tanh_mma<Math::Tf32x3, KS>(act3, n, out_weight_fragments_, out_bias_, images, sm_count_, stream);
     else
       gpu::launch_tconv_output_tanh_mma<Math::Tf32, KS>(act3, n, out_weight_fragments_, out_bias_, images, sm_count_, stream);
     return;

@@ -14,8 +14,9 @@
 //   any-shape kernels, sizes known at run time (kernels/projection_any.cuh, tconv_any.cuh,
 //     tconv_output_any.cuh), for every other layer, at about a quarter of the bf16 rate.
 // FACEGEN_GPU_KERNELS=any runs every layer on the any-shape kernels (the benchmark's and the tests'
-// comparison). Activations between layers are (n, H, W, C), C fastest, float32 (fp32, tf32 rounded
-// for tf32) or bfloat16 (bf16), g = ngf:
+// comparison). --precision fp32 runs on the tensor cores as float32 (Fp32Kernel below) or on FFMA.
+// Activations between layers are (n, H, W, C), C fastest, float32 (fp32, tf32 rounded for tf32) or
+// bfloat16 (bf16), g = ngf:
 //   z (n, nz) -> act0 (n, 4, 4, 8g) -> act1 (n, 8, 8, 4g) -> act2 (n, 16, 16, 2g)
 //   -> act3 (n, 32, 32, g) -> images (n, 64, 64, nc) float32
 // Every output value's arithmetic is the same for any batch size and position in the batch.
@@ -34,12 +35,23 @@ namespace facegen {
 
 namespace gpu {
 struct PhaseWeightMaps;
+enum class Math;  // kernels/cuda_helpers.cuh
 }
 
 // Which kernels run the tconv stages' phase GEMMs in tf32 and bf16: mma.sync (kernels/phase_gemm.cuh,
-// any GPU from sm_80) or wgmma with TMA (kernels/phase_gemm_wgmma.cuh, sm_90a). fp32 always runs FFMA.
+// any GPU from sm_80) or wgmma with TMA (kernels/phase_gemm_wgmma.cuh, sm_90a). fp32 runs mma.sync
+// (on tensor cores) or FFMA, below.
 enum class GemmKernel { MmaSync, Wgmma };
 const char* gemm_kernel_name(GemmKernel k);
+
+// How --precision fp32 computes: on the tensor cores, each float32 operand split into two tf32 parts
+// and three products per term, every k step's products added into a per-tap sum in round-to-nearest
+// float32 (TensorCores, "3xTF32": kernels/cuda_helpers.cuh, mma_tf32x3_step; as accurate as FFMA,
+// docs/gpu.md), or by float32 FFMA (Ffma, the path before it). TensorCores on compute capability 8.0
+// and later (mma.sync with tf32), Ffma elsewhere; FACEGEN_GPU_FP32=tc|ffma|auto overrides when a
+// network is made (tc where the GPU lacks tf32 mma is an error). The layers whose shape only the
+// any-shape kernels run keep FFMA for the projection and the last layer, as tf32 does.
+enum class Fp32Kernel { TensorCores, Ffma };
 
 // The layers of DeviceNetwork: 0 the projection, 1..3 tconv1-3, 4 the last tconv.
 constexpr int kGpuLayers = 5;
@@ -55,6 +67,9 @@ class DeviceNetwork {
   DeviceNetwork& operator=(const DeviceNetwork&) = delete;
 
   Precision precision() const { return precision_; }
+  // fp32 networks: the kernels chosen at construction (always Ffma for tf32 and bf16, whose own
+  // arithmetic is on tensor cores).
+  Fp32Kernel fp32_kernel() const { return fp32_kernel_; }
   const ModelSpec& spec() const { return spec_; }
   // Whether layer l (0..kGpuLayers-1) runs its fixed-shape kernels: where its shape is theirs, unless
   // FACEGEN_GPU_KERNELS=any or use_any_shape_kernels said otherwise.
@@ -77,8 +92,9 @@ class DeviceNetwork {
   // Bytes of one image's activation before stage s (0: after the projection .. 3: before the last tconv).
   size_t activation_bytes_per_image(int stage) const;
 
-  // tf32 and bf16: the projection on tensor cores (kernels/projection_mma.cuh, the default) or the
-  // FFMA kernel (kernels/projection.cuh), for the benchmark and the tests; fp32 always runs FFMA.
+  // tf32, bf16 and fp32 on tensor cores: the projection on tensor cores (kernels/projection_mma.cuh,
+  // the default) or the FFMA kernel (kernels/projection.cuh), for the benchmark and the tests; fp32 on
+  // FFMA runs FFMA.
   void use_projection_mma(bool on) { projection_mma_ = on && proj_weight_fragments_ != nullptr; }
   bool projection_mma() const { return projection_mma_; }
   // z (n, nz) float32 -> act0.
@@ -86,9 +102,10 @@ class DeviceNetwork {
   // act_s -> act_{s+1} for s = 0, 1, 2: relu(bn_{s+1}(tconv_s(act_s) + bias_s)). Small batches get
   // smaller tiles (more blocks); the bits of every output stay the same.
   void tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
-  // bf16 and tf32: tconv4 on tensor cores (kernels/tconv_output_mma.cuh, the default where the device
-  // gives a block its shared memory (k 5: bf16 185 KB, sm_90; tf32 159 KB, sm_80 and sm_90) or the direct FFMA kernel
-  // (kernels/tconv_output.cuh), for the benchmark and the tests; fp32 always runs FFMA.
+  // bf16, tf32 and fp32 on tensor cores: tconv4 on tensor cores (kernels/tconv_output_mma.cuh, the
+  // default where the device gives a block its shared memory (k 5: bf16 185 KB, sm_90; tf32 and fp32
+  // 159 KB, sm_80 and sm_90) or the direct FFMA kernel (kernels/tconv_output.cuh), for the benchmark
+  // and the tests; fp32 on FFMA runs FFMA.
   void use_output_mma(bool on) { output_mma_ = on && output_mma_possible_; }
   bool output_mma() const { return output_mma_; }
   // act3 -> images: tanh(tconv_3(act3) + bias_3).
@@ -97,13 +114,15 @@ class DeviceNetwork {
   void forward(const float* z, int n, void* const act[4], float* images, cudaStream_t stream) const;
 
  private:
-  // Construction: which layers run the fixed-shape kernels (fixed_, FACEGEN_GPU_KERNELS), and every
-  // weight on the device in the layout of the kernels that read it.
+  // Construction: how fp32 computes (fp32_kernel_, math_, FACEGEN_GPU_FP32), which layers run the
+  // fixed-shape kernels (fixed_, FACEGEN_GPU_KERNELS), and every weight on the device in the layout of
+  // the kernels that read it.
+  void choose_fp32_kernel(int device);
   void choose_layer_kernels();
   void upload_weights(const float* network_floats);
   template <int KS> void output_layer_k(const void* act3, int n, float* images, cudaStream_t stream) const;
   // The any-shape layers (kernels/generator_gpu_any.cu), and their kernels' shared-memory limits.
-  static void configure_any_shape_kernels(Precision precision);
+  static void configure_any_shape_kernels(gpu::Math math);
   void projection_any(const float* z, int n, void* act0, cudaStream_t stream) const;
   void tconv_any(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
   void output_layer_any(const void* act3, int n, float* images, cudaStream_t stream) const;
@@ -111,6 +130,8 @@ class DeviceNetwork {
   ModelSpec spec_;
   int ksize_;                     // spec_.kernel_size: 5 or 4
   Precision precision_;
+  Fp32Kernel fp32_kernel_ = Fp32Kernel::Ffma;
+  gpu::Math math_;                // the kernels' flavour: precision_, and for fp32 fp32_kernel_
   bool fixed_[kGpuLayers] = {};   // the layer's shape is the fixed-shape kernels' (see the file comment)
   bool any_shape_only_ = false;   // FACEGEN_GPU_KERNELS=any, use_any_shape_kernels
   int sm_count_ = 0;              // of the device the network lives on; picks tile shapes (tconv)
@@ -127,7 +148,7 @@ class DeviceNetwork {
   std::unique_ptr<gpu::PhaseWeightMaps[]> wgmma_weights_;  // tensor maps over the fixed-shape tconv_weight_
   int nz_pad_ = 0;                // nz rounded up to 4: rows of proj_weight_ (100 for the fixed shape)
   float* proj_weight_ = nullptr;  // (nz_pad, 16 * 8g), rows nz.. zero
-  uint32_t* proj_weight_fragments_ = nullptr;  // fixed shape, tf32, bf16: the same as mma fragments (projection_mma.cuh)
+  uint32_t* proj_weight_fragments_ = nullptr;  // fixed shape on tensor cores: the same as mma fragments (projection_mma.cuh)
   float* proj_scale_ = nullptr;   // (16 * 8g)
   float* proj_shift_ = nullptr;   // (16 * 8g)
   void* tconv_weight_[3] = {};    // four phase B matrices each, see phase_gemm.cuh
@@ -135,7 +156,7 @@ class DeviceNetwork {
   float* tconv_shift_[3] = {};
   float* out_weight_ = nullptr;   // (k, k, nc, g)
   float* out_bias_ = nullptr;     // (nc)
-  uint32_t* out_weight_fragments_ = nullptr;  // fixed shape, bf16, tf32: the same weights as mma fragments (tconv_output_mma.cuh)
+  uint32_t* out_weight_fragments_ = nullptr;  // fixed shape on tensor cores: the same weights as mma fragments (tconv_output_mma.cuh)
 };
 
 // Floating-point operations of one image, per layer (0: projection, 1..3: phase GEMMs, 4: the last

@@ -18,7 +18,7 @@ using gpu::Math;
 template <Math M>
 void configure_math() {
   gpu::configure_tconv_any_all<M>();
-  constexpr Math O = M == Math::Bf16 ? Math::Bf16 : Math::Fp32;  // tf32 activations are floats
+  constexpr Math O = M == Math::Bf16 ? Math::Bf16 : Math::Fp32;  // tf32 and Tf32x3 activations are floats
   gpu::configure_tconv_output_any<O, 4, 1>();
   gpu::configure_tconv_output_any<O, 4, 3>();
   gpu::configure_tconv_output_any<O, 5, 1>();
@@ -38,14 +38,14 @@ void launch_output(const ModelSpec& s, const void* in, int n, const float* w, co
 
 }  // namespace
 
-void DeviceNetwork::configure_any_shape_kernels(Precision precision) {
-  gpu::with_math(precision, [](auto m) { configure_math<decltype(m)::value>(); });
+void DeviceNetwork::configure_any_shape_kernels(gpu::Math math) {
+  gpu::with_math(math, [](auto m) { configure_math<decltype(m)::value>(); });
 }
 
 void DeviceNetwork::projection_any(const float* z, int n, void* act0, cudaStream_t stream) const {
   const int nz = spec_.latent_dim, k_out = spec_.proj_outputs();
   const float *w = proj_weight_, *sc = proj_scale_, *sh = proj_shift_;
-  gpu::with_math(precision_, [&](auto m) {
+  gpu::with_ffma_math(math_, [&](auto m) {  // FFMA for fp32 on tensor cores too
     gpu::launch_projection_any<decltype(m)::value>(z, n, nz, nz_pad_, k_out, w, sc, sh, act0, stream);
   });
 }
@@ -54,7 +54,7 @@ void DeviceNetwork::tconv_any(int stage, const void* in, int n, void* out, cudaS
   const int h = ModelSpec::stage_size(stage), c_in = spec_.stage_channels(stage), c_out = spec_.stage_channels(stage + 1);
   const void* w = tconv_weight_[stage];
   const float *sc = tconv_scale_[stage], *sh = tconv_shift_[stage];
-  gpu::with_math(precision_, [&](auto m) {
+  gpu::with_math(math_, [&](auto m) {
     gpu::launch_tconv_any<decltype(m)::value>(in, n, h, c_in, c_out, ksize_, w, sc, sh, out, stream);
   });
 }

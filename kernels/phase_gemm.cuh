@@ -28,12 +28,16 @@
 // kernels/phase_gemm_wgmma.cuh. Below the kernel: its launchers, the tile shape of each stage and
 // the choice between the two shapes.
 //
-// Three arithmetic flavours share the tile loader (cp.async, three stages):
+// Four arithmetic flavours share the tile loader (cp.async, three stages):
 //   Fp32: float32 FFMA, TM x 8 outputs per thread (TM = 8 or 4), each with its running tap sum.
 //   Tf32: mma.sync m16n8k8 tf32, operands already rounded to tf32 in memory.
 //   Bf16: mma.sync m16n8k16 bf16, activations and weights stored as bfloat16.
-// The tensor-core flavours run 4 warps (2 x 2) of 64 x BN/2 outputs each and read their fragments
-// with ldmatrix; B is stored (C_OUT, K), K fastest, so A and B fragments are both plain (non-
+//   Tf32x3: float32 on tensor cores: float32 operands, split into tf32 parts in registers, three
+//     mma.sync m16n8k8 per k step into a zeroed accumulator, added into a running tap sum by FADD
+//     (kernels/cuda_helpers.cuh, mma_tf32x3_step); the taps' sums added in tap order, as in Fp32.
+// Tf32 and Bf16 run 4 warps (2 x 2) of 64 x BN/2 outputs each (4 x 1 of 64 x BN for BM = 256);
+// Tf32x3 8 warps of 32 columns and 64 rows or fewer, since each output holds a tap sum beside its
+// total. All read their fragments with ldmatrix; B is stored (C_OUT, K), K fastest, so A and B fragments are both plain (non-
 // transposed) ldmatrix reads of 16-byte rows. Larger warp tiles read fewer shared-memory bytes per
 // multiply (64x64: 128 rows of A and B per 4096 outputs, against 96 per 2048 for 32x64).
 #pragma once
@@ -74,7 +78,7 @@ __host__ __device__ constexpr int phase_k_total(int z, int c_in, int ksize) {
 }
 
 // Tile geometry of one kernel instance. TM: fp32 rows per thread (threads own TM x 8 outputs); the
-// tensor-core flavours take TM = 8 only.
+// tensor-core flavours take TM = 8 only (and do not use it).
 template <Math M, int BM_, int BN_, int STAGES_ = 3, int TM_ = 8> struct TileShape {
   static constexpr int BM = BM_;
   static constexpr int BN = BN_;
@@ -87,8 +91,10 @@ template <Math M, int BM_, int BN_, int STAGES_ = 3, int TM_ = 8> struct TileSha
   static constexpr int BK = 128 / sizeof(Act);               // 128-byte rows: 32 floats or 64 bf16
   static constexpr int kChunksPerRow = BK / kElemsPerChunk;  // 8
   static constexpr bool kNK = M != Math::Fp32;  // B stage (BN, BK) k fastest; fp32: (BK, BN) n fastest
-  // Tensor-core flavours: 4 warps, 2 x 2 of 64 x BN/2 (BM = 128), or 4 x 1 of 64 x BN (BM = 256).
-  static constexpr int kWarpsM = BM >= 256 ? 4 : 2, kWarpsN = 4 / kWarpsM;
+  // Tf32, Bf16: 4 warps, 2 x 2 of 64 x BN/2 (BM = 128), or 4 x 1 of 64 x BN (BM = 256). Tf32x3: 8
+  // warps, BN / 32 x 32 columns, the rest of the 8 along M (64, 32 or 16 rows each).
+  static constexpr int kWarpsN = M == Math::Tf32x3 ? BN / 32 : BM >= 256 ? 1 : 2;
+  static constexpr int kWarpsM = M == Math::Tf32x3 ? 8 / kWarpsN : 4 / kWarpsN;
   static constexpr int kThreads = (M == Math::Fp32) ? BM * BN / (TM * 8) : 32 * kWarpsM * kWarpsN;
   // A stage: (BM, BK + 16 bytes) k fastest; rows 144 bytes apart, so the 8 rows of an ldmatrix read
   // fall in 8 different 16-byte bank groups. B stage: (BN, BK + 16 bytes) or fp32 (BK, BN + 8).
@@ -107,11 +113,14 @@ template <Math M, int BM_, int BN_, int STAGES_ = 3, int TM_ = 8> struct TileSha
 
 // Blocks per SM that the register budget must allow: the fp32 Small tiles (TM = 4: 32 totals and 32
 // tap sums a thread) are held to 128 registers, so that 512 threads can share an SM (two blocks of
-// 256, four of 128) as without the tap sums; other 128-thread blocks two, 256-thread blocks one.
+// 256, four of 128) as without the tap sums; so are Tf32x3's warps of 16 rows (16 totals and 16 tap
+// sums: tconv1's Small tiles), two blocks of 8 warps (its warps of 32 rows spilled at 128 registers
+// and take 152, of 64 rows 252); other 128-thread blocks two, 256-thread blocks one.
 template <Math M, int BM, int BN, int STAGES, int TM>
 constexpr int phase_gemm_min_blocks() {
-  constexpr int kThreads = TileShape<M, BM, BN, STAGES, TM>::kThreads;
-  return TM == 4 ? 512 / kThreads : kThreads == 128 ? 2 : 1;
+  using S = TileShape<M, BM, BN, STAGES, TM>;
+  if (M == Math::Tf32x3) return BM / S::kWarpsM <= 16 ? 2 : 1;
+  return TM == 4 ? 512 / S::kThreads : S::kThreads == 128 ? 2 : 1;
 }
 
 // One block's place in the GEMM (phase z, output rows m0.., columns n0..) and this thread's share of
@@ -212,9 +221,11 @@ struct PhaseAccumulators {
   static constexpr int NI = WN / 8;
   static_assert(M == Math::Fp32 || (WM % 16 == 0 && NI % 2 == 0), "warp tile must be whole ldmatrix blocks");
   static constexpr int kAccs = (M == Math::Fp32) ? TM * 8 : MI * NI * 4;
-  // fp32: the current tap's products go into tap_sum, one FFMA chain from zero per output and tap,
-  // which joins acc after the tap's last K tile (end_k_tile). A K tile never straddles two taps.
-  static constexpr int kTapSums = (M == Math::Fp32) ? kAccs : 1;
+  // fp32 (Fp32, Tf32x3): the current tap's products go into tap_sum, from zero per output and tap (one
+  // FFMA chain, or the k steps' fresh sums), which joins acc after the tap's last K tile (end_k_tile).
+  // A K tile never straddles two taps.
+  static constexpr bool kTapSummed = M == Math::Fp32 || M == Math::Tf32x3;
+  static constexpr int kTapSums = kTapSummed ? kAccs : 1;
   static constexpr int kTilesPerTap = C_IN / S::BK;
   static constexpr int TX = BN / 8;   // fp32: threads along n
   static constexpr int TY = BM / TM;  // fp32: threads along m
@@ -242,17 +253,18 @@ struct PhaseAccumulators {
     b_ld = (warp_n * WN + lane % 8 + (lane / 16) * 8) * S::kBpitch + ((lane / 8) % 2) * kHalfK;
   }
 
-  // Multiply: one K tile of the stage's A and B into the accumulators (fp32: into the tap sums).
+  // Multiply: one K tile of the stage's A and B into the accumulators (Fp32, Tf32x3: into the tap sums).
   __device__ __forceinline__ void multiply_tile(const Act* smem, int stage) {
     const Act* As = smem + stage * (S::kAElems + S::kBElems);
     const Act* Bs = As + S::kAElems;
     if constexpr (M == Math::Fp32) ffma_k_tile<BM, BN, S::BK, TM, S::kApitch, S::kBpitch>(As, Bs, tx, ty, tap_sum);
+    else if constexpr (M == Math::Tf32x3) mma_tf32x3_k_tile<MI, NI, S::BK, S::kApitch, S::kBpitch>(As, Bs, a_ld, b_ld, tap_sum);
     else mma_k_tile<M, MI, NI, S::BK, S::kApitch, S::kBpitch>(As, Bs, a_ld, b_ld, acc);
   }
 
-  // After K tile kt: in fp32, at a tap's last K tile, its sums join the totals.
+  // After K tile kt: in Fp32 and Tf32x3, at a tap's last K tile, its sums join the totals.
   __device__ __forceinline__ void end_k_tile(int kt) {
-    if constexpr (M == Math::Fp32) {
+    if constexpr (kTapSummed) {
       if ((kt + 1) % kTilesPerTap == 0) {
 #pragma unroll
         for (int i = 0; i < kAccs; ++i) {
@@ -364,8 +376,8 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
 // columns per block, so twice the blocks) for batches whose Large grid would leave SMs idle
 // (DeviceNetwork::tconv picks). The tile shape only decides which threads compute which outputs:
 // every output is the same sequence of multiply-adds over K in the same order (in fp32 one FFMA chain
-// per tap, BK = 32 for every shape, then the taps' sums in tap order; the same mma.sync steps in
-// tf32/bf16), so both give the same bits and an image never
+// per tap, or in Tf32x3 the k steps' fresh sums added into one per tap, BK = 32 for every shape, then
+// the taps' sums in tap order; the same mma.sync steps in tf32/bf16), so both give the same bits and an image never
 // depends on the batch size (the GPU tests compare batches 1, 3, 127, 1000 and 8192 byte for byte).
 // fp32 Small: TM = 4 rows per thread, 4 x 8 outputs (TM = 8 everywhere else), in blocks of 128 x 64
 // (256 threads), and 64 x 64 (128 threads) for tconv1. At 64 images tconv1's K is up to 4608 and its
@@ -377,11 +389,14 @@ tconv_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,  // (n, H, H
 // tconv3 (stage 2, C_OUT = 64) Large in the tensor-core flavours: blocks of 256 x 64 as 4 warps of
 // 64 x 64 (the 128 x 64 blocks' 64 x 32 warp tiles read a third more shared memory per multiply), two
 // stages so that two blocks (8 warps) still fit in an SM's shared memory (2 x 92 KB).
+// Tf32x3: blocks of 8 warps, Large 128 x 128 (tconv3: 256 x 64) in warps of 64 x 32 (64 totals and 64
+// tap sums a thread: 252 registers, one block an SM), Small 128 x 64 in warps of 32 x 32 (tconv1: 64 x
+// 64, as fp32's, in warps of 16 x 32); three stages everywhere.
 template <Math M, int S, bool Small> struct PhaseGemmStage;
 template <Math M, bool Small> struct PhaseGemmStage<M, 0, Small> {
-  static constexpr bool kFp32Small = M == Math::Fp32 && Small;
-  static constexpr int C_IN = 512, C_OUT = 256, H = 4, BM = kFp32Small ? 64 : 128, BN = Small ? 64 : 128, STAGES = 3;
-  static constexpr int TM = kFp32Small ? 4 : 8;
+  static constexpr bool kHalfRows = (M == Math::Fp32 || M == Math::Tf32x3) && Small;
+  static constexpr int C_IN = 512, C_OUT = 256, H = 4, BM = kHalfRows ? 64 : 128, BN = Small ? 64 : 128, STAGES = 3;
+  static constexpr int TM = M == Math::Fp32 && Small ? 4 : 8;
 };
 template <Math M, bool Small> struct PhaseGemmStage<M, 1, Small> {
   static constexpr int C_IN = 256, C_OUT = 128, H = 8, BM = 128, BN = Small ? 64 : 128, STAGES = 3;
@@ -389,7 +404,8 @@ template <Math M, bool Small> struct PhaseGemmStage<M, 1, Small> {
 };
 template <Math M, bool Small> struct PhaseGemmStage<M, 2, Small> {
   static constexpr bool kWide = M != Math::Fp32 && !Small;
-  static constexpr int C_IN = 128, C_OUT = 64, H = 16, BM = kWide ? 256 : 128, BN = 64, STAGES = kWide ? 2 : 3;
+  static constexpr int C_IN = 128, C_OUT = 64, H = 16, BM = kWide ? 256 : 128, BN = 64;
+  static constexpr int STAGES = kWide && M != Math::Tf32x3 ? 2 : 3;
   static constexpr int TM = M == Math::Fp32 && Small ? 4 : 8;
 };
 

@@ -4,9 +4,10 @@
 //
 // weight (k, k, c_out, c_in), c_in fastest -> per phase z (in blockIdx.z order), K = taps * c_in,
 // tap t = ty * taps_x + tx reading kernel tap (phase_kernel_index(py, ty), phase_kernel_index(px, tx)):
-//   fp32        (K, c_out), c_out fastest: the FFMA kernels' B rows
-//   tf32, bf16  (c_out, K), K fastest: the rows ldmatrix and the wgmma tensor maps read;
-//               tf32 values rounded to tf32, bf16 rounded to nearest bfloat16
+//   Fp32 (FFMA)          (K, c_out), c_out fastest: the FFMA kernels' B rows
+//   Tf32, Bf16, Tf32x3   (c_out, K), K fastest: the rows ldmatrix and the wgmma tensor maps read;
+//                        Tf32 values rounded to tf32, Bf16 rounded to nearest bfloat16, Tf32x3
+//                        float32 as they are (the kernels split them)
 // The phases' matrices follow one another, phase_k_offset(z, c_in, k) rows apart.
 #pragma once
 
@@ -15,15 +16,15 @@
 #include <cstddef>
 #include <vector>
 
-#include "common/precision.hpp"
+#include "kernels/cuda_helpers.cuh"
 #include "kernels/phase_gemm.cuh"
 #include "kernels/weight_folding.hpp"
 
 namespace facegen {
 
-// T: float for fp32 and tf32, __nv_bfloat16 for bf16.
+// T: float for Fp32, Tf32 and Tf32x3, __nv_bfloat16 for Bf16.
 template <typename T>
-std::vector<T> phase_b_matrices(const float* w, int c_in, int c_out, int ksize, Precision p) {
+std::vector<T> phase_b_matrices(const float* w, int c_in, int c_out, int ksize, gpu::Math math) {
   std::vector<T> b(static_cast<size_t>(ksize) * ksize * c_out * c_in);
   for (int z = 0; z < 4; ++z) {
     const int py = gpu::phase_py(z), px = gpu::phase_px(z);
@@ -39,7 +40,8 @@ std::vector<T> phase_b_matrices(const float* w, int c_in, int c_out, int ksize, 
             const float v = w[((static_cast<size_t>(kh) * ksize + kw) * c_out + k) * c_in + c];
             const size_t kk = t * c_in + c;
             if constexpr (sizeof(T) == 2) bz[k * k_total + kk] = __float2bfloat16_rn(v);
-            else if (p == Precision::Tf32) bz[k * k_total + kk] = round_to_tf32(v);
+            else if (math == gpu::Math::Tf32) bz[k * k_total + kk] = round_to_tf32(v);
+            else if (math == gpu::Math::Tf32x3) bz[k * k_total + kk] = v;
             else bz[kk * c_out + k] = v;
           }
       }

@@ -14,7 +14,8 @@
 // every spec (2 * base_channels), so a K tile never straddles two taps.
 //
 // Every output is one thread's sum over K in a fixed order, whatever the tile shape, batch size or
-// image position: in fp32 an FFMA chain from zero per tap, the taps' sums added in tap order (as the
+// image position: in fp32 (FFMA, or Tf32x3 on tensor cores) a sum from zero per tap (an FFMA chain, or
+// the k steps' fresh three-product sums added by FADD), the taps' sums added in tap order (as the
 // fixed-shape kernels do; one chain over all of K let rounding grow with C_IN), in tf32 and bf16 the
 // same sequence of mma.sync k-steps. No split-K, no atomics, so images are byte-identical across
 // batch sizes and MPI rank counts.
@@ -94,7 +95,8 @@ __device__ __forceinline__ void any_load_tile(typename S::Act* stage_base, int k
 }
 
 // One K tile of the stage into acc: fp32, this thread's TM x 8 outputs (kernels/cuda_helpers.cuh,
-// ffma_k_tile); tf32 / bf16, this warp's (MI x 16) x (NI x 8) fragments by ldmatrix (mma_k_tile).
+// ffma_k_tile); tf32 / bf16, this warp's (MI x 16) x (NI x 8) fragments by ldmatrix (mma_k_tile);
+// Tf32x3 the same fragments in float32 (mma_tf32x3_k_tile).
 template <class S>
 __device__ __forceinline__ void any_compute_fp32(const float* As, const float* Bs, float* acc) {
   constexpr int TX = S::BN / 8;
@@ -109,7 +111,8 @@ __device__ __forceinline__ void any_compute_mma(const typename S::Act* As, const
   const int warp_m = warp % S::WARPS_M, warp_n = warp / S::WARPS_M;
   const int a_ld = (warp_m * WM + lane % 16) * S::kApitch + (lane / 16) * kHalfK;
   const int b_ld = (warp_n * WN + lane % 8 + (lane / 16) * 8) * S::kBpitch + ((lane / 8) % 2) * kHalfK;
-  mma_k_tile<M, MI, NI, S::BK, S::kApitch, S::kBpitch>(As, Bs, a_ld, b_ld, acc);
+  if constexpr (M == Math::Tf32x3) mma_tf32x3_k_tile<MI, NI, S::BK, S::kApitch, S::kBpitch>(As, Bs, a_ld, b_ld, acc);
+  else mma_k_tile<M, MI, NI, S::BK, S::kApitch, S::kBpitch>(As, Bs, a_ld, b_ld, acc);
 }
 
 // Grid (ceil(M / BM), c_out / BN, 4 phases). in (n, h, h, c_in); out (n, 2h, 2h, c_out); weight: the
@@ -150,9 +153,10 @@ tconv_any_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,
   };
 
   constexpr int kAccs = M == Math::Fp32 ? TM * 8 : (BM / WARPS_M / 16) * (BN / WARPS_N / 8) * 4;
-  // fp32: each tap's products go into tap_sum, one FFMA chain from zero, added into acc after the
-  // tap's last K tile, as in the fixed-shape kernels (kernels/phase_gemm.cuh says why).
-  constexpr int kTapSums = M == Math::Fp32 ? kAccs : 1;
+  // Fp32, Tf32x3: each tap's products go into tap_sum from zero, added into acc after the tap's last
+  // K tile, as in the fixed-shape kernels (kernels/phase_gemm.cuh says why).
+  constexpr bool kTapSummed = M == Math::Fp32 || M == Math::Tf32x3;
+  constexpr int kTapSums = kTapSummed ? kAccs : 1;
   const int tiles_per_tap = c_in / S::BK;
   float acc[kAccs], tap_sum[kTapSums];
 #pragma unroll
@@ -173,8 +177,9 @@ tconv_any_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,
     if (next < num_k_tiles) load(next % S::kStages, next);
     cp_async_commit();
     const Act* As = smem + (kt % S::kStages) * (S::kAElems + S::kBElems);
-    if constexpr (M == Math::Fp32) {
-      any_compute_fp32<S>(As, As + S::kAElems, tap_sum);
+    if constexpr (kTapSummed) {
+      if constexpr (M == Math::Fp32) any_compute_fp32<S>(As, As + S::kAElems, tap_sum);
+      else any_compute_mma<M, S>(As, As + S::kAElems, tap_sum);
       if ((kt + 1) % tiles_per_tap == 0) {
 #pragma unroll
         for (int i = 0; i < kAccs; ++i) {
@@ -236,7 +241,8 @@ tconv_any_phase_gemm(const typename MathTypes<M>::Act* __restrict__ in,
 }
 
 // The tile shapes the any-shape kernels launch, by the N tile: the widest of 64, 32, 16 that divides
-// c_out. BM = 128 rows in every case.
+// c_out. BM = 128 rows in every case. Tensor-core warp tiles: 64 x 32, 64 x 16 and 32 x 16 (Tf32x3
+// holds a tap sum beside each total, so no wider).
 template <Math M, int BN> struct AnyTileFor;
 template <Math M> struct AnyTileFor<M, 64> {
   using T = AnyTile<M, 128, 64, 2, 2, 8>;  // fp32: 128 threads of 8 x 8

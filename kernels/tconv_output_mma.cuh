@@ -1,6 +1,6 @@
 // tconv_output_mma.cuh: the last transposed convolution (64 -> 3 channels, 32x32 -> 64x64, a KS x KS
-// kernel, KS = 5 or 4) with bias and tanh, for bf16 and tf32 activations, on tensor cores (mma.sync,
-// sm_80 and later), as a GEMM and a col2im inside one block. Below, the figures are for KS = 5; KS = 4
+// kernel, KS = 5 or 4) with bias and tanh, for bf16, tf32 and float32 (Tf32x3) activations, on tensor
+// cores (mma.sync, sm_80 and later), as a GEMM and a col2im inside one block. Below, the figures are for KS = 5; KS = 4
 // has 48 columns of Y (6 n-tiles, none padding) and four taps in every phase.
 //
 // With 3 output channels the direct form (kernels/phase_gemm.cuh, tconv_output_tanh) is bound by
@@ -18,6 +18,10 @@
 // per term, and products accumulate in float32: tf32 two terms (22 bits; about 1e-7 after tanh), bf16
 // two (16 bits: each weight within 2^-18 of itself, so an output within about 2^-18 of the sum of its
 // |products|, far inside the 2^-9 of the bf16 activations themselves; the GPU tests bound it so).
+// Tf32x3 (--precision fp32 on tensor cores): float32 activations split into two tf32 parts in
+// registers, the weights' two tf32 terms as for tf32, three products per term, each k step of 8 from a
+// zeroed accumulator added into Y by FADD (kernels/cuda_helpers.cuh, mma_tf32x3_step): each Y entry is
+// one tap's sum, and the col2im adds the taps, as float32 FFMA's per-tap sums do.
 // Timings at batch 8192 on an H200 (2026-11-23): three bf16 terms (24 bits) 1.135-1.152 ms and tf32's
 // two 1.79-1.87, in about the ratio of their mma issue (300 and 480 bf16-mma equivalents per input
 // row); two bf16 terms 1.00-1.03 ms, 10% less rather than the third the mma count alone predicted,
@@ -64,6 +68,7 @@ template <> struct OutputMmaTraits<Math::Tf32> {
   static constexpr int kKStep = 8;    // m16n8k8
   static constexpr int kTerms = 2;    // tf32 terms per weight: hi, lo
 };
+template <> struct OutputMmaTraits<Math::Tf32x3> : OutputMmaTraits<Math::Tf32> {};
 
 constexpr int kOmCin = 64;
 constexpr int kOmThreads = 256;
@@ -104,7 +109,7 @@ std::vector<uint32_t> output_mma_weight_fragments(const float* w) {
     const int tap = col / 3, k = col % 3;
     return w[(static_cast<size_t>(tap) * 3 + k) * kOmCin + c];
   };
-  return mma_b_fragments<M>(S::kNTiles, S::kKSteps, S::kTerms, w_prime);
+  return mma_b_fragments<M == Math::Tf32x3 ? Math::Tf32 : M>(S::kNTiles, S::kKSteps, S::kTerms, w_prime);
 }
 
 // Load: the activation rows of tile t (with halo) into As, issued as cp.async, not awaited.
@@ -125,7 +130,7 @@ __device__ __forceinline__ void output_mma_load_rows(const typename OutputMmaSha
 }
 
 // A warp's B fragments, held in registers for the whole kernel: its half of the n-tiles (warp % 2),
-// every k step and term (bf16 80 registers, tf32 160). Reading them from shared memory for every
+// every k step and term (bf16 80 registers, tf32 and Tf32x3 160). Reading them from shared memory for every
 // mma made shared memory the kernel's limit (two wavefronts per mma, more than the A, Y and col2im
 // traffic together).
 template <Math M, int KS> struct OutputMmaWeights {
@@ -149,7 +154,7 @@ __device__ __forceinline__ void output_mma_load_weights(const uint32_t* __restri
 
 // Multiply: Y into shared memory. Warp w makes the n-tiles of its weights (half w % 2) for m-tiles
 // w / 2, w / 2 + 4, ...: pieces of 16 positions x 40 columns. Each Y value is k steps in order, the
-// terms in order within each.
+// terms in order within each (Tf32x3: each k step's three products from zero, then added).
 template <Math M, int KS>
 __device__ __forceinline__ void output_mma_products(const typename OutputMmaShape<M, KS>::Act* As,
                                                     const OutputMmaWeights<M, KS>& w, float* Ys) {
@@ -167,10 +172,18 @@ __device__ __forceinline__ void output_mma_products(const typename OutputMmaShap
     for (int ks = 0; ks < S::kKSteps; ++ks) {
       uint32_t a[4];
       ldmatrix_x4(a, As + (mt * 16 + lane % 16) * S::kApitch + ks * S::kKStep + (lane / 16) * kHalfK);
+      if constexpr (M == Math::Tf32x3) {
+        uint32_t a_hi[4], a_lo[4];
 #pragma unroll
-      for (int n = 0; n < S::kNHalf; ++n)
+        for (int r = 0; r < 4; ++r) split_tf32(a[r], a_hi[r], a_lo[r]);
 #pragma unroll
-        for (int term = 0; term < S::kTerms; ++term) mma_sync_step<M>(acc[n], a, w.b[n][ks][term]);
+        for (int n = 0; n < S::kNHalf; ++n) mma_tf32x3_step(acc[n], a_hi, a_lo, w.b[n][ks][0], w.b[n][ks][1]);
+      } else {
+#pragma unroll
+        for (int n = 0; n < S::kNHalf; ++n)
+#pragma unroll
+          for (int term = 0; term < S::kTerms; ++term) mma_sync_step<M>(acc[n], a, w.b[n][ks][term]);
+      }
     }
 #pragma unroll
     for (int n = 0; n < S::kNHalf; ++n) {

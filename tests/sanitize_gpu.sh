@@ -4,8 +4,9 @@
 # memcheck (out-of-bounds and misaligned accesses, leaks of device memory), initcheck (reads of
 # device memory nothing wrote) and synccheck over build/facegen-gpu-tests at batch sizes up to 1000,
 # which run every kernel in both tile shapes; then racecheck (shared-memory hazards) over facegen
-# itself, 3 images in each precision with the tiles forced Small, Large and (on sm_90, where the wgmma
-# image kernel runs tconv1-3) image (FACEGEN_GPU_TILES): every
+# itself, 3 images in each precision (fp32 in both its kernels, tensor cores and FFMA: FACEGEN_GPU_FP32)
+# with the tiles forced Small, Large and (on sm_90, where the wgmma image kernel runs tconv1-3) image
+# (FACEGEN_GPU_TILES): every
 # kernel instance the program launches, each once (racecheck follows every shared-memory access and
 # took over five minutes on the GPU tests even at 3 images), and over the any-shape kernels' GPU test
 # case at 3 images; then memcheck and initcheck over one
@@ -52,7 +53,8 @@ gemms=auto
 for model in build/random-network.bin models/facegen-faces.safetensors; do
 k=k5
 [ "$model" = models/facegen-faces.safetensors ] && k=k4
-for precision in fp32 tf32 bf16; do
+for arithmetic in fp32:tc fp32:ffma tf32:auto bf16:auto; do
+  precision=${arithmetic%%:*} fp32_kernel=${arithmetic#*:}
   shapes="small large"
   [ "$gemms" != auto ] && shapes="small large image"
   for tiles in $shapes; do
@@ -61,17 +63,17 @@ for precision in fp32 tf32 bf16; do
     # The image tiles exist for wgmma only (elsewhere they are the Large ones, already checked).
     [ $tiles = image ] && { [ $precision = fp32 ] || [ $gemm = mma ]; } && continue
     start=$SECONDS
-    run=$k-$precision-$tiles-$gemm
-    FACEGEN_GPU_GEMM=$gemm FACEGEN_GPU_TILES=$tiles timeout "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool racecheck --error-exitcode 99 \
+    run=$k-$precision-$fp32_kernel-$tiles-$gemm
+    FACEGEN_GPU_FP32=$fp32_kernel FACEGEN_GPU_GEMM=$gemm FACEGEN_GPU_TILES=$tiles timeout "${SANITIZE_TIMEOUT:-900}" "$sanitizer" --tool racecheck --error-exitcode 99 \
       ./build/facegen --device cuda --precision $precision --random 3 --batch 3 --formats npy --quiet \
       --model $model --output "$out/race-$run" > "$out/racecheck-$run.log" 2>&1
     status=$?
     summary=$(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck-$run.log" | tail -n1)
     if [ $status -eq 0 ]; then
-      echo "ok    racecheck over facegen ($k) --precision $precision, $tiles tiles, GEMM $gemm, 3 images ($((SECONDS - start)) s): ${summary:-no report}"
+      echo "ok    racecheck over facegen ($k) --precision $precision ($fp32_kernel), $tiles tiles, GEMM $gemm, 3 images ($((SECONDS - start)) s): ${summary:-no report}"
     else
       failures=$((failures + 1))
-      echo "FAIL  racecheck over facegen ($k) --precision $precision, $tiles tiles, GEMM $gemm: exit status $status: ${summary:-see $out/racecheck-$run.log}"
+      echo "FAIL  racecheck over facegen ($k) --precision $precision ($fp32_kernel), $tiles tiles, GEMM $gemm: exit status $status: ${summary:-see $out/racecheck-$run.log}"
       grep -m 10 -E '^========= (Race|Error|Warning)' "$out/racecheck-$run.log"
     fi
   done

@@ -24,7 +24,9 @@
 
 #include "common/cuda_check.cuh"
 #include "common/precision.hpp"
+#include "kernels/generator_gpu.hpp"
 #include "kernels/weight_folding.hpp"
+#include "tests/gpu/layer_errors.hpp"
 #include "tests/gpu/reference.hpp"
 
 namespace facegen {
@@ -165,6 +167,40 @@ std::map<int, std::vector<double>> reference_images(const std::vector<int>& imgs
 
 inline const Precision kPrecisions[] = {Precision::Fp32, Precision::Tf32, Precision::Bf16};
 
+// The arithmetics the layer and pipeline cases run: each precision, and fp32 in both its kernels
+// (kernels/generator_gpu.hpp, Fp32Kernel): on tensor cores (the default) and by FFMA, chosen by
+// FACEGEN_GPU_FP32 while the network is made (Fp32KernelScope).
+struct Arithmetic {
+  Precision precision;
+  const char* fp32_kernel;  // FACEGEN_GPU_FP32: tc, ffma, or auto for tf32 and bf16
+  const char* name;
+};
+inline const Arithmetic kArithmetics[] = {{Precision::Fp32, "tc", "fp32 tc"},
+                                          {Precision::Fp32, "ffma", "fp32 ffma"},
+                                          {Precision::Tf32, "auto", "tf32"},
+                                          {Precision::Bf16, "auto", "bf16"}};
+
+// FACEGEN_GPU_FP32 set for the networks made in one scope; what was set before comes back after it.
+class Fp32KernelScope {
+ public:
+  explicit Fp32KernelScope(const char* kernel) {
+    const char* before = std::getenv("FACEGEN_GPU_FP32");
+    had_ = before != nullptr;
+    if (had_) saved_ = before;
+    setenv("FACEGEN_GPU_FP32", kernel, 1);
+  }
+  ~Fp32KernelScope() {
+    if (had_) setenv("FACEGEN_GPU_FP32", saved_.c_str(), 1);
+    else unsetenv("FACEGEN_GPU_FP32");
+  }
+  Fp32KernelScope(const Fp32KernelScope&) = delete;
+  Fp32KernelScope& operator=(const Fp32KernelScope&) = delete;
+
+ private:
+  bool had_ = false;
+  std::string saved_;
+};
+
 // The whole pipeline's usual tolerance against float64 (absolute).
 inline Tolerance image_tolerance(Precision p) {
   return p == Precision::Fp32 ? Tolerance{1e-5, 0} : p == Precision::Tf32 ? Tolerance{5e-3, 0} : Tolerance{5e-2, 0};
@@ -195,6 +231,40 @@ inline double emulated_rounding_error(const std::vector<float>& net, const Model
   for (const auto& [img, values] : emulated)
     for (size_t i = 0; i < values.size(); ++i) worst = std::max(worst, std::fabs(values[i] - exact.at(img)[i]));
   return worst;
+}
+
+// fp32 on tensor cores against fp32 on FFMA, both against float64 on the same n images of net
+// (tests/gpu/layer_errors.hpp), layer by layer on the float64 pass's own inputs and for the whole
+// network: every value written and finite; each layer within 1e-4 (the last, after tanh, and the
+// images within image_tol); and the tensor cores' worst error at most twice FFMA's and their mean at
+// most 1.5 times. (bench/split_products.cpp's emulation put both at or below FFMA's on the faces model;
+// twice leaves room for the worst of a few images.) Prints both.
+inline void check_fp32_tensor_cores_as_exact(const std::vector<float>& net, const ModelSpec& spec, const std::vector<float>& z,
+                                             int n, double image_tol, const std::string& what) {
+  const LayerReference ref = make_layer_reference(net, spec, z.data(), n);
+  NetworkErrors e[2];
+  const char* kernels[2] = {"ffma", "tc"};
+  for (int k = 0; k < 2; ++k) {
+    const Fp32KernelScope scope(kernels[k]);
+    const DeviceNetwork dn(net.data(), spec, Precision::Fp32);
+    REQUIRE(dn.fp32_kernel() == (k == 0 ? Fp32Kernel::Ffma : Fp32Kernel::TensorCores));
+    e[k] = measure_layer_errors(dn, ref);
+  }
+  const char* layers[kGpuLayers + 1] = {"projection", "tconv1", "tconv2", "tconv3", "tconv4+tanh", "network"};
+  for (int l = 0; l <= kGpuLayers; ++l) {
+    const ErrorStats& ffma = l < kGpuLayers ? e[0].layer[l] : e[0].network;
+    const ErrorStats& tc = l < kGpuLayers ? e[1].layer[l] : e[1].network;
+    const double limit = l >= kGpuLayers - 1 ? image_tol : 1e-4;
+    const std::string at = what + " " + layers[l];
+    MESSAGE(at << ": |error| vs float64 over " << n << " images, worst / mean: tensor cores " << tc.worst << " / "
+               << tc.mean() << ", FFMA " << ffma.worst << " / " << ffma.mean());
+    CHECK_MESSAGE(tc.not_finite + ffma.not_finite == 0, at << ": values not written or not finite: tensor cores "
+                                                           << tc.not_finite << ", FFMA " << ffma.not_finite);
+    CHECK_MESSAGE(tc.worst <= limit, at << ": tensor cores' worst error " << tc.worst << " over " << limit);
+    CHECK_MESSAGE(ffma.worst <= limit, at << ": FFMA's worst error " << ffma.worst << " over " << limit);
+    CHECK_MESSAGE(tc.worst <= 2 * ffma.worst, at << ": tensor cores' worst error " << tc.worst << " over twice FFMA's " << ffma.worst);
+    CHECK_MESSAGE(tc.mean() <= 1.5 * ffma.mean(), at << ": tensor cores' mean error " << tc.mean() << " over 1.5 times FFMA's " << ffma.mean());
+  }
 }
 
 }  // namespace facegen

@@ -8,7 +8,7 @@
 // kernels. Fresh random weights and inputs each run (seed printed; FACEGEN_TEST_SEED repeats one),
 // outputs poisoned with NaN, batch sizes 1, 3 and 127 for the layers and up to 1000 for the pipeline
 // (FACEGEN_GPU_TEST_MAX_BATCH caps them). Each layer's input values are exact in bfloat16, so one
-// float64 reference serves all three precisions. The pipeline's tf32 and bf16 tolerance widens for a
+// float64 reference serves all three precisions; fp32 runs in both its kernels (tensor cores, FFMA). The pipeline's tf32 and bf16 tolerance widens for a
 // network whose images the precision's rounding moves further (emulated_rounding_error), so that no
 // random draw fails a correct kernel.
 #include <doctest/doctest.h>
@@ -87,16 +87,17 @@ std::vector<float> download(const DeviceBuffer& b, Precision p) {
   return to_floats(bytes, p);
 }
 
-// Every layer of one spec, each precision, batch sizes up to cap; any_shape: every layer on the
-// any-shape kernels, else each on the kernels its shape picks.
+// Every layer of one spec, each arithmetic (kArithmetics), batch sizes up to cap; any_shape: every layer
+// on the any-shape kernels, else each on the kernels its shape picks.
 void check_layers_on(const ModelSpec& spec, int cap, uint64_t seed, bool any_shape) {
   std::mt19937_64 rng(seed + 1);
   const auto net = reference::random_network(seed, spec);
   const reference::Offsets o(spec);
   const int nz = spec.latent_dim, k = spec.kernel_size;
   std::vector<std::unique_ptr<DeviceNetwork>> dn;
-  for (Precision p : kPrecisions) {
-    dn.push_back(std::make_unique<DeviceNetwork>(net.data(), spec, p));
+  for (const Arithmetic& a : kArithmetics) {
+    const Fp32KernelScope fp32_kernel(a.fp32_kernel);
+    dn.push_back(std::make_unique<DeviceNetwork>(net.data(), spec, a.precision));
     dn.back()->use_any_shape_kernels(any_shape);
   }
   for (int n : layer_batch_sizes(cap)) {
@@ -119,11 +120,11 @@ void check_layers_on(const ModelSpec& spec, int cap, uint64_t seed, bool any_sha
         return x;
       });
       for (size_t i = 0; i < dn.size(); ++i) {
-        const Precision p = kPrecisions[i];
+        const Precision p = kArithmetics[i].precision;
         DeviceBuffer out(dn[i]->activation_bytes_per_image(0) * n);
         out.poison();
         dn[i]->projection(static_cast<const float*>(dz.p), n, out.p, nullptr);
-        check(download(out, p), n, k_out, ref, layer_tolerance(p), "projection " + name(p) + " " + at);
+        check(download(out, p), n, k_out, ref, layer_tolerance(p), std::string("projection ") + kArithmetics[i].name + " " + at);
       }
     }
     for (int stage = 0; stage < 3; ++stage) {  // tconv + bn + relu
@@ -137,13 +138,13 @@ void check_layers_on(const ModelSpec& spec, int cap, uint64_t seed, bool any_sha
         return y;
       });
       for (size_t i = 0; i < dn.size(); ++i) {
-        const Precision p = kPrecisions[i];
+        const Precision p = kArithmetics[i].precision;
         DeviceActivations din(in, p);
         DeviceBuffer out(dn[i]->activation_bytes_per_image(stage + 1) * n);
         out.poison();
         dn[i]->tconv(stage, din.buf.p, n, out.p, nullptr);
         check(download(out, p), n, out_per, ref, layer_tolerance(p),
-              "tconv stage " + std::to_string(stage) + " " + name(p) + " " + at);
+              "tconv stage " + std::to_string(stage) + " " + kArithmetics[i].name + " " + at);
       }
     }
     {  // last tconv + bias + tanh
@@ -157,7 +158,7 @@ void check_layers_on(const ModelSpec& spec, int cap, uint64_t seed, bool any_sha
         return y;
       });
       for (size_t i = 0; i < dn.size(); ++i) {
-        const Precision p = kPrecisions[i];
+        const Precision p = kArithmetics[i].precision;
         DeviceActivations din(in, p);
         DeviceBuffer out(out_per * n * 4);
         out.poison();
@@ -168,7 +169,7 @@ void check_layers_on(const ModelSpec& spec, int cap, uint64_t seed, bool any_sha
         // 5, 1e-4.
         const bool bf16_terms = p == Precision::Bf16 && dn[i]->fixed_shape(4) && dn[i]->output_mma();
         check(download(out, Precision::Fp32), n, out_per, ref, Tolerance{bf16_terms ? 1e-4 : 1e-5, 0},
-              "output layer " + name(p) + " " + at);
+              std::string("output layer ") + kArithmetics[i].name + " " + at);
       }
     }
   }
@@ -228,8 +229,10 @@ TEST_CASE("pipeline images of every shape match the float64 reference and do not
     const auto ref = reference_images(sampled_images(n_max), [&](int img) {
       return reference::forward(net, &z[size_t(img) * spec.latent_dim], spec);
     });
-    for (Precision p : kPrecisions) {
-      const std::string what = "pipeline " + name(p) + " " + describe(spec);
+    for (const Arithmetic& a : kArithmetics) {
+      const Precision p = a.precision;
+      const Fp32KernelScope fp32_kernel(a.fp32_kernel);
+      const std::string what = std::string("pipeline ") + a.name + " " + describe(spec);
       const double emulated = emulated_rounding_error(net, spec, p, sampled_images(n_max), z, ref);
       const double usual = p == Precision::Fp32 ? fp32_image_tolerance(spec) : image_tolerance(p).atol;
       const Tolerance tol{std::max(usual, 2 * emulated), 0};
@@ -264,7 +267,9 @@ TEST_CASE("the any-shape kernels agree with the fixed-shape ones on the networks
   const auto z = random_latents(size_t(n) * spec.latent_dim, rng);
   DeviceBuffer dz(z.size() * 4);
   CUDA_CHECK(cudaMemcpy(dz.p, z.data(), dz.bytes, cudaMemcpyHostToDevice));
-  for (Precision p : kPrecisions) {
+  for (const Arithmetic& a : kArithmetics) {
+    const Precision p = a.precision;
+    const Fp32KernelScope fp32_kernel(a.fp32_kernel);
     DeviceNetwork fixed(net.data(), spec, p);
     DeviceNetwork any(net.data(), spec, p);
     any.use_any_shape_kernels(true);
@@ -288,11 +293,24 @@ TEST_CASE("the any-shape kernels agree with the fixed-shape ones on the networks
       const double d = std::fabs(double(images[1][i]) - images[0][i]);
       worst = std::max(worst, d);
       if (!(d <= 2 * tol.atol) && bad++ < 5)
-        FAIL_CHECK(describe(spec) << " " << name(p) << " index " << i << ": any-shape " << images[1][i] << ", fixed-shape " << images[0][i]);
+        FAIL_CHECK(describe(spec) << " " << a.name << " index " << i << ": any-shape " << images[1][i] << ", fixed-shape " << images[0][i]);
     }
-    CHECK_MESSAGE(not_finite == 0, name(p) << ": " << not_finite << " any-shape outputs not written");
-    MESSAGE(describe(spec) << ", " << name(p) << ", any-shape vs fixed-shape kernels over " << n << " images: worst abs difference " << worst);
+    CHECK_MESSAGE(not_finite == 0, a.name << ": " << not_finite << " any-shape outputs not written");
+    MESSAGE(describe(spec) << ", " << a.name << ", any-shape vs fixed-shape kernels over " << n << " images: worst abs difference " << worst);
   }
+  }
+}
+
+TEST_CASE("fp32 on tensor cores is as exact as FFMA against float64 on the any-shape kernels") {
+  // Two widths the fixed-shape kernels do not have, 8 images each (layer_errors.hpp; the projection and
+  // the last layer run FFMA on both, as for tf32).
+  const int n = 8;
+  uint64_t seed = test_seed() + 400;
+  for (const ModelSpec& spec : {ModelSpec{37, 48, 1, 5, true}, ModelSpec{100, 32, 3, 4, false}}) {
+    std::mt19937_64 rng(seed + 1);
+    const auto z = random_latents(size_t(n) * spec.latent_dim, rng);
+    check_fp32_tensor_cores_as_exact(reference::random_network(seed += 10, spec), spec, z, n, fp32_image_tolerance(spec),
+                                     describe(spec));
   }
 }
 

@@ -30,6 +30,7 @@
 
 #include "common/half_float.hpp"
 #include "generator/gpu_pipeline.hpp"
+#include "generator/network.hpp"
 #include "kernels/generator_gpu.hpp"
 #include "files/output_format.hpp"
 #include "generator/finite_check.hpp"
@@ -76,11 +77,14 @@ TEST_CASE("projection + batch norm + relu matches the float64 reference") {
   for (const ModelSpec& spec : kTunedSpecs) {
   const auto net = reference::random_network(test_seed(), spec);
   const reference::Offsets o(spec);
-  for (Precision p : kPrecisions) {
+  for (const Arithmetic& a : kArithmetics) {
+    const Precision p = a.precision;
+    const Fp32KernelScope fp32_kernel(a.fp32_kernel);
     DeviceNetwork dn(net.data(), spec, p);
-    // tf32 and bf16: the tensor-core kernel (the default) and the FFMA one; fp32: FFMA only.
+    // tf32, bf16 and fp32 on tensor cores: the tensor-core kernel (the default) and the FFMA one; fp32
+    // on FFMA: FFMA only.
     const bool has_mma = dn.projection_mma();
-    CHECK(has_mma == (p != Precision::Fp32));
+    CHECK(has_mma == (p != Precision::Fp32 || dn.fp32_kernel() == Fp32Kernel::TensorCores));
     for (bool mma : {true, false}) {
     if (mma && !has_mma) continue;
     dn.use_projection_mma(mma);
@@ -105,7 +109,7 @@ TEST_CASE("projection + batch norm + relu matches the float64 reference") {
         return x;
       });
       check(to_floats(bytes, p), n, kProjOutputs, ref, layer_tolerance(p),
-            "projection " + spec_name(spec) + " " + name(p) + (mma ? " mma" : " ffma") + " n=" + std::to_string(n));
+            "projection " + spec_name(spec) + " " + a.name + (mma ? " mma" : " ffma") + " n=" + std::to_string(n));
     }
     }
   }
@@ -117,7 +121,9 @@ TEST_CASE("phase-GEMM transposed convolutions match the float64 reference") {
   for (const ModelSpec& spec : kTunedSpecs) {
   const auto net = reference::random_network(test_seed() + 3, spec);
   const reference::Offsets o(spec);
-  for (Precision p : kPrecisions) {
+  for (const Arithmetic& a : kArithmetics) {
+    const Precision p = a.precision;
+    const Fp32KernelScope fp32_kernel(a.fp32_kernel);
     DeviceNetwork dn(net.data(), spec, p);
     for (GemmKernel kernel : gemm_kernels(dn)) {
     dn.use_gemm_kernel(kernel);
@@ -141,10 +147,10 @@ TEST_CASE("phase-GEMM transposed convolutions match the float64 reference") {
           return y;
         });
         worst = std::max(worst, check(to_floats(bytes, p), n, out_per, ref, layer_tolerance(p),
-                                      std::string("tconv stage ") + std::to_string(stage) + " " + spec_name(spec) + " " + name(p) + " " +
+                                      std::string("tconv stage ") + std::to_string(stage) + " " + spec_name(spec) + " " + a.name + " " +
                                           gemm_kernel_name(kernel) + " n=" + std::to_string(n)));
       }
-      MESSAGE("tconv stage " << stage << " " << spec_name(spec) << " " << name(p) << " " << std::string(gemm_kernel_name(kernel))
+      MESSAGE("tconv stage " << stage << " " << spec_name(spec) << " " << a.name << " " << std::string(gemm_kernel_name(kernel))
                              << ": worst abs error " << worst);
     }
     }
@@ -230,14 +236,18 @@ TEST_CASE("last transposed convolution + tanh matches the float64 reference") {
   std::vector<float> abs_weight(net.begin() + o.tconv_weight[3], net.begin() + o.tconv_weight[3] + kOutWeights);
   for (float& w : abs_weight) w = std::fabs(w);
   const float no_bias[3] = {0.f, 0.f, 0.f};
-  for (Precision p : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
+  for (const Arithmetic& a : kArithmetics) {
+    const Precision p = a.precision;
+    const Fp32KernelScope fp32_kernel(a.fp32_kernel);
     DeviceNetwork dn(net.data(), spec, p);
     const size_t in_per = size_t(32) * 32 * 64;
-    for (bool mma : {false, true}) {  // tf32, bf16: the direct FFMA kernel, then tensor cores (GEMM + col2im)
-    if (mma && p == Precision::Fp32) continue;
+    const bool on_tensor_cores = p != Precision::Fp32 || dn.fp32_kernel() == Fp32Kernel::TensorCores;
+    // tf32, bf16, fp32 on tensor cores: the direct FFMA kernel, then tensor cores (GEMM + col2im)
+    for (bool mma : {false, true}) {
+    if (mma && !on_tensor_cores) continue;
     dn.use_output_mma(mma);
     if (dn.output_mma() != mma) {  // a device with too little shared memory per block
-      MESSAGE(name(p) << " tconv4 on tensor cores: not on this device (too little shared memory per block)");
+      MESSAGE(a.name << " tconv4 on tensor cores: not on this device (too little shared memory per block)");
       continue;
     }
     for (int n : batch_sizes_for(spec)) {
@@ -254,7 +264,7 @@ TEST_CASE("last transposed convolution + tanh matches the float64 reference") {
         for (double& v : y) v = std::tanh(v);
         return y;
       });
-      const std::string what = "output layer " + spec_name(spec) + " " + name(p) + (mma ? " mma" : " direct") + " n=" + std::to_string(n);
+      const std::string what = "output layer " + spec_name(spec) + " " + a.name + (mma ? " mma" : " direct") + " n=" + std::to_string(n);
       if (!(mma && p == Precision::Bf16)) {
         check(got, n, kImageValues, ref, Tolerance{1e-5, 0}, what);
         continue;
@@ -298,7 +308,9 @@ TEST_CASE("pipeline images match the float64 reference and do not depend on the 
   const auto ref =
       reference_images(all_samples, [&](int img) { return reference::forward(net, &z[size_t(img) * kLatentDim], spec); });
 
-  for (Precision p : kPrecisions) {
+  for (const Arithmetic& a : kArithmetics) {
+    const Precision p = a.precision;
+    const Fp32KernelScope fp32_kernel(a.fp32_kernel);
     const double emulated = emulated_rounding_error(net, spec, p, all_samples, z, ref);
     const Tolerance tol{std::max(image_tolerance(p).atol, 2 * emulated), 0};
     GpuPipeline pipe(net.data(), spec, p, n_max, 0);
@@ -313,10 +325,10 @@ TEST_CASE("pipeline images match the float64 reference and do not depend on the 
       std::map<int, std::vector<double>> r;
       for (int i : sampled_images(n)) r[i] = ref.at(i);
       worst = std::max(worst, check(images, n, kImageValues, r, tol,
-                                    "pipeline " + spec_name(spec) + " " + name(p) + " n=" + std::to_string(n)));
+                                    "pipeline " + spec_name(spec) + " " + a.name + " n=" + std::to_string(n)));
       if (first.empty()) first = images;
       else CHECK_MESSAGE(std::memcmp(images.data(), first.data(), images.size() * 4) == 0,
-                         spec_name(spec) << " " << name(p) << ": images of a batch of " << n
+                         spec_name(spec) << " " << a.name << ": images of a batch of " << n
                                          << " differ from the same images in a batch of " << n_max);
     }
     // Several batches per call (a partial last one) through both slots and the graphs.
@@ -326,8 +338,8 @@ TEST_CASE("pipeline images match the float64 reference and do not depend on the 
     std::memset(images.data(), 0xff, images.size() * 4);
     small.generate(z.data(), n, images.data());
     CHECK_MESSAGE(std::memcmp(images.data(), first.data(), images.size() * 4) == 0,
-                  name(p) << ": " << n << " images in batches of " << small.max_batch() << " differ from one batch");
-    MESSAGE("pipeline " << spec_name(spec) << " " << name(p) << ": worst abs error vs float64 " << worst << " (tolerance "
+                  a.name << ": " << n << " images in batches of " << small.max_batch() << " differ from one batch");
+    MESSAGE("pipeline " << spec_name(spec) << " " << a.name << ": worst abs error vs float64 " << worst << " (tolerance "
                         << tol.atol << ")");
   }
   }
@@ -578,7 +590,59 @@ TEST_CASE("each layer runs the fixed-shape kernels exactly where its shape is th
   unsetenv("FACEGEN_GPU_KERNELS");
 }
 
-TEST_CASE("Small, Large and image tiles give the same bytes in every precision") {
+TEST_CASE("FACEGEN_GPU_FP32 picks fp32's kernels when a network is made; a bad value is one sentence") {
+  const auto net = reference::random_network(test_seed() + 22, kTutorialSpec);
+  int device = 0, major = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  const Fp32Kernel native = major >= 8 ? Fp32Kernel::TensorCores : Fp32Kernel::Ffma;
+  struct Case {
+    const char* value;  // nullptr: unset
+    Fp32Kernel want;
+  };
+  const Case cases[] = {{nullptr, native}, {"auto", native}, {"ffma", Fp32Kernel::Ffma}, {"tc", Fp32Kernel::TensorCores}};
+  for (const Case& c : cases) {
+    if (c.want == Fp32Kernel::TensorCores && major < 8) continue;
+    const Fp32KernelScope scope(c.value ? c.value : "auto");
+    if (!c.value) unsetenv("FACEGEN_GPU_FP32");
+    const DeviceNetwork dn(net.data(), kTutorialSpec, Precision::Fp32);
+    const std::string what = std::string("FACEGEN_GPU_FP32=") + (c.value ? c.value : "(unset)");
+    CHECK_MESSAGE(dn.fp32_kernel() == c.want, what);
+    const bool tc = c.want == Fp32Kernel::TensorCores;
+    CHECK_MESSAGE(dn.projection_mma() == tc, what << ": the projection on tensor cores exactly where fp32 is");
+    CHECK_MESSAGE(dn.gemm_kernel() == GemmKernel::MmaSync, what);
+    // tf32 and bf16 networks are not fp32's to choose for
+    const DeviceNetwork tf32(net.data(), kTutorialSpec, Precision::Tf32);
+    CHECK(tf32.fp32_kernel() == Fp32Kernel::Ffma);
+  }
+  for (Precision p : kPrecisions) {  // a bad value is refused whatever the precision
+    const Fp32KernelScope scope("fast");
+    try {
+      DeviceNetwork dn(net.data(), kTutorialSpec, p);
+      FAIL("FACEGEN_GPU_FP32=fast was taken for " << name(p));
+    } catch (const std::invalid_argument& e) {
+      const std::string msg = e.what();
+      CHECK(msg.find("FACEGEN_GPU_FP32 must be tc, ffma or auto, not 'fast'") != std::string::npos);
+      CHECK(msg.find('\n') == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("fp32 on tensor cores is as exact as FFMA against float64, layer by layer and whole") {
+  // Random networks of both tuned shapes (fresh each run) and the shipped faces model, 8 images each.
+  const int n = 8;
+  std::mt19937_64 rng(test_seed() + 41);
+  std::normal_distribution<float> nd;
+  std::vector<float> z(size_t(n) * kLatentDim);
+  for (auto& v : z) v = nd(rng);
+  for (const ModelSpec& spec : kTunedSpecs)
+    check_fp32_tensor_cores_as_exact(reference::random_network(test_seed() + 40, spec), spec, z, n, 1e-5,
+                                     "random " + spec_name(spec));
+  const Network faces = load_network("models/facegen-faces.safetensors");
+  check_fp32_tensor_cores_as_exact(faces.floats(), faces.spec(), z, n, 1e-5, "faces model");
+}
+
+TEST_CASE("Small, Large and image tiles give the same bytes in every precision and fp32 kernel") {
   const char* before = std::getenv("FACEGEN_GPU_TILES");
   const std::string saved = before ? before : "";
   for (const ModelSpec& spec : kTunedSpecs) {
@@ -588,7 +652,9 @@ TEST_CASE("Small, Large and image tiles give the same bytes in every precision")
   std::normal_distribution<float> nd;
   std::vector<float> z(size_t(n) * kLatentDim);
   for (auto& v : z) v = nd(rng);
-  for (Precision p : kPrecisions) {
+  for (const Arithmetic& a : kArithmetics) {
+    const Precision p = a.precision;
+    const Fp32KernelScope fp32_kernel(a.fp32_kernel);
     std::vector<float> images[3];
     const char* shapes[3] = {"small", "large", "image"};
     for (int k = 0; k < 3; ++k) {
@@ -599,7 +665,7 @@ TEST_CASE("Small, Large and image tiles give the same bytes in every precision")
     }
     for (int k = 1; k < 3; ++k)
       CHECK_MESSAGE(std::memcmp(images[0].data(), images[k].data(), images[0].size() * 4) == 0,
-                    spec_name(spec) << " " << name(p) << ": Small and " << shapes[k] << " tiles differ on " << n << " images");
+                    spec_name(spec) << " " << a.name << ": Small and " << shapes[k] << " tiles differ on " << n << " images");
   }
   }
   if (before) setenv("FACEGEN_GPU_TILES", saved.c_str(), 1);
