@@ -44,8 +44,8 @@ class FormatSink : public ImageSink {
       files_.adopt_folder(0, options.shared_folder);
       folder_ = options.shared_folder;
     } else if (owned_.second > owned_.first) {
-      const std::string& temp = files_.create(owned_.first);
-      if (layout_.format() == OutputFormat::Png) folder_ = temp;
+      first_temp_ = files_.create(owned_.first);
+      if (layout_.format() == OutputFormat::Png) folder_ = first_temp_;
     }
   }
 
@@ -131,6 +131,7 @@ class FormatSink : public ImageSink {
 
   void committed() override { files_.mark_committed(); }
   std::string temp_folder() const override { return folder_; }
+  std::string first_temp() const override { return first_temp_; }
   std::string path() const override { return layout_.describe(); }
   int64_t bytes_written() const override { return files_.bytes_written(); }
   std::vector<std::string> final_paths() const override {
@@ -157,6 +158,7 @@ class FormatSink : public ImageSink {
   int64_t share_first_, share_end_;  // the images this sink writes (SinkOptions' share)
   std::pair<size_t, size_t> owned_;  // and the files they land in, which it makes
   std::string folder_;               // png: the temporary folder
+  std::string first_temp_;           // the first file made, at construction
   std::atomic<int64_t> written_{0};  // images written, by append() or the engine's steps
   int64_t appended_ = 0;             // images given to append()
   std::mutex way_mutex_;

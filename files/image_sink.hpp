@@ -41,6 +41,8 @@ class ImageSink {
   void commit();  // this sink alone: finish(), then commit_sinks({this})
   // The temporary folder that a folder of PNGs is being made in ("" for other outputs, or before).
   virtual std::string temp_folder() const { return ""; }
+  // The temporary path of the first file this sink made ("" where it made none).
+  virtual std::string first_temp() const { return ""; }
 
   // The steps of append() as the output engine takes them (engine/output_engine.hpp), so that it
   // writes several runs of a sink at once. A format of records (txt, tar) adds each run to the end

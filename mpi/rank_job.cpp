@@ -110,6 +110,7 @@ class RankJob {
   bool commit_outputs(RankStatus& status);
   RunSummary gather_summary();
   bool agree(const RankStatus& status) { return ranks_agree(world_, status, &exit_code_); }
+  void broadcast_text(std::string& text);  // collective: rank 0's text to every rank
   int64_t default_min_images() const;
   void start_backend(int active, const std::vector<int>& node_of_rank);
   void report_ranks();
@@ -290,14 +291,16 @@ int RankJob::run_steps() {
   return 0;
 }
 
+// Rank 0 first: a commit of an earlier run into this directory that a kill cut short is finished,
+// then its files (and the folder of PNGs, whose temporary path every rank then writes into). Every
+// other rank then checks that it sees rank 0's first file (the outputs' folder is one folder for the
+// whole job, which the commit needs) and makes the files of its own share.
 void RankJob::make_outputs(const SinkOptions& sink_options, RankStatus& status) {
   SinkOptions options = sink_options;
   options.share_first = share_.begin;
   options.share_end = share_.end;
   if (!is_root_) options.on_notice = nullptr;
-  // Rank 0 first: a commit of an earlier run into this directory that a kill cut short is finished,
-  // then its files (and the folder of PNGs, whose temporary path every rank then writes into).
-  std::string folder;
+  std::string folder, probe;  // rank 0's folder of PNGs and first temporary file
   if (is_root_) {
     stop_for_test("outputs-open");
     attempt(status, [&] {
@@ -307,27 +310,39 @@ void RankJob::make_outputs(const SinkOptions& sink_options, RankStatus& status) 
       for (OutputFormat format : request_.formats) {
         sinks_.push_back(make_sink(format, request_.output_prefix, split_->total_images(), options));
         if (format == OutputFormat::Png) folder = sinks_.back()->temp_folder();
+        if (probe.empty()) probe = sinks_.back()->first_temp();
       }
     });
   }
-  int64_t length = static_cast<int64_t>(folder.size());
-  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, 0, world_));
-  folder.resize(static_cast<size_t>(length));
-  MPI_CHECK(MPI_Bcast(folder.data(), static_cast<int>(length), MPI_CHAR, 0, world_));
+  broadcast_text(folder);
+  broadcast_text(probe);
   int made = status.failed ? 0 : 1;
   int all_made = 0;
   MPI_CHECK(MPI_Allreduce(&made, &all_made, 1, MPI_INT, MPI_MIN, world_));
   if (!all_made) return;
   if (!is_root_) {
     stop_for_test("outputs-open");
-    options.shared_folder = folder;
     attempt(status, [&] {
+      struct stat st;
+      if (!probe.empty() && ::stat(probe.c_str(), &st) != 0) {
+        throw UserError("the outputs' folder " + directory_of(request_.output_prefix) +
+                        " here is not rank 0's: its temporary file " + base_name(probe) +
+                        " is not there (every rank must see one folder, on a file system every node shares)");
+      }
+      options.shared_folder = folder;
       for (OutputFormat format : request_.formats) {
         sinks_.push_back(make_sink(format, request_.output_prefix, split_->total_images(), options));
       }
     });
   }
   stop_for_test("outputs-checked");  // every rank's first files are made (or it failed)
+}
+
+void RankJob::broadcast_text(std::string& text) {
+  int64_t length = static_cast<int64_t>(text.size());
+  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT64_T, 0, world_));
+  text.resize(static_cast<size_t>(length));
+  MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, 0, world_));
 }
 
 void RankJob::run_share(LatentSource& reader, RankStatus& status) {

@@ -152,6 +152,68 @@ TEST_CASE("CUDA backend runs networks other than the SHPC one and matches the CP
   }
 }
 
+TEST_CASE("CUDA backend: a stream of jobs gives each job generate_checked's bytes, in order, with no drain between") {
+  // Jobs of odd sizes around the batch (1, 2, 63, 64, 65, 130, 7), each into a poisoned target of its
+  // own, in float32 (fp32, tf32), float32 widened from float16 (bf16) and 8-bit pixels: every byte
+  // and flag equals generate_checked's on the same latents, and done() comes once per job, in order.
+  const Network net = random_test_network(12);
+  const int64_t sizes[] = {1, 2, 63, 64, 65, 130, 7};
+  const char* cap_text = std::getenv("FACEGEN_GPU_TEST_MAX_BATCH");
+  const int64_t cap = cap_text ? std::atoll(cap_text) : 1000;
+  for (Precision precision : {Precision::Fp32, Precision::Tf32, Precision::Bf16}) {
+    for (ImageEncoding encoding : {ImageEncoding::Float32, ImageEncoding::Rgb8}) {
+      BackendOptions options;
+      options.device = DeviceKind::Cuda;
+      options.max_batch = 64;
+      options.precision = precision;
+      options.images = encoding;
+      auto gpu = make_cuda_backend(net, options);
+      const int64_t bytes_per_image = image_bytes(encoding, 3);
+      std::mt19937_64 rng(400 + static_cast<int>(precision) * 2 + static_cast<int>(encoding));
+      struct Job {
+        std::vector<float> latents;
+        std::vector<unsigned char> want, got;
+        std::vector<uint8_t> want_flags, got_flags;
+      };
+      std::vector<Job> jobs;
+      for (int64_t n : sizes) {
+        if (n > cap) continue;
+        Job job;
+        job.latents = random_floats(rng, n * kLatentDim, -1, 1);
+        job.want.assign(static_cast<size_t>(n * bytes_per_image), 0xAB);
+        job.got.assign(static_cast<size_t>(n * bytes_per_image), 0xCD);
+        job.want_flags.assign(static_cast<size_t>(n), 0xEE);
+        job.got_flags.assign(static_cast<size_t>(n), 0x77);
+        gpu->generate_checked(job.latents.data(), n, {encoding, job.want.data(), job.want_flags.data(), kLatentDim, 3}, 0);
+        jobs.push_back(std::move(job));
+      }
+      size_t next = 0, done = 0;
+      bool in_order = true;
+      gpu->generate_stream(
+          [&](StreamJob& job) {
+            if (next == jobs.size()) return false;
+            Job& j = jobs[next++];
+            const int64_t n = static_cast<int64_t>(j.got_flags.size());
+            job = StreamJob{j.latents.data(), n, {encoding, j.got.data(), j.got_flags.data(), kLatentDim, 3}};
+            return true;
+          },
+          [&](const StreamJob& job) {
+            in_order &= done < jobs.size() && job.out.images == jobs[done].got.data();
+            ++done;
+          },
+          0);
+      INFO("precision " << precision_name(precision) << ", " << (encoding == ImageEncoding::Rgb8 ? "8-bit" : "float32"));
+      CHECK(in_order);
+      CHECK(done == jobs.size());
+      for (size_t k = 0; k < jobs.size(); ++k) {
+        INFO("job " << k << " of " << jobs[k].got_flags.size() << " images");
+        CHECK(jobs[k].got == jobs[k].want);
+        CHECK(jobs[k].got_flags == jobs[k].want_flags);
+      }
+    }
+  }
+}
+
 TEST_CASE("make_backend picks CUDA, and a bad device index is a clear error") {
   const Network net;  // zeros are enough to build backends
   std::string why_none;

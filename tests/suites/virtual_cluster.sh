@@ -8,8 +8,8 @@
 # start on node1, as from a login node:
 #
 #   make run_parallel ... NGPUS=2 HOSTS=node1,node2 (2 nodes x 2 ranks) and run_parallel.sh --hosts
-#     with a hostfile (3 nodes x 1 rank): every file of every format the ranks write (tar shards, bmp
-#     split into numbered mosaics, a PNG folder, npy-u8 shards) byte-identical to one process's;
+#     with a hostfile (3 nodes x 1 rank): every file of every format the ranks write (bmp split into
+#     numbered mosaics, a PNG folder, npy-u8 shards) byte-identical to one process's;
 #     --verbose names each rank's own host and counts local ranks per node
 #   a node without the model file, a node without the output directory (each an empty directory
 #     mounted on node2 alone), all ranks of node2 killed mid-run, node2's link taken down mid-run:
@@ -68,9 +68,9 @@ ln -s "$build" "$work/repo/build"
 "$build/make-latents" --count 3000 --seed 14 --output "$work/repo/inputs/cluster3000.txt" > /dev/null || exit 1
 
 # The formats ranks write; each run writes all of them, the mosaic split into numbered files of 4 and
-# tar shards of 4, so that the job splits into 10 blocks and every rank makes files of its own (an
+# npy-u8 shards of 4, so that the job splits into 10 blocks and every rank makes files of its own (an
 # output of one file, txt, would be one rank's).
-rank_formats=(tar bmp png npy-u8)
+rank_formats=(bmp png npy-u8)
 format_args=(--formats "$(IFS=,; echo "${rank_formats[*]}")" --mosaic-tiles 2 --shard-images 4)
 mkdir -p "$work/reference"
 "$build/facegen" --device cpu --input "$work/repo/inputs/cluster40.txt" --output "$work/reference/faces" \
@@ -161,7 +161,7 @@ start_job() {
   rm -rf "$work/share/out" && mkdir -p "$work/share/out"
   vc_exec node1 timeout 120 "$work/repo/run_parallel.sh" --hosts node1,node2 --ranks-per-node 2 \
     --input "$work/repo/inputs/$input.txt" --output "$work/share/out/$prefix" \
-    -- --device cpu --all-ranks "$@" > "$work/stdout" 2> "$work/stderr" &
+    -- --device cpu --all-ranks "${format_args[@]}" "$@" > "$work/stdout" 2> "$work/stderr" &
   job=$!
 }
 
