@@ -8,6 +8,10 @@
 #   FACEGEN_PREBUILT=1                      build/ as carried or left by an earlier call: no build
 #   FACEGEN_TESTS="*stream*"                the GPU test cases to run first (doctest -tc; "" for none)
 #   JOB_SECONDS=420                         job.sh's deadline
+#   PROFILE="ARGS"                          first, the job `facegen ARGS` under a profile: its user and system
+#                                           CPU seconds, the busiest threads by name (/proc samples every 20 ms),
+#                                           and perf's report where perf is installed; once per
+#                                           FACEGEN_TEST_WRITE_WAY in PROFILE_WAYS (default "measure pwrite")
 # Carry .deps (the Debian packages the build needs, ../shared/tools/device-deps.sh): they are unpacked
 # only where the build's headers are missing. Logs go to $OUT (default /tmp/facegen-engine).
 set -uo pipefail
@@ -39,6 +43,61 @@ tests=${FACEGEN_TESTS-*stream*}
 if [ -n "$tests" ]; then
   timeout 300 build/facegen-gpu-tests -tc="$tests" > "$out/gpu-tests.log" 2>&1
   echo "GPU tests ($tests): exit status $?, $(grep -E '^\[doctest\] test cases' "$out/gpu-tests.log")"
+fi
+
+# profile WAY ARGS...: one run of facegen ARGS (on the GPU) with its threads sampled.
+profile() {
+  local way=$1
+  shift
+  mkdir -p /dev/shm/facegen-profile
+  FACEGEN_TEST_WRITE_WAY=$way python3 - "$@" <<'PY'
+import os, resource, subprocess, sys, time
+hz = os.sysconf("SC_CLK_TCK")
+cmd = ["build/facegen"] + sys.argv[1:] + ["--output", "/dev/shm/facegen-profile/r", "-q"]
+start = time.perf_counter()
+p = subprocess.Popen(cmd)
+threads = {}
+while p.poll() is None:
+    try:
+        for t in os.listdir(f"/proc/{p.pid}/task"):
+            try:
+                name = open(f"/proc/{p.pid}/task/{t}/comm").read().strip()
+                f = open(f"/proc/{p.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()
+                threads[t] = (name, int(f[11]) / hz, int(f[12]) / hz)
+            except OSError:
+                pass
+    except OSError:
+        pass
+    time.sleep(0.02)
+wall = time.perf_counter() - start
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+way = os.environ.get("FACEGEN_TEST_WRITE_WAY", "")
+print(f"profile ({way}): {' '.join(sys.argv[1:])}: exit {p.returncode}, wall {wall:.2f} s, user {used.ru_utime:.2f} s, "
+      f"system {used.ru_stime:.2f} s ({(used.ru_utime + used.ru_stime) / wall:.1f} cores), {len(threads)} threads")
+by_name = {}
+for name, user, system in threads.values():
+    entry = by_name.setdefault(name, [0, 0.0, 0.0])
+    entry[0] += 1; entry[1] += user; entry[2] += system
+for name, (count, user, system) in sorted(by_name.items(), key=lambda kv: -(kv[1][1] + kv[1][2])):
+    print(f"  {name:<16} x{count:<3} user {user:6.2f} s  system {system:6.2f} s")
+PY
+  rm -rf /dev/shm/facegen-profile
+}
+if [ -n "${PROFILE:-}" ]; then
+  for way in ${PROFILE_WAYS:-measure pwrite}; do
+    # shellcheck disable=SC2086  # PROFILE is a list of arguments
+    profile "$way" $PROFILE 2>&1 | tee -a "$out/profile.log"
+  done
+  if command -v perf > /dev/null; then
+    mkdir -p /dev/shm/facegen-profile
+    # shellcheck disable=SC2086
+    perf record -F 499 -g -o "$out/perf.data" -- build/facegen $PROFILE --output /dev/shm/facegen-profile/r -q > /dev/null 2>&1
+    perf report -i "$out/perf.data" --stdio --no-children --percent-limit 1.5 2> /dev/null | grep -v '^$' | head -n 120 > "$out/perf.txt"
+    head -n 40 "$out/perf.txt"
+    rm -rf /dev/shm/facegen-profile "$out/perf.data"
+  else
+    echo "perf: not installed here"
+  fi
 fi
 
 [ $# -gt 0 ] || set -- /dev/shm/facegen-job

@@ -79,7 +79,10 @@ int available_cpus(std::string* why) {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0) limit(CPU_COUNT(&set), "the CPU affinity mask");
-  limit(cgroup_quota_cpus(), "the cgroup CPU quota");
+  // The quota is read once: a process's cgroup does not change under it in practice, and reading
+  // it costs tens of microseconds, which every parallel loop would pay.
+  static const int quota = cgroup_quota_cpus();
+  limit(quota, "the cgroup CPU quota");
   for (const char* name : {"SLURM_CPUS_PER_TASK", "OMP_NUM_THREADS"}) {
     const int value = positive_env(name);
     limit(value, std::string(name) + "=" + std::to_string(value));

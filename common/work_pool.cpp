@@ -6,6 +6,8 @@
 // when every helper has left it, so no worker can still be inside its body.
 #include "common/work_pool.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <system_error>
 
@@ -81,6 +83,7 @@ WorkPool::Call* WorkPool::call_wanting_help() {
 }
 
 void WorkPool::worker_loop() {
+  pthread_setname_np(pthread_self(), "facegen-pool");  // for profilers and /proc/PID/task/*/comm
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     if (Call* call = call_wanting_help()) {

@@ -12,8 +12,8 @@
 namespace facegen {
 
 struct OutputEngine::Piece {
-  std::unique_ptr<char[]> storage;  // (piece_images, 64, 64, nc) in the engine's encoding
-  std::vector<uint8_t> flags;       // (piece_images)
+  HostBuffer storage{nullptr, nullptr};  // (piece_images, 64, 64, nc) in the engine's encoding
+  HostBuffer flags{nullptr, nullptr};    // (piece_images)
   int64_t first = 0;
   int64_t count = 0;
   std::atomic<int> outputs_left{0};
@@ -45,9 +45,10 @@ OutputEngine::OutputEngine(std::vector<ImageSink*> sinks, const EngineOptions& o
   const int64_t bytes = options_.piece_images * image_bytes(options_.encoding, options_.image_channels);
   for (int b = 0; b < options_.buffers; ++b) {
     auto piece = std::make_unique<Piece>();
-    // new[] without initialisation: a buffer's pages become resident as images land in it.
-    piece->storage.reset(new char[static_cast<size_t>(bytes)]);
-    piece->flags.resize(static_cast<size_t>(options_.piece_images));
+    const std::function<HostBuffer(size_t)> allocate =
+        options_.allocate ? options_.allocate : std::function<HostBuffer(size_t)>(plain_host_buffer);
+    piece->storage = allocate(static_cast<size_t>(bytes));
+    piece->flags = allocate(static_cast<size_t>(options_.piece_images));
     piece->records.resize(sinks_.size());
     piece->file.assign(sinks_.size(), -1);
     piece->order.assign(sinks_.size(), 0);
@@ -83,7 +84,7 @@ PieceBuffer OutputEngine::acquire() {
   Piece* piece = free_.back();
   free_.pop_back();
   wait_seconds_ += seconds_since(start);
-  return {piece->storage.get(), piece->flags.data()};
+  return {piece->storage.get(), static_cast<uint8_t*>(piece->flags.get())};
 }
 
 void OutputEngine::submit(void* images, int64_t first, int64_t count) {

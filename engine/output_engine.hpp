@@ -29,6 +29,7 @@
 #include "files/image_run.hpp"
 #include "files/image_sink.hpp"
 #include "files/output_format.hpp"
+#include "generator/backend.hpp"
 
 namespace facegen {
 
@@ -40,6 +41,9 @@ struct EngineOptions {
   int image_channels = 3;       // nc of the images
   // Told, on the thread that finished it, each piece once every output has written it.
   std::function<void(int64_t first, int64_t count)> on_written;
+  // Where the buffers' memory comes from (the backend's allocate_host: page-locked for a GPU); plain
+  // memory when empty.
+  std::function<HostBuffer(size_t bytes)> allocate;
 };
 
 // A free buffer of the ring: room for piece_images images, and a scan flag each

@@ -49,6 +49,10 @@ void Backend::generate_checked(const float* latents, int64_t n, const ImageTarge
   }
 }
 
+HostBuffer plain_host_buffer(size_t bytes) {
+  return HostBuffer(new char[std::max<size_t>(bytes, 1)], [](void* p) { delete[] static_cast<char*>(p); });
+}
+
 void Backend::generate_stream(const NextJob& next, const JobDone& done, int threads) {
   StreamJob job;
   while (next(job)) {

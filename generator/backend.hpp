@@ -43,6 +43,10 @@ struct ImageTarget {
   int channels;    // nc
 };
 
+// Host memory that a backend delivers images into, with its own way of being freed.
+using HostBuffer = std::unique_ptr<void, void (*)(void*)>;
+HostBuffer plain_host_buffer(size_t bytes);  // new[]: pages become resident as they are written
+
 // One job of a stream of jobs: n latents (n, nz) in, their images and scan flags out.
 struct StreamJob {
   const float* latents = nullptr;
@@ -67,6 +71,9 @@ class Backend {
   // from one job to the next, with the next job's batches queued before the last one's images are
   // out; here, generate_checked() a job at a time.
   virtual void generate_stream(const NextJob& next, const JobDone& done, int threads);
+  // Memory for the targets of generate_stream's jobs: the CUDA backend gives page-locked memory, which
+  // its downloads land in straight from the GPU (no copy on the host); by default plain memory.
+  virtual HostBuffer allocate_host(size_t bytes) { return plain_host_buffer(bytes); }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Network& net, const BackendOptions& options);

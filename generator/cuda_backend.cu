@@ -56,6 +56,17 @@ class CudaBackend : public Backend {
   // One job after another with no drain of the GPU between them (gpu_pipeline.hpp).
   void generate_stream(const NextJob& next, const JobDone& done, int) override { pipeline_->generate_stream(next, done); }
 
+  // Page-locked, so that the pipeline's downloads land in it straight from the GPU; plain memory
+  // where the system has no more to lock (the pipeline then copies, as into any memory).
+  HostBuffer allocate_host(size_t bytes) override {
+    void* pinned = nullptr;
+    if (cudaHostAlloc(&pinned, std::max<size_t>(bytes, 1), cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();
+      return plain_host_buffer(bytes);
+    }
+    return HostBuffer(pinned, [](void* p) { cudaFreeHost(p); });
+  }
+
  private:
   ImageEncoding encoding_;
   std::string description_;

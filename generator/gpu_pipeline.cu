@@ -196,7 +196,8 @@ void GpuPipeline::generate_stream(const NextJob& next, const JobDone& done) {
     StreamJob job;
     int64_t batches = 0;   // of the job
     int64_t enqueued = 0;  // batches enqueued so far
-    int64_t copied = 0;    // batches copied out so far
+    int64_t copied = 0;    // batches copied out (or landed) so far
+    bool direct = false;   // downloads land in the job's own page-locked target
   };
   struct Queued {
     size_t job;  // index into live, counted from the first job ever
@@ -221,12 +222,18 @@ void GpuPipeline::generate_stream(const NextJob& next, const JobDone& done) {
         throw std::logic_error("GpuPipeline: images asked for in another encoding than built for");
       }
       fresh.batches = (fresh.job.n + max_batch_ - 1) / max_batch_;
+      // Images that cross PCIe as the host keeps them (not float16, which the host widens) land
+      // straight in a page-locked target: no copy on the host.
+      fresh.direct = transfer_ != ImageTransfer::Float16 && fresh.job.n > 0 && is_page_locked(fresh.job.out.images) &&
+                     is_page_locked(fresh.job.out.flags);
       live.push_back(fresh);
     }
     Live& job = live.back();
     const int64_t b = job.enqueued++;
     const int nb = static_cast<int>(std::min<int64_t>(max_batch_, job.job.n - b * max_batch_));
-    enqueue_batch(sequence, job.job.latents + b * max_batch_ * latent_dim_, nb, nullptr);
+    void* images_to = job.direct ? static_cast<char*>(job.job.out.images) + b * max_batch_ * out_bytes_per_image : nullptr;
+    uint8_t* flags_to = job.direct ? job.job.out.flags + b * max_batch_ : nullptr;
+    enqueue_batch(sequence, job.job.latents + b * max_batch_ * latent_dim_, nb, nullptr, images_to, flags_to);
     queued.push_back({live_base + live.size() - 1, b, sequence++});
   };
   // Jobs at the front whose every batch is out (or that have none) are done, in order.
@@ -247,10 +254,14 @@ void GpuPipeline::generate_stream(const NextJob& next, const JobDone& done) {
     Live& job = live[batch.job - live_base];
     const int nb = static_cast<int>(std::min<int64_t>(max_batch_, job.job.n - batch.batch * max_batch_));
     char* images = static_cast<char*>(job.job.out.images);
-    copy_out_batch(batch.sequence, nb, [&](int first, const PinnedImages& chunk) {
-      const int64_t image = batch.batch * max_batch_ + first;
-      copy_chunk(chunk, images + image * out_bytes_per_image, job.job.out.flags + image);
-    });
+    if (job.direct) {
+      wait_batch(batch.sequence, nb);
+    } else {
+      copy_out_batch(batch.sequence, nb, [&](int first, const PinnedImages& chunk) {
+        const int64_t image = batch.batch * max_batch_ + first;
+        copy_chunk(chunk, images + image * out_bytes_per_image, job.job.out.flags + image);
+      });
+    }
     ++job.copied;
     queued.pop_front();
     finish_front();
@@ -258,7 +269,17 @@ void GpuPipeline::generate_stream(const NextJob& next, const JobDone& done) {
   finish_front();
 }
 
-void GpuPipeline::enqueue_batch(int64_t sequence, const float* latents, int nb, cudaEvent_t* marks) {
+bool is_page_locked(const void* p) {
+  cudaPointerAttributes attributes;
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
+void GpuPipeline::enqueue_batch(int64_t sequence, const float* latents, int nb, cudaEvent_t* marks, void* images_to,
+                                uint8_t* flags_to) {
   auto mark = [&](int which, cudaStream_t stream) {
     if (marks) CUDA_CHECK(cudaEventRecord(marks[which], stream));
   };
@@ -284,16 +305,21 @@ void GpuPipeline::enqueue_batch(int64_t sequence, const float* latents, int nb, 
   // Pinned images: three batches back, copied out by the host before it enqueued this one.
   CUDA_CHECK(cudaStreamWaitEvent(download_, computed_[slot], 0));
   mark(4, download_);
-  CUDA_CHECK(cudaMemcpyAsync(h_flags_[pin], d_flags_[slot], nb, cudaMemcpyDeviceToHost, download_));
+  CUDA_CHECK(cudaMemcpyAsync(flags_to ? flags_to : h_flags_[pin], d_flags_[slot], nb, cudaMemcpyDeviceToHost, download_));
+  char* to = static_cast<char*>(images_to ? images_to : h_images_[pin]);
   for (int c = 0; c * kChunkImages < nb; ++c) {
     const size_t first = transfer_bytes_per_image_ * kChunkImages * c;
     const size_t bytes = transfer_bytes_per_image_ * std::min(kChunkImages, nb - c * kChunkImages);
-    CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(h_images_[pin]) + first, download_from + first, bytes,
-                              cudaMemcpyDeviceToHost, download_));
+    CUDA_CHECK(cudaMemcpyAsync(to + first, download_from + first, bytes, cudaMemcpyDeviceToHost, download_));
     CUDA_CHECK(cudaEventRecord(chunk_landed_[pin][c], download_));
   }
   mark(5, download_);
   CUDA_CHECK(cudaEventRecord(images_read_[slot], download_));
+}
+
+void GpuPipeline::wait_batch(int64_t sequence, int nb) {
+  const int pin = static_cast<int>(sequence % kPinnedSlots);
+  CUDA_CHECK(cudaEventSynchronize(chunk_landed_[pin][(nb - 1) / kChunkImages]));
 }
 
 void GpuPipeline::copy_out_batch(int64_t sequence, int nb,

@@ -49,6 +49,9 @@ class ThreadShare;
 enum class ImageTransfer { Float32, Float16, Rgb8 };
 ImageTransfer image_transfer(Precision precision, ImageEncoding encoding = ImageEncoding::Float32);
 
+// Whether `p` is page-locked host memory (cudaHostAlloc or registered), which a download can land in.
+bool is_page_locked(const void* p);
+
 // One download chunk of images where it landed in a pinned slot: count images of values_per_image
 // values each, (count, 64, 64, nc), in `format` (Rgb8: (count, 64, 64, 3) bytes), and their scan flags
 // (count) (generator/finite_check.hpp).
@@ -138,8 +141,13 @@ class GpuPipeline {
   // Batch `sequence` of the pipeline's life (device slot sequence % 2, pinned slot sequence % 3): nb
   // latents from `latents` up, computed, downloaded into its pinned slot. Only the host waits, and
   // only for work two batches old.
-  // marks: six events recorded at its steps' edges (the timeline), or null.
-  void enqueue_batch(int64_t sequence, const float* latents, int nb, cudaEvent_t* marks);
+  // marks: six events recorded at its steps' edges (the timeline), or null. images_to, flags_to:
+  // page-locked memory that the batch's images and flags download into straight, or null for the
+  // batch's pinned slot (which the host then copies from).
+  void enqueue_batch(int64_t sequence, const float* latents, int nb, cudaEvent_t* marks, void* images_to = nullptr,
+                     uint8_t* flags_to = nullptr);
+  // Waits for batch `sequence`'s last download chunk (a batch downloaded straight into its target).
+  void wait_batch(int64_t sequence, int nb);
   // The chunks of batch `sequence`'s pinned slot, each as it lands, to `consume(first, chunk)`.
   void copy_out_batch(int64_t sequence, int nb, const std::function<void(int first, const PinnedImages&)>& consume);
   // A download chunk's images into host memory `out` (pipeline encoding; float16 widened to float32).

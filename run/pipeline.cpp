@@ -134,6 +134,7 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   options.threads = run.sink_options.threads;
   options.encoding = encoding;
   options.image_channels = channels;
+  options.allocate = [&backend](size_t bytes) { return backend->allocate_host(bytes); };
   OutputEngine engine(outputs, options);
   ProgressDisplay progress(stderr, request.progress, run.total, [&generated] { return generated.load(); });
   PieceLoop loop{*backend, engine, plan, run.reader, flow.buffers, run.net, request.model_path, request.backend.threads,

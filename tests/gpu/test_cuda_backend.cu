@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -156,6 +157,8 @@ TEST_CASE("CUDA backend: a stream of jobs gives each job generate_checked's byte
   // Jobs of odd sizes around the batch (1, 2, 63, 64, 65, 130, 7), each into a poisoned target of its
   // own, in float32 (fp32, tf32), float32 widened from float16 (bf16) and 8-bit pixels: every byte
   // and flag equals generate_checked's on the same latents, and done() comes once per job, in order.
+  // Every other job's target is the backend's page-locked memory (allocate_host), which the downloads
+  // land in straight; the others are plain memory, copied into.
   const Network net = random_test_network(12);
   const int64_t sizes[] = {1, 2, 63, 64, 65, 130, 7};
   const char* cap_text = std::getenv("FACEGEN_GPU_TEST_MAX_BATCH");
@@ -172,18 +175,24 @@ TEST_CASE("CUDA backend: a stream of jobs gives each job generate_checked's byte
       std::mt19937_64 rng(400 + static_cast<int>(precision) * 2 + static_cast<int>(encoding));
       struct Job {
         std::vector<float> latents;
-        std::vector<unsigned char> want, got;
-        std::vector<uint8_t> want_flags, got_flags;
+        std::vector<unsigned char> want;
+        std::vector<uint8_t> want_flags;
+        HostBuffer got{nullptr, nullptr}, got_flags{nullptr, nullptr};
+        int64_t n = 0;
       };
       std::vector<Job> jobs;
       for (int64_t n : sizes) {
         if (n > cap) continue;
         Job job;
+        job.n = n;
         job.latents = random_floats(rng, n * kLatentDim, -1, 1);
         job.want.assign(static_cast<size_t>(n * bytes_per_image), 0xAB);
-        job.got.assign(static_cast<size_t>(n * bytes_per_image), 0xCD);
         job.want_flags.assign(static_cast<size_t>(n), 0xEE);
-        job.got_flags.assign(static_cast<size_t>(n), 0x77);
+        const bool locked = jobs.size() % 2 == 1;
+        job.got = locked ? gpu->allocate_host(static_cast<size_t>(n * bytes_per_image)) : plain_host_buffer(static_cast<size_t>(n * bytes_per_image));
+        job.got_flags = locked ? gpu->allocate_host(static_cast<size_t>(n)) : plain_host_buffer(static_cast<size_t>(n));
+        std::memset(job.got.get(), 0xCD, static_cast<size_t>(n * bytes_per_image));
+        std::memset(job.got_flags.get(), 0x77, static_cast<size_t>(n));
         gpu->generate_checked(job.latents.data(), n, {encoding, job.want.data(), job.want_flags.data(), kLatentDim, 3}, 0);
         jobs.push_back(std::move(job));
       }
@@ -193,12 +202,11 @@ TEST_CASE("CUDA backend: a stream of jobs gives each job generate_checked's byte
           [&](StreamJob& job) {
             if (next == jobs.size()) return false;
             Job& j = jobs[next++];
-            const int64_t n = static_cast<int64_t>(j.got_flags.size());
-            job = StreamJob{j.latents.data(), n, {encoding, j.got.data(), j.got_flags.data(), kLatentDim, 3}};
+            job = StreamJob{j.latents.data(), j.n, {encoding, j.got.get(), static_cast<uint8_t*>(j.got_flags.get()), kLatentDim, 3}};
             return true;
           },
           [&](const StreamJob& job) {
-            in_order &= done < jobs.size() && job.out.images == jobs[done].got.data();
+            in_order &= done < jobs.size() && job.out.images == jobs[done].got.get();
             ++done;
           },
           0);
@@ -206,9 +214,9 @@ TEST_CASE("CUDA backend: a stream of jobs gives each job generate_checked's byte
       CHECK(in_order);
       CHECK(done == jobs.size());
       for (size_t k = 0; k < jobs.size(); ++k) {
-        INFO("job " << k << " of " << jobs[k].got_flags.size() << " images");
-        CHECK(jobs[k].got == jobs[k].want);
-        CHECK(jobs[k].got_flags == jobs[k].want_flags);
+        INFO("job " << k << " of " << jobs[k].n << " images, " << (k % 2 ? "page-locked" : "plain") << " target");
+        CHECK(std::memcmp(jobs[k].got.get(), jobs[k].want.data(), jobs[k].want.size()) == 0);
+        CHECK(std::memcmp(jobs[k].got_flags.get(), jobs[k].want_flags.data(), jobs[k].want_flags.size()) == 0);
       }
     }
   }
