@@ -18,15 +18,17 @@ struct OutputEngine::Piece {
   int64_t count = 0;
   std::atomic<int> outputs_left{0};
   std::vector<RecordRun> records;  // per output: the piece's records (formats of records)
-  std::vector<int64_t> file;       // per output: its file of records, or -1
+  std::vector<int64_t> file;       // per output: the file it writes into (write_file)
   std::vector<uint64_t> order;     // per output: its place among that file's pieces
   std::vector<int64_t> bytes;      // per output: its records' bytes, once made
   std::vector<int64_t> start;      // per output: where they go, once placed
-  std::vector<Piece*> placed_next; // per output: the next piece placed by the same call (a list)
+  std::vector<Piece*> placed_next; // per output: the next piece placed and waiting to be written (a list)
 };
 
-// Nothing here allocates once the file's order exists (its slots are made with it, in submit()),
-// so that placing never fails.
+// A file's pieces are placed in the order they were submitted, and written one at a time, in that
+// order, by whichever task placed them (the kernel takes one writer into a file at a time, and
+// writers that wait for it spin). Nothing here allocates once the file's order exists (its slots
+// are made with it, in submit()), so that placing and writing never fail for want of memory.
 struct OutputEngine::FileOrder {
   int64_t end = 0;          // where the next piece's records go
   uint64_t assigned = 0;    // pieces submitted so far
@@ -36,6 +38,9 @@ struct OutputEngine::FileOrder {
   // Pieces whose records are made, by their place modulo the ring's size: at most that many of a
   // file's pieces are in flight.
   std::vector<Piece*> made;
+  Piece* to_write = nullptr;   // placed, not yet written: a list through placed_next, in order
+  Piece** to_write_end = &to_write;
+  bool writing = false;        // a task is writing this file's pieces
 };
 
 OutputEngine::OutputEngine(std::vector<ImageSink*> sinks, const EngineOptions& options)
@@ -103,11 +108,10 @@ void OutputEngine::submit(void* images, int64_t first, int64_t count) {
       rethrow_if_failed();
     }
     for (size_t o = 0; o < sinks_.size(); ++o) {
-      piece->file[o] = sinks_[o]->record_file(first);
-      if (piece->file[o] < 0) continue;
+      piece->file[o] = sinks_[o]->write_file(first);
       auto [found, fresh] = orders_.try_emplace({o, piece->file[o]});
       if (fresh) {
-        found->second.end = sinks_[o]->record_file_begin(piece->file[o]);
+        found->second.end = sinks_[o]->write_file_begin(piece->file[o]);
         found->second.made.assign(pieces_.size(), nullptr);
       }
       piece->order[o] = found->second.assigned++;
@@ -145,53 +149,50 @@ void OutputEngine::run_output(Piece& piece, size_t output) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     write_seconds_ += seconds_since(start);
   }
-  if (piece.file[output] < 0) {
-    output_done(piece);
-  } else {
-    place_in_order(piece, output, bytes);
-  }
+  place_in_order(piece, output, bytes);
 }
 
 void OutputEngine::place_in_order(Piece& piece, size_t output, int64_t bytes) noexcept {
-  Piece* placed = nullptr;  // the pieces this call places, a list through placed_next
-  Piece** tail = &placed;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const std::pair<size_t, int64_t> key{output, piece.file[output]};
-    FileOrder& order = orders_.find(key)->second;
-    const size_t ring = order.made.size();
-    piece.bytes[output] = bytes;
-    order.made[piece.order[output] % ring] = &piece;
-    ++order.waiting;
-    for (Piece* next = order.made[order.next % ring]; next != nullptr && next->order[output] == order.next;
-         next = order.made[order.next % ring]) {
-      order.made[order.next % ring] = nullptr;
-      --order.waiting;
-      next->start[output] = order.end;
-      order.end += next->bytes[output];
-      order.placed_images += next->count;
-      ++order.next;
-      next->placed_next[output] = nullptr;
-      *tail = next;
-      tail = &next->placed_next[output];
-    }
-    if (order.waiting == 0 && order.next == order.assigned &&
-        order.placed_images >= sinks_[output]->record_file_images(key.second)) {
-      orders_.erase(key);  // the file is complete
-    }
+  const std::pair<size_t, int64_t> key{output, piece.file[output]};
+  std::unique_lock<std::mutex> lock(mutex_);
+  FileOrder* order = &orders_.find(key)->second;
+  const size_t ring = order->made.size();
+  piece.bytes[output] = bytes;
+  order->made[piece.order[output] % ring] = &piece;
+  ++order->waiting;
+  for (Piece* next = order->made[order->next % ring]; next != nullptr && next->order[output] == order->next;
+       next = order->made[order->next % ring]) {
+    order->made[order->next % ring] = nullptr;
+    --order->waiting;
+    next->start[output] = order->end;
+    order->end += next->bytes[output];
+    order->placed_images += next->count;
+    ++order->next;
+    next->placed_next[output] = nullptr;
+    *order->to_write_end = next;
+    order->to_write_end = &next->placed_next[output];
   }
-  // Pieces of the file that were made before this one and waited for it go to other workers.
-  bool mine = false;
-  for (Piece* p = placed; p != nullptr;) {
-    Piece* next = p->placed_next[output];  // read before the piece can be written and given back
-    if (p == &piece) {
-      mine = true;
-    } else {
-      WorkPool::process().post([this, p, output] { write_placed(*p, output, p->start[output]); });
+  if (order->writing) return;  // the task writing this file writes these too
+  // This task writes the file's placed pieces, in order, until none is left.
+  order->writing = true;
+  while (order->to_write != nullptr) {
+    Piece* list = order->to_write;
+    order->to_write = nullptr;
+    order->to_write_end = &order->to_write;
+    lock.unlock();
+    for (Piece* p = list; p != nullptr;) {
+      Piece* next = p->placed_next[output];  // read before the piece is written and given back
+      write_placed(*p, output, p->start[output]);
+      p = next;
     }
-    p = next;
+    lock.lock();
+    order = &orders_.find(key)->second;
   }
-  if (mine) write_placed(piece, output, piece.start[output]);
+  order->writing = false;
+  if (order->waiting == 0 && order->next == order->assigned &&
+      order->placed_images >= sinks_[output]->write_file_images(key.second)) {
+    orders_.erase(key);  // the file is complete
+  }
 }
 
 void OutputEngine::write_placed(Piece& piece, size_t output, int64_t start) noexcept {
@@ -204,7 +205,7 @@ void OutputEngine::write_placed(Piece& piece, size_t output, int64_t start) noex
   if (!failed) {
     try {
       const ImageRun images{options_.encoding, piece.storage.get(), options_.image_channels};
-      sinks_[output]->write_records(images, piece.first, piece.count, piece.records[output], start, options_.threads);
+      sinks_[output]->write_run(images, piece.first, piece.count, piece.records[output], start, options_.threads);
     } catch (...) {
       fail(std::current_exception());
     }

@@ -61,22 +61,22 @@ class FormatSink : public ImageSink {
                              std::to_string(total) + "; runs must be consecutive and in order");
     }
     if (!layout_.writes_records()) {
-      make_run(images, first, count, record_run_, threads_);
+      write_run(images, first, count, record_run_, 0, threads_);
     } else {
       // Sub-runs of a few images per thread, so the records' buffers stay small whatever the run.
       const int64_t step =
           (layout_.format() == OutputFormat::Text ? kTextImagesPerThread : kTarImagesPerThread) * threads_;
       for (int64_t done = 0; done < count;) {
-        const int64_t file = record_file(first + done);
+        const int64_t file = write_file(first + done);
         const OutputFile spec = layout_.file(static_cast<size_t>(file));
         const int64_t run = std::min({step, count - done, spec.first + spec.count - (first + done)});
         const ImageRun part = images.skip(done);
         const int64_t bytes = make_run(part, first + done, run, record_run_, threads_);
         if (file != end_file_) {
           end_file_ = file;
-          end_ = record_file_begin(file);
+          end_ = write_file_begin(file);
         }
-        write_records(part, first + done, run, record_run_, end_, threads_);
+        write_run(part, first + done, run, record_run_, end_, threads_);
         end_ += bytes;
         done += run;
       }
@@ -84,34 +84,41 @@ class FormatSink : public ImageSink {
     appended_ += count;
   }
 
-  int64_t record_file(int64_t first) const override {
-    return layout_.writes_records() ? static_cast<int64_t>(layout_.file_of_image(first)) : -1;
+  // A file of records; a PNG of its own (a folder of PNGs: runs never share a file); else the file
+  // that the run's first image is in.
+  int64_t write_file(int64_t first) const override {
+    if (layout_.format() == OutputFormat::Png) return first;
+    return static_cast<int64_t>(layout_.writes_records() ? layout_.file_of_image(first) : layout_.files_of(first, 1).first);
   }
-  int64_t record_file_begin(int64_t file) const override {
+  int64_t write_file_begin(int64_t file) const override {
+    if (!layout_.writes_records()) return 0;
     return static_cast<int64_t>(layout_.file(static_cast<size_t>(file)).header.size());
   }
-  int64_t record_file_images(int64_t file) const override { return layout_.file(static_cast<size_t>(file)).count; }
+  int64_t write_file_images(int64_t file) const override {
+    if (layout_.format() == OutputFormat::Png) return 1;  // each run its own: done with its first
+    const OutputFile spec = layout_.file(static_cast<size_t>(file));
+    return spec.count > 0 ? spec.count : INT64_MAX;  // a mosaic PNG's encoded file takes no runs
+  }
 
   int64_t make_run(const ImageRun& images, int64_t first, int64_t count, RecordRun& records, int threads) override {
-    const auto start = Clock::now();
-    if (!layout_.writes_records()) {
-      use_way();
-      const int64_t bytes_before = files_.bytes_written();
-      layout_.write_run_threaded(images, first, count, files_, threads);
-      way_ran(files_.bytes_written() - bytes_before, seconds_since(start));
-      written_ += count;
-      return 0;
-    }
+    if (!layout_.writes_records()) return 0;  // written whole in write_run
     records.make(layout_, images, first, count, layout_.files_of(first, count), threads);
     return records.bytes();
   }
 
-  void write_records(const ImageRun&, int64_t, int64_t count, const RecordRun& records, int64_t start,
-                     int threads) override {
+  // One thread writes: the engine runs one write into a file at a time, and so does append(). A folder
+  // of PNGs, whose runs never share a file, writes its images' files on `threads` threads.
+  void write_run(const ImageRun& images, int64_t first, int64_t count, const RecordRun& records, int64_t start,
+                 int threads) override {
     use_way();
     const auto begin = Clock::now();
-    records.write({start}, files_, threads);
-    way_ran(records.bytes(), seconds_since(begin));
+    const int64_t bytes_before = files_.bytes_written();
+    if (layout_.writes_records()) {
+      records.write({start}, files_, 1);
+    } else {
+      layout_.write_run_threaded(images, first, count, files_, layout_.format() == OutputFormat::Png ? threads : 1);
+    }
+    way_ran(files_.bytes_written() - bytes_before, seconds_since(begin));
     written_ += count;
   }
 

@@ -45,22 +45,25 @@ class ImageSink {
   virtual std::string first_temp() const { return ""; }
 
   // The steps of append() as the output engine takes them (engine/output_engine.hpp), so that it
-  // writes several runs of a sink at once. A format of records (txt, tar) adds each run to the end
-  // of its file (record_file(first), a run never spans two): make_run() makes the records (into
-  // `records`, any thread, any order) and returns their bytes; the engine then places the runs of a
-  // file in image order, the first after record_file_begin() bytes, and write_records() writes each
-  // at its start (any thread, any order). A format of fixed offsets (record_file -1) writes the whole
-  // run in make_run(). By default a sink is one file of records written by append() in the ordered
-  // step, which is what a sink that knows nothing of the engine needs.
-  virtual int64_t record_file(int64_t first) const { (void)first; return 0; }
-  virtual int64_t record_file_begin(int64_t file) const { (void)file; return 0; }
-  virtual int64_t record_file_images(int64_t file) const { (void)file; return INT64_MAX; }
+  // writes several runs of a sink at once, but never two into one file (the kernel takes one writer
+  // into a file at a time, and writers that wait spin). A run writes into write_file(first) (one file
+  // of records, which a run never spans; a run of another format may reach into the next file, and a
+  // folder of PNGs gives each run a file of its own). make_run() does what needs no other run (a
+  // format of records makes its records, into `records`, and returns their bytes), on any thread, in
+  // any order. The engine then places a file's runs in the order it was given them, each after the
+  // one before (the first after write_file_begin() bytes), and write_run() writes each, one at a
+  // time per file; write_file_images() says when a file has had all its runs. By default a sink is
+  // one file that append() writes in the ordered step, which is what a sink that knows nothing of the
+  // engine needs.
+  virtual int64_t write_file(int64_t first) const { (void)first; return 0; }
+  virtual int64_t write_file_begin(int64_t file) const { (void)file; return 0; }
+  virtual int64_t write_file_images(int64_t file) const { (void)file; return INT64_MAX; }
   virtual int64_t make_run(const ImageRun& images, int64_t first, int64_t count, RecordRun& records, int threads) {
     (void)images, (void)first, (void)count, (void)records, (void)threads;
     return 0;
   }
-  virtual void write_records(const ImageRun& images, int64_t first, int64_t count, const RecordRun& records,
-                             int64_t start, int threads) {
+  virtual void write_run(const ImageRun& images, int64_t first, int64_t count, const RecordRun& records, int64_t start,
+                         int threads) {
     (void)records, (void)start, (void)threads;
     append(images, first, count);
   }
