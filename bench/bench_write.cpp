@@ -13,8 +13,6 @@
 //   mmap       one file sized with fallocate, mapped MAP_SHARED, each writer memcpy()s into its range;
 //   mmap-madv  the same, each writer first populating its range with MADV_POPULATE_WRITE;
 //   mmap-pop   the same, the whole mapping populated by mmap(MAP_POPULATE) (by one thread);
-//   window     the program's way (files/mapped_write.hpp): the file sized with ftruncate, each block
-//              reserved with fallocate, mapped alone, populated in one madvise, copied and unmapped;
 // pwrite and the mmap ways fallocate the whole file first. Every timing covers
 // creating the file(s), writing, and the flush (msync(MS_SYNC) of each range, then fdatasync) and
 // closing; removing the file is outside it. --processes: the writers are forked processes, each
@@ -39,7 +37,7 @@
 #include <thread>
 #include <vector>
 
-#include "files/mapped_write.hpp"
+#include "files/pwrite_fully.hpp"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack the name
@@ -107,11 +105,6 @@ void write_part(const Plan& plan, int w, int fd, char* mapping) {
     std::memcpy(block.data(), &b, 8);
     if (mapping != nullptr) {
       std::memcpy(mapping + b * kBlock, block.data(), kBlock);
-    } else if (plan.way == "window") {
-      int err = 0;
-      if (facegen::mapped_write(fd, b * kBlock, block.data(), kBlock, &err) != facegen::MappedWrite::Done) {
-        die("mapped_write " + path, err != 0 ? err : EOPNOTSUPP);
-      }
     } else {
       pwrite_fully(fd, block.data(), kBlock, (own ? b - begin : b) * kBlock, path);
     }
@@ -194,8 +187,7 @@ double measure(const Plan& plan) {
   int fd = -1;
   char* mapping = nullptr;
   if (one) {
-    fd = open_file(one_file(plan), plan.way == "window" ? 0 : bytes);
-    if (plan.way == "window" && ::ftruncate(fd, bytes) != 0) die("ftruncate " + one_file(plan), errno);
+    fd = open_file(one_file(plan), bytes);
     if (!plan.processes && maps_whole_file(plan.way)) mapping = map_file(plan, fd);
   }
   run_writers(plan, fd, mapping);
@@ -260,13 +252,13 @@ int main(int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
                  "usage: facegen-bench-write DIR [--mib M] [--writers 1,4,16] "
-                 "[--ways files,pwrite,window,mmap,mmap-madv,mmap-pop] [--processes] [--block-kib K] [--best]\n");
+                 "[--ways files,pwrite,mmap,mmap-madv,mmap-pop] [--processes] [--block-kib K] [--best]\n");
     return 2;
   }
   Plan plan;
   plan.dir = argv[1];
   int64_t mib = 8192;
-  std::string writers_list = "1,4,16", ways_list = "files,pwrite,window,mmap,mmap-madv,mmap-pop";
+  std::string writers_list = "1,4,16", ways_list = "files,pwrite,mmap,mmap-madv,mmap-pop";
   bool best = false;
   for (int i = 2; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -292,8 +284,7 @@ int main(int argc, char** argv) {
   }
   plan.blocks = mib * (int64_t{1} << 20) / kBlock;
   for (const std::string& way : split(ways_list)) {
-    if (way != "files" && way != "pwrite" && way != "mmap" && way != "mmap-madv" && way != "mmap-pop" &&
-        way != "window") {
+    if (way != "files" && way != "pwrite" && way != "mmap" && way != "mmap-madv" && way != "mmap-pop") {
       std::fprintf(stderr, "bench_write: unknown way '%s'\n", way.c_str());
       return 2;
     }

@@ -10,8 +10,7 @@
 #   JOB_SECONDS=420                         job.sh's deadline
 #   PROFILE="ARGS"                          first, the job `facegen ARGS` under a profile: its user and system
 #                                           CPU seconds, the busiest threads by name (/proc samples every 20 ms),
-#                                           and perf's report where perf is installed; once per
-#                                           FACEGEN_TEST_WRITE_WAY in PROFILE_WAYS (default "measure pwrite")
+#                                           and perf's report where perf is installed
 # Carry .deps (the Debian packages the build needs, ../shared/tools/device-deps.sh): they are unpacked
 # only where the build's headers are missing. Logs go to $OUT (default /tmp/facegen-engine).
 set -uo pipefail
@@ -45,12 +44,10 @@ if [ -n "$tests" ]; then
   echo "GPU tests ($tests): exit status $?, $(grep -E '^\[doctest\] test cases' "$out/gpu-tests.log")"
 fi
 
-# profile WAY ARGS...: one run of facegen ARGS (on the GPU) with its threads sampled.
+# profile ARGS...: one run of facegen ARGS (on the GPU) with its threads sampled.
 profile() {
-  local way=$1
-  shift
   mkdir -p /dev/shm/facegen-profile
-  FACEGEN_TEST_WRITE_WAY=$way python3 - "$@" <<'PY'
+  python3 - "$@" <<'PY'
 import os, resource, subprocess, sys, time
 hz = os.sysconf("SC_CLK_TCK")
 cmd = ["build/facegen"] + sys.argv[1:] + ["--output", "/dev/shm/facegen-profile/r", "-q"]
@@ -71,8 +68,7 @@ while p.poll() is None:
     time.sleep(0.02)
 wall = time.perf_counter() - start
 used = resource.getrusage(resource.RUSAGE_CHILDREN)
-way = os.environ.get("FACEGEN_TEST_WRITE_WAY", "")
-print(f"profile ({way}): {' '.join(sys.argv[1:])}: exit {p.returncode}, wall {wall:.2f} s, user {used.ru_utime:.2f} s, "
+print(f"profile: {' '.join(sys.argv[1:])}: exit {p.returncode}, wall {wall:.2f} s, user {used.ru_utime:.2f} s, "
       f"system {used.ru_stime:.2f} s ({(used.ru_utime + used.ru_stime) / wall:.1f} cores), {len(threads)} threads")
 by_name = {}
 for name, user, system in threads.values():
@@ -84,10 +80,8 @@ PY
   rm -rf /dev/shm/facegen-profile
 }
 if [ -n "${PROFILE:-}" ]; then
-  for way in ${PROFILE_WAYS:-measure pwrite}; do
-    # shellcheck disable=SC2086  # PROFILE is a list of arguments
-    profile "$way" $PROFILE 2>&1 | tee -a "$out/profile.log"
-  done
+  # shellcheck disable=SC2086  # PROFILE is a list of arguments
+  profile $PROFILE 2>&1 | tee -a "$out/profile.log"
   if command -v perf > /dev/null; then
     mkdir -p /dev/shm/facegen-profile
     # shellcheck disable=SC2086

@@ -124,7 +124,7 @@ for dir in "${dirs[@]}"; do
   if [[ $dir == /dev/shm/* ]]; then  # pre-fault: the first pages a tmpfs hands out cost more than the rest
     dd if=/dev/zero of="$dir/fault" bs=1M count=8192 status=none; rm -f "$dir/fault"
   fi
-  "$bench_write" "$dir" --mib 4096 --writers 1,4,16 --ways files,pwrite,window --best | tee "$dir/ceilings.txt" | sed 's/^/  /'
+  "$bench_write" "$dir" --mib 4096 --writers 1,4,16 --ways files,pwrite --best | tee "$dir/ceilings.txt" | sed 's/^/  /'
   files_ceiling=$(sed -n 's/^best files: .* \([0-9]*\) MB\/s$/\1/p' "$dir/ceilings.txt")
   one_ceiling=$(sed -n 's/^best one-file: .* \([0-9]*\) MB\/s$/\1/p' "$dir/ceilings.txt")
   for ranks in $rank_counts; do

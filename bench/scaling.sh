@@ -8,9 +8,9 @@
 #   1. the write ceilings of each target file system (build/facegen-bench-write, the same total size
 #      from 1, 4 and 16 writers, flush timed), after /dev/shm was pre-faulted (a file as large as the
 #      largest output written and deleted, so that tmpfs pages are not first touched by the jobs):
-#      into separate files (one per writer, as parallel dd, 4 MiB blocks), and into ONE file with the
-#      best of pwrite and the program's mapped writes (files/mapped_write.hpp) in the program's npy
-#      pieces (384 KiB), the most an output that is one file (npy, txt) can take;
+#      into separate files (one per writer, as parallel dd, 4 MiB blocks), and into ONE file with
+#      pwrite in the program's npy pieces (384 KiB), the most an output that is one file (npy, txt)
+#      can take;
 #   2. the read ceiling of the latent text file (dd to /dev/null);
 #   3. the user's jobs as a user runs them (run_parallel.sh, wall time): 1 GPU, 2 GPUs and 2 ranks per
 #      GPU, for 65,536 latents from a text file -> txt,bmp and -> npy, --random 262,144 -> npy and

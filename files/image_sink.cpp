@@ -1,22 +1,19 @@
 // image_sink.cpp: the single-process driver of every output format (see image_sink.hpp).
 //
-// A run is cut into pieces written by several threads at once, each piece at its own offsets (through
-// OutputFiles: pwrite, or mapped writes where the first runs found them faster). Records (txt lines,
-// tar samples) are made in parallel, placed at the running end of their file and written in
-// parallel: by append() in sub-runs of a few images per thread, so that their buffers stay small
-// whatever the run, or by the output engine, which takes the same steps for several runs at once.
+// Records (txt lines, tar samples) are made on several threads, placed at the running end of their
+// file and written by one thread (through OutputFiles: pwrite); images at fixed offsets are written
+// by one thread too, a folder of PNGs by several (each image is a file of its own): by append() in
+// sub-runs of a few images per thread, so that the records' buffers stay small whatever the run, or
+// by the output engine, which takes the same steps for several runs at once.
 #include "files/image_sink.hpp"
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <stdexcept>
 #include <utility>
 
-#include "common/clock.hpp"
 #include "common/model_shape.hpp"
 #include "common/threads.hpp"
-#include "files/mapped_write.hpp"
 #include "files/output_files.hpp"
 
 namespace facegen {
@@ -110,15 +107,11 @@ class FormatSink : public ImageSink {
   // of PNGs, whose runs never share a file, writes its images' files on `threads` threads.
   void write_run(const ImageRun& images, int64_t first, int64_t count, const RecordRun& records, int64_t start,
                  int threads) override {
-    use_way();
-    const auto begin = Clock::now();
-    const int64_t bytes_before = files_.bytes_written();
     if (layout_.writes_records()) {
       records.write({start}, files_, 1);
     } else {
       layout_.write_run_threaded(images, first, count, files_, layout_.format() == OutputFormat::Png ? threads : 1);
     }
-    way_ran(files_.bytes_written() - bytes_before, seconds_since(begin));
     written_ += count;
   }
 
@@ -148,17 +141,6 @@ class FormatSink : public ImageSink {
   }
 
  private:
-  // The way of writing for the next run (WriteWayTrial: runs that overlap blur its trials, never
-  // the bytes), and a run's rate for it.
-  void use_way() {
-    std::lock_guard<std::mutex> lock(way_mutex_);
-    files_.use_mapped_writes(way_.mapped_now());
-  }
-  void way_ran(int64_t bytes, double seconds) {
-    std::lock_guard<std::mutex> lock(way_mutex_);
-    way_.ran(bytes, seconds);
-  }
-
   OutputLayout layout_;
   OutputFiles files_;
   int threads_;
@@ -168,8 +150,6 @@ class FormatSink : public ImageSink {
   std::string first_temp_;           // the first file made, at construction
   std::atomic<int64_t> written_{0};  // images written, by append() or the engine's steps
   int64_t appended_ = 0;             // images given to append()
-  std::mutex way_mutex_;
-  WriteWayTrial way_;       // pwrite or mapped writes, by measuring the first runs
   RecordRun record_run_;    // append()'s records
   int64_t end_file_ = -1;   // append(): the file of records being written, and where its next go
   int64_t end_ = 0;

@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "common/errors.hpp"
-#include "files/mapped_write.hpp"
+#include "files/pwrite_fully.hpp"
 #include "common/text_format.hpp"
 
 namespace facegen {
@@ -154,7 +154,7 @@ void OutputFiles::fail(const Slot& slot, int err) {
 int OutputFiles::descriptor(Slot& slot) {
   if (slot.done) throw std::logic_error("write to " + slot.spec.path + " after its last image");
   if (slot.fd < 0) {
-    slot.fd = ::open(slot.temp.c_str(), O_RDWR | O_CLOEXEC);  // O_RDWR: mapped_write maps it
+    slot.fd = ::open(slot.temp.c_str(), O_WRONLY | O_CLOEXEC);
     if (slot.fd < 0) {
       const int err = errno;
       throw UserError("cannot open " + slot.spec.path + " (as " + slot.temp + ") for writing: " + std::strerror(err));
@@ -191,13 +191,7 @@ void OutputFiles::write_bytes(Slot& slot, int64_t offset, const void* data, int6
     fd = descriptor(slot);
   }
   int err = 0;
-  MappedWrite mapped = MappedWrite::Unsupported;
-  if (bytes >= kMappedWriteMinBytes && mapped_writes_.load(std::memory_order_relaxed) &&
-      slot.mappable.load(std::memory_order_relaxed)) {
-    mapped = mapped_write(fd, offset, data, bytes, &err);
-    if (mapped == MappedWrite::Unsupported) slot.mappable = false;
-  }
-  if (mapped == MappedWrite::Unsupported) pwrite_fully(fd, offset, data, bytes, &err);
+  pwrite_fully(fd, offset, data, bytes, &err);
   if (err != 0) fail(slot, err);
   slot.bytes += bytes;
 }

@@ -71,8 +71,6 @@ class OutputFiles : public FileWriter {
   // this one writes into it, and never renames nor removes it.
   void adopt_folder(size_t file, const std::string& temp);
 
-  // Whether large writes go through mapped_write (the caller's WriteWayTrial decides); off at first.
-  void use_mapped_writes(bool on) { mapped_writes_ = on; }
 
   size_t created_count() const;
   int64_t bytes_written() const;  // headers and every write, but not into scratch pixel files
@@ -92,7 +90,6 @@ class OutputFiles : public FileWriter {
     bool done = false;                 // synced and closed: every image is in
     std::atomic<int64_t> images_left{-1};  // images still to come, for fixed-size files
     std::atomic<int64_t> bytes{0};         // written so far
-    std::atomic<bool> mappable{true};      // large writes may go through mapped_write until it says Unsupported
     bool adopted = false;                  // another process's folder (adopt_folder)
   };
   Slot& slot(size_t file);  // created if need be
@@ -108,7 +105,6 @@ class OutputFiles : public FileWriter {
   mutable std::mutex slots_mutex_;                       // guards the map (not the slots)
   std::map<size_t, std::unique_ptr<Slot>> slots_;        // the files created so far, by number
   bool committed_ = false;
-  std::atomic<bool> mapped_writes_{false};
   // An output of kSyncAtOnceFiles files or more (a mosaic split): a descriptor of its first file,
   // opened before anything is written, whose syncfs in finish() syncs every file closed unsynced
   // (unsynced_) at once and reports any writeback error on the file system since (Linux 5.8 and

@@ -3,7 +3,7 @@
 # half-written or replaced by a broken one (an existing output of the same name must survive).
 #
 #   disk full mid-run          a 4 MiB tmpfs fills while the text output is being written (pwrite,
-#                              and mapped writes for txt and npy)
+#                              and npy shards written at once)
 #   read-only mid-run          an ext4 image forced read-only (as on an I/O error), outputs open
 #   input truncated mid-number the latent file cut inside a number, and cut between numbers
 #   model truncated            network.bin cut short by one byte and to half
@@ -158,16 +158,12 @@ if mkdir -p "$work/full" && mount -t tmpfs -o size=4m tmpfs "$work/full" 2>/dev/
   old_output "$work/full"
   "$prog" --device cpu --model "$model" --input "$work/l60.txt" --output "$work/full/r" > /dev/null 2> "$work/stderr"
   check_after "disk full mid-run" "$work/full" $? 1 "writing .*full/r\.(txt|bmp) failed: No space left on device"
-  # The same through mapped writes (fallocate reserves each window's space before it is mapped, so
-  # a full disk is an error, never a SIGBUS), for the text and the npy.
-  for format in txt npy; do
-    rm -f "$work/full"/r.*
-    old_output "$work/full"
-    FACEGEN_TEST_WRITE_WAY=mapped "$prog" "${synth[@]}" --random 400 --formats txt,$format --output "$work/full/r" \
-      > /dev/null 2> "$work/stderr"
-    check_after "disk full mid-run, mapped writes, txt,$format" "$work/full" $? 1 \
-      "writing .*full/r\.(txt|npy) failed: No space left on device"
-  done
+  # The same for a job whose pieces are in flight at once (npy shards: four files written at once).
+  rm -f "$work/full"/r.*
+  old_output "$work/full"
+  "$prog" "${synth[@]}" --random 400 --formats npy --shard-images 100 --chunk 25 --output "$work/full/r" \
+    > /dev/null 2> "$work/stderr"
+  check_after "disk full mid-run, 4 npy shards at once" "$work/full" $? 1 "writing .*full/r-00000[0-3]\.npy failed: No space left on device"
 else
   skip "disk full mid-run: cannot mount a tmpfs here (needs root)"
 fi
@@ -355,8 +351,7 @@ check_after "an error with stderr's reader gone" "$work/out" "$(cat "$work/statu
 # --- memory and file size limits -------------------------------------------------------------------
 # ulimit -v from too small to start to enough: each run succeeds with every output or ends with
 # status 3 and one line, nothing left behind; some sizes must fail, the largest must succeed. (A
-# mapped write that finds no address space writes with pwrite; a mapping that must hold the data is
-# out of memory.)
+# mapping that must hold the data is out of memory.)
 if [ "${SANITIZE:-0}" = 1 ]; then
   skip "ulimit -v: AddressSanitizer reserves terabytes of address space"
 else

@@ -190,24 +190,6 @@ for ranks in 2 3; do
   pass "$name"
 done
 
-# --- mapped writes (fixed by the test hook) give pwrite's bytes: one process and 2 ranks ------------
-# Runs of 64 images: npy pieces of 3 MB, text pieces of 1.5 MB, above mapped_write's 256 KiB.
-name="mapped writes (FACEGEN_TEST_WRITE_WAY=mapped), one process and 2 ranks: txt and npy identical to pwrite's"
-drawn=(--device synthetic --formats txt,npy --seed 4 --quiet)
-if ! FACEGEN_TEST_WRITE_WAY=pwrite "$prog" --model "$model" --random 150 "${drawn[@]}" --output "$work/wref" \
-     --write-threads 1 2> "$work/stderr"; then
-  fail "$name" "pwrite reference: $(head -c 300 "$work/stderr")"
-elif ! FACEGEN_TEST_WRITE_WAY=mapped "$prog" --model "$model" --random 150 "${drawn[@]}" --output "$work/wone" \
-     --write-threads 2 --chunk 128 2> "$work/stderr"; then
-  fail "$name" "one process: $(head -c 300 "$work/stderr")"
-elif ! FACEGEN_TEST_WRITE_WAY=mapped timeout 60 ./run_parallel.sh --program "$prog" --model "$model" --random 150 \
-     --output "$work/wtwo" --ranks-per-node 2 -- "${drawn[@]}" --all-ranks --images-per-round 64 --write-threads 1 \
-     > "$work/stdout" 2> "$work/stderr"; then
-  fail "$name" "2 ranks: $(head -c 300 "$work/stderr")"
-elif same_files "$name" "$work/wone" "$work/wref" txt npy && same_files "$name" "$work/wtwo" "$work/wref" txt npy; then
-  pass "$name"
-fi
-
 # --- --device synthetic needs no model file, over MPI as in one process ------------------------------
 name="2 ranks, --device synthetic without --model: no model read, txt and npy identical to one process"
 drawn=(--device synthetic --formats txt,npy --seed 6 --quiet)
