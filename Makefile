@@ -134,7 +134,7 @@ MPI_CPPFLAGS := $(shell $(MPICXX) --showme:compile) -DOMPI_SKIP_MPICXX=1
 MPI_LDLIBS   := $(filter-out -lmpi_cxx,$(shell $(MPICXX) --showme:link))
 LIB_CPP += $(filter-out mpi/rank_job_unavailable.cpp,$(wildcard mpi/*.cpp))
 else
-LIB_CPP += mpi/work_split.cpp mpi/launch.cpp mpi/rank_job_unavailable.cpp
+LIB_CPP += mpi/work_split.cpp mpi/launch.cpp mpi/launcher_watch.cpp mpi/rank_job_unavailable.cpp
 endif
 $(BUILD)/mpi/%.o: CPPFLAGS += $(MPI_CPPFLAGS)
 $(BUILD)/serve/%.o: CPPFLAGS += $(HTTPLIB_CFLAGS)
