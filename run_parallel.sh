@@ -178,6 +178,7 @@ if [ -n "${SLURM_JOB_ID:-}" ] && [ -z "$hosts" ]; then
     cmd+=(--ntasks="$ranks")
     cmd+=(--ntasks-per-node="$ranks_per_node")
     cmd+=(--kill-on-bad-exit=1)               # a rank that dies takes the job down at once
+    cmd+=(--job-name="facegen-$job_token")
     if [ "${SLURM_GPUS_ON_NODE:-0}" -ge "$ranks_per_node" ] 2>/dev/null && [ "${SLURM_GPUS_ON_NODE:-0}" -gt 0 ]; then
       cmd+=(--gpus-per-task=1)                # each rank sees its own GPU as device 0
     fi
@@ -280,9 +281,14 @@ cmd+=("$program" "${facegen_args[@]}")
 # by it in /proc, whatever their parent, process group or session is by then: OpenMPI gives each
 # rank a process group of its own, and a rank whose mpirun died is a child of init. This script's own
 # helpers never carry it. A user may read only the environment of their own processes: those are all
-# a job of theirs has.
+# a job of theirs has. "This host" is this script's UTS namespace (its host name): where nodes share
+# one kernel (containers, tests/lib/virtual_cluster.sh), another node's processes are not this host's.
 job_processes() {
-  grep -lsxzF "FACEGEN_TEMP_TAG=$job_token" /proc/[0-9]*/environ 2> /dev/null | cut -d/ -f3 || true
+  local pid
+  for pid in $(grep -lsxzF "FACEGEN_TEMP_TAG=$job_token" /proc/[0-9]*/environ 2> /dev/null | cut -d/ -f3); do
+    [ "/proc/$pid/ns/uts" -ef /proc/self/ns/uts ] && echo "$pid"
+  done
+  return 0
 }
 # process_names PID...: "812 (facegen), 815 (ssh)".
 process_names() {
@@ -291,50 +297,51 @@ process_names() {
   local IFS=,
   echo "${names[*]}" | sed 's/,/, /g'
 }
-# wait_job_processes SECONDS: until no process of the job is left on this host, SECONDS at most;
-# false when some are still there.
-wait_job_processes() {
-  local tenths=$(($1 * 10))
-  while [ -n "$(job_processes)" ]; do
-    [ $tenths -gt 0 ] || return 1
-    sleep 0.1
-    tenths=$((tenths - 1))
-  done
+# job_step: under srun, the Slurm step of the job (JOB.STEP, named facegen-TOKEN) while Slurm still
+# lists it: its ranks on other nodes, which this host cannot see, are still running or ending.
+job_step() {
+  [ "${cmd[0]}" = srun ] && [ "$step_watched" = yes ] || return 0
+  squeue -h -s -j "$SLURM_JOB_ID" -o '%i %j' 2> /dev/null | awk -v name="facegen-$job_token" '$2 == name { print $1; exit }'
 }
-# slurm_step_of PID...: the Slurm step of the first of these processes that names one (srun's tasks
-# have SLURM_STEP_ID in their environment); nothing outside Slurm.
-slurm_step_of() {
-  local pid step
-  for pid in "$@"; do
-    step=$(tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | sed -n 's/^SLURM_STEP_ID=\([0-9][0-9]*\)$/\1/p')
-    [ -n "$step" ] && { echo "$step"; return 0; }
+step_watched=no
+# wait_job_processes SECONDS: until no process of the job is left on this host (nor its Slurm step),
+# SECONDS at most; false when some are still there.
+wait_job_processes() {
+  local fifths=$(($1 * 5))
+  while [ -n "$(job_processes)" ] || [ -n "$(job_step)" ]; do
+    [ $fifths -gt 0 ] || return 1
+    sleep 0.2
+    fifths=$((fifths - 1))
   done
-  return 1
 }
 # end_job_processes: returns once no process of the job is left on this host. Where the launcher
 # ended (or was killed) before all of them, those still there get settle_seconds to end by
 # themselves (a rank whose launcher died stops within a second: mpi/launcher_watch.hpp; OpenMPI's
-# daemon on another node kills its ranks when it loses mpirun), then SIGTERM (what mpirun sends: a
-# rank removes its temporaries and lock; under srun, scancel of the job step, which reaches the
-# ranks of every node), stop_seconds more, then SIGKILL. One line says what it took. False when some
-# did not end even then (stuck in the kernel, on a dead file server): their files must stay.
+# daemon on another node kills its ranks when it loses mpirun, and the ssh client that reached it,
+# one of the job's processes here, ends after it), then SIGTERM (what mpirun sends: a rank removes
+# its temporaries and lock), stop_seconds more, then SIGKILL. Under srun, whose ranks run under
+# slurmstepd on every node, a failed srun's step is waited for too and cancelled with it (scancel
+# JOB.STEP, which reaches every node). One line says what it took. False when some did not end even
+# then (stuck in the kernel, on a dead file server): their files must stay as they are.
 end_job_processes() {
-  local first left step=
+  local launcher_status=$1 first step
+  [ "$launcher_status" = 0 ] || step_watched=yes
   first=$(job_processes)
-  [ -z "$first" ] && return 0
-  local what
-  what="$(echo $first | wc -w) process(es) of the job outlived ${cmd[0]} on this host: $(process_names $first)"
+  step=$(job_step)
+  [ -z "$first$step" ] && return 0
+  local what="${cmd[0]} ended before its job"
+  [ -z "$first" ] || what="$what: on this host $(echo $first | wc -w) process(es), $(process_names $first)"
+  [ -z "$step" ] || what="$what${first:+;} its Slurm step $step"
   if wait_job_processes "$settle_seconds"; then
-    echo "run_parallel: $what; they ended by themselves" >&2
+    # A step that Slurm still listed for a moment after srun ended (COMPLETING) is no news.
+    [ -z "$first" ] || echo "run_parallel: $what; they ended by themselves" >&2
     return 0
   fi
-  left=$(job_processes)
-  if [ "${cmd[0]}" = srun ] && [ -n "${SLURM_JOB_ID:-}" ] && step=$(slurm_step_of $left); then
-    scancel --quiet "$SLURM_JOB_ID.$step" 2> /dev/null || step=
-  fi
-  kill -TERM $left 2> /dev/null
+  step=$(job_step)
+  [ -z "$step" ] || scancel --quiet "$step" 2> /dev/null
+  kill -TERM $(job_processes) 2> /dev/null
   if wait_job_processes "$stop_seconds"; then
-    echo "run_parallel: $what; stopped with SIGTERM${step:+ (and scancel $SLURM_JOB_ID.$step)}" >&2
+    echo "run_parallel: $what; stopped with SIGTERM${step:+ (scancel $step)}" >&2
     return 0
   fi
   kill -KILL $(job_processes) 2> /dev/null
@@ -342,8 +349,10 @@ end_job_processes() {
     echo "run_parallel: $what; killed (SIGKILL) $stop_seconds s after SIGTERM" >&2
     return 0
   fi
-  echo "run_parallel: $what; $(process_names $(job_processes)) did not end even after SIGKILL:" \
-       "the job's files are left as they are" >&2
+  first=$(job_processes)
+  step=$(job_step)
+  echo "run_parallel: $what; ${first:+$(process_names $first) }${step:+Slurm step $step }did not end even after" \
+       "SIGKILL: the job's files are left as they are" >&2
   return 1
 }
 
@@ -441,6 +450,22 @@ finish_job() {
   fi
 }
 
+# remove_session_directory: mpirun keeps its session directory in TMPDIR (or /tmp) as
+# ompi.HOST.UID/pid.PID and removes it as it ends; one killed by a signal cannot. Removed here once
+# every process of the job has ended (the ranks' own directories are inside it), only this user's
+# own, never a link; the folder above it goes when it is left empty, as mpirun leaves it.
+remove_session_directory() {
+  [ "${cmd[0]}" = mpirun ] && [ -n "${launcher_pid:-}" ] && [ "$status" -gt 128 ] || return 0
+  local base=${TMPDIR:-/tmp} host dir
+  for host in "$(hostname)" "$(hostname -s)"; do
+    dir=$base/ompi.$host.$uid/pid.$launcher_pid
+    this_users "$dir" && [ -d "$dir" ] || continue
+    rm -rf -- "$dir" 2> /dev/null || true
+    rmdir -- "$base/ompi.$host.$uid" 2> /dev/null || true
+  done
+  return 0
+}
+
 # --- the guard: the job stops when this script is killed ---------------------------------------------
 # SIGKILL to this script runs no trap of its: mpirun would go on, with its ranks, nobody waiting for
 # them or cleaning up after them. So a process of this script's own, forked before the job starts,
@@ -453,9 +478,12 @@ finish_job() {
 guard_job() {
   set +e
   trap '' INT TERM HUP QUIT
-  local word= left
+  local word= left step
   read -r word || true
   [ "$word" = done ] && exit 0
+  step_watched=yes
+  step=$(job_step)
+  [ -z "$step" ] || scancel --quiet "$step" 2> /dev/null
   left=$(job_processes)
   [ -z "$left" ] || kill -TERM $left 2> /dev/null
   if ! wait_job_processes "$stop_seconds"; then
@@ -548,6 +576,19 @@ else
 fi
 job=$!
 set +m
+# The launcher's pid, for its session directory (below): the job itself, or the process of the
+# summary's pipeline that carries the token (awk does not), found as soon as it exists.
+launcher_pid=$job
+if [ "$summarized" = 1 ]; then
+  launcher_pid=
+  for _ in $(seq 100); do
+    for child in $(pgrep -P "$job" 2> /dev/null); do
+      tr '\0' '\n' < "/proc/$child/environ" 2> /dev/null | grep -qxF "FACEGEN_TEMP_TAG=$job_token" && launcher_pid=$child
+    done
+    [ -n "$launcher_pid" ] || ! kill -0 "$job" 2> /dev/null && break
+    sleep 0.01
+  done
+fi
 trap 'on_signal 130 INT' INT
 trap 'on_signal 143 TERM' TERM
 wait "$job"
@@ -561,7 +602,7 @@ trap - INT TERM
 [ -z "$stop_watch" ] || wait "$stop_watch" 2> /dev/null
 # Nothing is reported, finished or removed while a process of the job still runs on this host.
 ended=yes
-end_job_processes || ended=no
+end_job_processes "$status" || ended=no
 set -e
 # A service that stopped cleanly on the signal (every accepted request answered) exits 0, as one
 # process of it does.
@@ -572,5 +613,6 @@ if [ $ended = no ]; then
   [ $status -ne 0 ] || status=1
   leave "$status"
 fi
+remove_session_directory
 finish_job ""
 leave "$status"

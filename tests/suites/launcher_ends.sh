@@ -14,7 +14,8 @@
 # process of the job is left (no rank, no mpirun), no lock (.facegen-lock-*), no temporary; the
 # files facegen did not write (a note, another run's temporary of the same prefix, an earlier
 # output) are byte for byte as they were; the job's status is non-zero, and a commit that had begun
-# is complete (the new set whole) or had not begun (the old one whole).
+# is complete (the new set whole) or had not begun (the old one whole); a killed mpirun's session
+# directory (TMPDIR/ompi.HOST.UID/pid.PID) is gone.
 # Usage: launcher_ends.sh [build-dir]; exit 0 pass, 77 skipped (says why), 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
@@ -30,6 +31,7 @@ unset FACEGEN_TEST_FAULT FACEGEN_TEST_STOP FACEGEN_STOP_SECONDS
 
 work=$(mktemp -d /tmp/facegen-launcher-ends.XXXXXX)
 job=
+killed_mpirun=
 cleanup() {
   [ -n "$job" ] && kill -9 "$job" 2> /dev/null
   local p
@@ -105,7 +107,9 @@ judge() {
   left=$(job_pids "$dir")
   lock=$(ls -A "$dir" | grep '^\.facegen-lock-' || true)
   temps=$(ls -A "$dir" | grep -v 'rp1h2r3' | grep -E '\.tmp-|^\.facegen-(commit|old)-' | head -n 3 | tr '\n' ' ' || true)
-  if [ -n "$left" ]; then
+  if [ -n "$killed_mpirun" ] && compgen -G "${TMPDIR:-/tmp}/ompi.*/pid.$killed_mpirun" > /dev/null; then
+    fail "$name" "the killed mpirun's session directory is left: $(compgen -G "${TMPDIR:-/tmp}/ompi.*/pid.$killed_mpirun")"
+  elif [ -n "$left" ]; then
     fail "$name" "status $got, but left running at its return: $(for p in $left; do echo "$p $(cat /proc/$p/comm)"; done | paste -sd,)"
     kill -9 $left 2> /dev/null
   elif [ "$got" = 0 ] || [ "$got" = 124 ]; then
@@ -128,7 +132,7 @@ judge() {
       pass "$name: exit $got, nothing running, the $set set whole, nothing left; $(grep '^run_parallel: .*' "$work/stderr" | tail -n 1)"
     fi
   else
-    pass "$name: exit $got, nothing running, no lock, no temporary; $(grep -E '^run_parallel: [0-9]+ process' "$work/stderr" | sed 's/: [0-9].*;/:/' | head -n 1)"
+    pass "$name: exit $got, nothing running, no lock, no temporary; $(grep '^run_parallel: mpirun ended before its job' "$work/stderr" | sed 's/.*; /the ranks: /' | head -n 1)"
   fi
 }
 
@@ -147,7 +151,7 @@ for moment in start 0 0.7 1.5; do
   if pid=$(mpirun_pid "$dir"); then
     kill -KILL "$pid"
     wait_pid "$job" 60
-    judge "$name" "$dir" $?
+    killed_mpirun=$pid judge "$name" "$dir" $?
   else
     wait_pid "$job" 60
     fail "$name" "no mpirun found: $(tail -c 300 "$work/stderr")"
@@ -197,7 +201,7 @@ if [ -n "$(pgrep -f -x 'sleep 313')" ] && pid=$(mpirun_pid "$dir"); then
   wait_pid "$job" 60
   got=$?
   stray=$(pgrep -f -x 'sleep 313'; pgrep -f "$work/ignoring-rank")
-  if ! grep -q "^run_parallel: .* outlived mpirun on this host: .*; killed (SIGKILL) 2 s after SIGTERM$" "$work/stderr"; then
+  if ! grep -q "^run_parallel: mpirun ended before its job: on this host .*; killed (SIGKILL) 2 s after SIGTERM$" "$work/stderr"; then
     fail "$name" "no line saying the rank was killed after the deadlines: $(tail -c 400 "$work/stderr")"
   elif [ -n "$stray" ]; then
     fail "$name" "the stand-in rank is still running: $stray"

@@ -15,6 +15,8 @@
 #     mounted on node2 alone), all ranks of node2 killed mid-run, node2's link taken down mid-run:
 #     the job ends within seconds, one line names rank and host, no output file, and nothing is left
 #     behind on any node (no temporary or lock file, no OpenMPI session directory, no process)
+#   mpirun killed (SIGKILL) on node1 mid-run, and under Slurm srun killed mid-run: run_parallel.sh
+#     returns only once nothing of the job runs on node1, and nothing is left on any node
 #
 # Then tests/lib/slurm_cluster.sh (when Slurm and munge are installed) runs the sbatch
 # commands on the same nodes. The script removes everything it made on every exit path.
@@ -228,6 +230,34 @@ else
 fi
 [ -n "$job" ] && { kill "$job"; wait_pid "$job" 30; job=; }
 
+# mpirun itself killed on node1 (SIGKILL) mid-run: run_parallel.sh returns only once nothing of the
+# job runs on node1 (its ranks stop themselves, mpi/launcher_watch.hpp; the ssh client to node2 ends
+# when node2's orted, which lost mpirun, has killed its ranks and left); within 5 s of its return
+# nothing is left on any node, and no temporary, lock or output is left.
+start_job cluster3000 mpirun-killed --images-per-round 64
+if wait_working 60; then
+  launcher=$(for pid in $(vc_pids node1); do [ "$(cat /proc/$pid/comm 2> /dev/null)" = mpirun ] && echo "$pid"; done)
+  kill -9 $launcher
+  fault_at=$SECONDS
+  wait_pid "$job" 60
+  status=$?
+  job=
+  here=$(vc_stray node1 "${VC_SSHD_PID[node1]}" | awk '$2 ~ /^(facegen|mpirun|orted|ssh)$/' | paste -sd' ')
+  left=$(left_behind "$work/share/out")
+  if [ $status -eq 0 ] || [ $status -eq 124 ]; then
+    fail "mpirun killed (SIGKILL) on node1 mid-run" "status $status: $(tail -c 400 "$work/stderr")"
+  elif [ -n "$here" ]; then
+    fail "mpirun killed (SIGKILL) on node1 mid-run" "run_parallel.sh returned with processes of the job left on node1: $here"
+  elif [ -n "$left" ]; then
+    fail "mpirun killed (SIGKILL) on node1 mid-run" "left behind: $left"
+  else
+    pass "mpirun killed (SIGKILL) on node1 mid-run: status $status after $((SECONDS - fault_at)) s, nothing left on node1 at the return nor on any node after it: $(grep '^run_parallel: the job' "$work/stderr")"
+  fi
+else
+  fail "mpirun killed on node1" "the job did not start within 60 s: $(tail -c 400 "$work/stderr")"
+fi
+[ -n "$job" ] && { kill "$job"; wait_pid "$job" 30; job=; }
+
 # --- Slurm on the same nodes: the documented sbatch commands ----------------------------------------
 slurm_part() {
   local tool why
@@ -246,6 +276,44 @@ slurm_part() {
   LAUNCHER=mpirun submit "LAUNCHER=mpirun sbatch --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch" "mpirun -np 4" \
     slurm-mpirun --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch
   no_gpu
+  srun_killed
+}
+
+# srun_killed: the CPU script's srun killed (SIGKILL) on node1 mid-run (2 nodes x 2 ranks): the job
+# fails, run_parallel.sh has waited for the ranks of node1 and for the step (cancelled if it lingers),
+# no temporary, lock or output is left, no rank runs on any node.
+srun_killed() {
+  local name="sbatch --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch, srun killed (SIGKILL) mid-run"
+  local id state tries srun_pid stray log
+  id=$(cd "$work/repo" && vc_exec node1 sbatch --parsable --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch \
+         cluster3000 srun-killed --all-ranks --images-per-round 64 2> "$work/sbatch.out")
+  log=$work/repo/facegen-$id.log
+  for tries in $(seq 600); do ls "$work/repo/outputs" | grep -q '^srun-killed.*\.tmp-' && break; sleep 0.1; done
+  sleep 1
+  # The srun that run_parallel.sh started (srun forks a helper of its own, a child of it).
+  srun_pid=$(for pid in $(vc_pids node1); do
+               [ "$(cat /proc/$pid/comm 2> /dev/null)" = srun ] && [ "$(cat /proc/$(ps -o ppid= -p $pid | tr -d ' ')/comm 2> /dev/null)" != srun ] && echo "$pid"
+             done | head -n 1)
+  if [ -z "$srun_pid" ]; then
+    fail "$name" "no srun on node1 (job '$id' $(cat "$work/sbatch.out")): $(tail -n 5 "$log" 2> /dev/null)"
+    return
+  fi
+  kill -9 "$srun_pid"
+  local start=$SECONDS
+  for tries in $(seq 300); do
+    state=$(vc_exec node1 scontrol show job -o "$id" 2> /dev/null)
+    case $state in *JobState=RUNNING*|*JobState=COMPLETING*) sleep 0.2 ;; *) break ;; esac
+  done
+  stray=$(for node in "${VC_NODES[@]}"; do vc_stray "$node" | awk -v n="$node" '$2 ~ /^(facegen|srun|mpirun|orted)$/ { print n ": " $0 }'; done | paste -sd' ')
+  if [[ $state != *JobState=FAILED* ]]; then
+    fail "$name" "the job did not fail: ${state:0:200}; log: $(tail -n 5 "$log")"
+  elif [ -n "$stray" ]; then
+    fail "$name" "left running: $stray"
+  elif [ -n "$(ls -A "$work/repo/outputs" | grep '^srun-killed\|^\.facegen')" ]; then
+    fail "$name" "left: $(ls -A "$work/repo/outputs" | grep '^srun-killed\|^\.facegen' | paste -sd' ')"
+  else
+    pass "$name: the job failed $((SECONDS - start)) s later, nothing left on any node; $(grep -E '^run_parallel: (srun ended|the job)' "$log" | paste -sd' ')"
+  fi
 }
 
 # sbatch_wait [sbatch arguments]: sbatch on node1 from the repository; prints the job id, waits for
