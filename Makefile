@@ -407,8 +407,9 @@ clean:
 	rm -rf build build-san build-vg
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-RUN_PACKAGES := build-essential make pkg-config libcpp-httplib-dev libdeflate-dev zlib1g-dev libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
-# libstb-dev: the unit tests decode PNGs with stb_image (nothing is encoded with stb).
+RUN_PACKAGES := build-essential make pkg-config libcpp-httplib-dev libdeflate-dev zlib1g-dev libxxhash-dev libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
+# libstb-dev: the unit tests decode PNGs with stb_image (nothing is encoded with stb). libxxhash-dev:
+# XXH3-128, compiled in (common/content_hash.hpp), for comparing file contents.
 # slurm-wlm, munge: the Slurm suites; openssh-server, openssh-client, iproute2, util-linux: the
 # virtual cluster (sshd on each node, veth links and a bridge, unshare and nsenter); clang and its
 # runtimes: libFuzzer targets; valgrind: the leak and memory check of a whole run; python3-pil: the
