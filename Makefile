@@ -191,7 +191,7 @@ FUZZ_SECONDS ?= 25
 FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer
 FUZZ_LIB_SRC := files/latents.cpp files/latent_index.cpp files/text_latents.cpp files/latent_source.cpp \
-                files/seed_list.cpp files/npy_latents.cpp files/input_file.cpp common/threads.cpp common/model_spec.cpp \
+                files/seed_list.cpp files/npy_latents.cpp files/input_file.cpp files/file_system_kind.cpp common/content_hash.cpp common/threads.cpp common/model_spec.cpp \
                 generator/network.cpp generator/safetensors_model.cpp files/atomic_file.cpp \
                 files/temp_registry.cpp files/stop_signals.cpp common/text_format.cpp serve/json.cpp serve/request.cpp
 FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))

@@ -15,6 +15,9 @@
 #     mounted on node2 alone), all ranks of node2 killed mid-run, node2's link taken down mid-run:
 #     the job ends within seconds, one line names rank and host, no output file, and nothing is left
 #     behind on any node (no temporary or lock file, no OpenMPI session directory, no process)
+#   the model and the latents staged in each node's own /tmp (3 nodes x 1 rank): identical to one
+#     process; node2's copy of the model with a byte changed, or of the latents a line short: one line
+#     naming rank 1, node2 and what differs, nothing written
 #   mpirun killed (SIGKILL) on node1 mid-run, and under Slurm srun killed mid-run: run_parallel.sh
 #     returns only once nothing of the job runs on node1, and nothing is left on any node
 #
@@ -147,6 +150,62 @@ if vc_exec node1 "$work/repo/run_parallel.sh" --hosts "$work/hostfile" --ranks-p
 else
   fail "3 nodes x 1 rank" "exit status $?: $(tail -c 800 "$work/stderr")"
 fi
+
+# --- inputs staged on each node ---------------------------------------------------------------------
+# The model and the latents copied into each node's own /tmp (as sbcast or a copy to local disk
+# stages them): another file on every node, the same bytes. 3 nodes x 1 rank: identical to one
+# process. Then node2's copy of the model with one byte changed (the same size), and node2's copy of
+# the latents one line short: the job fails at once with one line naming rank 1, node2 and what
+# differs, and writes nothing.
+staged=/tmp/facegen-staged
+commas() { echo "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }  # 20549132 -> 20,549,132
+stage() {  # stage: fresh copies on every node
+  local node
+  for node in "${VC_NODES[@]}"; do
+    rm -rf "$VC_DIR/$node-tmp/facegen-staged" && mkdir -p "$VC_DIR/$node-tmp/facegen-staged"
+    cp models/facegen-faces.safetensors "$VC_DIR/$node-tmp/facegen-staged/model.safetensors"
+    cp "$work/repo/inputs/cluster40.txt" "$VC_DIR/$node-tmp/facegen-staged/latents.txt"
+  done
+}
+staged_job() {  # staged_job PREFIX: 3 nodes x 1 rank on the staged copies, into the shared outputs
+  vc_exec node1 timeout 120 "$work/repo/run_parallel.sh" --hosts node1,node2,node3 --ranks-per-node 1 \
+    --model $staged/model.safetensors --input $staged/latents.txt --output "$work/repo/outputs/$1" \
+    -- --device cpu --all-ranks "${format_args[@]}" > "$work/stdout" 2> "$work/stderr"
+}
+stage
+start=$SECONDS
+if staged_job staged; then
+  if why=$(same_files "$work/repo/outputs" staged); then
+    pass "the model and the latents staged in each node's own /tmp (3 nodes x 1 rank): identical to one process ($((SECONDS - start)) s)"
+  else
+    fail "inputs staged on each node" "$why"
+  fi
+else
+  fail "inputs staged on each node" "exit status $?: $(tail -c 600 "$work/stderr")"
+fi
+staged_refusal() {  # staged_refusal NAME PATTERN: the job on the staged copies fails as it should
+  local name=$1 pattern=$2 got
+  staged_job refused
+  got=$?
+  if [ $got -ne 1 ]; then
+    fail "$name" "exit status $got, expected 1: $(tail -c 600 "$work/stderr")"
+  elif [ "$(grep -c '^facegen: error' "$work/stderr")" != 1 ] || ! grep -qE "$pattern" "$work/stderr"; then
+    fail "$name" "not one line matching '$pattern': $(grep '^facegen' "$work/stderr" | head -n 3)"
+  elif ls -A "$work/repo/outputs" | grep -q '^refused'; then
+    fail "$name" "files left: $(ls -A "$work/repo/outputs" | grep '^refused' | paste -sd' ')"
+  else
+    pass "$name: exit 1, nothing written; $(grep '^facegen: error' "$work/stderr")"
+  fi
+}
+size=$(stat -c %s models/facegen-faces.safetensors)
+printf '\x55' | dd of="$VC_DIR/node2-tmp/facegen-staged/model.safetensors" bs=1 seek=$((size - 7)) conv=notrunc status=none
+staged_refusal "node2's staged model with one byte changed" \
+  "^facegen: error on rank 1 \(host node2\): the model file $staged/model\.safetensors opened here is not rank 0's \(host node1\): the same $(commas "$size") bytes but other contents \(XXH3-128 [0-9a-f]{4}\.\.\.[0-9a-f]{4} here, [0-9a-f]{4}\.\.\.[0-9a-f]{4} there\)$"
+stage
+head -n -1 "$work/repo/inputs/cluster40.txt" > "$VC_DIR/node2-tmp/facegen-staged/latents.txt"
+short=$(stat -c %s "$VC_DIR/node2-tmp/facegen-staged/latents.txt")
+staged_refusal "node2's staged latents one line short" \
+  "^facegen: error on rank 1 \(host node2\): the latent file $staged/latents\.txt opened here is not rank 0's \(host node1\): $(commas "$short") bytes here, $(commas "$(stat -c %s "$work/repo/inputs/cluster40.txt")") there$"
 
 # --- failures on node2 -----------------------------------------------------------------------------
 # Each job: 2 nodes x 2 ranks from node1, outputs in $work/share/out. The lines must name a rank of
