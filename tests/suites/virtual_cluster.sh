@@ -206,6 +206,7 @@ head -n -1 "$work/repo/inputs/cluster40.txt" > "$VC_DIR/node2-tmp/facegen-staged
 short=$(stat -c %s "$VC_DIR/node2-tmp/facegen-staged/latents.txt")
 staged_refusal "node2's staged latents one line short" \
   "^facegen: error on rank 1 \(host node2\): the latent file $staged/latents\.txt opened here is not rank 0's \(host node1\): $(commas "$short") bytes here, $(commas "$(stat -c %s "$work/repo/inputs/cluster40.txt")") there$"
+for node in "${VC_NODES[@]}"; do rm -rf "$VC_DIR/$node-tmp/facegen-staged"; done
 
 # --- failures on node2 -----------------------------------------------------------------------------
 # Each job: 2 nodes x 2 ranks from node1, outputs in $work/share/out. The lines must name a rank of
