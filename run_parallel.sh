@@ -315,8 +315,8 @@ wait_job_processes() {
   done
 }
 # end_job_processes: returns once no process of the job is left on this host. Where the launcher
-# ended (or was killed) before all of them, those still there get settle_seconds to end by
-# themselves (a rank whose launcher died stops within a second: mpi/launcher_watch.hpp; OpenMPI's
+# ended (or was killed) before all of them, those still there get settle_seconds (a service's ranks
+# 2 x stop_seconds) to end by themselves (a rank whose launcher died stops within a second: mpi/launcher_watch.hpp; OpenMPI's
 # daemon on another node kills its ranks when it loses mpirun, and the ssh client that reached it,
 # one of the job's processes here, ends after it), then SIGTERM (what mpirun sends: a rank removes
 # its temporaries and lock), stop_seconds more, then SIGKILL. Under srun, whose ranks run under
@@ -332,7 +332,11 @@ end_job_processes() {
   local what="${cmd[0]} ended before its job"
   [ -z "$first" ] || what="$what: on this host $(echo $first | wc -w) process(es), $(process_names $first)"
   [ -z "$step" ] || what="$what${first:+;} its Slurm step $step"
-  if wait_job_processes "$settle_seconds"; then
+  # A service's ranks answer the requests they took before they stop (under srun scancel signals
+  # them itself, and srun may end first): they get stop_seconds twice over, as Slurm's KillWait gives.
+  local settle=$settle_seconds
+  [ "$serve" = 0 ] || settle=$((stop_seconds * 2))
+  if wait_job_processes "$settle"; then
     # A step that Slurm still listed for a moment after srun ended (COMPLETING) is no news.
     [ -z "$first" ] || echo "run_parallel: $what; they ended by themselves" >&2
     return 0
