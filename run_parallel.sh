@@ -20,7 +20,10 @@
 # The program: facegen beside this script (as make install puts them: PREFIX/bin/facegen and
 # PREFIX/bin/facegen-run-parallel), else build/facegen beside it (the source tree); --program PATH
 # picks another. Without --model the program uses its shipped model.
-# It prints the command before running it. When the job fails it finishes a commit of the outputs
+# It prints the command before running it, and reports, finishes or removes nothing until every
+# process of the job on this host has ended (those that outlive the launcher get 2 s, then SIGTERM,
+# then SIGKILL FACEGEN_STOP_SECONDS later); a SIGKILL to this script is seen by a guard process of
+# its own, which stops the job and cleans up. When the job fails it finishes a commit of the outputs
 # that the launcher cut short (facegen --finish-commit: the whole new set in place), removes the
 # temporary files that a killed rank could not (PREFIX.<ext>.tmp-TOKEN-XXXXXX, TOKEN this job's own,
 # and only this user's own files and folders, never a link: another run's temporaries of the same
