@@ -1,6 +1,7 @@
 // launcher_watch.cpp: the rank's watch on its parent (see launcher_watch.hpp).
 #include "mpi/launcher_watch.hpp"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -54,7 +55,15 @@ void watch_launcher(int rank_hint) {
   started = true;
   const pid_t parent = ::getppid();
   if (parent <= 1) return;
+  // The watch takes no signal itself: a signal for the process (SIGTERM) must reach the threads that
+  // handle or wait for it (the service waits for its signals in a thread of its own, with them
+  // blocked everywhere else; a thread that left them open would take them and end the process).
+  // A new thread inherits its creator's mask: everything is blocked around its start.
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before);
   std::thread(watch, parent, process_name(parent), rank_hint).detach();
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
 }  // namespace mpi

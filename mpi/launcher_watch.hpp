@@ -9,7 +9,8 @@
 // and sends itself SIGTERM, the signal a live launcher would have sent: the stop handlers
 // (files/stop_signals.hpp) remove its temporaries and the lock, as on any stop. Where SIGTERM does not
 // end it within 10 s (ignored from its parent), SIGKILL does; the launcher script cleans up after that.
-// No MPI call: it runs before MPI starts and beside whatever MPI is doing.
+// No MPI call: it runs before MPI starts and beside whatever MPI is doing. The watching thread blocks
+// every signal, so that it never takes one meant for the threads that handle them.
 #pragma once
 
 namespace facegen {
