@@ -15,7 +15,7 @@
 # came after the commit) or exit 1 and exactly one line ("facegen: error on rank R (host H): ..."),
 # with nothing of OpenMPI's own. TRIES tries in LANES (default 3) jobs at a time: 60 by default, to
 # keep CI short (about 50 s on a 2-core machine); TRIES=200 for the full count (174 s there, all 200
-# ended: 2026-11-27, 2 vCPUs, commit 94cbf20, while other builds loaded the machine).
+# ended: 2026-11-27, 2 vCPUs, commit 93e3c5a, while other builds loaded the machine).
 # Usage: output_folder_race.sh [build-dir]; exit 0 pass, 77 skipped (says why), 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
