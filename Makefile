@@ -135,7 +135,7 @@ MPI_CPPFLAGS := $(shell $(MPICXX) --showme:compile) -DOMPI_SKIP_MPICXX=1
 MPI_LDLIBS   := $(filter-out -lmpi_cxx,$(shell $(MPICXX) --showme:link))
 LIB_CPP += $(filter-out mpi/rank_job_unavailable.cpp,$(wildcard mpi/*.cpp))
 else
-LIB_CPP += mpi/work_split.cpp mpi/launch.cpp mpi/rank_job_unavailable.cpp
+LIB_CPP += mpi/work_split.cpp mpi/launch.cpp mpi/launcher_watch.cpp mpi/rank_job_unavailable.cpp
 endif
 $(BUILD)/mpi/%.o: CPPFLAGS += $(MPI_CPPFLAGS)
 $(BUILD)/serve/%.o: CPPFLAGS += $(HTTPLIB_CFLAGS)
@@ -192,7 +192,7 @@ FUZZ_SECONDS ?= 25
 FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer
 FUZZ_LIB_SRC := files/latents.cpp files/latent_index.cpp files/text_latents.cpp files/latent_source.cpp \
-                files/seed_list.cpp files/npy_latents.cpp files/input_file.cpp common/threads.cpp common/work_pool.cpp common/model_spec.cpp \
+                files/seed_list.cpp files/npy_latents.cpp files/input_file.cpp files/file_system_kind.cpp common/content_hash.cpp common/threads.cpp common/work_pool.cpp common/model_spec.cpp \
                 generator/network.cpp generator/safetensors_model.cpp files/atomic_file.cpp \
                 files/temp_registry.cpp files/stop_signals.cpp common/text_format.cpp serve/json.cpp serve/request.cpp
 FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))
@@ -408,8 +408,9 @@ clean:
 	rm -rf build build-san build-vg
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-RUN_PACKAGES := build-essential make pkg-config libcpp-httplib-dev libdeflate-dev zlib1g-dev libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
-# libstb-dev: the unit tests decode PNGs with stb_image (nothing is encoded with stb).
+RUN_PACKAGES := build-essential make pkg-config libcpp-httplib-dev libdeflate-dev zlib1g-dev libxxhash-dev libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
+# libstb-dev: the unit tests decode PNGs with stb_image (nothing is encoded with stb). libxxhash-dev:
+# XXH3-128, compiled in (common/content_hash.hpp), for comparing file contents.
 # slurm-wlm, munge: the Slurm suites; openssh-server, openssh-client, iproute2, util-linux: the
 # virtual cluster (sshd on each node, veth links and a bridge, unshare and nsenter); clang and its
 # runtimes: libFuzzer targets; valgrind: the leak and memory check of a whole run; python3-pil: the

@@ -20,7 +20,10 @@
 # The program: facegen beside this script (as make install puts them: PREFIX/bin/facegen and
 # PREFIX/bin/facegen-run-parallel), else build/facegen beside it (the source tree); --program PATH
 # picks another. Without --model the program uses its shipped model.
-# It prints the command before running it. When the job fails it finishes a commit of the outputs
+# It prints the command before running it, and reports, finishes or removes nothing until every
+# process of the job on this host has ended (those that outlive the launcher get 2 s, then SIGTERM,
+# then SIGKILL FACEGEN_STOP_SECONDS later); a SIGKILL to this script is seen by a guard process of
+# its own, which stops the job and cleans up. When the job fails it finishes a commit of the outputs
 # that the launcher cut short (facegen --finish-commit: the whole new set in place), removes the
 # temporary files that a killed rank could not (PREFIX.<ext>.tmp-TOKEN-XXXXXX, TOKEN this job's own,
 # and only this user's own files and folders, never a link: another run's temporaries of the same
@@ -139,8 +142,10 @@ if [ -t 2 ] && tty_path=$(readlink /proc/$$/fd/2) && [ -c "$tty_path" ]; then
 fi
 
 # Every temporary name of this job's ranks carries this token (PREFIX.txt.tmp-TOKEN-XXXXXX): after a
-# failure the script removes those, never another run's temporaries of the same prefix.
-export FACEGEN_TEMP_TAG="rp$$h$(hostname | cksum | cut -c1-6)r$RANDOM"
+# failure the script removes those, never another run's temporaries of the same prefix. It is given
+# to the launch command alone (FACEGEN_TEMP_TAG, which mpirun hands on with -x, srun with the rest of
+# its environment), so that it also marks every process of the job (job_processes, below).
+job_token="rp$$h$(hostname | cksum | cut -c1-6)r$RANDOM"
 
 mpirun_common() {  # the mpirun flags every mpirun launch uses
   cmd+=(-x FACEGEN_TEMP_TAG)
@@ -176,6 +181,7 @@ if [ -n "${SLURM_JOB_ID:-}" ] && [ -z "$hosts" ]; then
     cmd+=(--ntasks="$ranks")
     cmd+=(--ntasks-per-node="$ranks_per_node")
     cmd+=(--kill-on-bad-exit=1)               # a rank that dies takes the job down at once
+    cmd+=(--job-name="facegen-$job_token")
     if [ "${SLURM_GPUS_ON_NODE:-0}" -ge "$ranks_per_node" ] 2>/dev/null && [ "${SLURM_GPUS_ON_NODE:-0}" -gt 0 ]; then
       cmd+=(--gpus-per-task=1)                # each rank sees its own GPU as device 0
     fi
@@ -270,6 +276,243 @@ summarize_mpirun_errors() {
 }
 
 cmd+=("$program" "${facegen_args[@]}")
+
+# --- the job's processes on this host ---------------------------------------------------------------
+# Only the launch command gets the job's token in its environment (FACEGEN_TEMP_TAG=TOKEN, below),
+# and everything it starts inherits it: on this host mpirun or srun, the ranks (mpirun's, or
+# slurmstepd's under srun), OpenMPI's daemons, the ssh clients that reach other nodes. They are found
+# by it in /proc, whatever their parent, process group or session is by then: OpenMPI gives each
+# rank a process group of its own, and a rank whose mpirun died is a child of init. This script's own
+# helpers never carry it. A user may read only the environment of their own processes: those are all
+# a job of theirs has. "This host" is this script's UTS namespace (its host name): where nodes share
+# one kernel (containers, tests/lib/virtual_cluster.sh), another node's processes are not this host's.
+job_processes() {
+  local pid
+  for pid in $(grep -lsxzF "FACEGEN_TEMP_TAG=$job_token" /proc/[0-9]*/environ 2> /dev/null | cut -d/ -f3); do
+    [ "/proc/$pid/ns/uts" -ef /proc/self/ns/uts ] && echo "$pid"
+  done
+  return 0
+}
+# process_names PID...: "812 (facegen), 815 (ssh)".
+process_names() {
+  local pid names=()
+  for pid in "$@"; do names+=("$pid ($(cat "/proc/$pid/comm" 2> /dev/null || echo ended))"); done
+  local IFS=,
+  echo "${names[*]}" | sed 's/,/, /g'
+}
+# job_step: under srun, the Slurm step of the job (JOB.STEP, named facegen-TOKEN) while Slurm still
+# lists it: its ranks on other nodes, which this host cannot see, are still running or ending.
+job_step() {
+  [ "${cmd[0]}" = srun ] && [ "$step_watched" = yes ] || return 0
+  squeue -h -s -j "$SLURM_JOB_ID" -o '%i %j' 2> /dev/null | awk -v name="facegen-$job_token" '$2 == name { print $1; exit }'
+}
+step_watched=no
+# wait_job_processes SECONDS: until no process of the job is left on this host (nor its Slurm step),
+# SECONDS at most; false when some are still there.
+wait_job_processes() {
+  local fifths=$(($1 * 5))
+  while [ -n "$(job_processes)" ] || [ -n "$(job_step)" ]; do
+    [ $fifths -gt 0 ] || return 1
+    sleep 0.2
+    fifths=$((fifths - 1))
+  done
+}
+# end_job_processes: returns once no process of the job is left on this host. Where the launcher
+# ended (or was killed) before all of them, those still there get settle_seconds (a service's ranks
+# 2 x stop_seconds) to end by themselves (a rank whose launcher died stops within a second: mpi/launcher_watch.hpp; OpenMPI's
+# daemon on another node kills its ranks when it loses mpirun, and the ssh client that reached it,
+# one of the job's processes here, ends after it), then SIGTERM (what mpirun sends: a rank removes
+# its temporaries and lock), stop_seconds more, then SIGKILL. Under srun, whose ranks run under
+# slurmstepd on every node, a failed srun's step is waited for too and cancelled with it (scancel
+# JOB.STEP, which reaches every node). One line says what it took. False when some did not end even
+# then (stuck in the kernel, on a dead file server): their files must stay as they are.
+end_job_processes() {
+  local launcher_status=$1 first step
+  [ "$launcher_status" = 0 ] || step_watched=yes
+  first=$(job_processes)
+  step=$(job_step)
+  [ -z "$first$step" ] && return 0
+  local what="${cmd[0]} ended before its job"
+  [ -z "$first" ] || what="$what: on this host $(echo $first | wc -w) process(es), $(process_names $first)"
+  [ -z "$step" ] || what="$what${first:+;} its Slurm step $step"
+  # A service's ranks answer the requests they took before they stop (under srun scancel signals
+  # them itself, and srun may end first): they get stop_seconds twice over, as Slurm's KillWait gives.
+  local settle=$settle_seconds
+  [ "$serve" = 0 ] || settle=$((stop_seconds * 2))
+  if wait_job_processes "$settle"; then
+    # A step that Slurm still listed for a moment after srun ended (COMPLETING) is no news.
+    [ -z "$first" ] || echo "run_parallel: $what; they ended by themselves" >&2
+    return 0
+  fi
+  step=$(job_step)
+  [ -z "$step" ] || scancel --quiet "$step" 2> /dev/null
+  kill -TERM $(job_processes) 2> /dev/null
+  if wait_job_processes "$stop_seconds"; then
+    echo "run_parallel: $what; stopped with SIGTERM${step:+ (scancel $step)}" >&2
+    return 0
+  fi
+  kill -KILL $(job_processes) 2> /dev/null
+  if wait_job_processes 5; then
+    echo "run_parallel: $what; killed (SIGKILL) $stop_seconds s after SIGTERM" >&2
+    return 0
+  fi
+  first=$(job_processes)
+  step=$(job_step)
+  echo "run_parallel: $what; ${first:+$(process_names $first) }${step:+Slurm step $step }did not end even after" \
+       "SIGKILL: the job's files are left as they are" >&2
+  return 1
+}
+
+# --- after the job: its commit finished, its leftovers removed, one line ---------------------------
+# prefix_lock_name STEM: the lock file's name of a prefix whose last name is STEM: ".facegen-lock-"
+# and FNV-1a (64 bits) of its bytes in 16 hex digits, as files/prefix_lock.cpp names it.
+prefix_lock_name() {
+  local LC_ALL=C stem=$1 hash=$((0xcbf29ce484222325)) i byte
+  for ((i = 0; i < ${#stem}; i++)); do
+    printf -v byte '%d' "'${stem:i:1}"
+    hash=$(( (hash ^ (byte & 255)) * 0x100000001b3 ))
+  done
+  printf '.facegen-lock-%016x' "$hash"
+}
+
+# Only this user's own journals and leftovers are acted on (this_users), never a link: in a shared
+# folder such as /tmp another user can put anything under a name with the job's token (which its
+# temporaries show while the job runs); what is not is named in one line and left.
+uid=$(id -u)
+this_users() {  # this_users PATH: a regular file or folder of this user's (stat -c %u follows no link)
+  ! [ -L "$1" ] && { [ -f "$1" ] || [ -d "$1" ]; } && [ "$(stat -c %u -- "$1" 2> /dev/null)" = "$uid" ]
+}
+
+# finish_job WHAT: once every process of the job has ended. Rank 0 journals the commit of the
+# outputs (DIR/.facegen-commit-TOKEN-XXXXXX, marked done when it finished). A journal still under way
+# means rank 0 was killed mid-commit (mpirun sends SIGKILL a second after the SIGTERM it hands on):
+# facegen --finish-commit completes it, before the temporaries (the new outputs it renames into
+# place) could be removed below. After a failure, the temporaries and the lock that a killed rank
+# could not remove go. WHAT: how the job ended, for the last line ("" from $status and
+# $interrupted). Sets $status.
+finish_job() {
+  local what=$1 foreign=() outdir outputs_replaced=no journals journal finish_status finish_line
+  outdir=$(dirname -- "$output")
+  mapfile -t journals < <(compgen -G "$outdir/.facegen-commit-$job_token-??????" || true)
+  for journal in ${journals[@]+"${journals[@]}"}; do
+    if ! this_users "$journal"; then
+      foreign+=("$journal")
+      continue
+    fi
+    finish_status=0
+    finish_line=$("$program" --finish-commit "$journal" 2>&1) || finish_status=$?
+    case $finish_status in
+      0) outputs_replaced=yes
+         [[ $finish_line == *"had finished"* ]] || echo "run_parallel: ${finish_line#facegen: }" >&2 ;;
+      4) echo "run_parallel: ${finish_line#facegen: }" >&2 ;;
+      *) outputs_replaced=unknown
+         echo "run_parallel: ${finish_line#facegen: }" >&2
+         [ $status -ne 0 ] || status=1 ;;
+    esac
+  done
+
+  if [ $status -ne 0 ]; then
+    # A rank killed by a signal or by the launcher cannot remove its temporary files and folders.
+    # MPI-IO adds files of its own beside each: TEMP.data.RANK, TEMP.metadata.RANK (the shared file
+    # pointer facegen asks OpenMPI for), a lock file across nodes (TEMP-JOB-PID.lock).
+    # A name too long for NAME_MAX with its suffix is cut before ".tmp-": the token finds it too.
+    local leftovers leftover owned=() lock
+    mapfile -t leftovers < <({ compgen -G "$output*.tmp-$job_token-??????" || true
+                               compgen -G "$outdir/*.tmp-$job_token-??????" || true
+                               compgen -G "$output*.tmp-$job_token-??????-*.lock" || true
+                               compgen -G "$outdir/*.tmp-$job_token-??????.*" || true; } | sort -u)
+    # The prefix's lock (DIR/.facegen-lock-HASH, files/prefix_lock.cpp) that a killed rank 0 left:
+    # removed only while this script holds it itself (no run does), and only this user's regular file.
+    lock="$outdir/$(prefix_lock_name "$(basename -- "$output")")"
+    if [ -f "$lock" ] && [ ! -L "$lock" ] && this_users "$lock" && command -v flock > /dev/null; then
+      flock --nonblock "$lock" rm -f -- "$lock" 2> /dev/null || true
+    fi
+    for leftover in ${leftovers[@]+"${leftovers[@]}"}; do
+      if this_users "$leftover"; then owned+=("$leftover"); else foreign+=("$leftover"); fi
+    done
+    if [ ${#owned[@]} -gt 0 ]; then
+      if rm -rf -- "${owned[@]}"; then
+        echo "run_parallel: removed temporary files: ${owned[*]}" >&2
+      else
+        echo "run_parallel: could not remove all of the temporary files ${owned[*]}" >&2
+      fi
+    fi
+  fi
+  if [ ${#foreign[@]} -gt 0 ]; then
+    echo "run_parallel: left alone, not this user's own files or folders: ${foreign[*]}" >&2
+  fi
+  if [ $status -ne 0 ]; then
+    if [ -z "$what" ]; then
+      case $interrupted in
+        130) what="interrupted (SIGINT); the job was stopped" ;;
+        143) what="terminated (SIGTERM); the job was stopped" ;;
+        *) what="the job failed (exit status $status)" ;;
+      esac
+    fi
+    case $outputs_replaced in
+      no) echo "run_parallel: $what; no output was written" >&2 ;;
+      yes) echo "run_parallel: $what after its outputs were written: the new outputs are in place" >&2 ;;
+      *) echo "run_parallel: $what while its outputs were put in place, and that could not be finished (see above)" >&2 ;;
+    esac
+  fi
+}
+
+# remove_session_directory: mpirun keeps its session directory in TMPDIR (or /tmp) as
+# ompi.HOST.UID/pid.PID and removes it as it ends; one killed by a signal cannot. Removed here once
+# every process of the job has ended (the ranks' own directories are inside it), only this user's
+# own, never a link; the folder above it goes when it is left empty, as mpirun leaves it.
+remove_session_directory() {
+  [ "${cmd[0]}" = mpirun ] && [ -n "${launcher_pid:-}" ] && [ "$status" -gt 128 ] || return 0
+  local base=${TMPDIR:-/tmp} host dir
+  for host in "$(hostname)" "$(hostname -s)"; do
+    dir=$base/ompi.$host.$uid/pid.$launcher_pid
+    this_users "$dir" && [ -d "$dir" ] || continue
+    rm -rf -- "$dir" 2> /dev/null || true
+    rmdir -- "$base/ompi.$host.$uid" 2> /dev/null || true
+  done
+  return 0
+}
+
+# --- the guard: the job stops when this script is killed ---------------------------------------------
+# SIGKILL to this script runs no trap of its: mpirun would go on, with its ranks, nobody waiting for
+# them or cleaning up after them. So a process of this script's own, forked before the job starts,
+# outlives it: it reads a pipe whose one writing end this script holds (closed for everything it
+# starts), and at this script's own end it reads "done" and leaves. Where the pipe ends without it,
+# the script died: the guard stops the job as SIGTERM to the script would (SIGTERM to every process of
+# the job on this host, SIGKILL stop_seconds later), then finishes the commit and removes the
+# leftovers as the script would have, saying so on the script's stderr. Signals that reach the
+# script's process group (a terminal's Ctrl-C) are the script's to handle: the guard ignores them.
+guard_job() {
+  set +e
+  trap '' INT TERM HUP QUIT
+  local word= left step
+  read -r word || true
+  [ "$word" = done ] && exit 0
+  step_watched=yes
+  step=$(job_step)
+  [ -z "$step" ] || scancel --quiet "$step" 2> /dev/null
+  left=$(job_processes)
+  [ -z "$left" ] || kill -TERM $left 2> /dev/null
+  if ! wait_job_processes "$stop_seconds"; then
+    kill -KILL $(job_processes) 2> /dev/null
+    if ! wait_job_processes 5; then
+      echo "run_parallel: the script (pid $$) was killed; $(process_names $(job_processes)) of its job did not" \
+           "end even after SIGKILL: the job's files are left as they are" >&2
+      exit 1
+    fi
+  fi
+  [ "$serve" = 1 ] && exit 0
+  status=137
+  finish_job "the script (pid $$) was killed (SIGKILL); its job was stopped"
+  exit 0
+}
+# leave STATUS: this script's end, every path once the job has started.
+leave() {
+  trap '' PIPE  # a guard that was killed itself: the word goes nowhere, and the exit status stays
+  echo done >&"$guard_fd" 2> /dev/null
+  exit "$1"
+}
+
 echo "run_parallel: launching $ranks rank(s), $ranks_per_node per node, on $where:"
 echo "  ${cmd[*]}"
 # The launcher runs as a background job in its own process group (set -m), and this script waits for
@@ -309,20 +552,23 @@ on_signal() {  # on_signal STATUS SIGNAL
   [ "$signal" = USR2 ] || [ -n "$stop_watch" ] || start_stop_watch "$signal"
 }
 stop_seconds=${FACEGEN_STOP_SECONDS:-15}
+settle_seconds=2
 stop_watch=
 # start_stop_watch SIGNAL: in the background, after stop_seconds, SIGKILL for what is left of the
-# job's process group and for the launcher's children (the ranks on this node).
+# job's process group, the launcher's children and every process of the job on this host.
 start_stop_watch() {
   local launcher_pid=${pid:-$job}
   (
+    exec {guard_fd}>&-
     trap '' INT TERM  # a second Ctrl-C reaches this process group too: the deadline stays
     for _ in $(seq $((stop_seconds * 10))); do kill -0 -- -"$job" 2> /dev/null || exit 0; sleep 0.1; done
     echo "run_parallel: the launcher (${cmd[0]}) had not stopped $stop_seconds s after SIG$1: killed, with its ranks" >&2
     pkill -KILL -P "$launcher_pid" 2> /dev/null
-    kill -KILL -- -"$job" 2> /dev/null
+    kill -KILL -- -"$job" $(job_processes) 2> /dev/null
   ) &
   stop_watch=$!
 }
+exec {guard_fd}> >(guard_job)
 set +e
 set -m
 summarized=0
@@ -330,12 +576,26 @@ if [ "${cmd[0]}" = mpirun ] && [ "$serve" = 0 ]; then
   summarized=1
   # stderr through the summary, stdout straight through (the service's lines go straight through:
   # the summary's awk reads its input in blocks, and rank 0 says at once where it listens).
-  { "${cmd[@]}" 2>&1 1>&3 3>&- | summarize_mpirun_errors >&2; exit "${PIPESTATUS[0]}"; } 3>&1 < /dev/null &
+  { FACEGEN_TEMP_TAG=$job_token "${cmd[@]}" 2>&1 1>&3 3>&- | summarize_mpirun_errors >&2; exit "${PIPESTATUS[0]}"; } \
+    3>&1 {guard_fd}>&- < /dev/null &
 else
-  "${cmd[@]}" < /dev/null &
+  FACEGEN_TEMP_TAG=$job_token "${cmd[@]}" {guard_fd}>&- < /dev/null &
 fi
 job=$!
 set +m
+# The launcher's pid, for its session directory (below): the job itself, or the process of the
+# summary's pipeline that carries the token (awk does not), found as soon as it exists.
+launcher_pid=$job
+if [ "$summarized" = 1 ]; then
+  launcher_pid=
+  for _ in $(seq 100); do
+    for child in $(pgrep -P "$job" 2> /dev/null); do
+      tr '\0' '\n' < "/proc/$child/environ" 2> /dev/null | grep -qxF "FACEGEN_TEMP_TAG=$job_token" && launcher_pid=$child
+    done
+    [ -n "$launcher_pid" ] || ! kill -0 "$job" 2> /dev/null && break
+    sleep 0.01
+  done
+fi
 trap 'on_signal 130 INT' INT
 trap 'on_signal 143 TERM' TERM
 wait "$job"
@@ -347,96 +607,19 @@ done
 trap - INT TERM
 # After a stop signal: until every process of the job's group has ended, or the deadline has killed them.
 [ -z "$stop_watch" ] || wait "$stop_watch" 2> /dev/null
+# Nothing is reported, finished or removed while a process of the job still runs on this host.
+ended=yes
+end_job_processes "$status" || ended=no
 set -e
 # A service that stopped cleanly on the signal (every accepted request answered) exits 0, as one
 # process of it does.
 if [ "$interrupted" -ne 0 ] && ! { [ "$serve" = 1 ] && [ "$status" = 0 ]; }; then status=$interrupted; fi
 # The service writes no file: nothing to finish or clean up.
-[ "$serve" = 1 ] && exit "$status"
-
-# prefix_lock_name STEM: the lock file's name of a prefix whose last name is STEM: ".facegen-lock-"
-# and FNV-1a (64 bits) of its bytes in 16 hex digits, as files/prefix_lock.cpp names it.
-prefix_lock_name() {
-  local LC_ALL=C stem=$1 hash=$((0xcbf29ce484222325)) i byte
-  for ((i = 0; i < ${#stem}; i++)); do
-    printf -v byte '%d' "'${stem:i:1}"
-    hash=$(( (hash ^ (byte & 255)) * 0x100000001b3 ))
-  done
-  printf '.facegen-lock-%016x' "$hash"
-}
-
-# Rank 0 journals the commit of the outputs (DIR/.facegen-commit-TOKEN-XXXXXX, marked done when it
-# finished). A journal still under way means the launcher killed rank 0 mid-commit (mpirun sends
-# SIGKILL a second after the SIGTERM it hands on): facegen --finish-commit completes it, before the
-# temporaries (the new outputs it renames into place) could be removed below.
-# Only this user's own journals and leftovers are acted on (this_users), never a link: in a shared
-# folder such as /tmp another user can put anything under a name with the job's token (which its
-# temporaries show while the job runs); what is not is named in one line and left.
-uid=$(id -u)
-this_users() {  # this_users PATH: a regular file or folder of this user's (stat -c %u follows no link)
-  ! [ -L "$1" ] && { [ -f "$1" ] || [ -d "$1" ]; } && [ "$(stat -c %u -- "$1" 2> /dev/null)" = "$uid" ]
-}
-foreign=()
-outdir=$(dirname -- "$output")
-outputs_replaced=no
-mapfile -t journals < <(compgen -G "$outdir/.facegen-commit-$FACEGEN_TEMP_TAG-??????" || true)
-for journal in ${journals[@]+"${journals[@]}"}; do
-  if ! this_users "$journal"; then
-    foreign+=("$journal")
-    continue
-  fi
-  finish_status=0
-  finish_line=$("$program" --finish-commit "$journal" 2>&1) || finish_status=$?
-  case $finish_status in
-    0) outputs_replaced=yes
-       [[ $finish_line == *"had finished"* ]] || echo "run_parallel: ${finish_line#facegen: }" >&2 ;;
-    4) echo "run_parallel: ${finish_line#facegen: }" >&2 ;;
-    *) outputs_replaced=unknown
-       echo "run_parallel: ${finish_line#facegen: }" >&2
-       [ $status -ne 0 ] || status=1 ;;
-  esac
-done
-
-if [ $status -ne 0 ]; then
-  # A rank killed by a signal or by the launcher cannot remove its temporary files and folders.
-  # MPI-IO adds files of its own beside each: TEMP.data.RANK, TEMP.metadata.RANK (the shared file
-  # pointer facegen asks OpenMPI for), a lock file across nodes (TEMP-JOB-PID.lock).
-  # A name too long for NAME_MAX with its suffix is cut before ".tmp-": the token finds it too.
-  mapfile -t leftovers < <({ compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????" || true
-                             compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????" || true
-                             compgen -G "$output*.tmp-$FACEGEN_TEMP_TAG-??????-*.lock" || true
-                             compgen -G "$outdir/*.tmp-$FACEGEN_TEMP_TAG-??????.*" || true; } | sort -u)
-  # The prefix's lock (DIR/.facegen-lock-HASH, files/prefix_lock.cpp) that a killed rank 0 left:
-  # removed only while this script holds it itself (no run does), and only this user's regular file.
-  lock="$outdir/$(prefix_lock_name "$(basename -- "$output")")"
-  if [ -f "$lock" ] && [ ! -L "$lock" ] && this_users "$lock" && command -v flock > /dev/null; then
-    flock --nonblock "$lock" rm -f -- "$lock" 2> /dev/null || true
-  fi
-  owned=()
-  for leftover in ${leftovers[@]+"${leftovers[@]}"}; do
-    if this_users "$leftover"; then owned+=("$leftover"); else foreign+=("$leftover"); fi
-  done
-  if [ ${#owned[@]} -gt 0 ]; then
-    if rm -rf -- "${owned[@]}"; then
-      echo "run_parallel: removed temporary files: ${owned[*]}" >&2
-    else
-      echo "run_parallel: could not remove all of the temporary files ${owned[*]}" >&2
-    fi
-  fi
+[ "$serve" = 1 ] && leave "$status"
+if [ $ended = no ]; then
+  [ $status -ne 0 ] || status=1
+  leave "$status"
 fi
-if [ ${#foreign[@]} -gt 0 ]; then
-  echo "run_parallel: left alone, not this user's own files or folders: ${foreign[*]}" >&2
-fi
-if [ $status -ne 0 ]; then
-  case $interrupted in
-    130) what="interrupted (SIGINT); the job was stopped" ;;
-    143) what="terminated (SIGTERM); the job was stopped" ;;
-    *) what="the job failed (exit status $status)" ;;
-  esac
-  case $outputs_replaced in
-    no) echo "run_parallel: $what; no output was written" >&2 ;;
-    yes) echo "run_parallel: $what after its outputs were written: the new outputs are in place" >&2 ;;
-    *) echo "run_parallel: $what while its outputs were put in place, and that could not be finished (see above)" >&2 ;;
-  esac
-fi
-exit $status
+remove_session_directory
+finish_job ""
+leave "$status"

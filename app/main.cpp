@@ -44,6 +44,7 @@
 #include "common/text_format.hpp"
 #include "common/build_info.hpp"
 #include "mpi/launch.hpp"
+#include "mpi/launcher_watch.hpp"
 #include "mpi/rank_job.hpp"
 #include "serve/serve_main.hpp"
 
@@ -597,16 +598,18 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
 int main(int argc, char** argv) {
   occupy_standard_descriptors();
   share_malloc_arena_under_address_limit();
+  // A rank stops when the launcher that started it dies (mpi/launcher_watch.hpp).
+  const facegen::mpi::Launch launch = facegen::mpi::detect_launch();
+  if (launch.kind == facegen::mpi::LaunchKind::Rank) facegen::mpi::watch_launcher(launch.rank_hint);
   // `facegen serve ...`: the HTTP service, with signal handling of its own (serve/serve_main.cpp).
   if (argc > 1 && std::strcmp(argv[1], "serve") == 0) {
-    if (!stack_room_or_say(facegen::mpi::detect_launch())) return kExitInput;
+    if (!stack_room_or_say(launch)) return kExitInput;
     const int status = facegen::serve::serve_main(argc - 1, argv + 1, default_model_path());
     std::cout.flush();
     return status;
   }
   // A rank of a parallel job is silent when stopped from the start: the launcher stops the others
   // when one fails, even before they reach MPI, and the failing rank has said why.
-  const facegen::mpi::Launch launch = facegen::mpi::detect_launch();
   facegen::install_stop_handlers(launch.kind == facegen::mpi::LaunchKind::Rank ? facegen::StopStyle::DieOfSignal
                                                                                : facegen::StopStyle::Message);
   bool rank_job_ran = false;

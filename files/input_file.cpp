@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "common/text_format.hpp"
 
@@ -73,6 +75,8 @@ InputFile::InputFile(const std::string& path, InputKind kind) : path_(path), kin
   }
   directory_ = S_ISDIR(st.st_mode);
   identity_ = identity_of(st);
+  struct statfs fs;
+  if (::fstatfs(fd_, &fs) == 0) identity_.fs_type = static_cast<int64_t>(fs.f_type);
   stop_for_test(latents ? "latents-opened" : "model-opened");
 }
 
@@ -106,6 +110,18 @@ void InputFile::check_unchanged() const {
   if (!regular()) return;
   const FileIdentity now = identity_now();
   if (now.bytes != identity_.bytes || now.modified_ns != identity_.modified_ns) throw_changed(now);
+}
+
+ContentDigest InputFile::digest() const {
+  constexpr int64_t kPiece = int64_t{1} << 20;
+  std::vector<char> piece(static_cast<size_t>(std::min(kPiece, std::max<int64_t>(bytes(), 1))));
+  ContentHash hash;
+  for (int64_t offset = 0; offset < bytes(); offset += kPiece) {
+    const int64_t n = std::min(kPiece, bytes() - offset);
+    read_at(offset, n, piece.data());
+    hash.add(piece.data(), static_cast<size_t>(n));
+  }
+  return hash.digest();
 }
 
 void InputFile::read_at(int64_t offset, int64_t bytes, char* dst) const {

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/content_hash.hpp"
 #include "common/errors.hpp"
 
 namespace facegen {
@@ -39,6 +40,7 @@ struct FileIdentity {
   int64_t inode = 0;
   int64_t bytes = -1;        // -1: not a regular file
   int64_t modified_ns = 0;   // st_mtim in nanoseconds since the epoch
+  int64_t fs_type = 0;       // statfs's f_type of its file system, at the open (0: unknown)
 };
 
 class InputFile {
@@ -66,6 +68,10 @@ class InputFile {
   // Throws the UserError above if the size or the modification time is no longer the open's (nothing
   // for a stream).
   void check_unchanged() const;
+
+  // The content hash (common/content_hash.hpp) of every byte of a regular file as opened, read through
+  // this descriptor (a file that now ends sooner is reported as changed). Any thread.
+  ContentDigest digest() const;
 
   // Runs read() and returns what it returns; a UserError it throws (a parse error of bytes that changed
   // under the reader) gives way to the change's own message when the file changed since the open.

@@ -14,7 +14,9 @@
 #   one process: the latent file just opened (no byte read yet) and after its first images were read;
 #     the model just opened; the model once loaded and checked (a change then no longer touches the run)
 #   2 ranks: the latent file after every rank read its first slice; between rank 0's open and rank 1's
-#     (rank 1 opens the new file: "... changed between ranks' opens: rank 1 on host H sees ...", exit 1;
+#     (rank 1 opens the file changed in place: "... changed between ranks' opens: rank 1 on host H sees
+#     ...", or the file renamed over it: "... opened here is not rank 0's (host H): the same N bytes but
+#     other contents (...)", exit 1;
 #     a deleted latent file leaves the reading to rank 0, which still holds it: exit 0, identical);
 #     the model between rank 0's open and rank 1's (deleted: rank 1 cannot open it, exit 1)
 # and a latent of 3.4e38 (not the first image): exit 1, one line naming the latent, in one process and
@@ -316,13 +318,13 @@ else
       [ $how = deleted ] && want=0
       two_ranks "2 ranks, .$ext latent file $how between rank 0's open and rank 1's" 1:latents-open \
         $how "$work/in.$ext" $want \
-        "${rank_line}(the latent file $work/in\.$ext changed between ranks' opens: rank 1 on host [^ ]+ sees .*, rank 0 .*|$(changed_line truncated "$work/in.$ext"))" \
+        "${rank_line}(the latent file $work/in\.$ext (changed between ranks' opens: rank 1 on host [^ ]+ sees .*, rank 0 .*|opened here is not rank 0's \(host [^)]+\): .*)|$(changed_line truncated "$work/in.$ext"))" \
         ${ext}2 --input "$work/in.$ext" -- --device synthetic --images-per-round 8 "${split[@]}" -q
     done
   done
   for how in deleted renamed truncated grown rewritten; do
     fresh in.bin
-    pattern="${rank_line}(the model file $work/in\.bin changed between ranks' opens: rank 1 on host [^ ]+ sees .*, rank 0 .*|model file $work/in\.bin changed while it was read \(.*\))$"
+    pattern="${rank_line}(the model file $work/in\.bin (changed between ranks' opens: rank 1 on host [^ ]+ sees .*, rank 0 .*|opened here is not rank 0's \(host [^)]+\): .*)|model file $work/in\.bin changed while it was read \(.*\))$"
     [ $how = deleted ] && pattern="^facegen: error on rank 1 \(host [^)]+\): cannot open model file $work/in\.bin: No such file or directory$"
     two_ranks "2 ranks, model $how between rank 0's open and rank 1's" 0:model-opened,1:model-open $how \
       "$work/in.bin" 1 "$pattern" model --input "$work/l4.txt" --model "$work/in.bin" -- "${cpu[@]}"

@@ -8,7 +8,10 @@
 # outputs/ folder (ranks started by srun --mpi=pmix when Slurm has PMIx, else mpirun), a .npy path
 # into an output path (LAUNCHER=mpirun: mpirun on Slurm's node list), and --random N. Each job logs
 # into the submit directory, named by its job id; an input that does not exist fails the job with
-# one line; the three batch scripts share one block of argument handling. slurm/facegen-serve.sbatch
+# one line; the three batch scripts share one block of argument handling and one of the time limit's
+# and preemption's handling; SIGUSR1 before the time limit stops a job of tar shards cleanly and
+# requeues it with --resume for its next run, stops a txt,bmp job without requeueing it; SIGTERM to
+# the whole job (preemption, scancel) stops it cleanly. slurm/facegen-serve.sbatch
 # on 2 ranks names its node and port in the log, and scancel with a request in flight stops it cleanly.
 # The GPU scripts ask for GPUs, which this one-node Slurm has none of; tests/suites/virtual_cluster.sh
 # runs them on nodes with GPUs declared to Slurm but none usable. Stops everything it started, by
@@ -81,6 +84,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
+AuthInfo=cred_expire=10
 NodeName=$node CPUs=$cpus State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES State=UP OverSubscribe=YES
 CONF
@@ -255,14 +259,102 @@ fi
 
 # The argument handling is one block, the same in every batch script (each is run as a copy by
 # sbatch); the service's script takes no INPUT or OUTPUT.
-block() { sed -n '/^# --- arguments/,/^# --- end of the arguments block/p' "$1"; }
-differ=
-for script in slurm/*.sbatch; do
-  [ "$script" = slurm/facegen-serve.sbatch ] && continue
-  [ -n "$(block "$script")" ] && [ "$(block "$script")" = "$(block slurm/facegen-cpu.sbatch)" ] || differ="$differ $script"
+block() { sed -n "/^# --- $2/,/^# --- end of the $2 block/p" "$1"; }
+for part in arguments "time limit and preemption"; do
+  differ=
+  for script in slurm/*.sbatch; do
+    [ "$script" = slurm/facegen-serve.sbatch ] && continue
+    [ -n "$(block "$script" "$part")" ] && [ "$(block "$script" "$part")" = "$(block slurm/facegen-cpu.sbatch "$part")" ] ||
+      differ="$differ $script"
+  done
+  [ -z "$differ" ] && pass "slurm/*.sbatch: one block of $part handling, the same in each" ||
+    fail "the scripts' $part handling" "missing or different in:$differ"
 done
-[ -z "$differ" ] && pass "slurm/*.sbatch: one block of argument handling, the same in each" ||
-  fail "the scripts' argument handling" "missing or different in:$differ"
+
+# --- the time limit and preemption ---------------------------------------------------------------------
+# Slurm's own signal before the time limit comes with a granularity of a minute; the test sends the
+# same signal the same way (scancel --batch --signal=USR1: to the batch shell, as --signal=B:USR1 does).
+# tar shards (many files): the job stops cleanly, requeues itself and its next run passes --resume
+# (which this facegen does not know yet: that run fails in one line, and the test goes no further);
+# txt,bmp: the job stops cleanly and is not requeued; SIGTERM to every process of the job (as
+# preemption and scancel send it): the job stops cleanly. Nothing is left in outputs/ after each.
+# job_state ID: "STATE RESTARTS" of a job.
+job_state() { scontrol show job -o "$1" 2> /dev/null | sed -n 's/.*JobState=\([A-Z_]*\).* Restarts=\([0-9]*\).*/\1 \2/p'; }
+# wait_log ID PATTERN SECONDS: until the job's log has a line matching PATTERN.
+wait_log() {
+  local tries
+  for tries in $(seq $(($3 * 10))); do grep -qE "$2" "$work/repo/facegen-$1.log" 2> /dev/null && return 0; sleep 0.1; done
+  return 1
+}
+# wait_ended ID SECONDS: until the job is no longer pending, running or being requeued.
+wait_ended() {
+  local tries
+  for tries in $(seq $(($2 * 10))); do
+    case $(job_state "$1") in PENDING*|RUNNING*|COMPLETING*|REQUEUE*|CONFIGURING*|"") sleep 0.1 ;; *) return 0 ;; esac
+  done
+  return 1
+}
+leftovers() { ls -A "$work/repo/outputs" | grep "^$1\|^\.facegen" | paste -sd' '; }
+limit_case() {  # limit_case NAME PREFIX usr1|term [facegen flags]: the job signalled; its id in $case_id
+  local name=$1 prefix=$2 how=$3 id log
+  case_id=
+  shift 3
+  id=$(cd "$work/repo" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 sbatch --parsable --ntasks-per-node=2 \
+         slurm/facegen-cpu.sbatch --random 3000 "$prefix" --all-ranks --images-per-round 64 "$@" 2> "$work/sbatch.out")
+  log=$work/repo/facegen-$id.log
+  if ! wait_log "$id" '^run_parallel: launching' 60 || ! sleep 2; then
+    fail "$name" "the job did not start: $(cat "$work/sbatch.out") $(tail -n 5 "$log" 2> /dev/null)"
+    scancel "$id" 2> /dev/null
+    return 1
+  fi
+  case $how in
+    usr1) scancel --batch --signal=USR1 "$id" ;;
+    term) scancel --full --signal=TERM "$id" ;;
+  esac
+  case_id=$id
+}
+start=$SECONDS
+limit_case "tar shards, SIGUSR1 before the time limit" rq usr1 --formats tar --shard-images 100
+id=$case_id
+if [ -n "$id" ]; then
+  log=$work/repo/facegen-$id.log
+  if ! wait_log "$id" "^facegen-cpu: the time limit is near: stopped; requeued" 60; then
+    fail "tar shards, SIGUSR1 before the time limit" "no line saying it was requeued: $(tail -n 6 "$log")"
+  else
+    left=$(leftovers rq)
+    if ! wait_log "$id" "^facegen-cpu: run 2 of job $id: resuming \(--resume\)" 60 || ! wait_log "$id" "^  (srun|mpirun) .* --resume( |$)" 30; then
+      fail "tar shards, SIGUSR1 before the time limit" "the second run did not pass --resume: $(job_state "$id"); $(tail -n 6 "$log")"
+    elif [ -n "$left" ]; then
+      fail "tar shards, SIGUSR1 before the time limit" "left by the stopped run: $left"
+    else
+      wait_ended "$id" 60
+      pass "tar shards, SIGUSR1 before the time limit: stopped cleanly, nothing left, requeued (restarts: $(job_state "$id" | cut -d' ' -f2)); the next run passes --resume ($((SECONDS - start)) s)"
+    fi
+  fi
+  scancel "$id" 2> /dev/null
+fi
+for how in usr1 term; do
+  start=$SECONDS
+  case $how in
+    usr1) name="txt,bmp, SIGUSR1 before the time limit"; want="^facegen-cpu: the time limit is near: stopped, not requeued" ;;
+    term) name="SIGTERM to every process of the job (preemption, scancel)"; want="^facegen-cpu: the job was preempted or cancelled: stopped" ;;
+  esac
+  limit_case "$name" "stop$how" $how
+  id=$case_id
+  [ -n "$id" ] || continue
+  log=$work/repo/facegen-$id.log
+  wait_ended "$id" 60
+  state=$(job_state "$id")
+  if ! grep -qE "$want" "$log"; then
+    fail "$name" "no line '$want': $state; $(tail -n 6 "$log")"
+  elif [ "${state#* }" != 0 ]; then
+    fail "$name" "requeued: $state"
+  elif [ -n "$(leftovers "stop$how")" ]; then
+    fail "$name" "left: $(leftovers "stop$how")"
+  else
+    pass "$name: stopped cleanly, not requeued, nothing left ($state, $((SECONDS - start)) s): $(grep -E "$want" "$log")"
+  fi
+done
 
 # A rank killed under srun: the job must fail promptly, name the rank's task and host, leave no file.
 rm -f "$work/repo/facegen-"*.log

@@ -15,6 +15,11 @@
 #     mounted on node2 alone), all ranks of node2 killed mid-run, node2's link taken down mid-run:
 #     the job ends within seconds, one line names rank and host, no output file, and nothing is left
 #     behind on any node (no temporary or lock file, no OpenMPI session directory, no process)
+#   the model and the latents staged in each node's own /tmp (3 nodes x 1 rank): identical to one
+#     process; node2's copy of the model with a byte changed, or of the latents a line short: one line
+#     naming rank 1, node2 and what differs, nothing written
+#   mpirun killed (SIGKILL) on node1 mid-run, and under Slurm srun killed mid-run: run_parallel.sh
+#     returns only once nothing of the job runs on node1, and nothing is left on any node
 #
 # Then tests/lib/slurm_cluster.sh (when Slurm and munge are installed) runs the sbatch
 # commands on the same nodes. The script removes everything it made on every exit path.
@@ -148,6 +153,63 @@ else
   fail "3 nodes x 1 rank" "exit status $?: $(tail -c 800 "$work/stderr")"
 fi
 
+# --- inputs staged on each node ---------------------------------------------------------------------
+# The model and the latents copied into each node's own /tmp (as sbcast or a copy to local disk
+# stages them): another file on every node, the same bytes. 3 nodes x 1 rank: identical to one
+# process. Then node2's copy of the model with one byte changed (the same size), and node2's copy of
+# the latents one line short: the job fails at once with one line naming rank 1, node2 and what
+# differs, and writes nothing.
+staged=/tmp/facegen-staged
+commas() { echo "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }  # 20549132 -> 20,549,132
+stage() {  # stage: fresh copies on every node
+  local node
+  for node in "${VC_NODES[@]}"; do
+    rm -rf "$VC_DIR/$node-tmp/facegen-staged" && mkdir -p "$VC_DIR/$node-tmp/facegen-staged"
+    cp models/facegen-faces.safetensors "$VC_DIR/$node-tmp/facegen-staged/model.safetensors"
+    cp "$work/repo/inputs/cluster40.txt" "$VC_DIR/$node-tmp/facegen-staged/latents.txt"
+  done
+}
+staged_job() {  # staged_job PREFIX: 3 nodes x 1 rank on the staged copies, into the shared outputs
+  vc_exec node1 timeout 120 "$work/repo/run_parallel.sh" --hosts node1,node2,node3 --ranks-per-node 1 \
+    --model $staged/model.safetensors --input $staged/latents.txt --output "$work/repo/outputs/$1" \
+    -- --device cpu --all-ranks "${format_args[@]}" > "$work/stdout" 2> "$work/stderr"
+}
+stage
+start=$SECONDS
+if staged_job staged; then
+  if why=$(same_files "$work/repo/outputs" staged); then
+    pass "the model and the latents staged in each node's own /tmp (3 nodes x 1 rank): identical to one process ($((SECONDS - start)) s)"
+  else
+    fail "inputs staged on each node" "$why"
+  fi
+else
+  fail "inputs staged on each node" "exit status $?: $(tail -c 600 "$work/stderr")"
+fi
+staged_refusal() {  # staged_refusal NAME PATTERN: the job on the staged copies fails as it should
+  local name=$1 pattern=$2 got
+  staged_job refused
+  got=$?
+  if [ $got -ne 1 ]; then
+    fail "$name" "exit status $got, expected 1: $(tail -c 600 "$work/stderr")"
+  elif [ "$(grep -c '^facegen: error' "$work/stderr")" != 1 ] || ! grep -qE "$pattern" "$work/stderr"; then
+    fail "$name" "not one line matching '$pattern': $(grep '^facegen' "$work/stderr" | head -n 3)"
+  elif ls -A "$work/repo/outputs" | grep -q '^refused'; then
+    fail "$name" "files left: $(ls -A "$work/repo/outputs" | grep '^refused' | paste -sd' ')"
+  else
+    pass "$name: exit 1, nothing written; $(grep '^facegen: error' "$work/stderr")"
+  fi
+}
+size=$(stat -c %s models/facegen-faces.safetensors)
+printf '\x55' | dd of="$VC_DIR/node2-tmp/facegen-staged/model.safetensors" bs=1 seek=$((size - 7)) conv=notrunc status=none
+staged_refusal "node2's staged model with one byte changed" \
+  "^facegen: error on rank 1 \(host node2\): the model file $staged/model\.safetensors opened here is not rank 0's \(host node1\): the same $(commas "$size") bytes but other contents \(XXH3-128 [0-9a-f]{4}\.\.\.[0-9a-f]{4} here, [0-9a-f]{4}\.\.\.[0-9a-f]{4} there\)$"
+stage
+head -n -1 "$work/repo/inputs/cluster40.txt" > "$VC_DIR/node2-tmp/facegen-staged/latents.txt"
+short=$(stat -c %s "$VC_DIR/node2-tmp/facegen-staged/latents.txt")
+staged_refusal "node2's staged latents one line short" \
+  "^facegen: error on rank 1 \(host node2\): the latent file $staged/latents\.txt opened here is not rank 0's \(host node1\): $(commas "$short") bytes here, $(commas "$(stat -c %s "$work/repo/inputs/cluster40.txt")") there$"
+for node in "${VC_NODES[@]}"; do rm -rf "$VC_DIR/$node-tmp/facegen-staged"; done
+
 # --- failures on node2 -----------------------------------------------------------------------------
 # Each job: 2 nodes x 2 ranks from node1, outputs in $work/share/out. The lines must name a rank of
 # node2 (2 or 3) and node2.
@@ -230,6 +292,34 @@ else
 fi
 [ -n "$job" ] && { kill "$job"; wait_pid "$job" 30; job=; }
 
+# mpirun itself killed on node1 (SIGKILL) mid-run: run_parallel.sh returns only once nothing of the
+# job runs on node1 (its ranks stop themselves, mpi/launcher_watch.hpp; the ssh client to node2 ends
+# when node2's orted, which lost mpirun, has killed its ranks and left); within 5 s of its return
+# nothing is left on any node, and no temporary, lock or output is left.
+start_job cluster3000 mpirun-killed --images-per-round 64
+if wait_working 60; then
+  launcher=$(for pid in $(vc_pids node1); do [ "$(cat /proc/$pid/comm 2> /dev/null)" = mpirun ] && echo "$pid"; done)
+  kill -9 $launcher
+  fault_at=$SECONDS
+  wait_pid "$job" 60
+  status=$?
+  job=
+  here=$(vc_stray node1 "${VC_SSHD_PID[node1]}" | awk '$2 ~ /^(facegen|mpirun|orted|ssh)$/' | paste -sd' ')
+  left=$(left_behind "$work/share/out")
+  if [ $status -eq 0 ] || [ $status -eq 124 ]; then
+    fail "mpirun killed (SIGKILL) on node1 mid-run" "status $status: $(tail -c 400 "$work/stderr")"
+  elif [ -n "$here" ]; then
+    fail "mpirun killed (SIGKILL) on node1 mid-run" "run_parallel.sh returned with processes of the job left on node1: $here"
+  elif [ -n "$left" ]; then
+    fail "mpirun killed (SIGKILL) on node1 mid-run" "left behind: $left"
+  else
+    pass "mpirun killed (SIGKILL) on node1 mid-run: status $status after $((SECONDS - fault_at)) s, nothing left on node1 at the return nor on any node after it: $(grep '^run_parallel: the job' "$work/stderr")"
+  fi
+else
+  fail "mpirun killed on node1" "the job did not start within 60 s: $(tail -c 400 "$work/stderr")"
+fi
+[ -n "$job" ] && { kill "$job"; wait_pid "$job" 30; job=; }
+
 # --- Slurm on the same nodes: the documented sbatch commands ----------------------------------------
 slurm_part() {
   local tool why
@@ -248,6 +338,44 @@ slurm_part() {
   LAUNCHER=mpirun submit "LAUNCHER=mpirun sbatch --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch" "mpirun -np 4" \
     slurm-mpirun --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch
   no_gpu
+  srun_killed
+}
+
+# srun_killed: the CPU script's srun killed (SIGKILL) on node1 mid-run (2 nodes x 2 ranks): the job
+# fails, run_parallel.sh has waited for the ranks of node1 and for the step (cancelled if it lingers),
+# no temporary, lock or output is left, no rank runs on any node.
+srun_killed() {
+  local name="sbatch --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch, srun killed (SIGKILL) mid-run"
+  local id state tries srun_pid stray log
+  id=$(cd "$work/repo" && vc_exec node1 sbatch --parsable --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch \
+         cluster3000 srun-killed --all-ranks --images-per-round 64 2> "$work/sbatch.out")
+  log=$work/repo/facegen-$id.log
+  for tries in $(seq 600); do ls "$work/repo/outputs" | grep -q '^srun-killed.*\.tmp-' && break; sleep 0.1; done
+  sleep 1
+  # The srun that run_parallel.sh started (srun forks a helper of its own, a child of it).
+  srun_pid=$(for pid in $(vc_pids node1); do
+               [ "$(cat /proc/$pid/comm 2> /dev/null)" = srun ] && [ "$(cat /proc/$(ps -o ppid= -p $pid | tr -d ' ')/comm 2> /dev/null)" != srun ] && echo "$pid"
+             done | head -n 1)
+  if [ -z "$srun_pid" ]; then
+    fail "$name" "no srun on node1 (job '$id' $(cat "$work/sbatch.out")): $(tail -n 5 "$log" 2> /dev/null)"
+    return
+  fi
+  kill -9 "$srun_pid"
+  local start=$SECONDS
+  for tries in $(seq 300); do
+    state=$(vc_exec node1 scontrol show job -o "$id" 2> /dev/null)
+    case $state in *JobState=RUNNING*|*JobState=COMPLETING*) sleep 0.2 ;; *) break ;; esac
+  done
+  stray=$(for node in "${VC_NODES[@]}"; do vc_stray "$node" | awk -v n="$node" '$2 ~ /^(facegen|srun|mpirun|orted)$/ { print n ": " $0 }'; done | paste -sd' ')
+  if [[ $state != *JobState=FAILED* ]]; then
+    fail "$name" "the job did not fail: ${state:0:200}; log: $(tail -n 5 "$log")"
+  elif [ -n "$stray" ]; then
+    fail "$name" "left running: $stray"
+  elif [ -n "$(ls -A "$work/repo/outputs" | grep '^srun-killed\|^\.facegen')" ]; then
+    fail "$name" "left: $(ls -A "$work/repo/outputs" | grep '^srun-killed\|^\.facegen' | paste -sd' ')"
+  else
+    pass "$name: the job failed $((SECONDS - start)) s later, nothing left on any node; $(grep -E '^run_parallel: (srun ended|the job)' "$log" | paste -sd' ')"
+  fi
 }
 
 # sbatch_wait [sbatch arguments]: sbatch on node1 from the repository; prints the job id, waits for
