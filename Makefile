@@ -96,10 +96,8 @@ NVCCFLAGS += -lineinfo
 endif
 # libdeflate compresses each PNG; zlib the bands of a mosaic PNG (png_encoder.hpp).
 LDLIBS := -pthread -ldeflate -lz
-# cpp-httplib (Debian's libcpp-httplib-dev, a shared library): the HTTP server of `facegen serve`
-# (serve/). Its header must see the library's own build flags (pkg-config), or the classes differ.
-HTTPLIB_CFLAGS := $(shell pkg-config --cflags cpp-httplib 2>/dev/null || echo -DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTTPLIB_BROTLI_SUPPORT)
-LDLIBS += -lcpp-httplib
+# The event loops of `facegen serve` (serve/http_server.cpp): Asio, header-only (Debian's libasio-dev),
+# nothing to link.
 # Any report is fatal (a sanitizer that only prints lets a test pass).
 SANITIZER_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 ifeq ($(VALGRIND),1)
@@ -137,7 +135,6 @@ else
 LIB_CPP += mpi/work_split.cpp mpi/launch.cpp mpi/rank_job_unavailable.cpp
 endif
 $(BUILD)/mpi/%.o: CPPFLAGS += $(MPI_CPPFLAGS)
-$(BUILD)/serve/%.o: CPPFLAGS += $(HTTPLIB_CFLAGS)
 
 # The CUDA objects first: nvcc's are the longest compiles, so make -j starts them before the short ones.
 LIB_OBJ := $(LIB_CU:%.cu=$(BUILD)/%.cu.o) $(LIB_CPP:%.cpp=$(BUILD)/%.o)
@@ -407,7 +404,7 @@ clean:
 	rm -rf build build-san build-vg
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-RUN_PACKAGES := build-essential make pkg-config libcpp-httplib-dev libdeflate-dev zlib1g-dev libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
+RUN_PACKAGES := build-essential make pkg-config libasio-dev libdeflate-dev zlib1g-dev libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
 # libstb-dev: the unit tests decode PNGs with stb_image (nothing is encoded with stb).
 # slurm-wlm, munge: the Slurm suites; openssh-server, openssh-client, iproute2, util-linux: the
 # virtual cluster (sshd on each node, veth links and a bridge, unshare and nsenter); clang and its
