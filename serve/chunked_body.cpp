@@ -44,8 +44,10 @@ void ChunkedBody::size_char(char c) {
   }
   if (c == '\r') {
     state_ = State::SizeLf;
-  } else if (c == ';' || c == ' ' || c == '\t') {
+  } else if (c == ';') {
     state_ = State::Extension;
+  } else if (c == ' ' || c == '\t') {
+    state_ = State::SizeSpace;
   } else {
     refuse(400, "a chunk size must be hex digits, got '" + json::printable(std::string(1, c)) + "' after them");
   }
@@ -93,6 +95,7 @@ size_t ChunkedBody::feed(const char* data, size_t size, std::string& body) {
     const char c = data[used++];
     switch (state_) {
       case State::Size:
+      case State::SizeSpace:
       case State::Extension:
         if (++line_bytes_ > kMaxChunkLine) {
           refuse(400, "a chunk-size line is longer than " + std::to_string(kMaxChunkLine) + " bytes");
@@ -100,6 +103,10 @@ size_t ChunkedBody::feed(const char* data, size_t size, std::string& body) {
           refuse(400, "a chunk-size line ends in a bare LF; lines end in CRLF");
         } else if (state_ == State::Size) {
           size_char(c);
+        } else if (state_ == State::SizeSpace && c != ' ' && c != '\t' && c != ';' && c != '\r') {
+          refuse(400, "a chunk size is followed by '" + json::printable(std::string(1, c)) + "'; only an extension (';') may follow it");
+        } else if (state_ == State::SizeSpace && c == ';') {
+          state_ = State::Extension;
         } else if (c == '\r') {
           state_ = State::SizeLf;
         } else if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) {

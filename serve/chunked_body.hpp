@@ -32,7 +32,7 @@ class ChunkedBody {
   const std::optional<HttpRefusal>& refusal() const { return refusal_; }
 
  private:
-  enum class State { Size, Extension, SizeLf, Data, DataCr, DataLf, Trailer, Done };
+  enum class State { Size, SizeSpace, Extension, SizeLf, Data, DataCr, DataLf, Trailer, Done };
   void refuse(int status, std::string sentence);
   void size_char(char c);
   void end_of_size_line();

@@ -183,7 +183,7 @@ TEST_CASE("http: malformed chunks are refused with 400, a chunked body past the 
                            " 3\r\nabc\r\n0\r\n\r\n", "3g\r\nabc\r\n0\r\n\r\n", "3\nabc\r\n0\r\n\r\n", "3\r\nabc\n0\r\n\r\n",
                            "3\r\nabcd\r\n0\r\n\r\n", "3\rxabc\r\n0\r\n\r\n", "3\r\nabc\r\n0\r\n\n",
                            "10000000000000000\r\nabc\r\n0\r\n\r\n", "ffffffffffffffffffff\r\nabc\r\n0\r\n\r\n",
-                           "3;a=\x01\r\nabc\r\n0\r\n\r\n", "3\r\nabc\r\n0\r\n folded\r\n\r\n"}) {
+                           "3;a=\x01\r\nabc\r\n0\r\n\r\n", "3 3\r\nabc\r\n0\r\n\r\n", "3 x\r\nabc\r\n0\r\n\r\n", "3\r\nabc\r\n0\r\n folded\r\n\r\n"}) {
     CAPTURE(body);
     CHECK(refused(chunked + body) == 400);
   }
@@ -191,6 +191,8 @@ TEST_CASE("http: malformed chunks are refused with 400, a chunked body past the 
   CHECK(refused(chunked + "1f4\r\n" + std::string(500, 'a') + "\r\n1f5\r\n") == 413);  // 500 + 501
   CHECK(read(chunked + "1f4\r\n" + std::string(500, 'a') + "\r\n1f4\r\n" + std::string(500, 'b') + "\r\n0\r\n\r\n").request.body.size() == 1000);
   CHECK(refused(chunked + "00000000000000000003\r\nabc\r\n0\r\n\r\n") == 0);          // leading zeros are no digits of the size
+  CHECK(read(chunked + "3 \t; name = \"v;x\"\r\nabc\r\n0 ;e\r\n\r\n").request.body == "abc");  // white space before ';'
+
 }
 
 TEST_CASE("http: a body announced past the limit is 413 before any of it comes") {
