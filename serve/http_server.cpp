@@ -1,8 +1,11 @@
-// http_server.cpp: see http_server.hpp. Loop 0 accepts; each accepted connection goes to the next
-// loop in turn and lives there until it ends (http_connection.hpp).
+// http_server.cpp: see http_server.hpp. Every loop accepts, and a connection lives on the loop that
+// accepted it until it ends (http_connection.hpp).
 #include "serve/http_server.hpp"
 
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <thread>
 #include <vector>
@@ -12,39 +15,48 @@
 
 namespace facegen::serve {
 
+// One listening socket, accepted from by every loop (each with an acceptor on its own copy of the
+// socket): a connection lives on the loop that accepted it, which was free to, so no connection
+// crosses threads and the loops share the connections by how busy they are.
+struct LoopAcceptor {
+  asio::ip::tcp::acceptor acceptor;
+  asio::steady_timer pause;  // after the process ran out of open files
+  explicit LoopAcceptor(EventLoop& loop) : acceptor(loop.context), pause(loop.context) {}
+};
+
 struct HttpServer::Impl {
   ServerShared shared;
   std::vector<std::unique_ptr<EventLoop>> loops;
-  asio::ip::tcp::acceptor acceptor;
-  asio::steady_timer accept_pause;  // after the process ran out of open files
-  size_t next_loop = 0;
+  std::vector<std::unique_ptr<LoopAcceptor>> acceptors;  // one per loop
   std::atomic<bool> stop_asked{false};
 
   Impl(const ServerOptions& options, const Routes& routes, Metrics& metrics, RequestThreads& threads)
-      : shared{options, routes, metrics, threads, MemoryBudget(options.body_memory_bytes)},
-        loops(make_loops(options.io_threads)),
-        acceptor(loops.front()->context),
-        accept_pause(loops.front()->context) {}
-
-  static std::vector<std::unique_ptr<EventLoop>> make_loops(int count) {
-    std::vector<std::unique_ptr<EventLoop>> made;
-    for (int k = 0; k < std::max(1, count); ++k) made.push_back(std::make_unique<EventLoop>());
-    return made;
+      : shared{options, routes, metrics, threads, MemoryBudget(options.body_memory_bytes)} {
+    for (int k = 0; k < std::max(1, options.io_threads); ++k) {
+      loops.push_back(std::make_unique<EventLoop>());
+      acceptors.push_back(std::make_unique<LoopAcceptor>(*loops.back()));
+    }
   }
 
   void listen() {
     const ServerOptions& options = shared.options;
+    asio::ip::tcp::acceptor& first = acceptors.front()->acceptor;
     std::error_code error;
     asio::ip::tcp::resolver resolver(loops.front()->context);
     const auto endpoints = resolver.resolve(options.host, std::to_string(options.port),
                                             asio::ip::resolver_base::passive | asio::ip::resolver_base::numeric_service, error);
     if (!error && !endpoints.empty()) {
       const asio::ip::tcp::endpoint endpoint = *endpoints.begin();
-      acceptor.open(endpoint.protocol(), error);
+      first.open(endpoint.protocol(), error);
       // SO_REUSEADDR alone (no SO_REUSEPORT): a second server on the port is told it is taken.
-      if (!error) acceptor.set_option(asio::socket_base::reuse_address(true), error);
-      if (!error) acceptor.bind(endpoint, error);
-      if (!error) acceptor.listen(asio::socket_base::max_listen_connections, error);
+      if (!error) first.set_option(asio::socket_base::reuse_address(true), error);
+      if (!error) first.bind(endpoint, error);
+      if (!error) first.listen(asio::socket_base::max_listen_connections, error);
+      for (size_t k = 1; k < acceptors.size() && !error; ++k) {
+        const int copy = ::dup(first.native_handle());
+        if (copy < 0) error = std::error_code(errno, std::system_category());
+        else acceptors[k]->acceptor.assign(endpoint.protocol(), copy, error);
+      }
     }
     if (error || endpoints.empty()) {
       throw UserError("cannot listen on " + options.host + ":" + std::to_string(options.port) +
@@ -52,36 +64,31 @@ struct HttpServer::Impl {
     }
   }
 
-  void accept() {
-    const size_t index = next_loop;
-    next_loop = (next_loop + 1) % loops.size();
-    acceptor.async_accept(loops[index]->context, [this, index](const std::error_code& error, asio::ip::tcp::socket socket) {
-      on_accept(error, std::move(socket), *loops[index]);
+  void accept(size_t index) {
+    acceptors[index]->acceptor.async_accept([this, index](const std::error_code& error, asio::ip::tcp::socket socket) {
+      on_accept(index, error, std::move(socket));
     });
   }
 
-  void on_accept(const std::error_code& error, asio::ip::tcp::socket socket, EventLoop& loop) {
-    if (stop_asked || !acceptor.is_open()) return;
+  void on_accept(size_t index, const std::error_code& error, asio::ip::tcp::socket socket) {
+    LoopAcceptor& own = *acceptors[index];
+    if (stop_asked || !own.acceptor.is_open()) return;
     if (error == asio::error::no_descriptors || error == asio::error::no_buffer_space || error == asio::error::no_memory) {
-      accept_pause.expires_after(std::chrono::milliseconds(50));  // accept again when a connection has ended
-      accept_pause.async_wait([this](const std::error_code& waited) { if (!waited) accept(); });
+      own.pause.expires_after(std::chrono::milliseconds(50));  // accept again when a connection has ended
+      own.pause.async_wait([this, index](const std::error_code& waited) { if (!waited) accept(index); });
       return;
     }
-    if (!error) place(std::move(socket), loop);
-    accept();
+    if (!error) place(std::move(socket), *loops[index]);
+    accept(index);
   }
 
-  // The connection to its loop: served, or (past the limit) answered 503 at once.
+  // The connection, on the loop that accepted it: served, or (past the limit) answered 503 at once.
   void place(asio::ip::tcp::socket socket, EventLoop& loop) {
-    Metrics& metrics = shared.metrics;
-    if (metrics.connections_open() < shared.options.max_connections) {
-      metrics.connection_opened();
-      asio::post(loop.context, [this, &loop, socket = std::move(socket)]() mutable {
-        std::make_shared<Connection>(shared, loop, std::move(socket))->serve();
-      });
+    if (shared.metrics.connection_opened_within(shared.options.max_connections)) {
+      std::make_shared<Connection>(shared, loop, std::move(socket))->serve();
       return;
     }
-    metrics.connection_refused();
+    shared.metrics.connection_refused();
     if (shared.refusing.fetch_add(1) >= kMaxRefusingConnections) {
       --shared.refusing;
       std::error_code ignored;
@@ -91,21 +98,18 @@ struct HttpServer::Impl {
       socket.close(ignored);
       return;
     }
-    asio::post(loop.context, [this, &loop, socket = std::move(socket)]() mutable {
-      std::make_shared<Connection>(shared, loop, std::move(socket))->refuse_full();
-    });
+    std::make_shared<Connection>(shared, loop, std::move(socket))->refuse_full();
   }
 
-  // On each loop: the idle connections end, and the loop ends once its others have.
+  // On each loop: no more accepting, the idle connections end, and the loop ends once its others have.
   void stop_loops() {
-    asio::post(loops.front()->context, [this] {
-      std::error_code ignored;
-      acceptor.close(ignored);
-      accept_pause.cancel();
-    });
-    for (auto& owned : loops) {
-      EventLoop* loop = owned.get();
-      asio::post(loop->context, [loop] {
+    for (size_t k = 0; k < loops.size(); ++k) {
+      EventLoop* loop = loops[k].get();
+      LoopAcceptor* own = acceptors[k].get();
+      asio::post(loop->context, [loop, own] {
+        std::error_code ignored;
+        own->acceptor.close(ignored);
+        own->pause.cancel();
         std::vector<std::shared_ptr<Connection>> held;
         for (Connection* connection : loop->connections) held.push_back(connection->shared_from_this());
         for (const auto& connection : held) connection->end_if_idle();
@@ -133,10 +137,10 @@ HttpServer::HttpServer(const ServerOptions& options, const Routes& routes, Metri
 
 HttpServer::~HttpServer() = default;
 
-int HttpServer::port() const { return impl_->acceptor.local_endpoint().port(); }
+int HttpServer::port() const { return impl_->acceptors.front()->acceptor.local_endpoint().port(); }
 
 void HttpServer::run() {
-  if (!impl_->stop_asked) impl_->accept();
+  for (size_t k = 0; k < impl_->acceptors.size() && !impl_->stop_asked; ++k) impl_->accept(k);
   std::vector<std::thread> threads;
   for (size_t k = 1; k < impl_->loops.size(); ++k) threads.emplace_back([loop = impl_->loops[k].get()] { loop->context.run(); });
   impl_->loops.front()->context.run();

@@ -49,7 +49,15 @@ class Metrics {
   void images(int64_t count);
   void batch(const BatchReport& report);
   // Connections: counted from the event loops, without a lock.
-  void connection_opened() { ++connections_accepted_, ++connections_open_; }
+  // Counts a connection open unless `limit` are already: false (nothing counted) then.
+  bool connection_opened_within(int64_t limit) {
+    int64_t open = connections_open_.load();
+    do {
+      if (open >= limit) return false;
+    } while (!connections_open_.compare_exchange_weak(open, open + 1));
+    ++connections_accepted_;
+    return true;
+  }
   void connection_closed() { --connections_open_; }
   void connection_refused() { ++connections_refused_; }
   void connection_timed_out(TimeoutPhase phase) { ++timed_out_[static_cast<size_t>(phase)]; }
