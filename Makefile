@@ -190,7 +190,8 @@ FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-s
 FUZZ_LIB_SRC := files/latents.cpp files/latent_index.cpp files/text_latents.cpp files/latent_source.cpp \
                 files/seed_list.cpp files/npy_latents.cpp files/input_file.cpp common/threads.cpp common/model_spec.cpp \
                 generator/network.cpp generator/safetensors_model.cpp files/atomic_file.cpp \
-                files/temp_registry.cpp files/stop_signals.cpp common/text_format.cpp serve/json.cpp serve/request.cpp
+                files/temp_registry.cpp files/stop_signals.cpp common/text_format.cpp serve/json.cpp serve/request.cpp \
+                serve/oip.cpp serve/http_lines.cpp serve/chunked_body.cpp serve/http_parse.cpp serve/http_message.cpp
 FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))
 # The library's sources are compiled once into build/fuzz-obj/ and linked into every target (each
 # target compiled all of them itself before, the same objects once per target).

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/build_info.hpp"
 #include "files/latent_source.hpp"
 #include "serve/json.hpp"
 #include "serve/oip.hpp"
@@ -85,7 +86,7 @@ void latents_of_seeds(Service& service, const HttpRequest& req, HttpResponse& re
   res.set(200, "application/json", out + "]}\n");
 }
 
-void v2_server_metadata(Service&, const HttpRequest&, HttpResponse& res) { res.set(200, "application/json", oip_server_metadata()); }
+void v2_server_metadata(Service&, const HttpRequest&, HttpResponse& res) { res.set(200, "application/json", oip_server_metadata(git_commit())); }
 
 // The protocol's health answers are their status; their body is empty.
 void v2_live(Service&, const HttpRequest&, HttpResponse& res) { res.set(200, "", ""); }

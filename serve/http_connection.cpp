@@ -160,7 +160,7 @@ void Connection::write_more() {
 void Connection::after_write() {
   out_head_ = std::string();
   out_body_ = std::string();
-  if (close_after_) return linger();
+  if (close_after_ || shared_.stopping) return linger();  // stopping: a kept-alive connection ends here
   phase_ = Phase::Reading;
   if (!pending_.empty()) {
     const std::string bytes = std::move(pending_);

@@ -25,8 +25,8 @@ constexpr const char* kOipModelName = "facegen";
 constexpr const char* kOipModelVersion = "1";
 constexpr const char* kOipBinaryLengthField = "Inference-Header-Content-Length";
 
-// GET /v2: {"name", "version", "extensions"}.
-std::string oip_server_metadata();
+// GET /v2: {"name", "version", "extensions"}; `version`: the build's (its git commit).
+std::string oip_server_metadata(const std::string& version);
 // GET /v2/models/facegen: {"name", "versions", "platform", "inputs", "outputs"}.
 std::string oip_model_metadata(const ModelSpec& spec);
 
@@ -47,7 +47,7 @@ struct InferAnswer {
   std::string json_length;   // Inference-Header-Content-Length's value with binary output, else ""
 };
 
-// The answer to `request` for its images (count, 64, 64, nc) floats.
+// The answer to `request` for its images (count, 64, 64, nc) floats (oip_answer.cpp).
 InferAnswer encode_infer(const InferRequest& request, const float* images, int channels);
 
 }  // namespace facegen::serve

@@ -177,5 +177,5 @@ TEST_CASE("oip: the metadata is JSON naming the inputs and output") {
   const json::Value model = json::parse(oip_model_metadata(spec));
   CHECK(model.find("name")->text == "facegen");
   CHECK(model.find("inputs")->items.at(0).find("shape")->items.at(1).text == "100");
-  CHECK(json::parse(oip_server_metadata()).find("extensions")->items.at(0).text == "binary_tensor_data");
+  CHECK(json::parse(oip_server_metadata("abc")).find("extensions")->items.at(0).text == "binary_tensor_data");
 }
