@@ -10,13 +10,17 @@
 //   without a byte taken (then closed). Working has none: that time is the service's.
 #pragma once
 
-#include <asio.hpp>
-
+// The standard library's headers before Asio's: Asio chooses between aligned_alloc and operator new
+// for its handlers by a macro those headers define, and every file must choose alike (a file that
+// included Asio first freed with operator delete what another allocated with aligned_alloc).
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
+
+#include <asio.hpp>
 
 #include "serve/http_parse.hpp"
 #include "serve/http_server.hpp"

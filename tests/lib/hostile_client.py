@@ -17,11 +17,12 @@ check per line on stdout ("PASS name" or "FAIL name|why"):
   timeouts    a head or a body sent too slowly: 400 after --io-timeout-s; an idle connection, new or
               kept alive: closed after --idle-timeout-s; a client that takes none of its answer: closed
 After every refusal the server answers /healthz at once on a new connection; at the end, /metrics
-counts the timeouts and the server's memory has not grown by more than 32 MiB.
+counts the timeouts and the server's memory has not grown by more than 32 MiB (not judged where
+SANITIZE=1: AddressSanitizer holds freed memory back on purpose).
 
   hostile_client.py PORT PID     (PID: the server's, for its resident memory)
 Python's standard library only; every read has a deadline."""
-import concurrent.futures, gzip, http.client, json, re, socket, sys, time
+import concurrent.futures, gzip, http.client, json, os, re, socket, sys, time
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from raw_http import Connection, request  # noqa: E402
@@ -361,14 +362,13 @@ def idle_kept():
 
 
 def reads_nothing():
-    """A client that asks for 12 MiB and takes none of it: closed once no byte is taken for
-    --io-timeout-s; meanwhile others are answered."""
+    """A client that asks for 5 MB of latents (no images: quick on any build) and takes none of
+    them: closed once no byte is taken for --io-timeout-s; meanwhile others are answered."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.settimeout(10)
     sock.connect(("127.0.0.1", port))
-    body = json.dumps({"seeds": list(range(256)), "format": "npy"})
-    sock.sendall(request("POST", "/v1/generate", body))
+    sock.sendall(request("GET", "/v1/latents?seeds=0-4095"))
     start = time.monotonic()
     before = metric("facegen_connections_timed_out_total", '{phase="write"}')
     while metric("facegen_connections_timed_out_total", '{phase="write"}') == before and time.monotonic() - start < 30:
@@ -385,8 +385,8 @@ def reads_nothing():
     except OSError:
         pass
     sock.close()
-    report(f"a client that takes none of a 12 MiB answer: closed after the write timeout (after {took:.1f} s, "
-           f"{got >> 10} KiB taken)", took < 30 and got < 12 << 20, f"after {took:.1f} s, {got} bytes")
+    report(f"a client that takes none of a 5 MB answer: closed after the write timeout (after {took:.1f} s, "
+           f"{got >> 10} KiB taken)", took < 30 and got < 5 << 20, f"after {took:.1f} s, {got} bytes")
 
 
 def metric(name, labels=""):
@@ -410,4 +410,7 @@ if __name__ == "__main__":
     report("/metrics counts the connections closed by each timeout", after["idle"] >= timed_out["idle"] + 2 and
            after["head"] >= timed_out["head"] + 1 and after["body"] >= timed_out["body"] + 1, f"before {timed_out}, after {after}")
     growth = (rss_kib() - rss_before) / 1024
-    report(f"the server's memory over every case grew {growth:.1f} MiB (< 32)", growth < 32, f"{growth:.1f} MiB")
+    if os.environ.get("SANITIZE") == "1":
+        print(f"INFO the server's memory over every case grew {growth:.1f} MiB (AddressSanitizer's quarantine: not judged)", flush=True)
+    else:
+        report(f"the server's memory over every case grew {growth:.1f} MiB (< 32)", growth < 32, f"{growth:.1f} MiB")

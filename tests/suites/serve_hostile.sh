@@ -30,6 +30,7 @@ tally() {
     case $line in
       PASS\ *) pass "${line#PASS }" ;;
       FAIL\ *) fail "${line#FAIL }" "" ;;
+      INFO\ *) echo "  info  ${line#INFO }" ;;
       *) echo "  ....  $line" ;;
     esac
   done
