@@ -97,10 +97,8 @@ NVCCFLAGS += -lineinfo
 endif
 # libdeflate compresses each PNG; zlib the bands of a mosaic PNG (png_encoder.hpp).
 LDLIBS := -pthread -ldeflate -lz
-# cpp-httplib (Debian's libcpp-httplib-dev, a shared library): the HTTP server of `facegen serve`
-# (serve/). Its header must see the library's own build flags (pkg-config), or the classes differ.
-HTTPLIB_CFLAGS := $(shell pkg-config --cflags cpp-httplib 2>/dev/null || echo -DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTTPLIB_BROTLI_SUPPORT)
-LDLIBS += -lcpp-httplib
+# The event loops of `facegen serve` (serve/http_server.cpp): Asio, header-only (Debian's libasio-dev),
+# nothing to link.
 # Any report is fatal (a sanitizer that only prints lets a test pass).
 SANITIZER_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 ifeq ($(VALGRIND),1)
@@ -138,7 +136,6 @@ else
 LIB_CPP += mpi/work_split.cpp mpi/launch.cpp mpi/launcher_watch.cpp mpi/rank_job_unavailable.cpp
 endif
 $(BUILD)/mpi/%.o: CPPFLAGS += $(MPI_CPPFLAGS)
-$(BUILD)/serve/%.o: CPPFLAGS += $(HTTPLIB_CFLAGS)
 
 # The CUDA objects first: nvcc's are the longest compiles, so make -j starts them before the short ones.
 LIB_OBJ := $(LIB_CU:%.cu=$(BUILD)/%.cu.o) $(LIB_CPP:%.cpp=$(BUILD)/%.o)
@@ -194,7 +191,8 @@ FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-s
 FUZZ_LIB_SRC := files/latents.cpp files/latent_index.cpp files/text_latents.cpp files/latent_source.cpp \
                 files/seed_list.cpp files/npy_latents.cpp files/input_file.cpp files/file_system_kind.cpp common/content_hash.cpp common/threads.cpp common/work_pool.cpp common/model_spec.cpp \
                 generator/network.cpp generator/safetensors_model.cpp files/atomic_file.cpp \
-                files/temp_registry.cpp files/stop_signals.cpp common/text_format.cpp serve/json.cpp serve/request.cpp
+                files/temp_registry.cpp files/stop_signals.cpp common/text_format.cpp serve/json.cpp serve/request.cpp \
+                serve/oip.cpp serve/http_lines.cpp serve/chunked_body.cpp serve/http_parse.cpp serve/http_message.cpp
 FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))
 # The library's sources are compiled once into build/fuzz-obj/ and linked into every target (each
 # target compiled all of them itself before, the same objects once per target).
@@ -408,7 +406,7 @@ clean:
 	rm -rf build build-san build-vg
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-RUN_PACKAGES := build-essential make pkg-config libcpp-httplib-dev libdeflate-dev zlib1g-dev libxxhash-dev libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
+RUN_PACKAGES := build-essential make pkg-config libasio-dev libdeflate-dev zlib1g-dev libxxhash-dev libstb-dev libcxxopts-dev nlohmann-json3-dev doctest-dev libfast-float-dev openmpi-bin libopenmpi-dev procps
 # libstb-dev: the unit tests decode PNGs with stb_image (nothing is encoded with stb). libxxhash-dev:
 # XXH3-128, compiled in (common/content_hash.hpp), for comparing file contents.
 # slurm-wlm, munge: the Slurm suites; openssh-server, openssh-client, iproute2, util-linux: the

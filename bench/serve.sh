@@ -4,6 +4,9 @@
 #   latency      one PNG (GET /v1/images/SEED.png) at concurrency 1: p50 and p99 over REQUESTS requests
 #   throughput   images/s at concurrency 1, 8, 64 and 256 with 1, 8 and 64 images per request
 #                (POST /v1/generate, format npy-u8 and png for one image), each for SECONDS seconds
+#   protocol     images/s at concurrency 64 with 64 seeds a request over the Open Inference Protocol
+#                (POST /v2/models/facegen/infer, binary tensors in and out), and the one-PNG p50 and
+#                p99 and images/s at concurrency 64 again, on one line for the record
 #   memory       the server's resident memory, sampled every second over MEMORY_SECONDS of mixed load
 #                (64 clients: 1, 8 or 64 images a request, png, npy-u8, tar and mosaic): the first
 #                sample after 5 s of warm-up, the last, and the most
@@ -40,7 +43,7 @@ head -1 "$work/server.err"
 echo "date $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short=12 HEAD 2>/dev/null), device $device, model $model"
 
 /usr/bin/python3 - "$port" "$seconds" "$requests" "${CONCURRENCY:-1 8 64 256}" "${IMAGES:-1 8 64}" <<'PY'
-import concurrent.futures, http.client, json, sys, threading, time
+import concurrent.futures, http.client, json, struct, sys, threading, time
 port, seconds, requests = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 concurrency = [int(c) for c in sys.argv[4].split()]
 images = [int(n) for n in sys.argv[5].split()]
@@ -67,7 +70,8 @@ def client(n, stop, counts, index):
         res.read()
         if res.status != 200:
             raise RuntimeError(f"status {res.status}")
-        counts[index] += n
+        if not stop.is_set():  # a request that ends after the window is not the window's
+            counts[index] += n
         seed += n
 
 print("images/s      " + "".join(f"{c:>10}" for c in concurrency) + "   (concurrency)")
@@ -82,6 +86,36 @@ for n in images:
             for f in futures: f.result()
         row.append(sum(counts) / seconds)
     print(f"{n:>3} a request " + "".join(f"{r:>10.0f}" for r in row))
+    if n == 64 and 64 in concurrency:
+        rate64 = row[concurrency.index(64)]
+
+def oip_client(stop, counts, index):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    seed = index * 10**9
+    while not stop.is_set():
+        head = json.dumps({"inputs": [{"name": "seeds", "datatype": "UINT64", "shape": [64],
+                                       "parameters": {"binary_data_size": 512}}],
+                           "parameters": {"binary_data_output": True}}).encode()
+        body = head + struct.pack("<64Q", *range(seed, seed + 64))
+        conn.request("POST", "/v2/models/facegen/infer", body, {"Inference-Header-Content-Length": str(len(head))})
+        res = conn.getresponse()
+        res.read()
+        if res.status != 200:
+            raise RuntimeError(f"status {res.status}")
+        if not stop.is_set():
+            counts[index] += 64
+        seed += 64
+
+stop, counts = threading.Event(), [0] * 64
+with concurrent.futures.ThreadPoolExecutor(64) as pool:
+    futures = [pool.submit(oip_client, stop, counts, i) for i in range(64)]
+    time.sleep(seconds)
+    stop.set()
+    for f in futures: f.result()
+print(f"Open Inference Protocol, 64 seeds a request (binary in and out), concurrency 64: {sum(counts) / seconds:.0f} images/s")
+if 64 in concurrency and 64 in images:
+    print(f"summary: one PNG at concurrency 1 p50 {times[len(times) // 2] * 1e3:.2f} ms, p99 {times[len(times) * 99 // 100] * 1e3:.2f} ms; "
+          f"64 images a request at concurrency 64: {rate64:.0f} images/s")
 PY
 
 if [ "${MEMORY_SECONDS:-60}" != 0 ]; then

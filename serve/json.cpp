@@ -1,6 +1,7 @@
 // json.cpp: a recursive-descent JSON parser over a string (see json.hpp), one function per grammar rule.
 #include "serve/json.hpp"
 
+#include <cstdio>
 #include <cstring>
 
 namespace facegen::json {
@@ -240,6 +241,22 @@ std::string printable(const std::string& text, size_t max) {
     }
   }
   return text.size() > max ? out + "..." : out;
+}
+
+std::string quote(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\', out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
 }
 
 const Value* Value::find(const std::string& key) const {

@@ -41,6 +41,9 @@ const char* kind_name(Value::Kind kind);
 // (then "..."), so that a refusal quoting a client's text stays one line.
 std::string printable(const std::string& text, size_t max = 40);
 
+// `text` as a JSON string, in quotes, with its quotes, backslashes and control characters escaped.
+std::string quote(const std::string& text);
+
 // Parses `text` as one JSON value. Throws ParseError: "the JSON body is malformed at byte 17 (line 2,
 // column 5): expected ',' or ']' after an array element".
 Value parse(const std::string& text);

@@ -67,6 +67,23 @@ void Metrics::batch(const BatchReport& report) {
   compute_.observe(report.compute_seconds);
 }
 
+void Metrics::render_connections(std::string& out) const {
+  out += "# HELP facegen_connections_open Connections held now.\n# TYPE facegen_connections_open gauge\n"
+         "facegen_connections_open " + std::to_string(connections_open_.load()) + "\n";
+  out += "# HELP facegen_connections_accepted_total Connections accepted and held.\n"
+         "# TYPE facegen_connections_accepted_total counter\n"
+         "facegen_connections_accepted_total " + std::to_string(connections_accepted_.load()) + "\n";
+  out += "# HELP facegen_connections_refused_total Connections answered 503 at once, past --max-connections.\n"
+         "# TYPE facegen_connections_refused_total counter\n"
+         "facegen_connections_refused_total " + std::to_string(connections_refused_.load()) + "\n";
+  out += "# HELP facegen_connections_timed_out_total Connections closed by a timeout, by where they were.\n"
+         "# TYPE facegen_connections_timed_out_total counter\n";
+  const char* phases[] = {"idle", "head", "body", "write"};
+  for (size_t k = 0; k < timed_out_.size(); ++k) {
+    out += std::string("facegen_connections_timed_out_total{phase=\"") + phases[k] + "\"} " + std::to_string(timed_out_[k].load()) + "\n";
+  }
+}
+
 std::string Metrics::render(int64_t queued_images, size_t workers) const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::string out = "# HELP facegen_requests_total Requests answered, by route and HTTP status.\n"
@@ -85,6 +102,7 @@ std::string Metrics::render(int64_t queued_images, size_t workers) const {
          "facegen_queue_images " + std::to_string(queued_images) + "\n";
   out += "# HELP facegen_workers Backends generating (one per GPU, or the CPU).\n# TYPE facegen_workers gauge\n"
          "facegen_workers " + std::to_string(workers) + "\n";
+  render_connections(out);
   return out;
 }
 

@@ -44,17 +44,8 @@ void read_seeds(const json::Value& seeds, int nz, GenerateSpec& spec) {
   }
 }
 
-// One latent value, read as the latent files read theirs: straight to float, finite.
 float latent_value(const json::Value& value, int64_t image, int64_t index) {
-  const std::string where = "value " + std::to_string(index) + " of latent " + std::to_string(image);
-  if (!value.is(json::Value::Kind::Number)) bad(where + " must be a number, got " + json::kind_name(value.kind));
-  float out = 0;
-  const char* end = value.text.data() + value.text.size();
-  const auto read = fast_float::from_chars(value.text.data(), end, out);
-  if (read.ec != std::errc() || read.ptr != end || !std::isfinite(out)) {
-    bad(where + " (" + value.text + ") is too large for a float; latents must be finite numbers");
-  }
-  return out;
+  return latent_number(value, "value " + std::to_string(index) + " of latent " + std::to_string(image));
 }
 
 // latents: an array of arrays of nz numbers.
@@ -130,6 +121,17 @@ GenerateSpec parse_generate(const std::string& body, int nz) {
   else read_latents(*latents, nz, spec);
   read_format(root, spec);
   return spec;
+}
+
+float latent_number(const json::Value& value, const std::string& where) {
+  if (!value.is(json::Value::Kind::Number)) bad(where + " must be a number, got " + json::kind_name(value.kind));
+  float out = 0;
+  const char* end = value.text.data() + value.text.size();
+  const auto read = fast_float::from_chars(value.text.data(), end, out);
+  if (read.ec != std::errc() || read.ptr != end || !std::isfinite(out)) {
+    bad(where + " (" + value.text + ") is too large for a float; latents must be finite numbers");
+  }
+  return out;
 }
 
 uint64_t parse_seed(const std::string& text, const std::string& what) {

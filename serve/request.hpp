@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "files/output_format.hpp"
+#include "serve/json.hpp"
 
 namespace facegen::serve {
 
@@ -43,6 +44,10 @@ struct GenerateSpec {
 // default for one image; tar, the default for more; npy, npy-u8, mosaic) and, for mosaic, "columns"
 // and "padding". `nz`: the model's latent length. Throws RequestError (400).
 GenerateSpec parse_generate(const std::string& body, int nz);
+
+// A latent value as the latent files read theirs: a JSON number straight to float, finite; throws
+// RequestError (400) naming `where` otherwise.
+float latent_number(const json::Value& value, const std::string& where);
 
 // A seed written as decimal digits, 0 to 18446744073709551615; throws RequestError (400) naming `what`.
 uint64_t parse_seed(const std::string& text, const std::string& what);

@@ -1,13 +1,14 @@
 // serve_main.cpp: `facegen serve`: its flags, the model and one backend per GPU (or the CPU), the
-// batcher, the HTTP server, and a clean stop on a signal: stop accepting, finish every request in
-// flight, end the workers, exit 0.
+// batcher, the HTTP server (http_server.hpp), and a clean stop on a signal: stop accepting, finish
+// every request in flight, end the workers, exit 0.
 //
-// Limits on clients: a connection has --io-timeout-s to send each request and to take its answer;
-// one that has sent nothing yet stays in the kernel (TCP_DEFER_ACCEPT) for its first 30 seconds, so
-// silent connections take no thread of the --http-threads pool in that time.
+// Limits on clients (docs/service.md): --max-connections held at once (more are answered 503 at
+// once); --idle-timeout-s for a connection with no request begun; --io-timeout-s for a request's head
+// and for its body, and for an answer the client takes nothing of. Connections cost the event loops
+// (--io-threads) no thread each; the requests that wait for images run on --request-threads.
 //
 // Signals are blocked in every thread (they inherit the mask of this one, set before any is made)
-// and taken by one thread with sigwait, which may then call the server's stop() (not allowed in a
+// and taken by one thread with sigwait, which then calls the server's stop() (not allowed in a
 // signal handler).
 //
 // Memory: every answer's buffers (up to a few hundred MiB for a large mosaic) are allocated and freed
@@ -18,13 +19,9 @@
 #include "serve/serve_main.hpp"
 
 #include <cxxopts.hpp>
-#include <httplib.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -47,15 +44,19 @@
 #include "mpi/launch.hpp"
 #include "mpi/serve_ranks.hpp"
 #include "serve/batcher.hpp"
+#include "serve/http_server.hpp"
 #include "serve/metrics.hpp"
+#include "serve/request_threads.hpp"
 #include "serve/routes.hpp"
 
 namespace facegen::serve {
 namespace {
 
 struct ServeFlags {
-  std::string model, host = "127.0.0.1", token;
-  int port = 8080, http_threads = 64, io_timeout_s = 10, png_level = kDefaultPngLevel;
+  std::string model, token;
+  ServerOptions server;
+  bool max_connections_given = false;
+  int request_threads = 64, png_level = kDefaultPngLevel;
   BackendOptions backend;
   BatcherOptions batcher;
   bool quiet = false;
@@ -81,9 +82,14 @@ cxxopts::Options serve_command_line() {
       ("max-queue", "most images waiting at once (each holds 48 KiB of floats until answered); more are refused with 429", value<std::string>()->default_value("16384"), "N")
       ("token-file", "a file holding a token: /v1/ and /metrics then need 'Authorization: Bearer TOKEN'",
        value<std::string>(), "PATH")
-      ("http-threads", "connections served at once", value<std::string>()->default_value("64"), "N")
-      ("io-timeout-s", "seconds a connection has to send a request and to take its answer; a stalled one is closed",
-       value<std::string>()->default_value("10"), "S")
+      ("max-connections", "connections held at once; a new one past them is answered 503 at once", value<std::string>()->default_value("10000"), "N")
+      ("io-timeout-s", "seconds a request has for its head (from its first byte) and for its body; a client that takes none "
+       "of an answer for this long is closed", value<std::string>()->default_value("10"), "S")
+      ("idle-timeout-s", "seconds a connection may wait with no request begun (new, or kept alive after an answer)",
+       value<std::string>()->default_value("5"), "S")
+      ("io-threads", "event loops holding the connections", value<std::string>()->default_value("2"), "N")
+      ("request-threads", "requests worked on at once (reading their JSON, waiting for their images, encoding the answer)",
+       value<std::string>()->default_value("64"), "N")
       ("png-level", "PNG compression of png, tar and mosaic answers, as facegen --png-level: 0 stores the pixels "
        "(fastest, the default), 1 to 12 compress harder", value<std::string>()->default_value("0"), "L")
       ("t,threads", "CPU backend threads (0: all this process may use)", value<std::string>()->default_value("0"), "N")
@@ -127,10 +133,15 @@ DeviceKind device_flag(const std::string& name) {
 ServeFlags read_flags(const cxxopts::ParseResult& args, const std::string& default_model) {
   ServeFlags flags;
   flags.model = args.count("model") ? args["model"].as<std::string>() : default_model;
-  flags.host = args["host"].as<std::string>();
-  flags.port = static_cast<int>(whole_flag(args, "port", 0, 65535));
-  flags.http_threads = static_cast<int>(whole_flag(args, "http-threads", 1, 4096));
-  flags.io_timeout_s = static_cast<int>(whole_flag(args, "io-timeout-s", 1, 3600));
+  flags.server.host = args["host"].as<std::string>();
+  flags.server.port = static_cast<int>(whole_flag(args, "port", 0, 65535));
+  flags.server.max_connections = whole_flag(args, "max-connections", 1, 1 << 24);
+  flags.max_connections_given = args["max-connections"].count() > 0;
+  flags.server.io_timeout_s = static_cast<int>(whole_flag(args, "io-timeout-s", 1, 3600));
+  flags.server.idle_timeout_s = static_cast<int>(whole_flag(args, "idle-timeout-s", 1, 3600));
+  flags.server.io_threads = static_cast<int>(whole_flag(args, "io-threads", 1, 64));
+  flags.server.limits.max_body_bytes = kMaxBodyBytes;
+  flags.request_threads = static_cast<int>(whole_flag(args, "request-threads", 1, 4096));
   flags.png_level = static_cast<int>(whole_flag(args, "png-level", 0, kMaxPngLevel));
   flags.backend.device = device_flag(args["device"].as<std::string>());
   flags.backend.precision = parse_precision(args["precision"].as<std::string>());
@@ -163,34 +174,44 @@ std::vector<std::unique_ptr<Backend>> make_backends(const Network& net, const Se
   return backends;
 }
 
-// Waits for SIGTERM, SIGINT, SIGHUP or SIGUSR2 (blocked in every thread), then stops the server until
-// it has stopped: a signal that comes before listen() began is not lost. SIGUSR2 is the stop that
-// run_parallel.sh --serve hands on: mpirun forwards it to every rank (SIGTERM would make mpirun kill
-// the ranks a few seconds later, answers in flight or not); ranks other than 0 keep it blocked.
-// SIGUSR1 (sent by StopperThread) ends the wait without stopping anything.
-void stop_on_signal(httplib::Server& server, Service& service, const sigset_t& signals, std::atomic<bool>& listening_done,
-                    bool quiet) {
+// Waits for SIGTERM, SIGINT, SIGHUP or SIGUSR2 (blocked in every thread), then stops the server (a
+// stop asked before it runs is kept). SIGUSR2 is the stop that run_parallel.sh --serve hands on:
+// mpirun forwards it to every rank (SIGTERM would make mpirun kill the ranks a few seconds later,
+// answers in flight or not); ranks other than 0 keep it blocked. SIGUSR1 (sent by StopperThread)
+// ends the wait without stopping anything.
+void stop_on_signal(HttpServer& server, Service& service, const sigset_t& signals, bool quiet) {
   int signal = 0;
   if (sigwait(&signals, &signal) != 0 || signal == SIGUSR1) return;
   service.stopping = true;
   if (!quiet) say(std::string("stopping on SIG") + sigabbrev_np(signal) + ": finishing the requests in flight");
-  while (!listening_done) {
-    server.stop();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  server.stop();
 }
 
-// The thread of stop_on_signal, joined before the server it stops is destroyed: its destructor marks
-// listening done and wakes the thread with SIGUSR1 in case no signal came.
+// The thread of stop_on_signal, joined before the server it stops is destroyed: its destructor wakes
+// the thread with SIGUSR1 in case no signal came.
 struct StopperThread {
-  std::atomic<bool>& listening_done;
   std::thread thread;
   ~StopperThread() {
-    listening_done = true;
     pthread_kill(thread.native_handle(), SIGUSR1);  // pending and ignored if it already returned
     thread.join();
   }
 };
+
+// --max-connections as the open-file limit allows: raised toward what it needs; a limit given that
+// cannot be met is refused, the default one lowered to fit (with a notice).
+int64_t connections_that_fit(const ServeFlags& flags) {
+  const int64_t wanted = flags.server.max_connections;
+  const int64_t files = raise_open_file_limit(wanted + kOpenFilesBesideConnections);
+  if (files >= wanted + kOpenFilesBesideConnections) return wanted;
+  const int64_t fit = files - kOpenFilesBesideConnections;
+  if (flags.max_connections_given || fit < 1) {
+    throw UserError("--max-connections " + std::to_string(wanted) + " needs " + std::to_string(wanted + kOpenFilesBesideConnections) +
+                    " open files, and this process may open " + std::to_string(files) + " (ulimit -Hn); give at most " +
+                    std::to_string(std::max<int64_t>(fit, 0)));
+  }
+  if (!flags.quiet) say("at most " + std::to_string(fit) + " connections at once: this process may open " + std::to_string(files) + " files (ulimit -Hn)");
+  return fit;
+}
 
 // The service over `backends` until a signal stops it: returns 0 once every accepted request is
 // answered and the workers have ended.
@@ -205,50 +226,17 @@ int run_service(const ServeFlags& flags, const Network& net, const sigset_t& sig
   Batcher batcher(std::move(backends), batcher_options, [&metrics](const BatchReport& report) { metrics.batch(report); });
   Service service{batcher, metrics, {flags.model, precision_name(flags.backend.precision), net.spec(), flags.png_level},
                   flags.token};
-
-  httplib::Server server;
-  server.new_task_queue = [threads = flags.http_threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  server.set_payload_max_length(static_cast<size_t>(kMaxBodyBytes));
-  server.set_read_timeout(flags.io_timeout_s, 0);
-  server.set_write_timeout(flags.io_timeout_s, 0);
-  // A kept-alive connection waits at most 5 s for its next request, less where --io-timeout-s is
-  // shorter; a request that stalls midway is answered 400 after --io-timeout-s, and the library then
-  // waits this keep-alive time for another request before it closes the connection.
-  server.set_keep_alive_timeout(std::min(5, flags.io_timeout_s));
-  // An answer goes out in two writes (headers, then body): with Nagle's algorithm the second waits for
-  // the client's delayed ACK, 40 ms, which was most of one PNG's latency.
-  server.set_tcp_nodelay(true);
-  // SO_REUSEADDR alone: the library's default adds SO_REUSEPORT, with which a second server would
-  // share the port silently instead of being told it is taken.
-  int listening_socket = -1;
-  server.set_socket_options([&listening_socket](int sock) {
-    const int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    // A connection reaches accept() with its first bytes, or after 30 s of silence: 300 silent
-    // connections held all 64 threads and delayed other clients by 20 s without it.
-    const int defer_s = 30;
-    ::setsockopt(sock, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof defer_s);
-    listening_socket = sock;
-  });
-  add_routes(server, service);
-
-  std::atomic<bool> listening_done{false};
-  const StopperThread stopper{listening_done, std::thread(stop_on_signal, std::ref(server), std::ref(service),
-                                                          std::cref(signals), std::ref(listening_done), flags.quiet)};
-  const int port = flags.port == 0 ? server.bind_to_any_port(flags.host) : (server.bind_to_port(flags.host, flags.port) ? flags.port : -1);
-  if (port < 0) {
-    throw UserError("cannot listen on " + flags.host + ":" + std::to_string(flags.port) +
-                    " (the port is taken, or the address is not one of this machine's)");
-  }
-  // The library listens with a backlog of 5 connections: a burst of clients beyond it (32 at once in
-  // the tests) had connections reset. Listening again on the bound socket raises the backlog.
-  if (listening_socket >= 0) ::listen(listening_socket, SOMAXCONN);
+  const Routes routes(service);
+  ServerOptions options = flags.server;
+  options.max_connections = connections_that_fit(flags);
+  RequestThreads request_threads(flags.request_threads);
+  HttpServer server(options, routes, metrics, request_threads);  // listening from here
+  const StopperThread stopper{std::thread(stop_on_signal, std::ref(server), std::ref(service), std::cref(signals), flags.quiet)};
   if (!flags.quiet) {
-    say("listening on http://" + flags.host + ":" + std::to_string(port) + "/ with " + std::to_string(workers) +
+    say("listening on http://" + options.host + ":" + std::to_string(server.port()) + "/ with " + std::to_string(workers) +
         (workers == 1 ? " worker (" : " workers (") + described + (workers == 1 ? ")" : ", ...)") + ", model " + flags.model);
   }
-  server.listen_after_bind();  // returns once stop() was called and the requests in flight are answered
-  listening_done = true;
+  server.run();  // returns once stop() was called and the requests in flight are answered
   batcher.stop();
   if (!flags.quiet) say("stopped");
   return 0;

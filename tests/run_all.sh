@@ -5,8 +5,9 @@
 # skipped, never as passed. The last line is "N passed, N failed, N skipped" (suites).
 #
 # SANITIZE=1 (make test-sanitize; BUILD=build-san): the AddressSanitizer + UndefinedBehaviorSanitizer
-# build, where any report is fatal. It runs the light suites (unit, command line, faults) and skips,
-# with the reason, those that would take long under the sanitizers or cannot use them.
+# build, where any report is fatal. It runs the light suites (unit, command line, faults, the HTTP
+# server against a hostile client and the Open Inference Protocol's client) and skips, with the
+# reason, those that would take long under the sanitizers or cannot use them.
 #
 # BACKGROUND_BUILD (make test sets it): a make command for what only the last suites need (the fuzz
 # targets, build-vg/, the GPU tests, build-san/ for the next pass). It runs at the lowest priority
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 build=${BUILD:-build}
 sanitize=${SANITIZE:-0}
 export SANITIZE=$sanitize
-sanitized_suites=" faults foreign_journals "
+sanitized_suites=" faults foreign_journals serve_hostile serve_oip "
 if [ "$sanitize" = 1 ]; then
   # exitcode 86: a sanitizer report must not look like the program's own exit status 1.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:exitcode=86:strict_string_checks=1:detect_stack_use_after_return=1}

@@ -1,0 +1,53 @@
+// oip.hpp: the Open Inference Protocol (KServe v2, Triton's HTTP/REST API) for the service's one
+// model, named "facegen", version "1": its metadata, an inference request read, its answer made.
+//
+//   inputs   latents  FP32   [N, nz]   the latents themselves, or
+//            seeds    UINT64 [N]       each seed's latent (as --seeds), exactly one of the two
+//   output   images   UINT8  [N, 64, 64, 3]   8-bit RGB, the bytes of `facegen --formats npy-u8` after
+//                                       its header (channel_to_byte; a grey model's value repeated)
+// N from 1 to 4,096. Tensor data as JSON ("data": flat in row-major order, or nested as the shape) or,
+// with the binary tensor data extension, as little-endian bytes after the JSON: the JSON's length in
+// the Inference-Header-Content-Length field, each binary input's bytes in its "binary_data_size"
+// parameter. The output goes as binary where the request asks ("binary_data": true on the output, or
+// "binary_data_output": true among the request's parameters). Anything else is a RequestError (400)
+// with one sentence, answered as {"error": "..."}.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/model_spec.hpp"
+#include "serve/request.hpp"
+
+namespace facegen::serve {
+
+constexpr const char* kOipModelName = "facegen";
+constexpr const char* kOipModelVersion = "1";
+constexpr const char* kOipBinaryLengthField = "Inference-Header-Content-Length";
+
+// GET /v2: {"name", "version", "extensions"}; `version`: the build's (its git commit).
+std::string oip_server_metadata(const std::string& version);
+// GET /v2/models/facegen: {"name", "versions", "platform", "inputs", "outputs"}.
+std::string oip_model_metadata(const ModelSpec& spec);
+
+struct InferRequest {
+  std::string id;       // echoed in the answer where given
+  bool has_id = false;
+  GenerateSpec images;  // count and latents (count, nz); seeds where "seeds" was the input
+  bool binary_output = false;
+};
+
+// Reads POST /v2/models/facegen/infer's body; `json_length`: the Inference-Header-Content-Length
+// field's value ("" where the request has none: then the whole body is JSON). `nz`: the model's.
+InferRequest parse_infer(const std::string& body, const std::string& json_length, int nz);
+
+struct InferAnswer {
+  std::string body;
+  std::string content_type;  // application/json, or application/octet-stream with binary output
+  std::string json_length;   // Inference-Header-Content-Length's value with binary output, else ""
+};
+
+// The answer to `request` for its images (count, 64, 64, nc) floats (oip_answer.cpp).
+InferAnswer encode_infer(const InferRequest& request, const float* images, int channels);
+
+}  // namespace facegen::serve

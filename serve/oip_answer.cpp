@@ -1,0 +1,54 @@
+// oip_answer.cpp: see oip.hpp: the answer to an inference request, its images as the 8-bit pixels of
+// npy-u8, written as JSON numbers or as the bytes after the JSON.
+#include "files/image_run.hpp"
+#include "serve/json.hpp"
+#include "serve/oip.hpp"
+
+namespace facegen::serve {
+namespace {
+
+// "0" to "255": each pixel's JSON text.
+const char* const kByteText[256] = {
+#define FACEGEN_ROW(n) #n "0", #n "1", #n "2", #n "3", #n "4", #n "5", #n "6", #n "7", #n "8", #n "9"
+    "0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
+    FACEGEN_ROW(1), FACEGEN_ROW(2), FACEGEN_ROW(3), FACEGEN_ROW(4), FACEGEN_ROW(5), FACEGEN_ROW(6), FACEGEN_ROW(7),
+    FACEGEN_ROW(8), FACEGEN_ROW(9), FACEGEN_ROW(10), FACEGEN_ROW(11), FACEGEN_ROW(12), FACEGEN_ROW(13),
+    FACEGEN_ROW(14), FACEGEN_ROW(15), FACEGEN_ROW(16), FACEGEN_ROW(17), FACEGEN_ROW(18), FACEGEN_ROW(19),
+    FACEGEN_ROW(20), FACEGEN_ROW(21), FACEGEN_ROW(22), FACEGEN_ROW(23), FACEGEN_ROW(24),
+    "250", "251", "252", "253", "254", "255"
+#undef FACEGEN_ROW
+};
+
+}  // namespace
+
+InferAnswer encode_infer(const InferRequest& request, const float* images, int channels) {
+  const int64_t count = request.images.count;
+  std::string pixels(static_cast<size_t>(count * kRgb8ImageBytes), '\0');  // (count, 64, 64, 3)
+  for (int64_t k = 0; k < count; ++k) {
+    image_to_rgb8(images + k * 4096 * channels, channels, reinterpret_cast<unsigned char*>(&pixels[static_cast<size_t>(k * kRgb8ImageBytes)]));
+  }
+  std::string head = std::string("{\"model_name\": \"") + kOipModelName + "\", \"model_version\": \"" + kOipModelVersion + "\"";
+  if (request.has_id) head += ", \"id\": " + json::quote(request.id);
+  head += ", \"outputs\": [{\"name\": \"images\", \"datatype\": \"UINT8\", \"shape\": [" + std::to_string(count) + ", 64, 64, 3]";
+  InferAnswer answer;
+  if (request.binary_output) {
+    head += ", \"parameters\": {\"binary_data_size\": " + std::to_string(pixels.size()) + "}}]}";
+    answer.json_length = std::to_string(head.size());
+    answer.content_type = "application/octet-stream";
+    answer.body = std::move(head) + pixels;
+    return answer;
+  }
+  std::string& out = answer.body;
+  out.reserve(head.size() + pixels.size() * 4 + 32);
+  out = std::move(head);
+  out += ", \"data\": [";
+  for (size_t k = 0; k < pixels.size(); ++k) {
+    if (k) out += ',';
+    out += kByteText[static_cast<unsigned char>(pixels[k])];
+  }
+  out += "]}]}\n";
+  answer.content_type = "application/json";
+  return answer;
+}
+
+}  // namespace facegen::serve
