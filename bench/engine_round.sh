@@ -17,13 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/facegen-engine}
 mkdir -p "$out"
-missing=
-for header in cxxopts.hpp doctest/doctest.h fast_float/fast_float.h libdeflate.h httplib.h stb/stb_image.h nlohmann/json.hpp; do
-  [ -f "/usr/include/$header" ] || missing="$missing $header"
-done
-if [ -d .deps/debs ] && [ -n "$missing" ]; then
-  for f in .deps/debs/*.deb; do dpkg -x "$f" / 2> /dev/null; done
-fi
+. bench/device_packages.sh
 command -v nvidia-smi > /dev/null &&
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 echo "commit ${FACEGEN_COMMIT:-$(git rev-parse --short HEAD 2> /dev/null || echo unknown)}, $(date -u '+%F %H:%M UTC'), $(nproc) cores"

@@ -47,11 +47,7 @@ run_step() {
   return $rc
 }
 
-# The carried packages are unpacked only where the build's headers are missing (the GPU machine),
-# never over a machine's own installed packages.
-if [ -d .deps/debs ] && { [ ! -f /usr/include/doctest/doctest.h ] || [ ! -f /usr/include/cxxopts.hpp ]; }; then
-  for f in .deps/debs/*.deb; do dpkg -x "$f" / 2> /dev/null; done
-fi
+. bench/device_packages.sh  # the carried packages, only where the build's headers are missing
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 commit=${FACEGEN_COMMIT:-$(git rev-parse --short HEAD 2> /dev/null || echo unknown)}
 echo "commit $commit, $(date -u '+%F %H:%M UTC')"
