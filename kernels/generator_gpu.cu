@@ -106,7 +106,10 @@ void DeviceNetwork::choose_fp32_kernel(int device) {
   int major = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   const bool tf32_mma = major >= 8;  // mma.sync with tf32 operands: sm_80 and later
-  Fp32Kernel kernel = tf32_mma ? Fp32Kernel::TensorCores : Fp32Kernel::Ffma;
+  // FFMA by default: the tensor-core form is as exact but only 1.07 times as fast at batch 8192 and
+  // 0.91 times at 64 (one H200, 2026-11-27, BENCHMARKS.md), and it gives other bytes than the
+  // float32 images every earlier run made.
+  Fp32Kernel kernel = Fp32Kernel::Ffma;
   if (const char* choice = std::getenv("FACEGEN_GPU_FP32")) {  // checked whatever the precision
     const std::string c = choice;
     if (c != "tc" && c != "ffma" && c != "auto")

@@ -47,9 +47,10 @@ const char* gemm_kernel_name(GemmKernel k);
 // How --precision fp32 computes: on the tensor cores, each float32 operand split into two tf32 parts
 // and three products per term, every k step's products added into a per-tap sum in round-to-nearest
 // float32 (TensorCores, "3xTF32": kernels/cuda_helpers.cuh, mma_tf32x3_step; as accurate as FFMA,
-// docs/gpu.md), or by float32 FFMA (Ffma, the path before it). TensorCores on compute capability 8.0
-// and later (mma.sync with tf32), Ffma elsewhere; FACEGEN_GPU_FP32=tc|ffma|auto overrides when a
-// network is made (tc where the GPU lacks tf32 mma is an error). The layers whose shape only the
+// docs/gpu.md), or by float32 FFMA (Ffma). Ffma by default (auto): the mma.sync form is as exact but
+// not yet faster enough to change the bytes of every float32 image (docs/gpu.md);
+// FACEGEN_GPU_FP32=tc|ffma|auto chooses when a network is made (tc where the GPU lacks tf32 mma, before
+// compute capability 8.0, is an error). The layers whose shape only the
 // any-shape kernels run keep FFMA for the projection and the last layer, as tf32 does.
 enum class Fp32Kernel { TensorCores, Ffma };
 
