@@ -112,10 +112,12 @@ CXXFLAGS := -std=c++17 $(OPT) -march=$(CPU_ARCH) -Wall -Wextra -Wno-maybe-uninit
 LDLIBS   += $(SANITIZER_FLAGS)
 endif
 
-# Library sources, lowest layer first: common/ (shapes, precision, errors, threads, clock), kernels/,
-# generator/ (the model and its backends), files/ (latent readers, output formats), run/ (the
+# Library sources, lowest layer first: common/ (shapes, precision, errors, threads and the pool, the
+# temporary files' list and the stop signals, clock), kernels/, generator/ (the model and its
+# backends), latents/ (latents in), formats/ (each output format's bytes), commit/ (what a run may
+# replace, the all-or-nothing commit), engine/ (images from the generator to files), run/ (the
 # single-process driver, its progress display and run summary); the program's main is apart.
-LIB_DIRS := common kernels kernels/cpu generator files engine run serve app
+LIB_DIRS := common kernels kernels/cpu generator latents formats commit engine run serve app
 LIB_CPP := $(filter-out app/main.cpp generator/cuda_unavailable.cpp,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp)))
 ifeq ($(CUDA),1)
 LIB_CU  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu))
@@ -188,10 +190,10 @@ FUZZ_CXX     ?= clang++-14
 FUZZ_SECONDS ?= 25
 FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer
-FUZZ_LIB_SRC := files/latents.cpp files/latent_index.cpp files/text_latents.cpp files/latent_source.cpp \
-                files/seed_list.cpp files/npy_latents.cpp files/input_file.cpp files/file_system_kind.cpp common/content_hash.cpp common/threads.cpp common/work_pool.cpp common/model_spec.cpp \
-                generator/network.cpp generator/safetensors_model.cpp files/atomic_file.cpp \
-                files/temp_registry.cpp files/stop_signals.cpp common/text_format.cpp serve/json.cpp serve/request.cpp \
+FUZZ_LIB_SRC := latents/latents.cpp latents/latent_index.cpp latents/text_latents.cpp latents/latent_source.cpp \
+                latents/seed_list.cpp latents/npy_latents.cpp latents/input_file.cpp latents/file_system_kind.cpp common/content_hash.cpp common/threads.cpp common/work_pool.cpp common/model_spec.cpp \
+                generator/network.cpp generator/safetensors_model.cpp commit/atomic_file.cpp \
+                common/temp_registry.cpp common/stop_signals.cpp common/text_format.cpp serve/json.cpp serve/request.cpp \
                 serve/oip.cpp serve/http_lines.cpp serve/chunked_body.cpp serve/http_parse.cpp serve/http_message.cpp
 FUZZ_TARGETS := $(patsubst fuzz/%.cpp,build/fuzz/%,$(wildcard fuzz/fuzz_*.cpp))
 # The library's sources are compiled once into build/fuzz-obj/ and linked into every target (each

@@ -365,7 +365,7 @@ end_job_processes() {
 
 # --- after the job: its commit finished, its leftovers removed, one line ---------------------------
 # prefix_lock_name STEM: the lock file's name of a prefix whose last name is STEM: ".facegen-lock-"
-# and FNV-1a (64 bits) of its bytes in 16 hex digits, as files/prefix_lock.cpp names it.
+# and FNV-1a (64 bits) of its bytes in 16 hex digits, as commit/prefix_lock.cpp names it.
 prefix_lock_name() {
   local LC_ALL=C stem=$1 hash=$((0xcbf29ce484222325)) i byte
   for ((i = 0; i < ${#stem}; i++)); do
@@ -421,7 +421,7 @@ finish_job() {
                                compgen -G "$outdir/*.tmp-$job_token-??????" || true
                                compgen -G "$output*.tmp-$job_token-??????-*.lock" || true
                                compgen -G "$outdir/*.tmp-$job_token-??????.*" || true; } | sort -u)
-    # The prefix's lock (DIR/.facegen-lock-HASH, files/prefix_lock.cpp) that a killed rank 0 left:
+    # The prefix's lock (DIR/.facegen-lock-HASH, commit/prefix_lock.cpp) that a killed rank 0 left:
     # removed only while this script holds it itself (no run does), and only this user's regular file.
     lock="$outdir/$(prefix_lock_name "$(basename -- "$output")")"
     if [ -f "$lock" ] && [ ! -L "$lock" ] && this_users "$lock" && command -v flock > /dev/null; then

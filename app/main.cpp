@@ -7,7 +7,7 @@
 // writes outputs/output1.txt and outputs/output1.bmp. Exit status: 0 success, 1 a problem with the
 // input (files, values, flags: one sentence on stderr), 2 a malformed command line, 3 a fault of the
 // program or its environment (CUDA, memory), 128 + S ended by signal S (130 SIGINT, 143 SIGTERM,
-// 129 SIGHUP, ...; temporary files removed, existing outputs untouched: files/stop_signals.hpp).
+// 129 SIGHUP, ...; temporary files removed, existing outputs untouched: common/stop_signals.hpp).
 #include <cxxopts.hpp>
 #include <fcntl.h>
 #include <malloc.h>
@@ -29,13 +29,13 @@
 #include <thread>
 #include <vector>
 
-#include "files/commit_journal.hpp"
-#include "files/output_format.hpp"
-#include "files/output_guard.hpp"
-#include "files/path_parts.hpp"
-#include "files/prefix_lock.hpp"
-#include "files/seed_list.hpp"
-#include "files/stop_signals.hpp"
+#include "commit/commit_journal.hpp"
+#include "formats/output_format.hpp"
+#include "commit/output_guard.hpp"
+#include "common/path_parts.hpp"
+#include "commit/prefix_lock.hpp"
+#include "latents/seed_list.hpp"
+#include "common/stop_signals.hpp"
 #include "common/errors.hpp"
 #include "common/stack_room.hpp"
 #include "run/pipeline.hpp"

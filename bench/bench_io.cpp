@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "generator/backend.hpp"
-#include "files/image_sink.hpp"
-#include "files/png_encoder.hpp"
+#include "engine/image_sink.hpp"
+#include "formats/png_encoder.hpp"
 #include "generator/network.hpp"
 #include "common/threads.hpp"
 

@@ -24,8 +24,8 @@
 
 #include "common/model_shape.hpp"
 #include "common/threads.hpp"
-#include "files/latent_source.hpp"
-#include "files/latents.hpp"
+#include "latents/latent_source.hpp"
+#include "latents/latents.hpp"
 
 using namespace facegen;
 

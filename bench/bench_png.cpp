@@ -1,4 +1,4 @@
-// bench_png.cpp: `make bench-png`, the PNG encoder (files/png_encoder.hpp) by level on real faces:
+// bench_png.cpp: `make bench-png`, the PNG encoder (formats/png_encoder.hpp) by level on real faces:
 // MB/s and images/s per thread and bytes per 64x64 image, then a mosaic of 16,384 faces (8,192 x
 // 8,192 pixels) by thread count. stb_image_write (zlib level 8, adaptive filters), which encoded our
 // PNGs before, is the baseline beside them.
@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "common/model_shape.hpp"
-#include "files/output_format.hpp"
-#include "files/png_encoder.hpp"
+#include "formats/output_format.hpp"
+#include "formats/png_encoder.hpp"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

@@ -37,7 +37,7 @@
 #include <thread>
 #include <vector>
 
-#include "files/pwrite_fully.hpp"
+#include "engine/pwrite_fully.hpp"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older headers lack the name

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "engine/piece_plan.hpp"
-#include "files/latent_source.hpp"
+#include "latents/latent_source.hpp"
 
 namespace facegen {
 

@@ -1,11 +1,11 @@
 // output_engine.hpp: images from the generator to finished files, with every stage busy.
 //
 // The engine owns a ring of piece buffers, each (piece_images, 64, 64, nc) floats or (piece_images,
-// 64, 64, 3) bytes (files/image_run.hpp). The generating thread takes a free buffer (acquire), fills
+// 64, 64, 3) bytes (formats/image_run.hpp). The generating thread takes a free buffer (acquire), fills
 // it with images [first, first + count) and hands it over (submit); pieces may come in any order
 // (engine/piece_plan.hpp decides it), as long as the pieces of one file of records (a txt file, a tar
 // shard) come in image order. Each submitted piece becomes one task per output on the process's pool
-// (common/work_pool.hpp), which runs the sink's steps (files/image_sink.hpp):
+// (common/work_pool.hpp), which runs the sink's steps (engine/image_sink.hpp):
 //   - a format of fixed offsets (npy, npy-u8, bmp, png, mosaic-png) writes the piece at once;
 //   - a format of records makes the piece's records; the pieces of one file are then placed in image
 //     order, each after the one before (a counter per file, no thread waits for another), and each
@@ -26,9 +26,9 @@
 #include <mutex>
 #include <vector>
 
-#include "files/image_run.hpp"
-#include "files/image_sink.hpp"
-#include "files/output_format.hpp"
+#include "formats/image_run.hpp"
+#include "engine/image_sink.hpp"
+#include "formats/output_format.hpp"
 #include "generator/backend.hpp"
 
 namespace facegen {

@@ -13,7 +13,7 @@
 
 #include "engine/output_engine.hpp"
 #include "engine/piece_plan.hpp"
-#include "files/latent_source.hpp"
+#include "latents/latent_source.hpp"
 #include "generator/backend.hpp"
 #include "generator/network.hpp"
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "files/output_format.hpp"
+#include "formats/output_format.hpp"
 
 namespace facegen {
 

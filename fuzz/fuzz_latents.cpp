@@ -1,5 +1,5 @@
-// fuzz_latents.cpp: libFuzzer target for the latent-file reader (files/latents.cpp) and for reading
-// by ranges (files/text_latents.cpp, files/latent_index.cpp).
+// fuzz_latents.cpp: libFuzzer target for the latent-file reader (latents/latents.cpp) and for reading
+// by ranges (latents/text_latents.cpp, latents/latent_index.cpp).
 //
 // Input: byte 0 picks the read buffer (1..64 bytes, or the default 1 MiB), the rest is the file.
 // The file goes into an in-memory file (memfd), so the reader sees a regular file with a size, as
@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "common/errors.hpp"
-#include "files/latent_index.hpp"
-#include "files/latents.hpp"
-#include "files/text_latents.hpp"
+#include "latents/latent_index.hpp"
+#include "latents/latents.hpp"
+#include "latents/text_latents.hpp"
 #include "generator/network.hpp"
 
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "common/precision.hpp"
-#include "files/image_run.hpp"
+#include "formats/image_run.hpp"
 #include "generator/network.hpp"
 
 namespace facegen {

@@ -20,7 +20,7 @@
 // host widens them back exactly (common/half_float.hpp) as it copies them out. fp32 and tf32 runs
 // keep float32 images end to end.
 //
-// Runs whose every format is 8-bit (files/image_run.hpp) bring 8-bit RGB pixels over PCIe instead,
+// Runs whose every format is 8-bit (formats/image_run.hpp) bring 8-bit RGB pixels over PCIe instead,
 // 12 KB an image, made on the GPU from the values the host would otherwise receive (float16-rounded
 // in bf16), so the bytes are those of the host's conversion. Every batch's images are also scanned
 // on the GPU (kernels/image_output.hpp) and their flags (a byte an image) come down beside them, so
@@ -36,7 +36,7 @@
 
 #include "common/model_spec.hpp"
 #include "common/precision.hpp"
-#include "files/image_run.hpp"
+#include "formats/image_run.hpp"
 #include "generator/backend.hpp"
 #include "kernels/generator_gpu.hpp"
 

@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "files/atomic_file.hpp"
+#include "commit/atomic_file.hpp"
 #include "generator/safetensors_model.hpp"
 #include "common/errors.hpp"
 #include "common/text_format.hpp"

@@ -19,7 +19,7 @@
 
 #include "common/model_shape.hpp"
 #include "common/model_spec.hpp"
-#include "files/input_file.hpp"
+#include "latents/input_file.hpp"
 
 namespace facegen {
 

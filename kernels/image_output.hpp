@@ -2,7 +2,7 @@
 // image's scan for NaN, Inf and saturation, and its values in the form that crosses PCIe.
 //
 // CPU references, which the bytes equal exactly: scan_image (generator/finite_check.hpp),
-// float_to_half (common/half_float.hpp), image_to_rgb8 and channel_to_byte (files/output_format.hpp).
+// float_to_half (common/half_float.hpp), image_to_rgb8 and channel_to_byte (formats/output_format.hpp).
 #pragma once
 
 #include <cuda_runtime.h>

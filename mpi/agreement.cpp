@@ -2,7 +2,7 @@
 #include "mpi/agreement.hpp"
 
 #include "common/errors.hpp"
-#include "files/output_guard.hpp"
+#include "commit/output_guard.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/polite_wait.hpp"
 

@@ -7,7 +7,7 @@
 // removing its temporary files or the prefix's lock. So a rank watches its parent: a thread looks at
 // getppid() every 200 ms, and when the parent it started with is gone the rank says so in one line
 // and sends itself SIGTERM, the signal a live launcher would have sent: the stop handlers
-// (files/stop_signals.hpp) remove its temporaries and the lock, as on any stop. Where SIGTERM does not
+// (common/stop_signals.hpp) remove its temporaries and the lock, as on any stop. Where SIGTERM does not
 // end it within 10 s (ignored from its parent), SIGKILL does; the launcher script cleans up after that.
 // No MPI call: it runs before MPI starts and beside whatever MPI is doing. The watching thread blocks
 // every signal, so that it never takes one meant for the threads that handle them.

@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "common/errors.hpp"
-#include "files/temp_registry.hpp"
+#include "common/temp_registry.hpp"
 
 namespace facegen {
 namespace mpi {

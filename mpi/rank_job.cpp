@@ -30,17 +30,17 @@
 #include "engine/output_engine.hpp"
 #include "engine/piece_loop.hpp"
 #include "engine/piece_plan.hpp"
-#include "files/commit_journal.hpp"
-#include "files/image_sink.hpp"
-#include "files/path_parts.hpp"
-#include "files/output_guard.hpp"
-#include "files/stop_signals.hpp"
-#include "files/temp_registry.hpp"
+#include "commit/commit_journal.hpp"
+#include "engine/image_sink.hpp"
+#include "common/path_parts.hpp"
+#include "commit/output_guard.hpp"
+#include "common/stop_signals.hpp"
+#include "common/temp_registry.hpp"
 #include "generator/backend.hpp"
 #include "generator/finite_check.hpp"
 #include "common/errors.hpp"
-#include "files/input_file.hpp"
-#include "files/latent_source.hpp"
+#include "latents/input_file.hpp"
+#include "latents/latent_source.hpp"
 #include "generator/network.hpp"
 #include "common/text_format.hpp"
 #include "run/progress.hpp"
@@ -231,7 +231,7 @@ int RankJob::run_steps() {
   const int64_t total = open_inputs(status, input_status, reader, shared);
 
   // Rank 0, before any backend starts or output exists: one job at a time into the prefix, and
-  // nothing replaced that facegen did not write (files/output_guard.hpp).
+  // nothing replaced that facegen did not write (commit/output_guard.hpp).
   SinkOptions sink_options = request_.sinks;
   sink_options.image_channels = spec_.image_channels;
   sink_options.facts = sample_facts(request_);

@@ -13,7 +13,7 @@
 #include "common/content_hash.hpp"
 #include "common/errors.hpp"
 #include "common/text_format.hpp"
-#include "files/file_system_kind.hpp"
+#include "latents/file_system_kind.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/polite_wait.hpp"
 

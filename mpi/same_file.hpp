@@ -9,7 +9,7 @@
 // rank 0's very file when it has rank 0's inode and, under the same kernel, its device, or, across
 // kernels, both files are on a served file system (NFS, Lustre, GPFS: every client sees the server's
 // inode numbers, and st_dev differs between clients; two nodes' own disks number their files each on
-// its own, so there the same number means nothing: files/file_system_kind.hpp). Rank 0's very file
+// its own, so there the same number means nothing: latents/file_system_kind.hpp). Rank 0's very file
 // with another size or time changed in place between the opens: "the latent file PATH changed between
 // ranks' opens: rank 2 on host X sees N bytes, rank 0 M". Any other file is compared by its bytes: a
 // different size stops the job at once; the same size makes rank 0 and one rank of each other file
@@ -26,7 +26,7 @@
 
 #include <mpi.h>
 
-#include "files/input_file.hpp"
+#include "latents/input_file.hpp"
 #include "mpi/agreement.hpp"
 #include "mpi/rank_topology.hpp"
 

@@ -13,7 +13,7 @@
 
 #include <memory>
 
-#include "files/latent_source.hpp"
+#include "latents/latent_source.hpp"
 #include "mpi/agreement.hpp"
 #include "mpi/rank_topology.hpp"
 

@@ -5,7 +5,7 @@
 // chunks, read latents -> generate -> hand to the output stage, whose writer thread appends the chunk
 // to every output while the next chunk is computed; check that no token follows the N*100 numbers and
 // that the latent file did not change since it was opened (each input is opened once and read
-// through that descriptor: files/input_file.hpp); commit the outputs (rename into place). Any error
+// through that descriptor: latents/input_file.hpp); commit the outputs (rename into place). Any error
 // leaves no output file behind.
 //
 // Memory does not depend on N: one latent chunk, `write_buffers` image chunks, each sink's own fixed
@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "generator/backend.hpp"
-#include "files/image_sink.hpp"
-#include "files/output_format.hpp"
-#include "files/latent_source.hpp"
+#include "engine/image_sink.hpp"
+#include "formats/output_format.hpp"
+#include "latents/latent_source.hpp"
 #include "run/progress.hpp"
 #include "run/summary.hpp"
 

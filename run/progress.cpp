@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "common/clock.hpp"
-#include "files/stop_signals.hpp"
+#include "common/stop_signals.hpp"
 
 namespace facegen {
 

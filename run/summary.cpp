@@ -11,9 +11,9 @@
 #include "common/build_info.hpp"
 #include "common/text_format.hpp"
 #include "common/version.hpp"
-#include "files/atomic_file.hpp"
-#include "files/existing_outputs.hpp"
-#include "files/output_guard.hpp"
+#include "commit/atomic_file.hpp"
+#include "commit/existing_outputs.hpp"
+#include "commit/output_guard.hpp"
 
 namespace facegen {
 

@@ -5,7 +5,7 @@
 // The human summary is a few aligned lines (model, input, ranks, backend, one line per stage with
 // its seconds and rates, total, peak memory, every file written). The JSON holds the same figures
 // and, for an MPI job, each rank's; for --seeds, every seed as [first, last] ranges, so that any image
-// can be made again; it is written atomically (files/atomic_file.hpp) like every
+// can be made again; it is written atomically (commit/atomic_file.hpp) like every
 // output. README ("Machine-readable summary") lists its keys.
 #pragma once
 
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "files/seed_list.hpp"
+#include "latents/seed_list.hpp"
 
 namespace facegen {
 

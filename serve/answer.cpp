@@ -1,7 +1,7 @@
 // answer.cpp: see answer.hpp.
 #include "serve/answer.hpp"
 
-#include "files/memory_output.hpp"
+#include "formats/memory_output.hpp"
 
 namespace facegen::serve {
 namespace {

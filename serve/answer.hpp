@@ -1,5 +1,5 @@
 // answer.hpp: a request's images as the bytes of its format, made by the batch tool's own format
-// definitions in memory (files/memory_output.hpp): the same bytes as `facegen --formats F` writes
+// definitions in memory (formats/memory_output.hpp): the same bytes as `facegen --formats F` writes
 // for the same latents, model and precision (png: PREFIX/000000.png; tar: PREFIX-000000.tar; npy:
 // PREFIX.npy; npy-u8: PREFIX.u8.npy; mosaic: PREFIX.png of mosaic-png with --grid-columns and
 // --grid-padding).
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common/model_spec.hpp"
-#include "files/png_encoder.hpp"
+#include "formats/png_encoder.hpp"
 #include "serve/request.hpp"
 
 namespace facegen::serve {
@@ -20,7 +20,7 @@ struct ServiceFacts {
   std::string model;      // the model file as given on the command line
   std::string precision;  // "fp32", "tf32", "bf16"
   ModelSpec spec;         // nz, nc
-  int png_level = kDefaultPngLevel;  // the PNGs of png, tar and mosaic answers (files/png_encoder.hpp)
+  int png_level = kDefaultPngLevel;  // the PNGs of png, tar and mosaic answers (formats/png_encoder.hpp)
 };
 
 // The most bytes of pixels a mosaic answer may take (its grid, padding included).

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/build_info.hpp"
-#include "files/latent_source.hpp"
+#include "latents/latent_source.hpp"
 #include "serve/json.hpp"
 #include "serve/oip.hpp"
 #include "serve/page.hpp"

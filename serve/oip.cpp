@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "files/latent_source.hpp"
+#include "latents/latent_source.hpp"
 #include "serve/json.hpp"
 
 namespace facegen::serve {

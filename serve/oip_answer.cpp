@@ -1,6 +1,6 @@
 // oip_answer.cpp: see oip.hpp: the answer to an inference request, its images as the 8-bit pixels of
 // npy-u8, written as JSON numbers or as the bytes after the JSON.
-#include "files/image_run.hpp"
+#include "formats/image_run.hpp"
 #include "serve/json.hpp"
 #include "serve/oip.hpp"
 

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "common/errors.hpp"
-#include "files/latent_source.hpp"
-#include "files/seed_list.hpp"
+#include "latents/latent_source.hpp"
+#include "latents/seed_list.hpp"
 #include "serve/json.hpp"
 
 namespace facegen::serve {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "files/output_format.hpp"
+#include "formats/output_format.hpp"
 #include "serve/json.hpp"
 
 namespace facegen::serve {

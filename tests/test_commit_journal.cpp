@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "files/commit_journal.hpp"
-#include "files/output_commit.hpp"
-#include "files/path_parts.hpp"
-#include "files/temp_registry.hpp"
+#include "commit/commit_journal.hpp"
+#include "commit/output_commit.hpp"
+#include "common/path_parts.hpp"
+#include "common/temp_registry.hpp"
 #include "test_support.hpp"
 
 using namespace facegen;

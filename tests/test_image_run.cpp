@@ -1,4 +1,4 @@
-// test_image_run.cpp: runs of 8-bit RGB images (files/image_run.hpp) against the float32 runs they
+// test_image_run.cpp: runs of 8-bit RGB images (formats/image_run.hpp) against the float32 runs they
 // come from: which runs are made 8-bit, every 8-bit format's bytes the same from either, and the
 // host's generate_checked (scan flags and pixels) against scan_image and image_to_rgb8 image by image.
 #include <doctest/doctest.h>
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "files/image_run.hpp"
-#include "files/image_sink.hpp"
-#include "files/output_format.hpp"
+#include "formats/image_run.hpp"
+#include "engine/image_sink.hpp"
+#include "formats/output_format.hpp"
 #include "generator/backend.hpp"
 #include "generator/finite_check.hpp"
 #include "tests/test_support.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/text_format.hpp"
-#include "files/latent_source.hpp"
+#include "latents/latent_source.hpp"
 #include "generator/network.hpp"
 #include "tests/test_support.hpp"
 

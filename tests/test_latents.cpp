@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/errors.hpp"
-#include "files/latents.hpp"
+#include "latents/latents.hpp"
 #include "generator/network.hpp"
 #include "tests/test_support.hpp"
 

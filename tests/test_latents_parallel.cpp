@@ -16,9 +16,9 @@
 
 #include "common/errors.hpp"
 #include "common/model_shape.hpp"
-#include "files/latent_index.hpp"
-#include "files/latent_source.hpp"
-#include "files/latents.hpp"
+#include "latents/latent_index.hpp"
+#include "latents/latent_source.hpp"
+#include "latents/latents.hpp"
 #include "tests/test_support.hpp"
 
 using namespace facegen;

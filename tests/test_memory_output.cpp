@@ -1,4 +1,4 @@
-// test_memory_output.cpp: each format made in memory (files/memory_output.hpp) holds the same bytes
+// test_memory_output.cpp: each format made in memory (formats/memory_output.hpp) holds the same bytes
 // as the file the batch tool's sink writes for the same images: npy, npy-u8, tar (of seeds and of
 // latents), png and mosaic-png with a grid.
 #include <doctest/doctest.h>
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "files/image_sink.hpp"
-#include "files/memory_output.hpp"
+#include "engine/image_sink.hpp"
+#include "formats/memory_output.hpp"
 #include "tests/test_support.hpp"
 
 using namespace facegen;

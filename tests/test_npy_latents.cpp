@@ -12,7 +12,7 @@
 
 #include "common/errors.hpp"
 #include "common/model_shape.hpp"
-#include "files/latent_source.hpp"
+#include "latents/latent_source.hpp"
 #include "tests/test_support.hpp"
 
 using namespace facegen;

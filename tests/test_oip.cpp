@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "files/image_run.hpp"
-#include "files/latent_source.hpp"
-#include "files/output_format.hpp"
+#include "formats/image_run.hpp"
+#include "latents/latent_source.hpp"
+#include "formats/output_format.hpp"
 #include "serve/json.hpp"
 #include "serve/oip.hpp"
 

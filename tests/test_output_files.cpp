@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "common/model_shape.hpp"
-#include "files/image_sink.hpp"
-#include "files/output_commit.hpp"
-#include "files/output_files.hpp"
-#include "files/output_format.hpp"
+#include "engine/image_sink.hpp"
+#include "commit/output_commit.hpp"
+#include "engine/output_files.hpp"
+#include "formats/output_format.hpp"
 #include "tests/test_support.hpp"
 
 using namespace facegen;

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "files/existing_outputs.hpp"
-#include "files/image_sink.hpp"
-#include "files/output_guard.hpp"
-#include "files/prefix_lock.hpp"
+#include "commit/existing_outputs.hpp"
+#include "engine/image_sink.hpp"
+#include "commit/output_guard.hpp"
+#include "commit/prefix_lock.hpp"
 #include "test_support.hpp"
 
 using namespace facegen;

@@ -34,9 +34,9 @@
 #pragma GCC diagnostic pop
 
 #include "common/errors.hpp"
-#include "files/image_sink.hpp"
-#include "files/output_commit.hpp"
-#include "files/output_format.hpp"
+#include "engine/image_sink.hpp"
+#include "commit/output_commit.hpp"
+#include "formats/output_format.hpp"
 #include "generator/network.hpp"
 #include "engine/output_engine.hpp"
 #include "run/progress.hpp"

@@ -1,4 +1,4 @@
-// test_png_encoder.cpp: the PNG encoder (files/png_encoder.hpp) against two decoders that share none
+// test_png_encoder.cpp: the PNG encoder (formats/png_encoder.hpp) against two decoders that share none
 // of its code: stb_image, and a chunk walk here whose CRCs, zlib stream and Adler-32 are checked with
 // zlib's own crc32, uncompress and adler32. Every level, odd sizes (1 x 1, 65 x 3, rows longer than a
 // stored block, bands that do not divide the rows), and the banded mosaic's bytes on 1, 2, 3 and 7
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "files/png_encoder.hpp"
+#include "formats/png_encoder.hpp"
 
 using namespace facegen;
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "files/latent_source.hpp"
-#include "files/seed_list.hpp"
+#include "latents/latent_source.hpp"
+#include "latents/seed_list.hpp"
 #include "tests/test_support.hpp"
 
 using namespace facegen;

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "files/latent_source.hpp"
+#include "latents/latent_source.hpp"
 #include "serve/json.hpp"
 #include "serve/request.hpp"
 #include "serve/routes.hpp"

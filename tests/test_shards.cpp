@@ -15,10 +15,10 @@
 #include <stb_image.h>
 
 #include "common/model_shape.hpp"
-#include "files/image_sink.hpp"
+#include "engine/image_sink.hpp"
 #include "engine/piece_plan.hpp"
-#include "files/output_format.hpp"
-#include "files/tar_shard.hpp"
+#include "formats/output_format.hpp"
+#include "formats/tar_shard.hpp"
 #include "run/pipeline.hpp"
 #include "tests/test_support.hpp"
 

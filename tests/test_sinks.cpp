@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "files/atomic_file.hpp"
+#include "commit/atomic_file.hpp"
 #include "common/errors.hpp"
-#include "files/image_sink.hpp"
+#include "engine/image_sink.hpp"
 #include "generator/network.hpp"
 #include "tests/test_support.hpp"
 

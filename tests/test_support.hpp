@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "common/errors.hpp"
-#include "files/existing_outputs.hpp"
-#include "files/tar_shard.hpp"
-#include "files/output_format.hpp"
+#include "commit/existing_outputs.hpp"
+#include "formats/tar_shard.hpp"
+#include "formats/output_format.hpp"
 
 namespace facegen_test {
 
@@ -82,7 +82,7 @@ inline void write_file(const std::string& path, const std::string& bytes) {
 }
 
 // An earlier run's output of a kind, as a commit may replace it: bytes that begin as facegen's files
-// of that kind begin (files/existing_outputs.hpp), then `tag`, which tells old from new.
+// of that kind begin (commit/existing_outputs.hpp), then `tag`, which tells old from new.
 inline std::string earlier_output(facegen::WrittenKind kind, const std::string& tag) {
   switch (kind) {
     case facegen::WrittenKind::Text:

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "files/atomic_file.hpp"
-#include "files/output_commit.hpp"
-#include "files/stop_signals.hpp"
-#include "files/temp_registry.hpp"
+#include "commit/atomic_file.hpp"
+#include "commit/output_commit.hpp"
+#include "common/stop_signals.hpp"
+#include "common/temp_registry.hpp"
 #include "test_support.hpp"
 
 using namespace facegen;

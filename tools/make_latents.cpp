@@ -15,7 +15,7 @@
 
 #include <cxxopts.hpp>
 
-#include "files/latent_source.hpp"
+#include "latents/latent_source.hpp"
 #include "tools/tool_options.hpp"
 
 namespace {

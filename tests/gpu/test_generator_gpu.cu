@@ -32,7 +32,7 @@
 #include "generator/gpu_pipeline.hpp"
 #include "generator/network.hpp"
 #include "kernels/generator_gpu.hpp"
-#include "files/output_format.hpp"
+#include "formats/output_format.hpp"
 #include "generator/finite_check.hpp"
 #include "kernels/image_output.hpp"
 #include "common/cuda_check.cuh"

@@ -83,7 +83,7 @@ suite_end() {
 }
 
 # earlier_output EXT TAG: on stdout, an earlier run's output as a new run may replace it: bytes that
-# begin as facegen's files of that kind begin (files/existing_outputs.hpp: txt, bmp, npy, u8.npy, tar,
+# begin as facegen's files of that kind begin (commit/existing_outputs.hpp: txt, bmp, npy, u8.npy, tar,
 # png, json),
 # then TAG, which tells one such file from another. facegen refuses to replace anything else.
 earlier_output() {

@@ -2,7 +2,7 @@
 # changing_inputs.sh: inputs that change while a run reads them, in one process and over 2 MPI ranks.
 #
 # A run opens the latent file and the model once and reads them through that descriptor
-# (files/input_file.hpp). For the text and the .npy latent file, and for the model, each of
+# (latents/input_file.hpp). For the text and the .npy latent file, and for the model, each of
 #   deleted, replaced by rename with a file of the same size   the run goes on with the file it opened:
 #                                                             exit 0, outputs byte-identical to a run
 #                                                             on an untouched copy
@@ -22,7 +22,7 @@
 # and a latent of 3.4e38 (not the first image): exit 1, one line naming the latent, in one process and
 # over 2 ranks.
 #
-# The moments come from FACEGEN_TEST_STOP (files/input_file.hpp): the process stops itself with SIGSTOP
+# The moments come from FACEGEN_TEST_STOP (latents/input_file.hpp): the process stops itself with SIGSTOP
 # at the named point; the suite waits (20 s at most) until /proc/PID/status says it is stopped, changes
 # the file and continues it with SIGCONT. Every run has a deadline. Usage: changing_inputs.sh [build]
 set -u

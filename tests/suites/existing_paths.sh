@@ -428,7 +428,7 @@ fi
 for shape in link fifo folder; do
   dir=$work/lock-$shape
   mkdir -p "$dir"
-  name=$(python3 -c 'import sys  # the lock file of prefix r (files/prefix_lock.cpp): FNV-1a of the name
+  name=$(python3 -c 'import sys  # the lock file of prefix r (commit/prefix_lock.cpp): FNV-1a of the name
 h = 14695981039346656037
 for c in sys.argv[1].encode(): h = ((h ^ c) * 1099511628211) % 2**64
 print(".facegen-lock-%016x" % h)' r)

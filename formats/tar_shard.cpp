@@ -1,0 +1,88 @@
+// tar_shard.cpp: ustar members and WebDataset samples (see tar_shard.hpp).
+#include "formats/tar_shard.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace facegen {
+namespace {
+
+// Writes `value` in octal into the `width`-byte field at `at`: width - 1 digits, then NUL.
+void put_octal(std::string& header, size_t at, size_t width, uint64_t value) {
+  for (size_t i = width - 1; i-- > 0;) {
+    header[at + i] = static_cast<char>('0' + (value & 7));
+    value >>= 3;
+  }
+  if (value != 0) throw std::length_error("tar: a value too large for its ustar field");
+  header[at + width - 1] = '\0';
+}
+
+// JSON's string escapes: quote, backslash and control characters; other bytes as they are.
+std::string json_quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string tar_header(const std::string& name, int64_t size) {
+  if (name.empty() || name.size() > 100) throw std::invalid_argument("tar: member name of " + std::to_string(name.size()) + " bytes");
+  std::string header(kTarBlockBytes, '\0');
+  std::memcpy(&header[0], name.data(), name.size());   // name[100]
+  put_octal(header, 100, 8, 0644);                     // mode
+  put_octal(header, 108, 8, 0);                        // uid
+  put_octal(header, 116, 8, 0);                        // gid
+  put_octal(header, 124, 12, static_cast<uint64_t>(size));  // size
+  put_octal(header, 136, 12, 0);                       // mtime: fixed, so bytes never depend on when
+  header[156] = '0';                                   // typeflag: a regular file
+  std::memcpy(&header[257], "ustar", 6);               // magic, NUL-terminated
+  header[263] = header[264] = '0';                     // version "00"
+  std::memset(&header[148], ' ', 8);                   // the checksum counts its own field as spaces
+  uint32_t sum = 0;
+  for (const char c : header) sum += static_cast<unsigned char>(c);
+  put_octal(header, 148, 7, sum);                      // six digits, NUL, then the space left there
+  return header;
+}
+
+void append_tar_member(std::string& archive, const std::string& name, const std::string& data) {
+  archive += tar_header(name, static_cast<int64_t>(data.size()));
+  archive += data;
+  const size_t tail = data.size() % kTarBlockBytes;
+  if (tail != 0) archive.append(kTarBlockBytes - tail, '\0');
+}
+
+std::string sample_key(int64_t index) {
+  char key[32];
+  std::snprintf(key, sizeof key, "%09lld", static_cast<long long>(index));
+  return key;
+}
+
+std::string sample_json(int64_t index, const SampleFacts& facts) {
+  std::string json = "{\"index\": " + std::to_string(index);
+  if (facts.image_seed) json += ", \"seed\": " + std::to_string(facts.image_seed(index));
+  else if (facts.random) json += ", \"random_seed\": " + std::to_string(facts.random_seed);
+  json += ", \"model\": " + (facts.model.empty() ? std::string("null") : json_quoted(facts.model));
+  json += ", \"precision\": " + json_quoted(facts.precision) + "}\n";
+  return json;
+}
+
+void append_tar_sample(std::string& archive, int64_t index, const std::string& png, const SampleFacts& facts) {
+  const std::string key = sample_key(index);
+  append_tar_member(archive, key + ".png", png);
+  append_tar_member(archive, key + ".json", sample_json(index, facts));
+}
+
+}  // namespace facegen

@@ -1,0 +1,34 @@
+// tar_shard.hpp: the bytes of a WebDataset shard (the tar format of output_format.hpp): a POSIX ustar
+// archive (IEEE Std 1003.1, pax's ustar interchange format) of regular-file members.
+//
+// A member is a 512-byte header then its data, padded with zeros to a multiple of 512; the archive
+// ends with two zero blocks. The header: name, mode 0644, uid and gid 0, size in octal, mtime 0,
+// typeflag '0', magic "ustar\0" and version "00", no user or group names; its checksum is the sum of
+// its bytes with the checksum field read as spaces. Every field is fixed but the name and size, so a
+// sample's bytes depend only on its image and facts: identical across runs, ranks and threads.
+// A sample is KKKKKKKKK.png then KKKKKKKKK.json, KKKKKKKKK the image's index in 9 digits (more past a
+// billion), which is what webdataset groups by (the name up to its first dot).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "formats/output_format.hpp"
+
+namespace facegen {
+
+constexpr int64_t kTarBlockBytes = 512;
+constexpr int64_t kTarEndBytes = 2 * kTarBlockBytes;  // the archive's end: two zero blocks
+
+// The 512-byte ustar header of a regular file `name` (at most 100 bytes) of `size` bytes (< 8 GiB).
+std::string tar_header(const std::string& name, int64_t size);
+// Appends a member: its header, its data, zeros up to the next block.
+void append_tar_member(std::string& archive, const std::string& name, const std::string& data);
+std::string sample_key(int64_t index);  // "000000123"
+// A sample's json: {"index": 123, "random_seed": 1, "model": "m.bin", "precision": "fp32"}, with
+// "seed" where the image has its own, "random_seed" where latents were drawn from the run's seed.
+std::string sample_json(int64_t index, const SampleFacts& facts);
+// Appends image `index`'s sample: its PNG (png, as the png format writes it) and its json.
+void append_tar_sample(std::string& archive, int64_t index, const std::string& png, const SampleFacts& facts);
+
+}  // namespace facegen
