@@ -8,6 +8,8 @@
 #   FACEGEN_PREBUILT=1                      build/ as carried or left by an earlier call: no build
 #   FACEGEN_TESTS="*stream*"                the GPU test cases to run first (doctest -tc; "" for none)
 #   JOB_SECONDS=420                         job.sh's deadline
+#   ONE_IMAGE=1                             first, make run's job (inputs/input1.txt -> txt,bmp) three times:
+#                                           the wall time, the summary's start-up parts, a bare context
 #   PROFILE="ARGS"                          first, the job `facegen ARGS` under a profile: its user and system
 #                                           CPU seconds, the busiest threads by name (/proc samples every 20 ms),
 #                                           and perf's report where perf is installed
@@ -86,6 +88,20 @@ if [ -n "${PROFILE:-}" ]; then
   else
     echo "perf: not installed here"
   fi
+fi
+
+if [ "${ONE_IMAGE:-0}" = 1 ]; then
+  for try in 1 2 3; do
+    t0=$(date +%s%N)
+    build/facegen --input inputs/input1.txt --output /dev/shm/facegen-one > "$out/one.txt" 2>&1
+    t1=$(date +%s%N)
+    echo "make run's job, try $try: wall $(((t1 - t0) / 1000000)) ms; $(grep -E '^total' "$out/one.txt" | sed 's/from start to finished files, //')"
+    rm -f /dev/shm/facegen-one.*
+  done
+  python3 -c "
+import ctypes, glob, time
+t = time.perf_counter(); r = ctypes.CDLL(sorted(glob.glob('/usr/local/cuda/lib64/libcudart.so*'))[0]); r.cudaFree(ctypes.c_void_p(0))
+print(f'bare CUDA context (cudaFree(0), fresh process): {(time.perf_counter() - t) * 1000:.0f} ms')"
 fi
 
 [ $# -gt 0 ] || set -- /dev/shm/facegen-job
