@@ -6,6 +6,7 @@
 #   N=1048576 PRECISIONS="fp32 bf16" PROG=build/facegen bench/job.sh
 #   RANKS="1 2 4" bench/job.sh   each row once per rank count: the program as one process (1) or as
 #                                R MPI ranks on this host (mpirun --bind-to none), each on its own GPU
+#   KERNELS=0 bench/job.sh       without the kernels' own rate (facegen-bench, a minute)
 #   JOBS="tar txt one" bench/job.sh   only these rows (names: tar tar500 npy-u8 npy-shards npy png bmp
 #                                mosaic-png txt one); default: all
 #
@@ -55,7 +56,7 @@ text_latents=$(mktemp /tmp/facegen-job-latents.XXXXXX)
 # The kernels' rate on this GPU for the default model's architecture at the default batch (512) and at
 # 8192, from build/facegen-bench (CUDA only): the rate a run's generation is held to.
 kernels_json=
-if [ "$device" = cuda ] && [ -x build/facegen-bench ]; then
+if [ "$device" = cuda ] && [ -x build/facegen-bench ] && [ "${KERNELS:-1}" = 1 ]; then
   kernels_dir=$(mktemp -d /tmp/facegen-job-kernels.XXXXXX)
   if timeout 300 build/facegen-bench --tutorial-only --quick --out "$kernels_dir" > "$kernels_dir/log" 2>&1; then
     kernels_json=$kernels_dir/results.json
