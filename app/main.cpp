@@ -237,9 +237,10 @@ cxxopts::Options command_line() {
        "N")
       ("t,threads", "CPU threads (0: all this process may use)", value<std::string>()->default_value("0"), "N");
   options.add_options("Memory")
-      ("chunk", "images read, generated and written per step (memory grows with it, not with N; default 48 MiB "
-       "a buffer: 1024 float or 4096 8-bit images; with shards up to 192 MiB: 4096 or 16384)", value<std::string>(), "N")
-      ("write-threads", "threads that format text and encode PNGs (0: all)", value<std::string>()->default_value("0"),
+      ("chunk", "images of a piece, read, generated and written together (memory grows with it, not with N; "
+       "default 12 MiB: 256 float or 1024 8-bit images)", value<std::string>(), "N")
+      ("write-threads", "threads that format text and encode PNGs and tar members (0: all)",
+       value<std::string>()->default_value("0"),
        "N");
   options.add_options("Reporting")
       ("q,quiet", "print nothing but errors (no notice, no progress, no summary)")
@@ -252,7 +253,7 @@ cxxopts::Options command_line() {
       ("all-ranks", "every rank generates, however few images there are")
       ("min-images-per-rank", "ranks sit out unless each gets this many images (0: 4096 on GPUs, 8 on CPUs)",
        value<std::string>()->default_value("0"), "N")
-      ("images-per-round", "the most images a rank holds at once (0: --chunk)",
+      ("images-per-round", "MPI: --chunk under another name, a rank's piece (0: --chunk)",
        value<std::string>()->default_value("0"), "N")
       ("mpi", "run as one rank of an MPI job even where no launcher is detected");
   return options;
