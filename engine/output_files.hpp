@@ -9,10 +9,8 @@
 //
 // Each file is created beside its final path as an unbuffered AtomicFile (a folder with mkdtemp as
 // PREFIX.tmp-XXXXXX), its header written and its size set up front, so a mosaic's black tiles read as
-// zeros. write_at() is pwrite on a descriptor opened on first use, or, while use_mapped_writes(true)
-// holds, for a write of 256 KiB or more (npy runs, text pieces) mapped_write(), which lets threads
-// write one file at once (pwrite where the file system cannot reserve space or map files); a
-// file of images (fixed-size, or a tar shard's records) is synced and closed as soon as its last
+// zeros. write_at() is pwrite on a descriptor opened on first use (the engine writes a file from one
+// thread at a time: engine/output_engine.hpp); a file of images (fixed-size, or a tar shard's records) is synced and closed as soon as its last
 // image is in (images_written), so a mosaic or an output split into many shards holds few
 // descriptors. An output of kSyncAtOnceFiles files or more closes its files unsynced and finish() syncs them all with one syncfs (4,000 one-tile BMPs on ext4 of a
 // 2-core VM: 2.64 s with an fsync each, 1.48 s so). finish() syncs the rest (syncfs once for a

@@ -1,7 +1,7 @@
 // output_format.hpp: each output format, defined once: its files, their headers and sizes, and how a
-// run of consecutive images becomes bytes at known offsets. Two drivers use these definitions: one
-// process writing with pwrite from several threads (engine/output_files.hpp, run/), and MPI ranks
-// writing with MPI-IO (mpi/ordered_output.hpp). Neither knows a format; both give the same bytes.
+// run of consecutive images becomes bytes at known offsets. The output engine (engine/) writes these
+// definitions, for one process and for each MPI rank's share alike, and the service makes them in
+// memory (memory_output.hpp); neither knows a format, and both give the same bytes.
 //
 // Images are (count, 64, 64, nc) floats, C fastest, values in (-1, 1), nc = 3 (RGB) or 1 (grey,
 // OutputOptions::image_channels); a channel value v becomes the byte channel_to_byte(v) in the 8-bit

@@ -18,9 +18,8 @@
 //   latents-open, model-open       before the file is opened
 //   latents-opened, model-opened   after it is opened, before any of its bytes is read
 //   latents-read                   after the first images were read from the latent file
-//   outputs-open, outputs-checked  an MPI rank, before it looks for the output files rank 0 created,
-//                                  and once every rank found them, before MPI_File_open
-//                                  (mpi/ordered_output.cpp; the first files of the job only)
+//   outputs-open, outputs-checked  an MPI rank, before it makes its first output files (rank 0
+//                                  first), and once it made them (mpi/rank_job.cpp)
 // Nothing else reads it.
 #pragma once
 

@@ -84,7 +84,7 @@ struct Times {
   double startup = 0;  // model load and backend start (the fixed cost of a rank)
   double parse = 0;    // reading latents (each rank its own, or rank 0 for all)
   double compute = 0;  // generation
-  double write = 0;    // the writer thread's busy time: text, pixels, MPI-IO writes
+  double write = 0;    // its engine's tasks' time: records, pixels, writes (summed over threads)
   double total = 0;    // from MPI_Init's return to the files being in place
 };
 constexpr int kTimeFields = sizeof(Times) / sizeof(double);
@@ -168,7 +168,7 @@ void RankJob::start_backend(int active, const std::vector<int>& node_of_rank) {
   notice_ = choice.notice(cpu_threads_);
   device_ = backend.device == DeviceKind::Cuda ? "cuda" : backend.device == DeviceKind::Synthetic ? "synthetic" : "cpu";
   backend.images_done = &progress_->own_count();
-  backend.images = image_encoding_for(request_.formats);  // OrderedOutputs' buffers hold them so
+  backend.images = image_encoding_for(request_.formats);  // the engine's buffers hold them so
   std::string ignored;
   backend_ = make_backend(net, backend, &ignored);
   backend_text_ = backend_->describe();
@@ -570,7 +570,6 @@ RunSummary RankJob::gather_summary() {
 bool mpi_available() { return true; }
 
 int end_rank_before_job(int status) {
-  ::setenv("OMPI_MCA_sharedfp", "individual", 0);
   if (MPI_Init(nullptr, nullptr) != MPI_SUCCESS) return status;
   MPI_Request barrier;
   if (MPI_Ibarrier(MPI_COMM_WORLD, &barrier) == MPI_SUCCESS) {
@@ -588,15 +587,6 @@ int end_rank_before_job(int status) {
 }
 
 int run_as_rank(const GenerateRequest& request, const RankJobOptions& options) {
-  // OpenMPI's MPI-IO picks a shared-file-pointer component at every MPI_File_open, though this
-  // program never uses the shared pointer. In OpenMPI 4.1 two of them format the file's name into a
-  // fixed buffer: "sm" (a file in the session directory named after the file) and "lockedfile" (a
-  // lock file beside it); a name of about 200 bytes overflows it and glibc aborts the rank ("buffer
-  // overflow detected"). "lockedfile" also leaves PATH.locktest.N beside the file when a rank is
-  // stopped inside the open. "individual" sizes its names to the path: it keeps PATH.data.0 and
-  // PATH.metadata.0 beside an open file (each rank opens its own handle: rank 0 of MPI_COMM_SELF),
-  // which the output driver lists for a signal's cleanup (mpi/ordered_output.cpp). It is the one asked for, unless the user chose one.
-  ::setenv("OMPI_MCA_sharedfp", "individual", 0);
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "facegen: error: MPI_Init failed\n");

@@ -1,26 +1,24 @@
 // rank_job.hpp: one generation job spread over the ranks of an MPI job (no MPI types here, so that
 // the command line can include it without MPI's headers).
 //
-// Every rank runs the same sequence; a rank's slice of the work comes from work_split.hpp, its device
-// from choose_device (generator/backend.hpp), its output offsets from ordered_output.hpp, and the
+// Every rank runs the same sequence; a rank's share of the work comes from work_split.hpp, its device
+// from choose_device (generator/backend.hpp), its writing from the output engine (engine/), and the
 // way ranks fail together from agreement.hpp. Order of work:
 //   0. every rank opens the model file (none for --device synthetic), once, reads its shape, and
-//      checks that it opened rank 0's file (same_file.hpp);
+//      checks that it opened rank 0's file, or a copy of its bytes (same_file.hpp);
 //   1. rank 0 opens the latents (a file, or --random / --interpolate / --seeds draws) and learns N (an error
-//      is held until step 3, so that errors come in the same order as in the single-process
+//      is held until step 2, so that errors come in the same order as in the single-process
 //      program); every rank learns N; where every rank can read the source by ranges, each opens it
 //      too, checks it is rank 0's file, and a text file's token map is built by all (shared_latents.hpp);
-//   2. rank 0 decides how many ranks generate (small jobs leave ranks out, see work_split.hpp);
-//      the generating ranks load the model (through the descriptor of step 0) and start their
-//      backend on their GPU;
-//   3. agree; every rank checks the outputs' layout, rank 0 creates them as temporary files; agree;
-//      every rank opens them;
-//   4. for each round: every rank reads its own slice (or, for a pipe, rank 0 reads the round and
-//      scatters it with MPI_Scatterv); agree; every rank generates its slice and hands it to its
-//      writer thread, which writes it at its offsets while the next round is generated;
+//   2. rank 0 takes the prefix's lock and checks what the run may replace; it decides how many ranks
+//      generate (small jobs leave ranks out); the job is cut at its outputs' files' edges and each
+//      generating rank gets whole blocks (work_split.hpp), loads the model and starts its backend;
+//   3. rank 0 makes its first output files as temporaries, then every other rank checks it sees them
+//      and makes its own; agree;
+//   4. every rank runs the engine over its share, on its own (no collective until step 5);
 //   5. rank 0 checks that nothing follows the last number, and every rank that read latents that its
-//      latent file did not change (input_file.hpp); every rank finishes writing (mosaic PNGs
-//      are encoded, files synced and closed); agree; rank 0 puts the whole set in place, all or nothing.
+//      latent file did not change (input_file.hpp); every rank syncs its files and sends their names to
+//      rank 0, which takes them over and, once all agree, puts the whole set in place, all or nothing.
 // By default rank 0 prints one summary; with `verbose` every rank reports its host, rank, local
 // rank and GPU (name and PCI bus id), printed by rank 0 in rank order.
 #pragma once

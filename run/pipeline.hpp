@@ -1,15 +1,16 @@
 // pipeline.hpp: one generation job in one process: model + latents in, image files out.
 //
 // Order of work: load and validate the model; open the latent file and read N; create every output
-// (as temporary files, so a missing or read-only directory fails before any computing); then, in
-// chunks, read latents -> generate -> hand to the output stage, whose writer thread appends the chunk
-// to every output while the next chunk is computed; check that no token follows the N*100 numbers and
-// that the latent file did not change since it was opened (each input is opened once and read
-// through that descriptor: latents/input_file.hpp); commit the outputs (rename into place). Any error
-// leaves no output file behind.
+// (as temporary files, so a missing or read-only directory fails before any computing); then the
+// output engine over the whole job (engine/: pieces read ahead, streamed through the backend,
+// written by every output on the process's pool while the next are generated); check that no token
+// follows the N*nz numbers and that the latent file did not change since it was opened (each input
+// is opened once and read through that descriptor: latents/input_file.hpp); commit the outputs
+// (rename into place). Any error leaves no output file behind.
 //
-// Memory does not depend on N: one latent chunk, `write_buffers` image chunks, each sink's own fixed
-// buffers (text: a block per thread; mosaics: one file's pixels), the backend's. README states the bound.
+// Memory does not depend on N: the engine's ring of pieces and their latents (engine/piece_plan.hpp,
+// job_flow), each sink's own fixed buffers (mosaics: one file's pixels), the backend's. docs/usage.md
+// states the bound.
 #pragma once
 
 #include <cstdint>
