@@ -78,7 +78,7 @@ cxxopts::Options serve_command_line() {
       ("port", "TCP port to listen on (0: any free port, named on stderr)", value<std::string>()->default_value("8080"), "PORT")
       ("host", "address to listen on (0.0.0.0: every interface)", value<std::string>()->default_value("127.0.0.1"), "HOST")
       ("max-batch", "most images in one backend batch", value<std::string>()->default_value("256"), "N")
-      ("max-delay-ms", "longest an image waits for its batch to fill, in milliseconds", value<std::string>()->default_value("2"), "T")
+      ("max-delay-ms", "longest an image waits for its batch to fill, in milliseconds (0: a free worker takes what is queued)", value<std::string>()->default_value("0"), "T")
       ("max-queue", "most images waiting at once (each holds 48 KiB of floats until answered); more are refused with 429", value<std::string>()->default_value("16384"), "N")
       ("token-file", "a file holding a token: /v1/ and /metrics then need 'Authorization: Bearer TOKEN'",
        value<std::string>(), "PATH")
