@@ -35,9 +35,10 @@
 #                        and rsvg-convert; make data-deps installs node, npm, librsvg2-bin, numpy and PIL
 #
 # Knobs: CUDA=0 builds without CUDA (CPU backend only; remembered until CUDA=1); CUDA_ARCH="80 90a" picks the GPU architectures
-# (default: 80 86 89 90a, one binary for Ampere, Ada and Hopper; the wgmma kernels exist only in the
-# 90a code, and the program picks them at run time on a compute capability 9.0 GPU; CUDA_ARCH=90a
-# alone builds faster on a Hopper machine); DEBUG=1 builds with -O0 -g; PROFILE=1 adds
+# (default: 80 90a, one binary for Ampere, Ada and Hopper: sm_86 and sm_89 GPUs run the sm_80 code,
+# which compute capability 8.x runs as it is; the wgmma kernels exist only in the 90a code, and the
+# program picks them at run time on a compute capability 9.0 GPU; "80 86 89 90a" adds code tuned by
+# ptxas for 8.6 and 8.9 at twice the build time; CUDA_ARCH=90a alone builds faster on a Hopper machine); DEBUG=1 builds with -O0 -g; PROFILE=1 adds
 # -lineinfo; CPU_ARCH sets -march for the CPU code (default x86-64: the program runs on any x86-64
 # CPU, and the CPU backend's kernels pick AVX-512, AVX2 or SSE2 at run time). SANITIZE=1 builds
 # into build-san/ with -fsanitize=address,undefined and without CUDA (nvcc cannot build
@@ -64,7 +65,7 @@ endif
 ifeq ($(VALGRIND),1)
 override CUDA := 0
 endif
-CUDA_ARCH ?= 80 86 89 90a
+CUDA_ARCH ?= 80 90a
 CPU_ARCH  ?= x86-64
 BUILD     := build
 ifeq ($(SANITIZE),1)

@@ -124,6 +124,10 @@ for reference in "--input $work/repo/inputs/slurm7.txt reference" "--input $work
   timeout 60 "$build/facegen" --device cpu "$1" "$2" --output "$work/$3" --quiet ||
     { echo "slurm_local: the single-process reference ($reference) failed"; exit 1; }
 done
+# Two mosaic files of 4 tiles: a job of 7 images that splits between 2 ranks (txt is one rank's).
+split=(--formats bmp --mosaic-tiles 2)
+timeout 60 "$build/facegen" --device cpu --input "$work/repo/inputs/slurm7.txt" "${split[@]}" --output "$work/reference-split" \
+  --quiet || { echo "slurm_local: the single-process reference (split) failed"; exit 1; }
 
 # sbatch_wait [sbatch arguments]: sbatch from the repository copy; prints the job id, then waits for
 # the job, at most 120 s, polling every 0.2 s (sbatch --wait polls every few seconds, which made
@@ -173,9 +177,11 @@ submit() {
 
 # same_as PREFIX REFERENCE: PREFIX.txt and PREFIX.bmp are REFERENCE's, byte for byte.
 same_as() { cmp -s "$1.txt" "$2.txt" && cmp -s "$1.bmp" "$2.bmp"; }
+# same_split_as PREFIX REFERENCE: the two mosaic files PREFIX-0001.bmp and PREFIX-0002.bmp are REFERENCE's.
+same_split_as() { cmp -s "$1-0001.bmp" "$2-0001.bmp" && cmp -s "$1-0002.bmp" "$2-0002.bmp"; }
 
-if submit "CPU script, 2 ranks" facegen-cpu.sbatch --ntasks-per-node=2 -- slurm7 one7 --all-ranks; then
-  if same_as "$work/repo/outputs/one7" "$work/reference" && grep -q '^ranks     2 on 1 host; all generate' "$work/repo/facegen-"*.log; then
+if submit "CPU script, 2 ranks" facegen-cpu.sbatch --ntasks-per-node=2 -- slurm7 one7 --all-ranks "${split[@]}"; then
+  if same_split_as "$work/repo/outputs/one7" "$work/reference-split" && grep -q '^ranks     2 on 1 host; all generate' "$work/repo/facegen-"*.log; then
     pass "slurm/facegen-cpu.sbatch slurm7 one7, 2 ranks, no outputs/ folder before: outputs/one7 identical to one process"
   else
     fail "slurm/facegen-cpu.sbatch" "outputs differ from the single-process run, or not 2 generating ranks"
@@ -360,7 +366,7 @@ done
 rm -f "$work/repo/facegen-"*.log
 start=$SECONDS
 FACEGEN_TEST_FAULT=1:kill sbatch_wait --ntasks-per-node=2 slurm/facegen-cpu.sbatch slurm7 killed7 --all-ranks \
-  > "$work/sbatch.out" 2>&1
+  "${split[@]}" > "$work/sbatch.out" 2>&1
 status=$?
 log=$(ls "$work/repo/facegen-"*.log 2>/dev/null | head -n1)
 if [ $status -ne 0 ] && [ $status -ne 124 ] && [ -z "$(ls "$work/repo/outputs" | grep killed7)" ] &&
