@@ -5,17 +5,18 @@
 # killed (1 run in 6, then 0 in 22). Two causes were found and removed (docs/failure-behaviour.md):
 # OpenMPI's "individual" shared-file-pointer component, failing to create its files beside an output
 # on one rank, went on without them and skipped the allgather of MPI_File_close that the other rank
-# waited in; and one rank's failed MPI_File_open left the other in the open's own collectives. The
-# ranks now name each file through the folder they found it in and open it on MPI_COMM_SELF.
-# existing_paths.sh stops a rank at two fixed points of the opening; this suite tries the moment as it
-# comes: a 2-rank job of 4 synthetic images (txt, bmp); 0 to 57 ms after rank 0 takes the prefix's
-# lock (just before the ranks create, open and write their files and commit them), the folder is
+# waited in; and one rank's failed MPI_File_open left the other in the open's own collectives. Since,
+# the ranks write no shared file at all (each makes its own shards; no MPI-IO), and meet only at
+# agreements every rank reaches. existing_paths.sh stops a rank at two fixed points as it makes its
+# files; this suite tries the moment as it comes: a 2-rank job of 4 synthetic images in tar shards of 2
+# (one for each rank); 0 to 57 ms after rank 0 takes the prefix's
+# lock (just before the ranks create and write their files and commit them), the folder is
 # moved away and replaced by another folder, by a file, or by nothing, or removed with all it holds
 # (rm -rf). Each try must end within 30 s, either with exit 0 (the change
 # came after the commit) or exit 1 and exactly one line ("facegen: error on rank R (host H): ..."),
 # with nothing of OpenMPI's own. TRIES tries in LANES (default 3) jobs at a time: 60 by default, to
-# keep CI short (about 50 s on a 2-core machine); TRIES=200 for the full count (174 s there, all 200
-# ended: 2026-11-27, 2 vCPUs, commit 93e3c5a, while other builds loaded the machine).
+# keep CI short (about 50 s on a 2-core machine); TRIES=200 for the full count (docs/failure-behaviour.md
+# has the last one's figures).
 # Usage: output_folder_race.sh [build-dir]; exit 0 pass, 77 skipped (says why), 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
@@ -44,7 +45,7 @@ try() {
   kind=${kinds[$((n % 4))]}
   mkdir -p "$dir/out"
   env --default-signal timeout -k 5 30 ./run_parallel.sh --program "$prog" --random 4 --output "$dir/out/r" \
-    --ranks-per-node 2 -- --device synthetic --all-ranks --formats txt,bmp -q > /dev/null 2> "$dir/err" &
+    --ranks-per-node 2 -- --device synthetic --all-ranks --formats tar --shard-images 2 -q > /dev/null 2> "$dir/err" &
   job=$!
   # The moment: rank 0 takes the prefix's lock just before the ranks start, create and open their
   # files and write them; 0 to 57 ms after it sweeps over all of that.
