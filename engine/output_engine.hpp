@@ -5,11 +5,11 @@
 // it with images [first, first + count) and hands it over (submit); pieces may come in any order
 // (engine/piece_plan.hpp decides it), as long as the pieces of one file of records (a txt file, a tar
 // shard) come in image order. Each submitted piece becomes one task per output on the process's pool
-// (common/work_pool.hpp), which runs the sink's steps (engine/image_sink.hpp):
-//   - a format of fixed offsets (npy, npy-u8, bmp, png, mosaic-png) writes the piece at once;
-//   - a format of records makes the piece's records; the pieces of one file are then placed in image
-//     order, each after the one before (a counter per file, no thread waits for another), and each
-//     piece's records are written at its place by whichever task placed it.
+// (common/work_pool.hpp), which runs the sink's steps (engine/image_sink.hpp): it makes what needs no
+// other piece (a format of records makes the piece's records), then the pieces of one file are placed
+// in the order they came, each after the one before (a counter per file, no thread waits for
+// another), and written one at a time, in that order, by whichever task placed them: Linux takes one
+// writer into a file at a time, and writers that wait for it spin.
 // Loops inside a task (a piece's images encoded on several threads) are helped by idle workers, so
 // many files are made and written at once, as many as the pieces in flight reach. A buffer goes back
 // to the ring when every output has written its piece; when none is free, acquire() waits, so memory
