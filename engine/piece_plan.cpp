@@ -8,30 +8,27 @@
 namespace facegen {
 
 PiecePlan::PiecePlan(int64_t total_images, int64_t unit_images, int64_t piece_images, int lanes)
-    : PiecePlan(total_images, unit_images, piece_images, lanes, 0, -1) {}
+    : PiecePlan(total_images, unit_images, piece_images, lanes, 0, total_images) {}
 
-PiecePlan::PiecePlan(int64_t total_images, int64_t unit_images, int64_t piece_images, int lanes, int64_t first_unit,
-                     int64_t end_unit)
+PiecePlan::PiecePlan(int64_t total_images, int64_t unit_images, int64_t piece_images, int lanes, int64_t first_image,
+                     int64_t end_image)
     : total_(std::max<int64_t>(0, total_images)),
       unit_(unit_images > 0 ? unit_images : std::max<int64_t>(1, total_images)),
       piece_(piece_images),
       units_(total_ == 0 ? 0 : (total_ + unit_ - 1) / unit_),
-      first_unit_(first_unit),
-      end_unit_(end_unit < 0 ? units_ : std::min(end_unit, units_)),
-      next_unit_(first_unit) {
-  if (piece_images < 1 || lanes < 1 || first_unit < 0) throw std::invalid_argument("PiecePlan: bad arguments");
+      first_image_(std::clamp<int64_t>(first_image, 0, total_)),
+      end_image_(std::clamp<int64_t>(end_image, first_image_, total_)),
+      first_unit_(first_image_ / unit_),
+      end_unit_(end_image_ == first_image_ ? first_unit_ : (end_image_ - 1) / unit_ + 1),
+      next_unit_(first_unit_) {
+  if (piece_images < 1 || lanes < 1) throw std::invalid_argument("PiecePlan: bad arguments");
   lanes_.resize(static_cast<size_t>(std::max<int64_t>(1, std::min<int64_t>(lanes, end_unit_ - first_unit_))));
   for (Lane& lane : lanes_) take_unit(lane);
 }
 
 PieceRange PiecePlan::unit(int64_t u) const {
-  const int64_t first = u * unit_;
-  return {first, std::max<int64_t>(0, std::min(total_, first + unit_) - first)};
-}
-
-int64_t PiecePlan::images() const {
-  if (end_unit_ <= first_unit_) return 0;
-  return std::min(total_, end_unit_ * unit_) - first_unit_ * unit_;
+  const int64_t first = std::max(u * unit_, first_image_);
+  return {first, std::max<int64_t>(0, std::min(end_image_, (u + 1) * unit_) - first)};
 }
 
 bool PiecePlan::take_unit(Lane& lane) {

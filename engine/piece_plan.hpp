@@ -3,8 +3,9 @@
 //
 // The images [0, N) are cut into units of unit_images (the last may be shorter): whole files of the
 // job's outputs of many files (a tar or npy shard, a mosaic file), so that a unit's images all land in
-// the same files. Units [first_unit, end_unit) are this plan's (all of them in one process; an MPI
-// rank's share otherwise). `lanes` units are worked on at once: the plan hands out one piece of at
+// the same files. The plan covers all N images (one process) or the images [first, end) of an MPI
+// rank's share, whose units are clipped to it (a share is whole units wherever a unit is a file;
+// where the unit is all of N, the share is its own unit). `lanes` units are worked on at once: the plan hands out one piece of at
 // most piece_images images from each lane in turn, in image order within a unit and never across a
 // unit's end, and a lane whose unit is done takes the next unit not yet begun. With one lane the
 // pieces come in image order. Each piece lies in one unit, so in one file of every output whose files
@@ -27,14 +28,14 @@ class PiecePlan {
  public:
   // unit_images <= 0: one unit of N images. piece_images >= 1, lanes >= 1.
   PiecePlan(int64_t total_images, int64_t unit_images, int64_t piece_images, int lanes);
-  // The same over units [first_unit, end_unit) alone.
-  PiecePlan(int64_t total_images, int64_t unit_images, int64_t piece_images, int lanes, int64_t first_unit,
-            int64_t end_unit);
+  // The same over the images [first_image, end_image) alone.
+  PiecePlan(int64_t total_images, int64_t unit_images, int64_t piece_images, int lanes, int64_t first_image,
+            int64_t end_image);
 
   int64_t units() const { return units_; }  // of the whole job
   int64_t unit_images() const { return unit_; }
-  PieceRange unit(int64_t u) const;
-  int64_t images() const;  // the plan's images, over its units
+  PieceRange unit(int64_t u) const;  // unit u's images within the plan's range
+  int64_t images() const { return end_image_ - first_image_; }  // the plan's images
   // The next piece; false once every piece was handed out.
   bool next(PieceRange& piece);
 
@@ -49,6 +50,7 @@ class PiecePlan {
   int64_t unit_;
   int64_t piece_;
   int64_t units_;
+  int64_t first_image_, end_image_;
   int64_t first_unit_, end_unit_;
   int64_t next_unit_;
   std::vector<Lane> lanes_;

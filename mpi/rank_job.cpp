@@ -353,10 +353,9 @@ void RankJob::run_share(LatentSource& reader, RankStatus& status) {
   const JobFlow flow = job_flow(request_.formats, layout, split_->total_images(), cpu_threads_,
                                 image_bytes(encoding, spec_.image_channels), request_.chunk_images,
                                 needs_image_order(request_.formats, reader.random_access()));
-  // The share's units: a share is whole blocks, each whole units (a block is a multiple of a unit).
-  const int64_t unit = flow.unit_images > 0 ? flow.unit_images : std::max<int64_t>(1, split_->total_images());
-  PiecePlan plan(split_->total_images(), unit, flow.piece_images, flow.lanes, share_.begin / unit,
-                 (share_.end + unit - 1) / unit);
+  // The share is whole blocks, each whole units where the units are files (a block is a multiple of
+  // every output's file); where the unit is all of N (one file, a folder of PNGs) the share is one.
+  PiecePlan plan(split_->total_images(), flow.unit_images, flow.piece_images, flow.lanes, share_.begin, share_.end);
   EngineOptions engine_options;
   engine_options.piece_images = flow.piece_images;
   engine_options.buffers = flow.buffers;

@@ -349,10 +349,21 @@ TEST_CASE("piece plan: every image once, pieces inside units, lanes in turn, eac
   std::vector<int64_t> firsts;
   for (PieceRange p; plan.next(p);) firsts.push_back(p.first);
   CHECK(firsts == std::vector<int64_t>{0, 10, 5, 15});
-  // An MPI rank's share: units 1 and 2 of 4.
-  PiecePlan share(40, 10, 10, 1, 1, 3);
+  // An MPI rank's share: images 10-29, units 1 and 2 of 4.
+  PiecePlan share(40, 10, 10, 1, 10, 30);
   firsts.clear();
   for (PieceRange p; share.next(p);) firsts.push_back(p.first);
   CHECK(firsts == std::vector<int64_t>{10, 20});
   CHECK(share.images() == 20);
+  // A share of a job whose unit is all of N (a folder of PNGs): its own images alone, in pieces of 5.
+  PiecePlan png_share(40, 0, 5, 4, 13, 29);
+  std::vector<int64_t> counts;
+  firsts.clear();
+  for (PieceRange p; png_share.next(p);) {
+    firsts.push_back(p.first);
+    counts.push_back(p.count);
+  }
+  CHECK(firsts == std::vector<int64_t>{13, 18, 23, 28});
+  CHECK(counts == std::vector<int64_t>{5, 5, 5, 1});
+  CHECK(png_share.images() == 16);
 }

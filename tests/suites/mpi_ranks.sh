@@ -149,6 +149,22 @@ for ranks in 1 2 3 5; do
 done
 
 
+# --- a folder of PNGs alone: the job splits at any image, each rank writes its share's files ------
+"$prog" --device cpu --model "$model" --input "$work/l64.txt" --output "$work/png-ref" --formats png --quiet
+for ranks in 2 3; do
+  name="$ranks rank(s), N=64, a folder of PNGs alone, pieces of 5: identical, every rank generating"
+  rm -rf "$work/png-got"
+  if ! parallel "$ranks" "$work/png-got" "$work/l64.txt" --all-ranks --formats png --images-per-round 5; then
+    fail "$name" "exit status $?: $(head -c 400 "$work/stderr")"
+  elif ! diff -r "$work/png-got" "$work/png-ref" > /dev/null; then
+    fail "$name" "the folders differ: $(diff -rq "$work/png-got" "$work/png-ref" | head -2)"
+  elif ! grep -q "^ranks     $ranks on 1 host; all generate" "$work/stdout"; then
+    fail "$name" "not every rank generates: $(grep '^ranks' "$work/stdout")"
+  else
+    pass "$name"
+  fi
+done
+
 # --- shards: tar, npy and npy-u8 split by --shard-images; npy-u8 and tar's default shards ------
 # Pieces of 3 images against shards of 5: pieces end at the shards' edges, every shard is one rank's.
 # Every file byte for byte the single process's.
