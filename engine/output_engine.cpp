@@ -68,7 +68,7 @@ OutputEngine::OutputEngine(std::vector<ImageSink*> sinks, const EngineOptions& o
 OutputEngine::~OutputEngine() {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!error_) error_ = std::make_exception_ptr(std::runtime_error("the output engine was stopped"));
-  changed_.wait(lock, [&] { return in_flight_ == 0; });
+  changed_.wait(lock, [&] { return in_flight_ == 0 && tasks_ == 0; });
 }
 
 void OutputEngine::rethrow_if_failed() {
@@ -123,9 +123,17 @@ void OutputEngine::submit(void* images, int64_t first, int64_t count) {
     }
     piece->outputs_left.store(static_cast<int>(sinks_.size()));
     ++in_flight_;
+    tasks_ += static_cast<int>(sinks_.size());
   }
   for (size_t o = 0; o < sinks_.size(); ++o) {
-    WorkPool::process().post([this, piece, o] { run_output(*piece, o); });
+    WorkPool::process().post([this, piece, o] {
+      run_output(*piece, o);
+      // The task's last touch of the engine: a piece's last output_done() may be what lets finish()
+      // and the destructor go on, and a task may still be placing other pieces after it.
+      std::lock_guard<std::mutex> lock(mutex_);
+      --tasks_;
+      changed_.notify_all();
+    });
   }
 }
 
@@ -239,7 +247,7 @@ void OutputEngine::output_done(Piece& piece) noexcept {
 
 void OutputEngine::finish() {
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return in_flight_ == 0; });
+  changed_.wait(lock, [&] { return in_flight_ == 0 && tasks_ == 0; });
   rethrow_if_failed();
 }
 

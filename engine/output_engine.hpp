@@ -88,7 +88,8 @@ class OutputEngine {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<Piece*> free_;
-  int in_flight_ = 0;
+  int in_flight_ = 0;  // pieces submitted and not yet written by every output
+  int tasks_ = 0;      // tasks posted and not yet ended (they may touch the engine after their piece is done)
   std::exception_ptr error_;
   double write_seconds_ = 0;
   double wait_seconds_ = 0;
