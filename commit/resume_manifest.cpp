@@ -156,8 +156,8 @@ void parse_into(const std::string& path, const std::string& text, bool part, Res
       units_begun = true;
       manifest->units.push_back(record);
     } else {
-      not_a_manifest(path, where + " is neither " + (units_begun ? "" : "a job line nor ") +
-                               "a unit line: '" + one_line(line.substr(0, 80)) + "'");
+      not_a_manifest(path, where + (units_begun ? " is not a unit line" : " is neither a job line nor a unit line") +
+                               ": '" + one_line(line.substr(0, 80)) + "'");
     }
   }
   if (!part && manifest->job.empty()) not_a_manifest(path, "it records no job");
