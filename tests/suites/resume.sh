@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # resume.sh: --resume, a job of many files finished over runs that are killed (synthetic images).
 #
-#   SIGKILL, 1 process   6,000 images into tar shards of 200, killed by SIGKILL at 10 random moments (each
+#   SIGKILL, 1 process   6,000 images into tar shards of 200 (30 shards), killed by SIGKILL at 10 random moments (each
 #                        within the time the shards still missing take) and run again with --resume each
 #                        time; after every kill each shard under its final name is byte for byte the
 #                        uninterrupted run's and each manifest line names a shard of its size; the last
@@ -14,15 +14,20 @@
 #                        differs; every file as it was
 #   a changed byte       one byte of a finished shard changed: that shard alone is made again
 #   SIGTERM              exit 143; only finished shards and the manifest are left, no temporary
+#   one at a time        a second --resume run while the first is stopped (SIGSTOP) mid-run: refused in
+#                        one line by the prefix's lock, nothing changed; the first then finishes
 #   png and npy-u8       a folder of PNGs and npy-u8 shards of 100, 900 images, killed 3 times and
 #                        finished: the same bytes; one PNG removed: its group of 100 made again
-#   png alone            a folder of 1,200 PNGs (groups of 1,000) killed once its first group is
-#                        recorded, finished by 2 ranks (1 process without MPI), which keep that group
-#                        and make the other: the same bytes
+#   png alone            a folder of 2,200 PNGs (groups of 1,000 and one of 200) killed once a group is
+#                        recorded, finished by 2 ranks (1 process without MPI), which keep what was
+#                        recorded and make the rest: the same bytes
 #   refused              --resume with txt, with npy without --shard-images, with latents from a pipe:
 #                        exit 1, one line naming the format or the input, nothing written
 # The random moments come from $RANDOM seeded by RESUME_SEED (printed, so a failure reproduces). Every
-# run starts with default signal dispositions and has a deadline. Usage: resume.sh [build]
+# run starts with default signal dispositions and has a deadline. The tar job's size and device can be
+# set, for the issue's own target on a GPU machine: RESUME_DEVICE=cuda RESUME_IMAGES=200000
+# RESUME_SHARD_IMAGES=1000 (default synthetic, 6000, 200; RESUME_PRECISION, default fp32; at least 12
+# shards). Usage: resume.sh [build]
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh resume
@@ -35,9 +40,13 @@ seed=${RESUME_SEED:-$(( $(date +%s) % 100000 ))}
 RANDOM=$seed
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
-echo "--resume, kills at random moments (RESUME_SEED=$seed):"
-job=(--device synthetic --random 6000 --seed 3 --formats tar --shard-images 200)
-shards=30
+echo "--resume, kills at random moments (RESUME_SEED=$seed; tar: ${RESUME_DEVICE:-synthetic}, ${RESUME_IMAGES:-6000} images, shards of ${RESUME_SHARD_IMAGES:-200}):"
+images=${RESUME_IMAGES:-6000}
+shard_images=${RESUME_SHARD_IMAGES:-200}
+job=(--device "${RESUME_DEVICE:-synthetic}" --precision "${RESUME_PRECISION:-fp32}" --random "$images" --seed 3
+     --formats tar --shard-images "$shard_images")
+shards=$(( (images + shard_images - 1) / shard_images ))
+[ $shards -ge 12 ] || { echo "resume: RESUME_IMAGES / RESUME_SHARD_IMAGES gives $shards shards, fewer than 12"; exit 1; }
 run() {  # run PREFIX [flags]: the job into PREFIX, 60 s at most; stdout and stderr in $work/out, $work/err
   local prefix=$1
   shift
@@ -157,13 +166,15 @@ fi
 # --- a rerun makes only what is missing -----------------------------------------------------------
 dir=$work/one
 inodes() { for k in $(seq -f %06g 0 $((shards - 1))); do stat -c %i "$dir/r-$k.tar" 2> /dev/null; done | paste -sd' '; }
-rm -f "$dir/r-000004.tar" "$dir/r-000017.tar" "$dir/r-000029.tar"
+gone=(4 $((shards / 2 + 2)) $((shards - 1)))
+for k in "${gone[@]}"; do rm -f "$dir/r-$(printf %06d "$k").tar"; done
 before=$(inodes)
-if run "$dir/r" --resume && grep -q "^resumed   kept 27 files that an earlier run finished, made 3; manifest" "$work/out" &&
+if run "$dir/r" --resume && grep -q "^resumed   kept $((shards - 3)) files that an earlier run finished, made 3; manifest" "$work/out" &&
    [ -z "$(same_finished "$dir")" ] && [ "$(finished_count "$dir")" = $shards ]; then
   after=$(inodes)
-  changed=$(diff <(tr ' ' '\n' <<< "$before" | grep -v '^$') <(tr ' ' '\n' <<< "$after" | sed '5d;18d;30d') > /dev/null && echo no || echo yes)
-  [ "$changed" = no ] && pass "3 shards removed: only those made again ($(grep '^resumed' "$work/out" | cut -c11-)); the 27 others are the same files" ||
+  lines=$(printf '%dd;' $((gone[0] + 1)) $((gone[1] + 1)) $((gone[2] + 1)))
+  changed=$(diff <(tr ' ' '\n' <<< "$before" | grep -v '^$') <(tr ' ' '\n' <<< "$after" | sed "$lines") > /dev/null && echo no || echo yes)
+  [ "$changed" = no ] && pass "3 shards removed: only those made again ($(grep '^resumed' "$work/out" | cut -c11-)); the $((shards - 3)) others are the same files" ||
     fail "3 shards removed" "a kept shard was written again (inodes before: $before; after: $after)"
 else
   fail "3 shards removed" "$(grep '^resumed' "$work/out") $(head -c 300 "$work/err") $(same_finished "$dir")"
@@ -171,8 +182,10 @@ fi
 
 # --- another job: refused, nothing changed --------------------------------------------------------
 snapshot() { (cd "$dir" && ls -A --full-time | sed 1d && md5sum r-*.tar r.facegen-resume*); }
-for other in "s/--seed 3/--seed 4/|--seed was 3, this run's is 4" "s/\$/ --precision bf16/|--precision was fp32, this run's is bf16" \
-             "s/--random 6000/--random 6001/|--random was 6000, this run's is 6001"; do
+other_precision=$([ "${RESUME_PRECISION:-fp32}" = bf16 ] && echo tf32 || echo bf16)
+for other in "s/--seed 3/--seed 4/|--seed was 3, this run's is 4" \
+             "s/--precision [a-z0-9]*/--precision $other_precision/|--precision was ${RESUME_PRECISION:-fp32}, this run's is $other_precision" \
+             "s/--random $images/--random $((images + 1))/|--random was $images, this run's is $((images + 1))"; do
   edit=${other%%|*} want=${other#*|}
   read -r -a flags <<< "$(sed "$edit" <<< "${job[*]}")"
   before=$(snapshot)
@@ -186,9 +199,12 @@ for other in "s/--seed 3/--seed 4/|--seed was 3, this run's is 4" "s/\$/ --preci
 done
 
 # --- a byte changed in a finished shard: made again -----------------------------------------------
-printf '\x5a' | dd of="$dir/r-000011.tar" bs=1 seek=70000 conv=notrunc 2> /dev/null
-if ! cmp -s "$dir/r-000011.tar" "$work/ref/r-000011.tar" && run "$dir/r" --resume &&
-   grep -q "^resumed   kept 29 files that an earlier run finished, made 1;" "$work/out" && [ -z "$(same_finished "$dir")" ]; then
+changed_shard=r-$(printf %06d $((shards / 3))).tar
+offset=$(( $(stat -c %s "$dir/$changed_shard") / 2 ))
+byte=$(od -An -tu1 -j "$offset" -N1 "$dir/$changed_shard" | tr -d ' ')
+printf "\\x$(printf %02x $((byte ^ 1)))" | dd of="$dir/$changed_shard" bs=1 seek="$offset" conv=notrunc 2> /dev/null
+if ! cmp -s "$dir/$changed_shard" "$work/ref/$changed_shard" && run "$dir/r" --resume &&
+   grep -q "^resumed   kept $((shards - 1)) files that an earlier run finished, made 1;" "$work/out" && [ -z "$(same_finished "$dir")" ]; then
   pass "one byte of a finished shard changed: that shard alone made again ($(grep '^resumed' "$work/out" | cut -c11-))"
 else
   fail "one byte of a finished shard changed" "$(grep '^resumed' "$work/out") $(head -c 300 "$work/err") $(same_finished "$dir")"
@@ -207,6 +223,26 @@ if [ $status -eq 143 ] && [ -z "$(temporaries "$work/term")" ] && [ -z "$(same_f
   pass "SIGTERM after 3 shards: exit 143, $made finished shards and the manifest left, no temporary: $(cat "$work/err")"
 else
   fail "SIGTERM mid-run" "exit status $status, $made shards; left: $(temporaries "$work/term") $(same_finished "$work/term")"
+fi
+
+# --- one run at a time: a second --resume run into the prefix is refused while the first runs ----------
+mkdir -p "$work/lock"
+env --default-signal "$prog" "${job[@]}" --output "$work/lock/r" --resume -q > "$work/out" 2> "$work/err" &
+pid=$!
+for _ in $(seq 1000); do grep -q '^unit ' "$work/lock/r.facegen-resume" 2> /dev/null && break; sleep 0.005; done
+kill -STOP "$pid"
+before=$(cd "$work/lock" && ls -A | paste -sd' ')
+deadline 60 "$prog" "${job[@]}" --output "$work/lock/r" --resume > "$work/out2" 2> "$work/err2"
+second=$?
+after=$(cd "$work/lock" && ls -A | paste -sd' ')
+kill -CONT "$pid"
+wait_pid "$pid" 60
+first=$?
+if [ $second -eq 1 ] && [ "$(wc -l < "$work/err2")" = 1 ] && grep -q 'facegen runs one at a time into a prefix' "$work/err2" &&
+   [ "$before" = "$after" ] && [ $first -eq 0 ] && [ "$(finished_count "$work/lock")" = $shards ] && [ -z "$(same_finished "$work/lock")" ]; then
+  pass "a second --resume run while the first runs: refused in one line, nothing changed; the first finishes: $(cut -c1-120 "$work/err2")..."
+else
+  fail "a second --resume run while the first runs" "second: exit $second, $(head -c 200 "$work/err2"); first: exit $first; before: $before; after: $after"
 fi
 
 # --- a folder of PNGs and npy-u8 shards -----------------------------------------------------------
@@ -249,13 +285,13 @@ else
 fi
 
 # --- a folder of PNGs alone: groups of 1,000 -------------------------------------------------------
-job=(--device synthetic --random 1200 --seed 6 --formats png)
+job=(--device synthetic --random 2200 --seed 6 --formats png)
 mkdir -p "$work/gref" "$work/groups"
 problem=
 run "$work/gref/r" -q || problem="the uninterrupted run failed: $(cat "$work/err")"
 env --default-signal "$prog" "${job[@]}" --output "$work/groups/r" --resume -q > "$work/out" 2> "$work/err" &
 pid=$!
-for _ in $(seq 2000); do grep -q '^unit png 0 ' "$work/groups/r.facegen-resume" 2> /dev/null && break; sleep 0.005; done
+for _ in $(seq 2000); do grep -q '^unit png ' "$work/groups/r.facegen-resume" 2> /dev/null && break; sleep 0.005; done
 kill -KILL "$pid"
 { wait_pid "$pid" 30; } 2> /dev/null
 placed=$(ls "$work/groups/r" 2> /dev/null | wc -l)
@@ -267,13 +303,14 @@ else
   finisher="1 process"
   run "$work/groups/r" --resume || problem="$problem the last run failed: $(head -c 300 "$work/err")"
 fi
-lines=$(cat "$work/groups/r.facegen-resume"* | grep -c '^unit png [01] ')
+lines=$(cat "$work/groups/r.facegen-resume"* | grep -c '^unit png [012] ')
+kept=$(grep -o '^resumed   kept [0-9,]* files that an earlier run finished, made [0-9,]*' "$work/out" | tr -d , | awk '{ print $3, $11 }')
 if [ -z "$problem" ] && diff -r "$work/groups/r" "$work/gref/r" > /dev/null && [ -z "$(temporaries "$work/groups")" ] &&
-   [ "$lines" -ge 2 ] && cat "$work/groups/r.facegen-resume"* | grep -q '^unit png 0 .* r/000000.png ... r/000999.png$' &&
-   grep -q '^resumed   kept 1,000 files that an earlier run finished, made 200;' "$work/out"; then
-  pass "a folder of 1,200 PNGs alone, in groups of 1,000: killed once its first group was recorded ($placed PNGs in place), finished by $finisher ($(grep '^resumed' "$work/out" | cut -c11- | cut -d';' -f1)): the uninterrupted run's files"
+   [ "$lines" -ge 3 ] && cat "$work/groups/r.facegen-resume"* | grep -q '^unit png 0 .* r/000000.png ... r/000999.png$' &&
+   [ -n "$kept" ] && [ "${kept% *}" -ge 200 ] && [ $(( ${kept% *} + ${kept#* } )) = 2200 ]; then
+  pass "a folder of 2,200 PNGs alone, in groups of 1,000: killed once a group was recorded ($placed PNGs in place), finished by $finisher ($(grep '^resumed' "$work/out" | cut -c11- | cut -d';' -f1)): the uninterrupted run's files"
 else
-  fail "a folder of PNGs alone" "$problem $(diff -rq "$work/groups/r" "$work/gref/r" | head -n 2) $(temporaries "$work/groups") ($lines manifest lines)"
+  fail "a folder of PNGs alone" "$problem $(diff -rq "$work/groups/r" "$work/gref/r" | head -n 2) $(temporaries "$work/groups") ($lines manifest lines; $(grep '^resumed' "$work/out"))"
 fi
 
 # --- refused ----------------------------------------------------------------------------------------
