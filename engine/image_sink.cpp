@@ -17,6 +17,7 @@
 #include "common/model_shape.hpp"
 #include "common/threads.hpp"
 #include "engine/output_files.hpp"
+#include "engine/resume_files.hpp"
 
 namespace facegen {
 namespace {

@@ -18,9 +18,10 @@
 #include "formats/image_run.hpp"
 #include "commit/output_commit.hpp"
 #include "formats/output_format.hpp"
-#include "engine/resume_files.hpp"
 
 namespace facegen {
+
+class ResumeFiles;  // engine/resume_files.hpp
 
 class ImageSink {
  public:

@@ -182,7 +182,7 @@ void OutputFiles::sync_and_close(Slot& slot) {
   }
   if (::close(fd) != 0) fail(slot, errno);
   if (placed_ && !scratch) {
-    if (::access(slot.spec.path.c_str(), F_OK) == 0) require_replaceable(slot.spec.path, written_kind(slot.spec.format), "--output");
+    require_replaceable(slot.spec.path, written_kind(slot.spec.format), "--output");  // as the commit checks
     slot.file->commit();  // renamed over its final name, the folder synced
     placed_(slot.index);
   }
