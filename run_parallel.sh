@@ -450,7 +450,12 @@ finish_job() {
       esac
     fi
     case $outputs_replaced in
-      no) echo "run_parallel: $what; no output was written" >&2 ;;
+      no) if [[ " ${facegen_args[*]} " == *" --resume "* ]]; then
+            echo "run_parallel: $what; the files it finished are in place, recorded in $output.facegen-resume" \
+                 "(--resume: a rerun of the same job makes the rest)" >&2
+          else
+            echo "run_parallel: $what; no output was written" >&2
+          fi ;;
       yes) echo "run_parallel: $what after its outputs were written: the new outputs are in place" >&2 ;;
       *) echo "run_parallel: $what while its outputs were put in place, and that could not be finished (see above)" >&2 ;;
     esac

@@ -39,6 +39,7 @@
 #include "common/errors.hpp"
 #include "common/stack_room.hpp"
 #include "run/pipeline.hpp"
+#include "run/resume_job.hpp"
 #include "run/progress.hpp"
 #include "run/summary.hpp"
 #include "common/text_format.hpp"
@@ -221,6 +222,9 @@ cxxopts::Options command_line() {
        value<std::string>()->default_value("0"), "P")
       ("png-level", "PNG compression (png, mosaic-png, tar): 0 (the default) stores the pixels, fastest; 1 makes "
        "files 40% smaller at 1/57 of the speed; up to 12, smallest and slowest", value<std::string>(), "L")
+      ("resume", "outputs of many files only (tar, png, npy and npy-u8 with --shard-images): put each file in place "
+       "as it is finished and record it in PREFIX.facegen-resume; a rerun of the same job keeps the recorded files "
+       "and makes only the rest, a rerun of another job is refused")
       ("summary-json", "also write the run summary as JSON to FILE (atomically, like every output); - for "
        "standard output, which then carries the JSON instead of the summary",
        value<std::string>(), "FILE")
@@ -499,6 +503,11 @@ facegen::GenerateRequest request_from_flags(const cxxopts::ParseResult& args) {
   grid_flags(args, request.formats, &request.sinks);
   shard_flag(args, request.formats, &request.sinks);
   png_level_flag(args, request.formats, &request.sinks);
+  if (args.count("resume")) {
+    facegen::require_resumable_outputs(request.formats, request.sinks.shard_images);
+    request.resume = true;
+    request.sinks.png_group_images = facegen::kResumePngGroupImages;
+  }
   // Taken as given: a chunk smaller than --batch makes GPU batches of the chunk's size.
   request.chunk_images = args.count("chunk") ? int_flag(args, "chunk", 1, 1 << 20) : 0;
   if (args.count("summary-json")) {

@@ -50,19 +50,23 @@ ContentDigest content_digest(const void* data, size_t bytes) {
   return {h.high64, h.low64};
 }
 
-ContentDigest file_digest(int fd, int64_t bytes, const std::string& path) {
+void ContentHash::add_file(int fd, int64_t bytes, const std::string& path) {
   constexpr int64_t kPiece = int64_t{1} << 20;
   std::vector<char> buffer(static_cast<size_t>(std::min(kPiece, std::max<int64_t>(bytes, 1))));
-  ContentHash hash;
   for (int64_t offset = 0; offset < bytes;) {
     const ssize_t got = ::pread(fd, buffer.data(), static_cast<size_t>(std::min(kPiece, bytes - offset)), offset);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) throw UserError("reading " + path + " failed: " + std::strerror(errno));
     if (got == 0) throw UserError("reading " + path + " failed: it ends at byte " + std::to_string(offset) +
                                   ", before the " + std::to_string(bytes) + " bytes it had");
-    hash.add(buffer.data(), static_cast<size_t>(got));
+    add(buffer.data(), static_cast<size_t>(got));
     offset += got;
   }
+}
+
+ContentDigest file_digest(int fd, int64_t bytes, const std::string& path) {
+  ContentHash hash;
+  hash.add_file(fd, bytes, path);
   return hash.digest();
 }
 

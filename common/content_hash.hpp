@@ -32,6 +32,9 @@ class ContentHash {
   ContentHash& operator=(const ContentHash&) = delete;
 
   void add(const void* data, size_t bytes);
+  // The first `bytes` bytes of the open file `fd` (pread, 1 MiB at a time; the file's offset is not
+  // used). Throws UserError naming `path` when a read fails or the file ends sooner.
+  void add_file(int fd, int64_t bytes, const std::string& path);
   ContentDigest digest() const;  // of everything added so far; more may be added after
 
  private:
@@ -42,8 +45,7 @@ class ContentHash {
 // The digest of `bytes` bytes at once.
 ContentDigest content_digest(const void* data, size_t bytes);
 
-// The digest of the first `bytes` bytes of the open file `fd` (pread, 1 MiB at a time; the file's
-// offset is not used). Throws UserError naming `path` when a read fails or the file ends sooner.
+// The digest of the first `bytes` bytes of the open file `fd` (ContentHash::add_file alone).
 ContentDigest file_digest(int fd, int64_t bytes, const std::string& path);
 
 }  // namespace facegen

@@ -9,12 +9,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <utility>
 
 #include "common/model_shape.hpp"
 #include "common/threads.hpp"
 #include "engine/output_files.hpp"
+#include "engine/resume_files.hpp"
 
 namespace facegen {
 namespace {
@@ -31,10 +34,17 @@ class FormatSink : public ImageSink {
         files_(FileList{layout_.file_count(), [this](size_t file) { return layout_.file(file); }}),
         threads_(resolve_threads(options.threads)),
         share_first_(options.share_first),
-        share_end_(options.share_end < 0 ? layout_.total_images() : options.share_end) {
+        share_end_(options.share_end < 0 ? layout_.total_images() : options.share_end),
+        resume_(options.resume) {
     const int64_t images = std::max<int64_t>(0, share_end_ - share_first_);
     owned_ = layout_.total_images() == 0 ? std::pair<size_t, size_t>{0, 1} : layout_.files_of(share_first_, images);
     files_.own_only(owned_.first, owned_.second);
+    if (resume_) {
+      // Made as their first image comes (the first may be kept); the manifest, written before,
+      // showed that the directory takes files. A shard's number is its unit's.
+      files_.place_when_complete([this](size_t file) { resume_->record(layout_.format(), static_cast<int64_t>(file)); });
+      return;
+    }
     // The first file now, so that a directory that cannot take it fails before any computing; the
     // others (numbered mosaics, shards) as their first image comes.
     if (layout_.format() == OutputFormat::Png && !options.shared_folder.empty() && images > 0) {
@@ -98,7 +108,7 @@ class FormatSink : public ImageSink {
   }
 
   int64_t make_run(const ImageRun& images, int64_t first, int64_t count, RecordRun& records, int threads) override {
-    if (!layout_.writes_records()) return 0;  // written whole in write_run
+    if (!layout_.writes_records() || kept_unit(first)) return 0;  // written whole in write_run, or kept
     records.make(layout_, images, first, count, layout_.files_of(first, count), threads);
     return records.bytes();
   }
@@ -107,16 +117,25 @@ class FormatSink : public ImageSink {
   // of PNGs, whose runs never share a file, writes its images' files on `threads` threads.
   void write_run(const ImageRun& images, int64_t first, int64_t count, const RecordRun& records, int64_t start,
                  int threads) override {
+    if (kept_unit(first)) {
+      written_ += count;
+      return;
+    }
     if (layout_.writes_records()) {
       records.write({start}, files_, 1);
     } else {
       layout_.write_run_threaded(images, first, count, files_, layout_.format() == OutputFormat::Png ? threads : 1);
+      if (resume_ && layout_.format() == OutputFormat::Png) place_pngs_when_complete(first, count);
     }
     written_ += count;
   }
 
   std::vector<PendingRename> finish() override {
-    if (written_ != share_end_ - share_first_) {
+    if (resume_ && !group_images_.empty()) {
+      throw std::logic_error("sink " + path() + ": " + std::to_string(group_images_.size()) +
+                             " group(s) of PNGs begun and never complete");
+    }
+    if (!resume_ && written_ != share_end_ - share_first_) {
       throw std::logic_error("sink " + path() + ": commit after " + std::to_string(written_) + " of " +
                              std::to_string(share_end_ - share_first_) + " images");
     }
@@ -136,11 +155,37 @@ class FormatSink : public ImageSink {
   int64_t bytes_written() const override { return files_.bytes_written(); }
   std::vector<std::string> final_paths() const override {
     std::vector<std::string> paths;
+    if (resume_) {  // every file of the output, kept or made
+      for (size_t k = 0; k < layout_.file_count(); ++k) paths.push_back(layout_.file(k).path);
+      return paths;
+    }
     for (const PendingRename& rename : files_.renames()) paths.push_back(rename.final);
     return paths;
   }
 
  private:
+  // --resume: whether the run's images (never two units') land in a unit whose files this output keeps.
+  bool kept_unit(int64_t first) const { return resume_ && resume_->kept(layout_.format(), first / resume_->unit_images()); }
+
+  // --resume, png: once every image of the unit of [first, first + count) is written, its PNGs go into
+  // the final folder and are recorded.
+  void place_pngs_when_complete(int64_t first, int64_t count) {
+    const int64_t unit = first / resume_->unit_images();
+    const int64_t unit_first = unit * resume_->unit_images();
+    const int64_t unit_end = std::min(layout_.total_images(), unit_first + resume_->unit_images());
+    {
+      std::lock_guard<std::mutex> lock(groups_mutex_);
+      int64_t& written = group_images_[unit];
+      written += count;
+      if (written < unit_end - unit_first) return;
+      group_images_.erase(unit);
+    }
+    std::vector<std::string> names;
+    for (int64_t i = unit_first; i < unit_end; ++i) names.push_back(png_file_name(i, layout_.total_images()));
+    files_.place_in_folder(0, names);
+    resume_->record(OutputFormat::Png, unit);
+  }
+
   OutputLayout layout_;
   OutputFiles files_;
   int threads_;
@@ -153,6 +198,9 @@ class FormatSink : public ImageSink {
   RecordRun record_run_;    // append()'s records
   int64_t end_file_ = -1;   // append(): the file of records being written, and where its next go
   int64_t end_ = 0;
+  ResumeFiles* resume_;     // --resume, else null
+  std::mutex groups_mutex_;
+  std::map<int64_t, int64_t> group_images_;  // --resume, png: images written of each unit begun
 };
 
 std::string without_extension(const std::string& path, const char* extension) {
@@ -187,6 +235,7 @@ OutputOptions output_options(const SinkOptions& options) {
   layout_options.shard_images = options.shard_images;
   layout_options.facts = options.facts;
   layout_options.png_level = options.png_level;
+  layout_options.png_group_images = options.png_group_images;
   return layout_options;
 }
 

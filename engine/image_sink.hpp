@@ -21,6 +21,8 @@
 
 namespace facegen {
 
+class ResumeFiles;  // engine/resume_files.hpp
+
 class ImageSink {
  public:
   virtual ~ImageSink() = default;
@@ -95,6 +97,11 @@ struct SinkOptions {
   int64_t share_first = 0;
   int64_t share_end = -1;
   std::string shared_folder;
+  // --resume (engine/resume_files.hpp): each file is put in place and recorded as soon as it is
+  // complete (a PNG folder's files in groups of the job's unit), nothing is left for the commit, and
+  // the runs of a unit whose files this output keeps are passed over. Null: all or nothing.
+  ResumeFiles* resume = nullptr;
+  int64_t png_group_images = 0;  // --resume: the PNG folder's unit where no format is sharded
 };
 
 // The layout options of the output formats that these sink options ask for.

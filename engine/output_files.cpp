@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "common/errors.hpp"
+#include "common/path_parts.hpp"
 #include "engine/pwrite_fully.hpp"
 #include "common/text_format.hpp"
 
@@ -73,6 +74,7 @@ OutputFiles::Slot& OutputFiles::slot(size_t file) {
   if (file >= files_.count) throw std::logic_error("OutputFiles: no file " + std::to_string(file));
   auto made = std::make_unique<Slot>();
   made->spec = files_.at(file);
+  made->index = file;
   try {
     make(file, *made);
   } catch (...) {
@@ -171,7 +173,7 @@ void OutputFiles::sync_and_close(Slot& slot) {
   const int fd = slot.fd;
   slot.fd = -1;
   const bool scratch = slot.spec.kind == OutputFile::Kind::Pixels;
-  if (!scratch && sync_fd_ >= 0) {
+  if (!scratch && sync_fd_ >= 0 && !placed_) {
     unsynced_ = true;  // one of many files: finish() syncs them all at once
   } else if (!scratch && ::fsync(fd) != 0 && errno != EINVAL) {  // EINVAL: a file that cannot be synced
     const int err = errno;
@@ -179,6 +181,51 @@ void OutputFiles::sync_and_close(Slot& slot) {
     fail(slot, err);
   }
   if (::close(fd) != 0) fail(slot, errno);
+  if (placed_ && !scratch) {
+    require_replaceable(slot.spec.path, written_kind(slot.spec.format), "--output");  // as the commit checks
+    slot.file->commit();  // renamed over its final name, the folder synced
+    placed_(slot.index);
+  }
+}
+
+void OutputFiles::place_in_folder(size_t file, const std::vector<std::string>& names) {
+  Slot& folder = slot(file);
+  if (folder.spec.kind != OutputFile::Kind::Folder) throw std::logic_error("OutputFiles::place_in_folder: not a folder");
+  struct Descriptor {
+    int fd = -1;
+    ~Descriptor() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  // Every byte of the files on the storage: one syncfs, as finish() syncs a folder.
+  Descriptor temp{::open(folder.temp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (temp.fd < 0 || ::syncfs(temp.fd) != 0) fail(folder, errno);
+  const std::string& final_folder = folder.spec.path;
+  if (::mkdir(final_folder.c_str(), 0755) == 0) {
+    Descriptor parent{::open(directory_of(final_folder).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+    if (parent.fd >= 0) ::fsync(parent.fd);
+  } else if (errno != EEXIST) {
+    const int err = errno;
+    throw UserError("cannot create output folder " + final_folder + ": " + std::strerror(err));
+  }
+  Descriptor final{::open(final_folder.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+  if (final.fd < 0) {
+    const int err = errno;
+    throw UserError("cannot open output folder " + final_folder + ": " + std::strerror(err));
+  }
+  for (const std::string& name : names) {
+    const std::string why = why_not_replaceable(final.fd, name, WrittenKind::Png);
+    if (!why.empty()) {
+      throw UserError("cannot write the PNG " + final_folder + "/" + name + ": it " + why +
+                      "; facegen replaces only what it wrote");
+    }
+    if (::renameat(temp.fd, name.c_str(), final.fd, name.c_str()) != 0) {
+      const int err = errno;
+      throw UserError("renaming " + folder.temp + "/" + name + " to " + final_folder + "/" + name +
+                      " failed: " + std::strerror(err));
+    }
+  }
+  if (::fsync(final.fd) != 0) fail(folder, errno);
 }
 
 void OutputFiles::write_bytes(Slot& slot, int64_t offset, const void* data, int64_t bytes) {
@@ -229,6 +276,20 @@ void OutputFiles::file_complete(size_t file) {
 
 void OutputFiles::finish() {
   std::lock_guard<std::mutex> slots_lock(slots_mutex_);
+  if (placed_) {
+    // --resume: every file made is in place already; the folders' temporaries are left empty.
+    for (auto& [index, owned] : slots_) {
+      Slot& slot = *owned;
+      if (slot.spec.kind == OutputFile::Kind::Folder) {
+        if (::rmdir(slot.temp.c_str()) != 0) fail(slot, errno);
+        slot.listed.release();
+        slot.temp.clear();
+      } else if (!slot.done) {
+        throw std::logic_error("OutputFiles::finish: " + slot.spec.path + " was made but never complete");
+      }
+    }
+    return;
+  }
   const size_t begin = owned_.first, end = std::min(owned_.second, files_.count);
   const size_t wanted = end > begin ? end - begin : 0;
   size_t made = 0;
@@ -259,6 +320,7 @@ void OutputFiles::finish() {
 std::vector<PendingRename> OutputFiles::renames() const {
   std::lock_guard<std::mutex> lock(slots_mutex_);
   std::vector<PendingRename> renames;
+  if (placed_) return renames;  // each went into place as it was complete
   for (const auto& [index, slot] : slots_) {
     if (slot->spec.kind == OutputFile::Kind::Pixels || slot->adopted) continue;
     renames.push_back({slot->temp, slot->spec.path, slot->spec.kind == OutputFile::Kind::Folder,

@@ -16,7 +16,8 @@
 // 2-core VM: 2.64 s with an fsync each, 1.48 s so). finish() syncs the rest (syncfs once for a
 // folder); renames() then lists what
 // commit_all_or_nothing() moves into place. Destroyed before commit, it removes every file and folder
-// it made.
+// it made. With --resume (place_when_complete) each file goes into place as soon as its last byte is
+// in, and a folder's files in groups (place_in_folder); nothing is left for a commit.
 #pragma once
 
 #include <atomic>
@@ -69,6 +70,15 @@ class OutputFiles : public FileWriter {
   // this one writes into it, and never renames nor removes it.
   void adopt_folder(size_t file, const std::string& temp);
 
+  // --resume: each file is put in place as soon as its last image is in: synced, checked as the
+  // commit checks what it replaces (existing_outputs.hpp), renamed over its final name, the folder
+  // synced; then `placed(file)` is told, on that thread. A folder's files go by place_in_folder().
+  // finish() then has nothing to sync or rename: renames() is empty. Call before any file is made.
+  void place_when_complete(std::function<void(size_t file)> placed) { placed_ = std::move(placed); }
+  // --resume: the files `names` of the folder `file`, each complete in its temporary folder, synced
+  // (one syncfs) and renamed into the final folder (made where it is missing), which is then synced.
+  void place_in_folder(size_t file, const std::vector<std::string>& names);
+
 
   size_t created_count() const;
   int64_t bytes_written() const;  // headers and every write, but not into scratch pixel files
@@ -89,6 +99,7 @@ class OutputFiles : public FileWriter {
     std::atomic<int64_t> images_left{-1};  // images still to come, for fixed-size files
     std::atomic<int64_t> bytes{0};         // written so far
     bool adopted = false;                  // another process's folder (adopt_folder)
+    size_t index = 0;                      // its number
   };
   Slot& slot(size_t file);  // created if need be
   void make(size_t file, Slot& slot);
@@ -109,6 +120,7 @@ class OutputFiles : public FileWriter {
   // later). Fewer files are each fsynced: syncfs also writes other programs' data.
   int sync_fd_ = -1;
   std::atomic<bool> unsynced_{false};
+  std::function<void(size_t)> placed_;  // --resume (place_when_complete)
 };
 
 }  // namespace facegen

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace facegen {
 
@@ -26,17 +28,39 @@ PiecePlan::PiecePlan(int64_t total_images, int64_t unit_images, int64_t piece_im
   for (Lane& lane : lanes_) take_unit(lane);
 }
 
+PiecePlan::PiecePlan(int64_t total_images, int64_t unit_images, int64_t piece_images, int lanes,
+                     std::vector<int64_t> listed_units)
+    : PiecePlan(total_images, unit_images, piece_images, lanes, 0, total_images) {
+  for (int64_t u : listed_units) {
+    if (u < 0 || u >= units_) throw std::invalid_argument("PiecePlan: no unit " + std::to_string(u));
+  }
+  listed_ = std::move(listed_units);
+  listed_plan_ = true;
+  next_unit_ = 0;
+  lanes_.assign(std::max<size_t>(1, std::min(static_cast<size_t>(lanes), listed_.size())), Lane{});
+  for (Lane& lane : lanes_) take_unit(lane);
+}
+
+int64_t PiecePlan::images() const {
+  if (!listed_plan_) return end_image_ - first_image_;
+  int64_t images = 0;
+  for (int64_t u : listed_) images += unit(u).count;
+  return images;
+}
+
 PieceRange PiecePlan::unit(int64_t u) const {
   const int64_t first = std::max(u * unit_, first_image_);
   return {first, std::max<int64_t>(0, std::min(end_image_, (u + 1) * unit_) - first)};
 }
 
 bool PiecePlan::take_unit(Lane& lane) {
-  if (next_unit_ >= end_unit_) {
+  const int64_t end = listed_plan_ ? static_cast<int64_t>(listed_.size()) : end_unit_;
+  if (next_unit_ >= end) {
     lane = Lane{};
     return false;
   }
-  const PieceRange u = unit(next_unit_++);
+  const int64_t taken = next_unit_++;
+  const PieceRange u = unit(listed_plan_ ? listed_[static_cast<size_t>(taken)] : taken);
   lane = Lane{u.first, u.first + u.count};
   return true;
 }
@@ -63,6 +87,7 @@ int64_t unit_images_for(const std::vector<OutputFormat>& formats, const OutputOp
     if (format != OutputFormat::Bmp && format != OutputFormat::MosaicPng) continue;
     if (mosaic_file_count(total_images, options.mosaic_tiles) > 1) return int64_t{options.mosaic_tiles} * options.mosaic_tiles;
   }
+  if (std::find(formats.begin(), formats.end(), OutputFormat::Png) != formats.end()) return options.png_group_images;
   return 0;
 }
 
@@ -72,7 +97,7 @@ int64_t split_unit_images(const std::vector<OutputFormat>& formats, const Output
   for (OutputFormat format : formats) {
     int64_t file = whole;  // one file: every image
     if (format == OutputFormat::Png) {
-      file = 1;
+      file = options.png_group_images > 0 ? options.png_group_images : 1;
     } else if (format == OutputFormat::Tar) {
       file = options.shard_images > 0 ? options.shard_images : kDefaultShardImages;
     } else if (is_sharded_format(format) && options.shard_images > 0) {

@@ -31,11 +31,15 @@ class PiecePlan {
   // The same over the images [first_image, end_image) alone.
   PiecePlan(int64_t total_images, int64_t unit_images, int64_t piece_images, int lanes, int64_t first_image,
             int64_t end_image);
+  // The same over the listed units alone, in the list's order (each < units(); unit_images >= 1): a run
+  // with --resume makes only the units whose files are not finished yet.
+  PiecePlan(int64_t total_images, int64_t unit_images, int64_t piece_images, int lanes,
+            std::vector<int64_t> listed_units);
 
   int64_t units() const { return units_; }  // of the whole job
   int64_t unit_images() const { return unit_; }
   PieceRange unit(int64_t u) const;  // unit u's images within the plan's range
-  int64_t images() const { return end_image_ - first_image_; }  // the plan's images
+  int64_t images() const;  // the plan's images
   // The next piece; false once every piece was handed out.
   bool next(PieceRange& piece);
 
@@ -52,19 +56,22 @@ class PiecePlan {
   int64_t units_;
   int64_t first_image_, end_image_;
   int64_t first_unit_, end_unit_;
-  int64_t next_unit_;
+  int64_t next_unit_;            // with a list, the next unit's place in it
+  std::vector<int64_t> listed_;  // the listed units, where the plan was given a list
+  bool listed_plan_ = false;
   std::vector<Lane> lanes_;
   size_t turn_ = 0;
 };
 
 // The unit of a job: the images of one file of its outputs of numbered files: a tar, npy or npy-u8
-// shard (every sharded output has the same shard size), else a mosaic file where the mosaic is split;
-// 0 (one unit) where every output is one file or a folder of one file per image.
+// shard (every sharded output has the same shard size), else a mosaic file where the mosaic is split,
+// else, with --resume (png_group_images), a group of the PNG folder's files; 0 (one unit) where every
+// output is one file or a folder of one file per image.
 int64_t unit_images_for(const std::vector<OutputFormat>& formats, const OutputOptions& options, int64_t total_images);
 
 // The run of images at whose edges every output's files begin, so that processes that split the job
 // there never share a file (an MPI job, mpi/work_split.hpp): a common multiple of every output's file
-// (a shard, a mosaic file; one image for a folder of PNGs; N for an output of one file, txt and the
+// (a shard, a mosaic file; one image for a folder of PNGs, a group with --resume; N for an output of one file, txt and the
 // unsplit npy and mosaics). N where that is N or more: one process then makes everything.
 int64_t split_unit_images(const std::vector<OutputFormat>& formats, const OutputOptions& options, int64_t total_images);
 

@@ -136,6 +136,11 @@ bool is_sharded_format(OutputFormat format) {
   return format == OutputFormat::Tar || format == OutputFormat::Npy || format == OutputFormat::NpyU8;
 }
 
+bool is_made_of_many_files(OutputFormat format, int64_t shard_images) {
+  return format == OutputFormat::Tar || format == OutputFormat::Png ||
+         ((format == OutputFormat::Npy || format == OutputFormat::NpyU8) && shard_images > 0);
+}
+
 bool is_eight_bit_format(OutputFormat format) {
   return format != OutputFormat::Text && format != OutputFormat::Npy;
 }

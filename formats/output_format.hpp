@@ -77,6 +77,11 @@ constexpr int64_t kDefaultShardImages = 10000;  // tar's samples per shard witho
 constexpr int64_t kMaxShardImages = 2147483647;  // 2^31 - 1
 // Whether --shard-images splits this format (tar, npy, npy-u8).
 bool is_sharded_format(OutputFormat format);
+// Whether an output is made of many files, each complete on its own, which a run with --resume puts
+// in place as each is finished and a later run keeps: tar; png (its files, in groups); npy and npy-u8
+// split by --shard-images (shard_images > 0). The others (txt, bmp, mosaic-png, unsplit npy) are made
+// all or nothing.
+bool is_made_of_many_files(OutputFormat format, int64_t shard_images);
 // bmp, png, mosaic-png, tar, npy-u8: formats of 8-bit pixels only. When every format of a run is
 // one of these, its images may come as 8-bit RGB (image_run.hpp).
 bool is_eight_bit_format(OutputFormat format);
@@ -158,6 +163,9 @@ struct OutputOptions {
   int64_t shard_images = 0;  // tar, npy, npy-u8: images per shard; 0: tar's kDefaultShardImages, npy unsplit
   SampleFacts facts;         // tar: each sample's json
   int png_level = kDefaultPngLevel;  // png, mosaic-png: 0 (stored) .. kMaxPngLevel
+  // --resume: the PNG folder's unit where no format is sharded, the images of a group of its files put
+  // in place and recorded together (0: the folder is one output, put in place at the commit).
+  int64_t png_group_images = 0;
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
 };
 

@@ -133,6 +133,16 @@ void throw_no_gpu(const std::string& reason) {
   throw std::runtime_error("--device cuda: no NVIDIA GPU is usable here (" + reason + ")");
 }
 
+const char* device_name(DeviceKind device) {
+  switch (device) {
+    case DeviceKind::Cuda: return "cuda";
+    case DeviceKind::Cpu: return "cpu";
+    case DeviceKind::Synthetic: return "synthetic";
+    case DeviceKind::Auto: return "auto";
+  }
+  return "?";
+}
+
 DeviceChoice choose_device(const BackendOptions& requested, int local_rank) {
   DeviceChoice choice;
   choice.options = requested;

@@ -20,6 +20,7 @@ namespace facegen {
 // Synthetic is not the network: images made from the latents by a cheap formula, for testing and
 // measuring the output side at speeds the CPU backend cannot reach (see synthetic_backend.cpp).
 enum class DeviceKind { Auto, Cuda, Cpu, Synthetic };
+const char* device_name(DeviceKind device);  // "auto", "cuda", "cpu", "synthetic": the summary's words
 
 struct BackendOptions {
   DeviceKind device = DeviceKind::Auto;

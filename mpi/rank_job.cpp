@@ -44,6 +44,7 @@
 #include "generator/network.hpp"
 #include "common/text_format.hpp"
 #include "run/progress.hpp"
+#include "run/resume_job.hpp"
 #include "run/summary.hpp"
 #include "mpi/agreement.hpp"
 #include "mpi/job_progress.hpp"
@@ -109,6 +110,9 @@ class RankJob {
   // agreed to stop (exit_code_ says why).
   bool commit_outputs(RankStatus& status);
   RunSummary gather_summary();
+  // --resume, after rank 0 read the manifest (prepare_resume): its verdict to every rank, each with
+  // its own part of the manifest. Collective.
+  void share_resume_verdict(const OutputOptions& layout, int64_t unit);
   bool agree(const RankStatus& status) { return ranks_agree(world_, status, &exit_code_); }
   void broadcast_text(std::string& text);  // collective: rank 0's text to every rank
   int64_t default_min_images() const;
@@ -134,8 +138,11 @@ class RankJob {
   std::string latents_text_;  // rank 0: where the latents come from
   Times times_;
   std::string device_ = "cpu";  // "cuda", "cpu", "synthetic": the device this rank's backend runs on
-  std::optional<WorkSplit> split_;
-  ImageRange share_;            // the images this rank generates and writes
+  int64_t total_ = 0;           // N
+  std::optional<WorkSplit> split_;  // of N's images; with --resume, of the images of the units still missing
+  ImageRange share_;            // the images this rank generates and writes (with --resume, of those units)
+  std::unique_ptr<ResumeFiles> resume_;  // --resume: every rank's, rank 0's verdict on the manifest
+  std::vector<int64_t> units_;           // --resume: the units this rank makes
   std::vector<std::unique_ptr<ImageSink>> sinks_;  // this rank's share of every output
   std::vector<std::unique_ptr<TempRegistration>> handed_over_;  // rank 0: the other ranks' temporaries
   std::vector<std::string> handed_over_paths_;                  // rank 0: their paths, removed unless committed
@@ -166,7 +173,7 @@ void RankJob::start_backend(int active, const std::vector<int>& node_of_rank) {
   cpu_threads_ = backend.threads > 0 ? backend.threads : cpu_threads_for_rank(sharing);
   if (backend.device == DeviceKind::Cpu) backend.threads = cpu_threads_;
   notice_ = choice.notice(cpu_threads_);
-  device_ = backend.device == DeviceKind::Cuda ? "cuda" : backend.device == DeviceKind::Synthetic ? "synthetic" : "cpu";
+  device_ = device_name(backend.device);
   backend.images_done = &progress_->own_count();
   backend.images = image_encoding_for(request_.formats);  // the engine's buffers hold them so
   std::string ignored;
@@ -236,29 +243,52 @@ int RankJob::run_steps() {
   sink_options.image_channels = spec_.image_channels;
   sink_options.facts = sample_facts(request_);
   RankStatus output_status;
+  total_ = total;
+  const OutputOptions layout = output_options(sink_options);
+  const int64_t unit = unit_images_for(request_.formats, layout, total);
   if (is_root_ && reader) {
     attempt(output_status, [&] {
-      guard_ = std::make_unique<OutputGuard>(request_.output_prefix, request_.formats, total,
-                                             output_options(sink_options), request_.summary_json_path);
+      guard_ = std::make_unique<OutputGuard>(request_.output_prefix, request_.formats, total, layout,
+                                             request_.summary_json_path);
+      // --resume: the manifest read, the job compared, the recorded files checked, under the lock.
+      if (!request_.resume) return;
+      const std::string device = device_name(choose_device(request_.backend, topo_.local_rank).options.device);
+      const JobDescription job = resume_job_description(request_, device, *reader, layout, total, unit);
+      resume_ = prepare_resume(request_.output_prefix, job, request_.formats, layout, total, unit,
+                               cpu_threads_for_rank(topo_.local_size), request_.on_notice);
     });
   }
   if (!agree(status) || !agree(input_status) || !agree(output_status)) return exit_code_;
+  if (request_.resume) share_resume_verdict(layout, unit);
 
   // 2. How many ranks generate, and which images each: whole blocks, so that no two ranks share a
   // file; everything on rank 0 where the ranks cannot each read their own latents (a pipe). Those
   // ranks start their backends.
+  // --resume: the units still missing, laid end to end, are the work shared (in blocks of a unit:
+  // only the job's last unit can be shorter, and it comes last).
+  std::vector<int64_t> missing;
+  int64_t work = total;
+  if (resume_) {
+    missing = resume_->units_to_make();
+    work = 0;
+    for (int64_t u : missing) work += std::min(total, (u + 1) * unit) - u * unit;
+  }
   int active = 1;
   if (is_root_) {
     attempt(status, [&] { min_images_ = default_min_images(); });
-    active = active_rank_count(total, topo_.world_size, min_images_);
+    active = active_rank_count(work, topo_.world_size, min_images_);
   }
   MPI_CHECK(MPI_Bcast(&active, 1, MPI_INT, 0, world_));
   MPI_CHECK(MPI_Bcast(&min_images_, 1, MPI_INT64_T, 0, world_));
-  const int64_t block = shared ? split_unit_images(request_.formats, output_options(sink_options), total)
-                               : std::max<int64_t>(1, total);
-  split_.emplace(total, active, block);
+  const int64_t block = resume_ ? unit
+                        : shared ? split_unit_images(request_.formats, layout, total)
+                                 : std::max<int64_t>(1, total);
+  split_.emplace(work, active, block);
   share_ = split_->share(topo_.world_rank);
   active = split_->active_ranks();
+  if (resume_ && !share_.empty()) {
+    units_.assign(missing.begin() + share_.begin / unit, missing.begin() + (share_.end + unit - 1) / unit);
+  }
   std::vector<int> node_of_rank(static_cast<size_t>(topo_.world_size));
   MPI_CHECK(MPI_Allgather(&topo_.node_index, 1, MPI_INT, node_of_rank.data(), 1, MPI_INT, world_));
   if (topo_.world_rank < active) attempt(status, [&] { start_backend(active, node_of_rank); });
@@ -273,7 +303,7 @@ int RankJob::run_steps() {
   if (options_.verbose) report_ranks();
   if (is_root_) {
     if (!notice_.empty() && !options_.quiet) std::fprintf(stderr, "facegen: %s\n", notice_.c_str());
-    display_ = std::make_unique<ProgressDisplay>(stderr, request_.progress, total,
+    display_ = std::make_unique<ProgressDisplay>(stderr, request_.progress, split_->total_images(),
                                                  [this] { return progress_->job_images(); });
   }
 
@@ -299,6 +329,11 @@ void RankJob::make_outputs(const SinkOptions& sink_options, RankStatus& status) 
   SinkOptions options = sink_options;
   options.share_first = share_.begin;
   options.share_end = share_.end;
+  if (resume_) {  // each rank's files of its units, put in place as each is finished
+    options.share_first = 0;
+    options.share_end = -1;
+    options.resume = resume_.get();
+  }
   if (!is_root_) options.on_notice = nullptr;
   std::string folder, probe;  // rank 0's folder of PNGs and first temporary file
   if (is_root_) {
@@ -308,10 +343,11 @@ void RankJob::make_outputs(const SinkOptions& sink_options, RankStatus& status) 
         if (options.on_notice) options.on_notice(sentence);
       }
       for (OutputFormat format : request_.formats) {
-        sinks_.push_back(make_sink(format, request_.output_prefix, split_->total_images(), options));
+        sinks_.push_back(make_sink(format, request_.output_prefix, total_, options));
         if (format == OutputFormat::Png) folder = sinks_.back()->temp_folder();
         if (probe.empty()) probe = sinks_.back()->first_temp();
       }
+      if (resume_) probe = resume_manifest_path(request_.output_prefix);  // no file is made before its images
     });
   }
   broadcast_text(folder);
@@ -326,16 +362,32 @@ void RankJob::make_outputs(const SinkOptions& sink_options, RankStatus& status) 
       struct stat st;
       if (!probe.empty() && ::stat(probe.c_str(), &st) != 0) {
         throw UserError("the outputs' folder " + directory_of(request_.output_prefix) +
-                        " here is not rank 0's: its temporary file " + base_name(probe) +
+                        " here is not rank 0's: its file " + base_name(probe) +
                         " is not there (every rank must see one folder, on a file system every node shares)");
       }
       options.shared_folder = folder;
       for (OutputFormat format : request_.formats) {
-        sinks_.push_back(make_sink(format, request_.output_prefix, split_->total_images(), options));
+        sinks_.push_back(make_sink(format, request_.output_prefix, total_, options));
       }
     });
   }
   stop_for_test("outputs-checked");  // every rank's first files are made (or it failed)
+}
+
+void RankJob::share_resume_verdict(const OutputOptions& layout, int64_t unit) {
+  std::vector<uint8_t> kept;
+  if (is_root_) kept = resume_->kept_bytes();
+  int64_t bytes = static_cast<int64_t>(kept.size());
+  MPI_CHECK(MPI_Bcast(&bytes, 1, MPI_INT64_T, 0, world_));
+  kept.resize(static_cast<size_t>(bytes));
+  constexpr int64_t kPiece = int64_t{1} << 30;  // MPI counts are ints
+  for (int64_t at = 0; at < bytes; at += kPiece) {
+    MPI_CHECK(MPI_Bcast(kept.data() + at, static_cast<int>(std::min(kPiece, bytes - at)), MPI_BYTE, 0, world_));
+  }
+  if (is_root_) return;
+  resume_ = std::make_unique<ResumeFiles>(resume_layouts(request_.output_prefix, request_.formats, layout, total_), unit,
+                                          std::make_unique<ManifestAppender>(request_.output_prefix, topo_.world_rank));
+  resume_->set_kept_bytes(std::move(kept));
 }
 
 void RankJob::broadcast_text(std::string& text) {
@@ -350,12 +402,14 @@ void RankJob::run_share(LatentSource& reader, RankStatus& status) {
   std::vector<ImageSink*> outputs;
   for (auto& sink : sinks_) outputs.push_back(sink.get());
   const OutputOptions layout = output_options(request_.sinks);
-  const JobFlow flow = job_flow(request_.formats, layout, split_->total_images(), cpu_threads_,
+  const JobFlow flow = job_flow(request_.formats, layout, total_, cpu_threads_,
                                 image_bytes(encoding, spec_.image_channels), request_.chunk_images,
                                 needs_image_order(request_.formats, reader.random_access()));
   // The share is whole blocks, each whole units where the units are files (a block is a multiple of
   // every output's file); where the unit is all of N (one file, a folder of PNGs) the share is one.
-  PiecePlan plan(split_->total_images(), flow.unit_images, flow.piece_images, flow.lanes, share_.begin, share_.end);
+  // With --resume, the units of this rank's share of those still missing.
+  PiecePlan plan = resume_ ? PiecePlan(total_, flow.unit_images, flow.piece_images, flow.lanes, units_)
+                           : PiecePlan(total_, flow.unit_images, flow.piece_images, flow.lanes, share_.begin, share_.end);
   EngineOptions engine_options;
   engine_options.piece_images = flow.piece_images;
   engine_options.buffers = flow.buffers;
@@ -368,17 +422,17 @@ void RankJob::run_share(LatentSource& reader, RankStatus& status) {
     PieceLoop loop{*backend_, engine, plan, reader, flow.buffers, *net_, request_.model_path, cpu_threads_,
                    nullptr, nullptr};
     loop.first_piece = [this] { maybe_inject_fault(topo_.world_rank); };
-    loop.generated = [this](int64_t count) {
-      progress_->own_count().fetch_add(count, std::memory_order_relaxed);
+    // Exact after each piece, whether or not the backend counted its passes as it went (set, not added).
+    int64_t pieces_done = 0;
+    loop.generated = [this, &pieces_done](int64_t count) {
+      progress_->own_count().store(pieces_done += count, std::memory_order_relaxed);
       progress_->publish();
     };
-    const auto start = Clock::now();
     const PieceLoopSeconds seconds = run_piece_loop(loop);
     times_.parse += seconds.parse;
     times_.compute += seconds.compute;
     engine.finish();
     times_.write = engine.write_seconds();
-    (void)start;
   });
 }
 
@@ -470,6 +524,7 @@ void RankJob::report_ranks() {
 struct RankRow {
   Times times;
   int64_t images;
+  int64_t made_files;  // --resume
   int64_t peak_memory;
   char host[64];
   char backend[160];
@@ -481,6 +536,7 @@ RunSummary RankJob::gather_summary() {
   RankRow mine{};
   mine.times = times_;
   mine.images = backend_ ? share_.size() : 0;
+  mine.made_files = resume_ ? resume_->made_files() : 0;
   mine.peak_memory = peak_resident_bytes();
   std::snprintf(mine.host, sizeof mine.host, "%s", topo_.host.c_str());
   std::snprintf(mine.backend, sizeof mine.backend, "%s", backend_text_.c_str());
@@ -531,10 +587,17 @@ RunSummary RankJob::gather_summary() {
   s.hosts = topo_.node_count;
   s.generating_ranks = active;
   s.load_seconds = slowest.startup;
+  if (resume_) {
+    s.resumed = ResumedFiles{resume_manifest_path(request_.output_prefix), total_, resume_->kept_files(), 0};
+    for (const RankRow& row : rows) s.resumed->made_files += row.made_files;
+  }
   double written = 0;
   for (size_t o = 0; o < sinks_.size(); ++o) {
     int64_t bytes = 0;
     for (const auto& [output, path] : committed_finals_) bytes += output == o ? file_bytes(path) : 0;
+    if (resume_) {  // every file of the output, kept or made
+      for (const std::string& path : sinks_[o]->final_paths()) bytes += file_bytes(path);
+    }
     s.files.push_back({sinks_[o]->path(), bytes});
     written += static_cast<double>(bytes);
   }

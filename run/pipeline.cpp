@@ -21,19 +21,10 @@
 #include "engine/piece_loop.hpp"
 #include "engine/output_engine.hpp"
 #include "engine/piece_plan.hpp"
+#include "run/resume_job.hpp"
 
 namespace facegen {
 namespace {
-
-const char* device_name(DeviceKind device) {
-  switch (device) {
-    case DeviceKind::Cuda: return "cuda";
-    case DeviceKind::Cpu: return "cpu";
-    case DeviceKind::Synthetic: return "synthetic";
-    case DeviceKind::Auto: return "auto";
-  }
-  return "?";
-}
 
 // What the run knows before it writes: the model, the latents and their count, the sinks' options.
 struct Prepared {
@@ -116,33 +107,50 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   for (const std::string& sentence : finish_dead_commits(directory_of(request.output_prefix))) {
     if (request.on_notice) request.on_notice(sentence);
   }
-  // Every output exists as a temporary file before any image is computed.
+  const int channels = run.net.spec().image_channels;
+  SinkOptions sink_options = run.sink_options;
+  const OutputOptions layout_options = output_options(sink_options);
+  const JobFlow flow = job_flow(request.formats, layout_options, run.total, resolve_threads(sink_options.threads),
+                                image_bytes(encoding, channels), request.chunk_images,
+                                needs_image_order(request.formats, run.reader.random_access()));
+  // --resume: the files of the job that an earlier run finished are kept; only the others are made.
+  std::unique_ptr<ResumeFiles> resume;
+  if (request.resume) {
+    const JobDescription job =
+        resume_job_description(request, summary.device, run.reader, layout_options, run.total, flow.unit_images);
+    resume = prepare_resume(request.output_prefix, job, request.formats, layout_options, run.total, flow.unit_images,
+                            sink_options.threads, request.on_notice);
+    sink_options.resume = resume.get();
+  }
+  // Every output exists as a temporary file before any image is computed (with --resume, as its first
+  // image comes).
   std::vector<std::unique_ptr<ImageSink>> sinks;
   std::vector<ImageSink*> outputs;
   for (OutputFormat format : request.formats) {
-    sinks.push_back(make_sink(format, request.output_prefix, run.total, run.sink_options));
+    sinks.push_back(make_sink(format, request.output_prefix, run.total, sink_options));
     outputs.push_back(sinks.back().get());
   }
-  const int channels = run.net.spec().image_channels;
-  const JobFlow flow = job_flow(request.formats, output_options(run.sink_options), run.total,
-                                resolve_threads(run.sink_options.threads), image_bytes(encoding, channels),
-                                request.chunk_images, needs_image_order(request.formats, run.reader.random_access()));
-  PiecePlan plan(run.total, flow.unit_images, flow.piece_images, flow.lanes);
+  PiecePlan plan = resume ? PiecePlan(run.total, flow.unit_images, flow.piece_images, flow.lanes, resume->units_to_make())
+                          : PiecePlan(run.total, flow.unit_images, flow.piece_images, flow.lanes);
   EngineOptions options;
   options.piece_images = flow.piece_images;
   options.buffers = flow.buffers;
-  options.threads = run.sink_options.threads;
+  options.threads = sink_options.threads;
   options.encoding = encoding;
   options.image_channels = channels;
   options.allocate = [&backend](size_t bytes) { return backend->allocate_host(bytes); };
   OutputEngine engine(outputs, options);
-  ProgressDisplay progress(stderr, request.progress, run.total, [&generated] { return generated.load(); });
+  const int64_t planned = plan.images();
+  ProgressDisplay progress(stderr, request.progress, planned, [&generated] { return generated.load(); });
   PieceLoop loop{*backend, engine, plan, run.reader, flow.buffers, run.net, request.model_path, request.backend.threads,
                  nullptr, nullptr};
   loop.first_piece = [&] {
     if (!device_notice.empty() && request.on_notice) request.on_notice(device_notice);
   };
-  loop.generated = [&generated](int64_t count) { generated.fetch_add(count); };
+  // Exact after each piece, whether or not the backend counted the piece's passes as it went (the CPU
+  // backend adds each pass to `generated`; a sum of pieces set over it, never added to it).
+  int64_t pieces_done = 0;
+  loop.generated = [&generated, &pieces_done](int64_t count) { generated.store(pieces_done += count); };
   PieceLoopSeconds seconds = run_piece_loop(loop);
   const auto start = Clock::now();
   run.reader.finish();
@@ -152,6 +160,11 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   commit_sinks(outputs);  // every byte of every output on disk, then all renamed or none
   progress.finish();
   summarize_run(request, run, sinks, engine, seconds, summary);
+  if (resume) {
+    summary.images = planned;
+    summary.resumed = ResumedFiles{resume_manifest_path(request.output_prefix), run.total, resume->kept_files(),
+                                   resume->made_files()};
+  }
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 // written by every output on the process's pool while the next are generated); check that no token
 // follows the N*nz numbers and that the latent file did not change since it was opened (each input
 // is opened once and read through that descriptor: latents/input_file.hpp); commit the outputs
-// (rename into place). Any error leaves no output file behind.
+// (rename into place). Any error leaves no output file behind. With --resume, each file goes into
+// place as soon as it is finished (run/resume_job.hpp), and only the files a run of the job has not
+// finished are made.
 //
 // Memory does not depend on N: the engine's ring of pieces and their latents (engine/piece_plan.hpp,
 // job_flow), each sink's own fixed buffers (mosaics: one file's pixels), the backend's. docs/usage.md
@@ -39,6 +41,10 @@ struct GenerateRequest {
   std::function<void(const std::string&)> on_notice;  // told at once, e.g. why the CPU was chosen
   ProgressOptions progress;     // shown on stderr while images are generated (rank 0 in an MPI job)
   std::string summary_json_path;  // where the JSON summary goes; empty: none (rank 0 writes it)
+  // --resume (run/resume_job.hpp): each file is put in place as it is finished and recorded in
+  // PREFIX.facegen-resume; a run of the same job keeps the files recorded there and makes the rest.
+  // Every output must be made of many files (sinks.png_group_images then set).
+  bool resume = false;
 };
 
 // What each tar sample's json says of the run: its model, precision and (drawn latents) seed.

@@ -10,8 +10,9 @@
 # into the submit directory, named by its job id; an input that does not exist fails the job with
 # one line; the three batch scripts share one block of argument handling and one of the time limit's
 # and preemption's handling; SIGUSR1 before the time limit stops a job of tar shards cleanly and
-# requeues it with --resume for its next run, stops a txt,bmp job without requeueing it; SIGTERM to
-# the whole job (preemption, scancel) stops it cleanly. slurm/facegen-serve.sbatch
+# requeues it (every run with --resume), twice, and its third run finishes it with one uninterrupted
+# run's shards; it stops a txt,bmp job without requeueing it; SIGTERM to the whole job (preemption,
+# scancel) stops it cleanly. slurm/facegen-serve.sbatch
 # on 2 ranks names its node and port in the log, and scancel with a request in flight stops it cleanly.
 # The GPU scripts ask for GPUs, which this one-node Slurm has none of; tests/suites/virtual_cluster.sh
 # runs them on nodes with GPUs declared to Slurm but none usable. Stops everything it started, by
@@ -85,6 +86,7 @@ SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
 AuthInfo=cred_expire=10
+SchedulerParameters=sched_interval=2
 NodeName=$node CPUs=$cpus State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES State=UP OverSubscribe=YES
 CONF
@@ -119,9 +121,10 @@ with open(sys.argv[1]) as f:
     numpy.save(sys.argv[2], numpy.array(f.read().split(), dtype=numpy.float32).reshape(n, 100))
 PY
 for reference in "--input $work/repo/inputs/slurm7.txt reference" "--input $work/repo/inputs/slurm7.npy reference-npy" \
-                 "--random 5 reference-random"; do
+                 "--random 5 reference-random" "--random 2000 reference-rq/rq --formats tar --shard-images 50"; do
   set -- $reference
-  timeout 60 "$build/facegen" --device cpu "$1" "$2" --output "$work/$3" --quiet ||
+  mkdir -p "$(dirname "$work/$3")"
+  timeout 60 "$build/facegen" --device cpu "$1" "$2" --output "$work/$3" "${@:4}" --quiet ||
     { echo "slurm_local: the single-process reference ($reference) failed"; exit 1; }
 done
 # Two mosaic files of 4 tiles: a job of 7 images that splits between 2 ranks (txt is one rank's).
@@ -184,7 +187,7 @@ if submit "CPU script, 2 ranks" facegen-cpu.sbatch --ntasks-per-node=2 -- slurm7
   if same_split_as "$work/repo/outputs/one7" "$work/reference-split" && grep -q '^ranks     2 on 1 host; all generate' "$work/repo/facegen-"*.log; then
     pass "slurm/facegen-cpu.sbatch slurm7 one7, 2 ranks, no outputs/ folder before: outputs/one7 identical to one process"
   else
-    fail "slurm/facegen-cpu.sbatch" "outputs differ from the single-process run, or not 2 generating ranks"
+    fail "slurm/facegen-cpu.sbatch" "outputs differ from the single-process run, or not 2 ranks of which 1 generates"
   fi
 fi
 rm -f "$work/repo/facegen-"*.log
@@ -280,10 +283,11 @@ done
 # --- the time limit and preemption ---------------------------------------------------------------------
 # Slurm's own signal before the time limit comes with a granularity of a minute; the test sends the
 # same signal the same way (scancel --batch --signal=USR1: to the batch shell, as --signal=B:USR1 does).
-# tar shards (many files): the job stops cleanly, requeues itself and its next run passes --resume
-# (which this facegen does not know yet: that run fails in one line, and the test goes no further);
+# tar shards (many files), a job longer than its time limit: it stops cleanly, requeues itself, every
+# run passes --resume, and after two requeues it is finished with one uninterrupted run's bytes;
 # txt,bmp: the job stops cleanly and is not requeued; SIGTERM to every process of the job (as
-# preemption and scancel send it): the job stops cleanly. Nothing is left in outputs/ after each.
+# preemption and scancel send it): the job stops cleanly. Nothing is left in outputs/ after each
+# (after a job of tar shards, nothing but its finished shards and their manifest).
 # job_state ID: "STATE RESTARTS" of a job.
 job_state() { scontrol show job -o "$1" 2> /dev/null | sed -n 's/.*JobState=\([A-Z_]*\).* Restarts=\([0-9]*\).*/\1 \2/p'; }
 # wait_log ID PATTERN SECONDS: until the job's log has a line matching PATTERN.
@@ -319,26 +323,89 @@ limit_case() {  # limit_case NAME PREFIX usr1|term [facegen flags]: the job sign
   esac
   case_id=$id
 }
+# A job of tar shards longer than its time limit: stopped by SIGUSR1 in its first and second runs, it
+# requeues itself each time, every run passes --resume, and the third run finishes it. After each stop
+# only finished shards (each byte for byte the single process's) and the manifest are left; at the end
+# the shards are those of one uninterrupted run, and the last run kept what the others finished.
+# stopped_leftovers PREFIX: what a stopped run left that is not a finished shard equal to the
+# reference's or the manifest (a temporary, a lock, a shard that differs).
+stopped_leftovers() {
+  local name
+  for name in $(ls -A "$work/repo/outputs" | grep "^$1\|^\.facegen"); do
+    case $name in
+      "$1.facegen-resume"|"$1.facegen-resume".[0-9]*) ;;
+      "$1"-[0-9]*.tar) cmp -s "$work/repo/outputs/$name" "$work/reference-rq/$name" || echo "$name (differs)" ;;
+      *) echo "$name" ;;
+    esac
+  done | paste -sd' '
+}
+# units_recorded: the shards the manifest of outputs/rq records, all ranks' parts together.
+units_recorded() { cat "$work/repo/outputs/rq.facegen-resume"* 2> /dev/null | grep -c '^unit '; }
+# usr1_after ID RUN UNITS: SIGUSR1 to the batch shell (as --signal=B:USR1 sends it) once run RUN of the
+# job has launched its ranks and the manifest records UNITS shards: each run stops having finished
+# some, and leaves some to the next.
+usr1_after() {
+  local tries
+  for tries in $(seq 1200); do
+    [ "$(grep -c '^run_parallel: launching' "$work/repo/facegen-$1.log" 2> /dev/null)" -ge "$2" ] &&
+      [ "$(units_recorded)" -ge "$3" ] && { scancel --batch --signal=USR1 "$1"; return 0; }
+    sleep 0.1
+  done
+  return 1
+}
+# wait_requeued ID COUNT: until the log says COUNT times that the job stopped and was requeued.
+wait_requeued() {
+  local tries
+  for tries in $(seq 600); do
+    [ "$(grep -c '^facegen-cpu: the time limit is near: stopped; requeued' "$work/repo/facegen-$1.log" 2> /dev/null)" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
 start=$SECONDS
-limit_case "tar shards, SIGUSR1 before the time limit" rq usr1 --formats tar --shard-images 100
-id=$case_id
-if [ -n "$id" ]; then
-  log=$work/repo/facegen-$id.log
-  if ! wait_log "$id" "^facegen-cpu: the time limit is near: stopped; requeued" 60; then
-    fail "tar shards, SIGUSR1 before the time limit" "no line saying it was requeued: $(tail -n 6 "$log")"
-  else
-    left=$(leftovers rq)
-    if ! wait_log "$id" "^facegen-cpu: run 2 of job $id: resuming \(--resume\)" 60 || ! wait_log "$id" "^  (srun|mpirun) .* --resume( |$)" 30; then
-      fail "tar shards, SIGUSR1 before the time limit" "the second run did not pass --resume: $(job_state "$id"); $(tail -n 6 "$log")"
-    elif [ -n "$left" ]; then
-      fail "tar shards, SIGUSR1 before the time limit" "left by the stopped run: $left"
-    else
-      wait_ended "$id" 60
-      pass "tar shards, SIGUSR1 before the time limit: stopped cleanly, nothing left, requeued (restarts: $(job_state "$id" | cut -d' ' -f2)); the next run passes --resume ($((SECONDS - start)) s)"
-    fi
+name="tar shards, SIGUSR1 before the time limit in runs 1 and 2"
+id=$(cd "$work/repo" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 sbatch --parsable --ntasks-per-node=2 \
+       slurm/facegen-cpu.sbatch --random 2000 rq --all-ranks --images-per-round 50 --formats tar --shard-images 50 \
+       2> "$work/sbatch.out")
+log=$work/repo/facegen-$id.log
+problem=
+for run in 1 2; do
+  units=$(( $(units_recorded) + 2 ))
+  if ! usr1_after "$id" $run $units; then
+    problem="run $run did not start or finish $units shards in 120 s: $(job_state "$id"); $(tail -n 6 "$log" 2> /dev/null)"
+  elif ! wait_requeued "$id" $run; then
+    problem="run $run: no line saying it was requeued: $(tail -n 6 "$log")"
+  elif [ -n "$(stopped_leftovers rq)" ]; then
+    problem="left by stopped run $run beside its finished shards: $(stopped_leftovers rq)"
   fi
-  scancel "$id" 2> /dev/null
+  [ -z "$problem" ] || break
+done
+if [ -z "$problem" ]; then
+  wait_ended "$id" 120
+  state=$(job_state "$id")
+  shards=$(cd "$work/reference-rq" && ls rq-*.tar | wc -l)
+  if ! grep -q "^facegen-cpu: run 3 of job $id: resuming (--resume)" "$log" ||
+     [ "$(grep -cE '^  (srun|mpirun) .* --resume( |$)' "$log")" != 3 ]; then
+    problem="not every run passed --resume: $state; $(grep -E 'resuming|^  (srun|mpirun)' "$log" | cut -c1-120 | paste -sd'|')"
+  elif [ "$state" != "COMPLETED 2" ]; then
+    problem="the job did not finish after 2 requeues: $state; $(tail -n 6 "$log")"
+  elif ! kept=$(grep -oE '^resumed   kept [0-9,]+ files that an earlier run finished, made [0-9,]+' "$log" | tail -n 1) ||
+       [[ $kept == *"kept 0 "* ]]; then
+    problem="the last run kept nothing the others finished: ${kept:-no resumed line}"
+  else
+    for shard in $(cd "$work/reference-rq" && ls rq-*.tar); do
+      cmp -s "$work/repo/outputs/$shard" "$work/reference-rq/$shard" || problem="$problem $shard"
+    done
+    [ -z "$problem" ] || problem="shards differ from one uninterrupted run's:$problem"
+    [ -n "$problem" ] || [ -z "$(stopped_leftovers rq)" ] || problem="left at the end: $(stopped_leftovers rq)"
+  fi
 fi
+if [ -z "$problem" ]; then
+  pass "$name: stopped cleanly twice (nothing but finished shards and the manifest left), requeued, every run with --resume; finished by run 3 (${kept#resumed   }): $shards shards identical to one uninterrupted run ($((SECONDS - start)) s)"
+else
+  fail "$name" "$problem"
+fi
+scancel "$id" 2> /dev/null
 for how in usr1 term; do
   start=$SECONDS
   case $how in
@@ -363,6 +430,7 @@ for how in usr1 term; do
 done
 
 # A rank killed under srun: the job must fail promptly, name the rank's task and host, leave no file.
+# One BMP a tile: 7 files, so that rank 1 has images to make (and none of many files: no --resume).
 rm -f "$work/repo/facegen-"*.log
 start=$SECONDS
 FACEGEN_TEST_FAULT=1:kill sbatch_wait --ntasks-per-node=2 slurm/facegen-cpu.sbatch slurm7 killed7 --all-ranks \
