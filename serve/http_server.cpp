@@ -2,6 +2,7 @@
 // accepted it until it ends (http_connection.hpp).
 #include "serve/http_server.hpp"
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -142,8 +143,13 @@ int HttpServer::port() const { return impl_->acceptors.front()->acceptor.local_e
 void HttpServer::run() {
   for (size_t k = 0; k < impl_->acceptors.size() && !impl_->stop_asked; ++k) impl_->accept(k);
   std::vector<std::thread> threads;
-  for (size_t k = 1; k < impl_->loops.size(); ++k) threads.emplace_back([loop = impl_->loops[k].get()] { loop->context.run(); });
-  impl_->loops.front()->context.run();
+  for (size_t k = 1; k < impl_->loops.size(); ++k) {
+    threads.emplace_back([loop = impl_->loops[k].get()] {
+      pthread_setname_np(pthread_self(), "facegen-io");  // for profilers: /proc/PID/task/*/comm
+      loop->context.run();
+    });
+  }
+  impl_->loops.front()->context.run();  // on the main thread, named facegen
   for (std::thread& thread : threads) thread.join();
 }
 

@@ -1,10 +1,17 @@
 // request_threads.cpp: see request_threads.hpp.
 #include "serve/request_threads.hpp"
 
+#include <pthread.h>
+
 namespace facegen::serve {
 
 RequestThreads::RequestThreads(int threads) {
-  for (int t = 0; t < threads; ++t) threads_.emplace_back([this] { work(); });
+  for (int t = 0; t < threads; ++t) {
+    threads_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "facegen-request");  // for profilers: /proc/PID/task/*/comm
+      work();
+    });
+  }
 }
 
 RequestThreads::~RequestThreads() {
