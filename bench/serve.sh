@@ -4,9 +4,10 @@
 #   latency      one PNG (GET /v1/images/SEED.png) at concurrency 1: p50 and p99 over REQUESTS requests
 #   throughput   images/s at concurrency 1, 8, 64 and 256 with 1, 8 and 64 images per request
 #                (POST /v1/generate, format npy-u8 and png for one image), each for SECONDS seconds
+#   summary      the one-PNG p50 and p99 and 64 images a request at concurrency 64, on one line for
+#                the record
 #   protocol     images/s at concurrency 64 with 64 seeds a request over the Open Inference Protocol
-#                (POST /v2/models/facegen/infer, binary tensors in and out), and the one-PNG p50 and
-#                p99 and images/s at concurrency 64 again, on one line for the record
+#                (POST /v2/models/facegen/infer, binary tensors in and out)
 #   memory       the server's resident memory, sampled every second over MEMORY_SECONDS of mixed load
 #                (64 clients: 1, 8 or 64 images a request, png, npy-u8, tar and mosaic): the first
 #                sample after 5 s of warm-up, the last, and the most
@@ -89,6 +90,10 @@ for n in images:
     if n == 64 and 64 in concurrency:
         rate64 = row[concurrency.index(64)]
 
+if 64 in concurrency and 64 in images:
+    print(f"summary: one PNG at concurrency 1 p50 {times[len(times) // 2] * 1e3:.2f} ms, p99 {times[len(times) * 99 // 100] * 1e3:.2f} ms; "
+          f"64 images a request at concurrency 64: {rate64:.0f} images/s")
+
 def oip_client(stop, counts, index):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     seed = index * 10**9
@@ -113,9 +118,6 @@ with concurrent.futures.ThreadPoolExecutor(64) as pool:
     stop.set()
     for f in futures: f.result()
 print(f"Open Inference Protocol, 64 seeds a request (binary in and out), concurrency 64: {sum(counts) / seconds:.0f} images/s")
-if 64 in concurrency and 64 in images:
-    print(f"summary: one PNG at concurrency 1 p50 {times[len(times) // 2] * 1e3:.2f} ms, p99 {times[len(times) * 99 // 100] * 1e3:.2f} ms; "
-          f"64 images a request at concurrency 64: {rate64:.0f} images/s")
 PY
 
 if [ "${MEMORY_SECONDS:-60}" != 0 ]; then
