@@ -7,6 +7,12 @@
 // latent (backend.hpp), so a request's images are the same whatever batches they were made in. The
 // queue holds at most max_queue images: a request that would overflow it is refused at once
 // (QueueFull) rather than growing memory. stop() finishes every queued request, then ends the workers.
+//
+// A worker runs its backend's stream of batches (Backend::generate_stream) for as long as requests
+// keep the queue filled: a GPU has the next batches queued while a batch's images, landed in the
+// worker's page-locked slots, are copied out to their requests on the process's pool. The first
+// batch of a stream waits for max_delay as above; the later ones take what is queued when the stream
+// asks, and an empty queue ends the stream (it never waits with a finished batch held back).
 #pragma once
 
 #include <chrono>
@@ -68,9 +74,16 @@ class Batcher {
     int64_t first = 0;  // the job's images [first, first + count)
     int64_t count = 0;
   };
+  struct Slot;
+  struct WorkerSlots {
+    std::deque<std::unique_ptr<Slot>> in_flight;  // given to the backend's stream, in order
+    std::vector<std::unique_ptr<Slot>> free;
+  };
   void work(Backend& backend);
-  bool take_batch(std::vector<Slice>& batch, Clock::time_point& oldest);  // false: stopped and empty
-  void run_batch(Backend& backend, const std::vector<Slice>& batch, Clock::time_point oldest);
+  bool wait_for_batch();  // false: stopped and empty
+  bool take_queued(std::vector<Slice>& batch, Clock::time_point& oldest);  // false: empty now
+  bool next_batch(Backend& backend, WorkerSlots& slots, StreamJob& job);
+  void finish_batch(Slot& slot, std::exception_ptr error);
 
   BatcherOptions options_;
   std::function<void(const BatchReport&)> on_batch_;

@@ -1,10 +1,15 @@
-// test_batcher.cpp: the batcher (serve/batcher.hpp) over a backend made here that records its
-// batches: concurrent requests are merged into batches of at most max_batch images, a request larger
-// than that is split, every request gets its own images back whatever batch made them, a full queue
-// refuses at once, a backend's failure reaches the requests of its batch, stop() finishes queued work.
+// test_batcher.cpp: the batcher (serve/batcher.hpp) over backends made here: one that records its
+// batches (the default stream, a batch at a time) and one whose stream asks for batches ahead of the
+// one it delivers, as the CUDA pipeline's does. Concurrent requests are merged into batches of at
+// most max_batch images, a request larger than that is split, every request gets its own images back
+// whatever batch made them, a full queue refuses at once, a backend's failure reaches the requests of
+// its batches (and the worker goes on), stop() finishes queued work.
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstring>
+#include <deque>
+#include <future>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -18,20 +23,26 @@ using namespace facegen::serve;
 namespace {
 
 constexpr int kNz = 2;
-constexpr int64_t kValues = 3;  // floats per "image"
+constexpr int64_t kValues = 4096;  // floats per image: 64 x 64, one channel
 
-// Image k of a batch: (latent[0] + latent[1], latent[0], 7); records each batch's size.
+// Image i of latents (n, nz): (latent[0] + latent[1], latent[0], 7, 0, 0, ...).
+void fake_images(const float* latents, int64_t n, float* images) {
+  std::memset(images, 0, static_cast<size_t>(n * kValues) * sizeof(float));
+  for (int64_t i = 0; i < n; ++i) {
+    images[i * kValues + 0] = latents[i * kNz] + latents[i * kNz + 1];
+    images[i * kValues + 1] = latents[i * kNz];
+    images[i * kValues + 2] = 7;
+  }
+}
+
+// fake_images, recording each batch's size.
 class RecordingBackend : public Backend {
  public:
   std::string describe() const override { return "recording"; }
   void generate(const float* latents, int64_t n, float* images) override {
     if (fail) throw std::runtime_error("the backend failed");
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-    for (int64_t i = 0; i < n; ++i) {
-      images[i * kValues + 0] = latents[i * kNz] + latents[i * kNz + 1];
-      images[i * kValues + 1] = latents[i * kNz];
-      images[i * kValues + 2] = 7;
-    }
+    fake_images(latents, n, images);
     std::lock_guard<std::mutex> lock(mutex);
     batches.push_back(n);
   }
@@ -39,6 +50,35 @@ class RecordingBackend : public Backend {
   std::vector<int64_t> batches;
   std::atomic<bool> fail{false};
   int delay_ms = 0;
+};
+
+// A stream that asks for up to `ahead` batches before it delivers the first of them, as the CUDA
+// pipeline does, and fails once where told (every batch it holds then fails, and the stream ends).
+class LookaheadBackend : public Backend {
+ public:
+  std::string describe() const override { return "lookahead"; }
+  void generate(const float* latents, int64_t n, float* images) override { fake_images(latents, n, images); }
+  void generate_stream(const NextJob& next, const JobDone& done, int) override {
+    std::deque<StreamJob> held;
+    bool ended = false;
+    for (;;) {
+      while (!ended && static_cast<int>(held.size()) < ahead) {
+        StreamJob job;
+        if (next(job)) held.push_back(job);
+        else ended = true;
+      }
+      if (held.empty()) return;
+      ++streamed;
+      if (fail_at == streamed) throw std::runtime_error("the stream failed");
+      CHECK(held.front().out.encoding == ImageEncoding::Float32);
+      fake_images(held.front().latents, held.front().n, static_cast<float*>(held.front().out.images));
+      done(held.front());
+      held.pop_front();
+    }
+  }
+  int ahead = 3;
+  std::atomic<int> streamed{0};  // batches delivered or failed
+  int fail_at = -1;              // the batch (counted from 1) that throws
 };
 
 BatcherOptions options(int64_t max_batch, double delay_ms, int64_t max_queue = 1 << 20) {
@@ -132,4 +172,59 @@ TEST_CASE("batcher: a full queue refuses, a failed batch fails its requests, sto
   recorder->fail = false;
   batcher.stop();
   CHECK_THROWS(batcher.generate(latents.data(), 2, extra.data()));
+}
+
+// Requests from `clients` threads, each of 1 + id % 7 images, on a batcher over one LookaheadBackend:
+// the number whose images came back right and the number refused with the stream's failure, within
+// a deadline (a batch the stream holds but never delivers would leave its request waiting for ever).
+struct StreamRun {
+  int right = 0, failed = 0;
+};
+StreamRun stream_clients(Batcher& batcher, int clients, int first_id) {
+  std::vector<std::future<int>> results;  // 1 right, 0 wrong, -1 refused by the failure
+  for (int id = first_id; id < first_id + clients; ++id) {
+    results.push_back(std::async(std::launch::async, [&batcher, id] {
+      const int64_t count = 1 + id % 7;
+      const std::vector<float> latents = latents_of(id, count);
+      std::vector<float> images(static_cast<size_t>(count * kValues));
+      try {
+        batcher.generate(latents.data(), count, images.data());
+      } catch (const std::runtime_error& e) {
+        return std::string(e.what()) == "the stream failed" ? -1 : 0;
+      }
+      return images_match(id, count, images) ? 1 : 0;
+    }));
+  }
+  StreamRun run;
+  for (auto& result : results) {
+    REQUIRE(result.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+    const int got = result.get();
+    run.right += got == 1;
+    run.failed += got == -1;
+  }
+  return run;
+}
+
+TEST_CASE("batcher: a stream that asks for batches ahead delivers every request, a failure fails its batches only") {
+  auto backend = std::make_unique<LookaheadBackend>();
+  LookaheadBackend* stream = backend.get();
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(std::move(backend));
+  Batcher batcher(std::move(backends), options(5, 0));
+  SUBCASE("one request alone: the stream ends with the queue, and the request is answered") {
+    const StreamRun run = stream_clients(batcher, 1, 3);
+    CHECK(run.right == 1);
+  }
+  SUBCASE("40 concurrent requests, 160 images in batches of at most 5") {
+    const StreamRun run = stream_clients(batcher, 40, 100);
+    CHECK(run.right == 40);
+    CHECK(stream->streamed >= 160 / 5);
+  }
+  SUBCASE("the stream fails at its 3rd batch: some requests fail, the rest are right, and the next ones are served") {
+    stream->fail_at = 3;
+    const StreamRun run = stream_clients(batcher, 30, 200);
+    CHECK(run.failed >= 1);
+    CHECK(run.right + run.failed == 30);
+    CHECK(stream_clients(batcher, 10, 300).right == 10);
+  }
 }
