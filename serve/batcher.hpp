@@ -39,7 +39,8 @@ struct BatcherOptions {
   int64_t image_values = 64 * 64 * 3;  // floats per image: 64 * 64 * nc
 };
 
-// What one batch was: its images, how long its oldest image queued, how long the backend took.
+// What one batch was: its images, how long its oldest image queued, and how long from its taking to
+// its images in the requests' memory (the backend's time, with a stream's batches queued before it).
 struct BatchReport {
   int64_t images = 0;
   double queue_seconds = 0;

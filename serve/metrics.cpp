@@ -97,7 +97,7 @@ std::string Metrics::render(int64_t queued_images, size_t workers) const {
   latency_.render("facegen_request_seconds", "Time from a request read to its answer made.", out);
   batch_images_.render("facegen_batch_images", "Images per backend batch.", out);
   queue_.render("facegen_queue_seconds", "Per batch, how long its oldest image waited in the queue.", out);
-  compute_.render("facegen_compute_seconds", "Per batch, the backend's time.", out);
+  compute_.render("facegen_compute_seconds", "Per batch, from its taking to its images in the requests' memory.", out);
   out += "# HELP facegen_queue_images Images waiting for a worker.\n# TYPE facegen_queue_images gauge\n"
          "facegen_queue_images " + std::to_string(queued_images) + "\n";
   out += "# HELP facegen_workers Backends generating (one per GPU, or the CPU).\n# TYPE facegen_workers gauge\n"
