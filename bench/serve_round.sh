@@ -16,7 +16,11 @@ out=${OUT:-/tmp/facegen-serve-round}
 mkdir -p "$out"
 command -v nvidia-smi > /dev/null &&
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
-echo "commit $(git rev-parse --short HEAD 2> /dev/null || echo unknown), $(date -u '+%F %H:%M UTC'), $(nproc) cores"
+echo "scripts at commit $(git rev-parse --short HEAD 2> /dev/null || echo unknown), $(date -u '+%F %H:%M UTC'), $(nproc) cores"
+for spec in "$@"; do  # each build's own commit, as it says
+  IFS='|' read -r label build _ <<< "$spec"
+  echo "$label: $build/facegen, $("$build/facegen" --version 2> /dev/null | grep -oE 'commit [0-9a-f]+(-dirty)?' || echo 'no version')"
+done
 for round in $(seq 1 "${ROUNDS:-1}"); do
   for spec in "$@"; do
     IFS='|' read -r label build args <<< "$spec"
