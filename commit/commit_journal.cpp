@@ -33,6 +33,7 @@
 #include <utility>
 
 #include "common/errors.hpp"
+#include "common/file_descriptor.hpp"
 #include "common/text_format.hpp"
 #include "commit/existing_outputs.hpp"
 #include "common/path_parts.hpp"
@@ -79,24 +80,6 @@ int open_directory(const std::string& directory) {
 }
 
 bool sync_directory(int fd) { return ::fsync(fd) == 0 || errno == EBADF; }
-
-struct Descriptor {
-  int fd = -1;
-  ~Descriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-bool write_all(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
 
 std::string serialise(const std::string& token, const std::vector<CommitEntry>& entries) {
   std::string text = std::string(kHeader) + "P\ntoken " + token + "\nentries " + std::to_string(entries.size()) + "\n";

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/errors.hpp"
+#include "common/file_descriptor.hpp"
 #include "common/text_format.hpp"
 #include "common/path_parts.hpp"
 
@@ -19,13 +20,6 @@ namespace facegen {
 namespace {
 
 constexpr size_t kSignatureBytes = 512;  // a tar header: its magic is at 257
-
-struct Descriptor {
-  int fd = -1;
-  ~Descriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 uint32_t le32(const std::string& bytes, size_t at) {
   uint32_t v = 0;

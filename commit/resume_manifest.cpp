@@ -13,6 +13,7 @@
 
 #include "commit/atomic_file.hpp"
 #include "common/errors.hpp"
+#include "common/file_descriptor.hpp"
 #include "common/path_parts.hpp"
 #include "common/text_format.hpp"
 
@@ -22,13 +23,6 @@ namespace {
 const char kManifestLine[] = "facegen resume manifest 1";
 const char kPartLine[] = "facegen resume manifest part 1";
 const char kSuffix[] = ".facegen-resume";
-
-struct Descriptor {
-  int fd = -1;
-  ~Descriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // Why the open file is not one this user's facegen could have written, or "".
 std::string why_not_ours(const struct stat& st) {
@@ -185,17 +179,6 @@ std::vector<std::string> part_paths(const std::string& path) {
   }
   ::closedir(listing);
   return parts;
-}
-
-bool write_all(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 void sync_folder_of(const std::string& path) {

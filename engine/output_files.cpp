@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "common/errors.hpp"
+#include "common/file_descriptor.hpp"
 #include "common/path_parts.hpp"
 #include "engine/pwrite_fully.hpp"
 #include "common/text_format.hpp"
@@ -191,12 +192,6 @@ void OutputFiles::sync_and_close(Slot& slot) {
 void OutputFiles::place_in_folder(size_t file, const std::vector<std::string>& names) {
   Slot& folder = slot(file);
   if (folder.spec.kind != OutputFile::Kind::Folder) throw std::logic_error("OutputFiles::place_in_folder: not a folder");
-  struct Descriptor {
-    int fd = -1;
-    ~Descriptor() {
-      if (fd >= 0) ::close(fd);
-    }
-  };
   // Every byte of the files on the storage: one syncfs, as finish() syncs a folder.
   Descriptor temp{::open(folder.temp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   if (temp.fd < 0 || ::syncfs(temp.fd) != 0) fail(folder, errno);
