@@ -161,6 +161,22 @@ if run_ok --random 3 --seed 5 --truncation 0.5 --output "$work/good/trunc" --for
 else
   fail "--truncation" "$(head -c 300 "$work/stdout")"
 fi
+# Drawn latents given to the backend as recipes (the synthetic backend drawing them itself, as the CUDA
+# backend does on the GPU): the bytes of host latents, for every drawn source, in pieces of any size.
+recipes_ok=1
+for source in "--random 700 --seed 8" "--seeds 5-300,3,3,18446744073709551615 --truncation 0.6" \
+              "--random 333 --seed 2 --truncation 1.5 --chunk 7" "--interpolate 5 --seed 4 --truncation 0.4"; do
+  read -r -a drawn_flags <<< "$source"
+  rm -f "$work/good/recipe"* "$work/good/host"*
+  if ! "$prog" --device synthetic "${drawn_flags[@]}" --formats npy --output "$work/good/host" --quiet ||
+     ! FACEGEN_SYNTHETIC_RECIPES=1 "$prog" --device synthetic "${drawn_flags[@]}" --formats npy --output "$work/good/recipe" \
+       > "$work/stdout" 2>&1 || ! cmp -s "$work/good/host.npy" "$work/good/recipe.npy" ||
+     ! grep -q "^backend .*drawing latents from recipes" "$work/stdout"; then
+    recipes_ok=0
+    fail "recipes: $source" "$(head -c 300 "$work/stdout")"
+  fi
+done
+[ $recipes_ok = 1 ] && pass "drawn latents as recipes, drawn by the backend: the bytes of host latents (--random, --seeds, --truncation)"
 if run_ok --interpolate 3 --output "$work/good/interp" --quiet && [ "$(head -n1 "$work/good/interp.txt")" = 9 ] &&
    [ "$(stat -c %s "$work/good/interp.bmp")" = $((192 * 192 * 3 + 54)) ]; then
   pass "--interpolate 3 writes a 3 x 3 grid"
