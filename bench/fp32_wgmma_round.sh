@@ -1,32 +1,41 @@
 #!/usr/bin/env bash
-# fp32_tc_round.sh: one GPU call for float32 on tensor cores (3xTF32, docs/gpu.md), under 8 minutes on
-# one H100 or H200: build, the GPU tests of the fp32 paths, facegen-bench --fp32-tc, PyTorch's side of
-# it, compute-sanitizer over the new kernels, and a short table last.
+# fp32_wgmma_round.sh: one GPU call for float32 on Hopper's tensor cores (3xTF32 on wgmma,
+# kernels/phase_gemm_wgmma_tf32x3.cuh; docs/gpu.md), under 9 minutes on one H100 or H200: build, the
+# kernels' SASS checked, the GPU tests of the fp32 paths, facegen-bench --fp32-tc, Nsight Compute on
+# today's tf32 wgmma kernels and the new ones, PyTorch's side, compute-sanitizer over the new kernels,
+# and a short table last.
 #
-#   bash bench/fp32_tc_round.sh       (carry .deps: the Debian packages the build needs, gathered by
-#                                      ../shared/tools/device-deps.sh or apt-get download into .deps/debs;
-#                                      unpacked only where doctest's or cxxopts' header is missing)
+#   bash bench/fp32_wgmma_round.sh    (carry .deps where the machine lacks the build's headers: the
+#                                      Debian packages gathered by ../shared/tools/device-deps.sh or
+#                                      apt-get download into .deps/debs, unpacked by
+#                                      bench/device_packages.sh only where a header is missing)
 #
-# Steps, each with a deadline (the whole run stops at FACEGEN_ROUND_SECONDS, default 470 s, after its
-# start; a step that would start too late is reported as skipped):
+# Steps, most telling first, each with a deadline (the whole run stops at FACEGEN_ROUND_SECONDS,
+# default 540 s, after its start; a step that would start too late is reported as skipped):
 #   build      make CUDA_ARCH=90a (FACEGEN_PREBUILT=1 with a carried build/ skips it)
-#   tests      build/facegen-gpu-tests, the cases of every fp32 path (layers, pipelines, tiles, the
-#              any-shape kernels, fp32 tensor cores against FFMA against float64, the CPU backend),
-#              batches up to 1000
-#   bench      build/facegen-bench --fp32-tc --quick: the mma probe, side-by-side images/s at batch 64,
-#              512 and 8192 (fp32 FFMA, fp32 tensor cores, tf32, bf16; faces model and SHPC network),
-#              per-layer variants, 1,000 faces images against float64
-#   torch      bench/pytorch_reference.py --fp32-tc: PyTorch fp32's errors on the same 1,000 images
-#   sanitizer  memcheck, synccheck and initcheck over the fp32 cases of the GPU tests (8 images each),
-#              racecheck over facegen --precision fp32 in both tile shapes and both kernel sizes
-# Logs go to $OUT (default /tmp/facegen-fp32tc), the benchmark's files to build/fp32tc. Exit status 0
-# when every step ran and passed.
+#   sass       cuobjdump: HGMMA in every float32 wgmma kernel, no local-memory spills (LDL/STL)
+#   tests      build/facegen-gpu-tests, the fp32 cases (the wgmma kernels in every tile shape and
+#              schedule against mma.sync, every layer against float64 with poisoned outputs at batch
+#              sizes up to 1000, the pipeline, FACEGEN_GPU_FP32's choice, the CUDA backend against
+#              the CPU one)
+#   bench      build/facegen-bench --fp32-tc --quick: the mma probe; images/s at batch 64, 512 and
+#              8192 of fp32 FFMA (v1), tensor cores on mma.sync (v2) and on wgmma (v3), tf32, bf16,
+#              faces model and SHPC network; every layer in v1-v4 (v4: v3's other schedule) at the
+#              three batches; errors against float64 of 1,000 faces and 200 images of a random
+#              network of each family, layer by layer and whole
+#   ncu        Nsight Compute (--clock-control none, each call under a timeout) on tconv1-3 of the
+#              faces model at batch 8192 in tf32 (the wgmma image kernel) and fp32 v3, and tconv1 at 64
+#   torch      bench/pytorch_reference.py --fp32-tc: PyTorch fp32's errors on the same images, verdict
+#   sanitizer  memcheck, synccheck and initcheck over the wgmma-form test case (8 images), racecheck
+#              over facegen --precision fp32 (the wgmma kernels by default) in both tile shapes, k 4 and 5
+# Logs go to $OUT (default /tmp/facegen-fp32wgmma), the benchmark's files to build/fp32wgmma. Exit
+# status 0 when every step ran and passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/facegen-fp32tc}
+out=${OUT:-/tmp/facegen-fp32wgmma}
 mkdir -p "$out"
 start=$SECONDS
-end=$((start + ${FACEGEN_ROUND_SECONDS:-470}))
+end=$((start + ${FACEGEN_ROUND_SECONDS:-540}))
 declare -A result
 # run_step NAME CAP COMMAND...: runs COMMAND with a timeout of min(CAP, time left), output to $out/NAME.log
 run_step() {
@@ -39,7 +48,7 @@ run_step() {
     return 1
   fi
   local limit=$((cap < left ? cap : left)) t0=$SECONDS
-  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  timeout -k 10 "$limit" "$@" > "$out/$name.log" 2>&1
   local rc=$?
   local took=$((SECONDS - t0))
   if [ $rc -eq 0 ]; then result[$name]="ok (${took} s)"; else result[$name]="FAIL: exit $rc after ${took} s (limit $limit s)"; fi
@@ -55,44 +64,81 @@ echo "commit $commit, $(date -u '+%F %H:%M UTC')"
 if [ "${FACEGEN_PREBUILT:-0}" = 1 ] && [ -x build/facegen-gpu-tests ] && [ -x build/facegen-bench ] && [ -x build/facegen ]; then
   result[build]="carried build/"
 else
-  run_step build 240 make -j"$(nproc)" CUDA=1 CUDA_ARCH=90a build/facegen-gpu-tests build/facegen-bench build/facegen \
+  run_step build 300 make -j"$(nproc)" CUDA=1 CUDA_ARCH=90a build/facegen-gpu-tests build/facegen-bench build/facegen \
     build/random-network.bin || { tail -n 30 "$out/build.log"; exit 1; }
 fi
 
-cases='projection + batch norm*,phase-GEMM transposed*,last transposed convolution*,pipeline images*,FACEGEN_GPU_FP32*'
-cases+=',fp32 on tensor cores*,*image tiles give the same bytes*,every layer matches*,the any-shape kernels agree*'
-cases+=',CUDA backend matches the CPU backend*,CUDA backend results do not depend*'
-run_step tests 200 env FACEGEN_GPU_TEST_MAX_BATCH=1000 build/facegen-gpu-tests -tc="$cases"
+# SASS: every float32 wgmma kernel (tconv_phase_wgmma_tf32x3) has HGMMA instructions and no LDL/STL.
+cuobjdump=${CUOBJDUMP:-$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)}
+if [ -x "$cuobjdump" ]; then
+  run_step sass 60 bash -c "'$cuobjdump' -sass build/facegen-bench | awk '
+    /Function :/ { f = \$0; sub(/.*Function : /, \"\", f); keep = f ~ /tconv_phase_wgmma_tf32x3/; if (keep) n++ }
+    keep && /HGMMA/ { hgmma[f]++ } keep && /(LDL|STL)/ { local[f]++ }
+    END { bad = n == 0; for (k in hgmma) seen++
+          printf \"%d float32 wgmma kernels, %d with HGMMA\\n\", n, seen
+          for (k in hgmma) printf \"  %4d HGMMA, %d LDL/STL  %s\\n\", hgmma[k], local[k] + 0, k
+          for (k in local) bad = 1
+          exit (bad || seen != n) }'"
+else
+  result[sass]="skipped (no cuobjdump)"
+fi
+
+cases='fp32 on wgmma*,phase-GEMM transposed*,FACEGEN_GPU_FP32*,fp32 on tensor cores*,*image tiles give the same bytes*'
+cases+=',pipeline images*,projection + batch norm*,last transposed convolution*,CUDA backend matches the CPU backend*'
+cases+=',CUDA backend results do not depend*'
+run_step tests 150 env FACEGEN_GPU_TEST_MAX_BATCH=1000 build/facegen-gpu-tests -tc="$cases"
 grep -E "test cases|assertions" "$out/tests.log" | tail -n 2
 
-work=build/fp32tc
+work=build/fp32wgmma
 mkdir -p "$work"
-run_step bench 150 build/facegen-bench --fp32-tc --quick --out "$work"
+run_step bench 210 build/facegen-bench --fp32-tc --quick --out "$work"
 cp "$work/results.json" "$out/" 2> /dev/null
-run_step torch 75 env PYTHONUNBUFFERED=1 python3 bench/pytorch_reference.py --fp32-tc --dir "$work"
+
+# Nsight Compute, one kernel a call: the third launch of the stage's phase GEMM (facegen-bench
+# --fp32-tc-layer runs it three times and nothing else).
+ncu_bin=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
+if [ -x "$ncu_bin" ]; then
+  ncu_fail=0 ncu_runs=0
+  for spec in faces:tf32:0:8192 faces:tf32:1:8192 faces:tf32:2:8192 faces:fp32_wgmma:0:8192 faces:fp32_wgmma:1:8192 \
+              faces:fp32_wgmma:2:8192 faces:fp32_wgmma:0:64; do
+    [ $((end - SECONDS)) -lt 45 ] && break
+    echo "== $spec" >> "$out/ncu.log"
+    timeout -k 5 40 "$ncu_bin" --clock-control none -k regex:tconv_phase --launch-skip 2 --launch-count 1 \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      --section LaunchStats --section Occupancy --section WarpStateStats \
+      build/facegen-bench --fp32-tc-layer "$spec" >> "$out/ncu.log" 2>&1 || ncu_fail=$((ncu_fail + 1))
+    ncu_runs=$((ncu_runs + 1))
+  done
+  if [ $ncu_fail -eq 0 ] && [ $ncu_runs -eq 7 ]; then result[ncu]="ok (7 kernels)"; else result[ncu]="FAIL: $ncu_fail of $ncu_runs calls failed, $((7 - ncu_runs)) not run (time)"; fi
+else
+  result[ncu]="skipped (no ncu)"
+fi
+
+run_step torch 90 env PYTHONUNBUFFERED=1 python3 bench/pytorch_reference.py --fp32-tc --dir "$work"
 
 sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 if [ -x "$sanitizer" ]; then
-  run_step memcheck 90 "$sanitizer" --tool memcheck --error-exitcode 99 \
-    build/facegen-gpu-tests -tc='fp32 on tensor cores*,FACEGEN_GPU_FP32*'
-  run_step synccheck 60 "$sanitizer" --tool synccheck --error-exitcode 99 \
-    build/facegen-gpu-tests -tc='fp32 on tensor cores is as exact as FFMA against float64 on the any-shape*'
-  run_step initcheck 60 "$sanitizer" --tool initcheck --error-exitcode 99 \
-    build/facegen-gpu-tests -tc='fp32 on tensor cores is as exact as FFMA against float64, layer by layer*'
+  wgmma_case='fp32 on wgmma*'
+  run_step memcheck 90 env FACEGEN_GPU_TEST_MAX_BATCH=8 "$sanitizer" --tool memcheck --error-exitcode 99 \
+    build/facegen-gpu-tests -tc="$wgmma_case"
+  run_step synccheck 60 env FACEGEN_GPU_TEST_MAX_BATCH=8 "$sanitizer" --tool synccheck --error-exitcode 99 \
+    build/facegen-gpu-tests -tc="$wgmma_case"
+  run_step initcheck 60 env FACEGEN_GPU_TEST_MAX_BATCH=8 "$sanitizer" --tool initcheck --error-exitcode 99 \
+    build/facegen-gpu-tests -tc="$wgmma_case"
   race_fail=0 race_runs=0
   for model in build/random-network.bin models/facegen-faces.safetensors; do
     for tiles in small large; do
       [ $((end - SECONDS)) -lt 20 ] && break 2
       name=race-$(basename "$model" | cut -d. -f1)-$tiles
       rm -f "$work/$name".*
-      FACEGEN_GPU_FP32=tc FACEGEN_GPU_TILES=$tiles timeout 60 "$sanitizer" --tool racecheck --error-exitcode 99 \
+      FACEGEN_GPU_TILES=$tiles timeout -k 5 60 "$sanitizer" --tool racecheck --error-exitcode 99 \
         build/facegen --device cuda --precision fp32 --random 3 --batch 3 --formats npy --quiet --model "$model" \
         --output "$work/$name" >> "$out/racecheck.log" 2>&1 || race_fail=$((race_fail + 1))
       race_runs=$((race_runs + 1))
     done
   done
   if [ $race_fail -eq 0 ] && [ $race_runs -eq 4 ]; then
-    result[racecheck]="ok (facegen fp32 on tensor cores, k 5 and 4, Small and Large tiles)"
+    result[racecheck]="ok (facegen fp32 on wgmma, k 5 and 4, Small and Large tiles)"
   else
     result[racecheck]="FAIL: $race_fail of $race_runs runs failed, $((4 - race_runs)) not run (time)"
   fi
@@ -100,34 +146,56 @@ else
   result[memcheck]="skipped (no compute-sanitizer)"
 fi
 
-# The short table: kernels alone (images/s) and the faces model's errors against float64.
-python3 - "$out/results.json" "$out/torch.log" <<'PY'
+# The short table: images/s of the kernels alone against the targets, the layers, the errors.
+python3 - "$out/results.json" "$out/torch.log" "$out/ncu.log" <<'PY'
 import json, re, sys
 try:
     r = json.load(open(sys.argv[1]))
 except Exception as e:
     print(f"no results.json: {e}"); sys.exit(0)
-print("\nimages/s, kernels alone      batch      fp32 FFMA   fp32 tensor cores  (x FFMA)        tf32        bf16")
+targets = {64: 1.2, 512: 1.5, 8192: 2.0}
+print("\nimages/s, kernels alone   batch   fp32 FFMA (v1)  tc mma.sync (v2)  tc wgmma (v3)  v3/v1 (target)        tf32        bf16")
 for m, label in (("faces", "faces model"), ("shpc", "SHPC network")):
     for b in (64, 512, 8192):
         g = lambda k: r.get(f"{m}_{k}_b{b}_kernels", 0)
-        ratio = g("fp32_tc") / g("fp32_ffma") if g("fp32_ffma") else 0
-        print(f"  {label:22s} {b:8d} {g('fp32_ffma'):14,.0f} {g('fp32_tc'):19,.0f}  ({ratio:4.2f}x) {g('tf32'):11,.0f} {g('bf16'):11,.0f}")
-print("\nfaces model, 1,000 images, |error| vs float64, worst / mean:")
-for k, label in (("fp32_ffma", "facegen fp32 FFMA"), ("fp32_tc", "facegen fp32 tensor cores"), ("tf32", "facegen tf32"), ("bf16", "facegen bf16")):
-    w, m = r.get(f"faces_{k}_network_worst"), r.get(f"faces_{k}_network_mean")
-    if w is not None:
-        print(f"  {label:26s} {w:.3e} / {m:.3e}")
+        ratio = g("fp32_wgmma") / g("fp32_ffma") if g("fp32_ffma") else 0
+        mark = "met" if ratio >= targets[b] else "MISSED"
+        print(f"  {label:22s} {b:6d} {g('fp32_ffma'):15,.0f} {g('fp32_tc'):17,.0f} {g('fp32_wgmma'):14,.0f}  "
+              f"{ratio:4.2f}x (>= {targets[b]}: {mark}) {g('tf32'):11,.0f} {g('bf16'):11,.0f}")
+print("\nms a layer, batch 8192 / 64: v1 FFMA, v2 tc mma.sync, v3 tc wgmma, v4 wgmma schedule 1")
+names = ["projection", "tconv1", "tconv2", "tconv3", "tconv4"]
+for m in ("faces", "shpc"):
+    for l, name in enumerate(names):
+        cells = []
+        for b in (8192, 64):
+            cells.append(" ".join(f"{r.get(f'{m}_{v}_layer{l}_b{b}_ms', float('nan')):7.3f}"
+                                  for v in ("fp32_ffma", "fp32_tc", "fp32_wgmma", "fp32_wgmma1")))
+        print(f"  {m:6s} {name:11s} {cells[0]}  |  {cells[1]}")
+print("\n|error| vs float64, worst / mean (whole network): v1 FFMA, v2 tc mma.sync, v3 tc wgmma")
+for key in ("faces", "rfaces", "rshpc"):
+    vals = [(r.get(f"{key}_{v}_network_worst"), r.get(f"{key}_{v}_network_mean")) for v in ("fp32_ffma", "fp32_tc", "fp32_wgmma")]
+    if vals[0][0] is not None:
+        print(f"  {key:7s} " + "   ".join(f"{w:.3e} / {m:.3e}" for w, m in vals))
 try:
     for line in open(sys.argv[2]):
-        if line.strip().startswith("network (images)") or line.startswith("verdict"):
-            print("  torch log: " + line.strip())
+        if line.startswith("verdict") or "OVER 1.5" in line:
+            print("  torch log: " + line.rstrip())
+except OSError:
+    pass
+try:
+    spec = None
+    for line in open(sys.argv[3]):
+        if line.startswith("== "):
+            spec = line[3:].strip()
+        for metric in ("Duration", "Compute (SM) Throughput", "Memory Throughput", "Registers Per Thread"):
+            if spec and line.strip().startswith(metric):
+                print(f"  ncu {spec:24s} {' '.join(line.split())}")
 except OSError:
     pass
 PY
 echo
 failures=0
-for step in build tests bench torch memcheck synccheck initcheck racecheck; do
+for step in build sass tests bench ncu torch memcheck synccheck initcheck racecheck; do
   [ -n "${result[$step]:-}" ] || continue
   printf '%-10s %s\n' "$step" "${result[$step]}"
   case "${result[$step]}" in ok*|carried*) ;; *) failures=$((failures + 1)) ;; esac
