@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # fp32_wgmma_round.sh: one GPU call for float32 on Hopper's tensor cores (3xTF32 on wgmma,
-# kernels/phase_gemm_wgmma_tf32x3.cuh; docs/gpu.md), under 9 minutes on one H100 or H200: build, the
-# kernels' SASS checked, the GPU tests of the fp32 paths, facegen-bench --fp32-tc, Nsight Compute on
-# today's tf32 wgmma kernels and the new ones, PyTorch's side, compute-sanitizer over the new kernels,
-# and a short table last.
+# kernels/phase_gemm_wgmma_tf32x3.cuh; docs/gpu.md), at most 9 minutes on one H100 or H200: build,
+# the kernels' SASS checked, Nsight Compute on today's tf32 wgmma kernels and the new ones, the GPU
+# tests of the fp32 paths, facegen-bench --fp32-tc, PyTorch's side, compute-sanitizer over the new
+# kernels, and a short table last. Building on the GPU machine leaves the later steps less time: a
+# carried build (FACEGEN_PREBUILT=1) gets through all of them; where the deadline comes first, the
+# last steps are reported as skipped.
 #
 #   bash bench/fp32_wgmma_round.sh    (carry .deps where the machine lacks the build's headers: the
 #                                      Debian packages gathered by ../shared/tools/device-deps.sh or
 #                                      apt-get download into .deps/debs, unpacked by
 #                                      bench/device_packages.sh only where a header is missing)
 #
-# Steps, most telling first, each with a deadline (the whole run stops at FACEGEN_ROUND_SECONDS,
-# default 540 s, after its start; a step that would start too late is reported as skipped):
-#   build      make CUDA_ARCH=90a (FACEGEN_PREBUILT=1 with a carried build/ skips it)
+# Steps in this order, each with a deadline (the whole run stops at FACEGEN_ROUND_SECONDS, default
+# 540 s, after its start; a step that would start too late is reported as skipped):
+#   build      make CUDA_ARCH=90a (FACEGEN_PREBUILT=1 with a carried build/facegen, facegen-bench,
+#              facegen-gpu-tests and random-network.bin skips it)
 #   sass       cuobjdump: HGMMA in every float32 wgmma kernel, no local-memory spills (LDL/STL)
+#   ncu        Nsight Compute (--clock-control none, each call under a 30 s timeout, one kernel a call
+#              from facegen-bench --fp32-tc-layer) on tconv1-3 of the faces model at batch 8192 in
+#              tf32 (the wgmma image kernel) and fp32 v3 (below), and v3's tconv1 at 64
 #   tests      build/facegen-gpu-tests, the fp32 cases (the wgmma kernels in every tile shape and
 #              schedule against mma.sync, every layer against float64 with poisoned outputs at batch
 #              sizes up to 1000, the pipeline, FACEGEN_GPU_FP32's choice, the CUDA backend against
@@ -23,8 +29,6 @@
 #              faces model and SHPC network; every layer in v1-v4 (v4: v3's other schedule) at the
 #              three batches; errors against float64 of 1,000 faces and 200 images of a random
 #              network of each family, layer by layer and whole
-#   ncu        Nsight Compute (--clock-control none, each call under a timeout) on tconv1-3 of the
-#              faces model at batch 8192 in tf32 (the wgmma image kernel) and fp32 v3, and tconv1 at 64
 #   torch      bench/pytorch_reference.py --fp32-tc: PyTorch fp32's errors on the same images, verdict
 #   sanitizer  memcheck, synccheck and initcheck over the wgmma-form test case (8 images), racecheck
 #              over facegen --precision fp32 (the wgmma kernels by default) in both tile shapes, k 4 and 5
@@ -83,17 +87,6 @@ else
   result[sass]="skipped (no cuobjdump)"
 fi
 
-cases='fp32 on wgmma*,phase-GEMM transposed*,FACEGEN_GPU_FP32*,fp32 on tensor cores*,*image tiles give the same bytes*'
-cases+=',pipeline images*,projection + batch norm*,last transposed convolution*,CUDA backend matches the CPU backend*'
-cases+=',CUDA backend results do not depend*'
-run_step tests 150 env FACEGEN_GPU_TEST_MAX_BATCH=1000 build/facegen-gpu-tests -tc="$cases"
-grep -E "test cases|assertions" "$out/tests.log" | tail -n 2
-
-work=build/fp32wgmma
-mkdir -p "$work"
-run_step bench 210 build/facegen-bench --fp32-tc --quick --out "$work"
-cp "$work/results.json" "$out/" 2> /dev/null
-
 # Nsight Compute, one kernel a call: the third launch of the stage's phase GEMM (facegen-bench
 # --fp32-tc-layer runs it three times and nothing else).
 ncu_bin=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
@@ -101,9 +94,9 @@ if [ -x "$ncu_bin" ]; then
   ncu_fail=0 ncu_runs=0
   for spec in faces:tf32:0:8192 faces:tf32:1:8192 faces:tf32:2:8192 faces:fp32_wgmma:0:8192 faces:fp32_wgmma:1:8192 \
               faces:fp32_wgmma:2:8192 faces:fp32_wgmma:0:64; do
-    [ $((end - SECONDS)) -lt 45 ] && break
+    [ $((end - SECONDS)) -lt 300 ] && break  # the tests and the benchmark come first
     echo "== $spec" >> "$out/ncu.log"
-    timeout -k 5 40 "$ncu_bin" --clock-control none -k regex:tconv_phase --launch-skip 2 --launch-count 1 \
+    timeout -k 5 30 "$ncu_bin" --clock-control none -k regex:tconv_phase --launch-skip 2 --launch-count 1 \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
       --section LaunchStats --section Occupancy --section WarpStateStats \
       build/facegen-bench --fp32-tc-layer "$spec" >> "$out/ncu.log" 2>&1 || ncu_fail=$((ncu_fail + 1))
@@ -114,7 +107,17 @@ else
   result[ncu]="skipped (no ncu)"
 fi
 
-run_step torch 90 env PYTHONUNBUFFERED=1 python3 bench/pytorch_reference.py --fp32-tc --dir "$work"
+cases='fp32 on wgmma*,phase-GEMM transposed*,FACEGEN_GPU_FP32*,fp32 on tensor cores*,*image tiles give the same bytes*'
+cases+=',pipeline images*,CUDA backend matches the CPU backend*,CUDA backend results do not depend*'
+run_step tests 150 env FACEGEN_GPU_TEST_MAX_BATCH=1000 build/facegen-gpu-tests -tc="$cases"
+grep -E "test cases|assertions" "$out/tests.log" | tail -n 2
+
+work=build/fp32wgmma
+mkdir -p "$work"
+run_step bench 210 build/facegen-bench --fp32-tc --quick --out "$work"
+cp "$work/results.json" "$out/" 2> /dev/null
+
+run_step torch 75 env PYTHONUNBUFFERED=1 python3 bench/pytorch_reference.py --fp32-tc --dir "$work"
 
 sanitizer=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 if [ -x "$sanitizer" ]; then
