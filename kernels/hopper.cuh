@@ -1,6 +1,8 @@
-// hopper.cuh: the sm_90a building blocks of the wgmma phase GEMMs (kernels/phase_gemm_wgmma.cuh):
-// shared-memory matrix descriptors, the wgmma instructions and their fences, and the mbarrier and
-// bulk-tensor-copy calls (CCCL's cuda::ptx wrappers where they exist, inline PTX where they do not).
+// hopper.cuh: the sm_90a building blocks of the wgmma phase GEMMs (kernels/phase_gemm_wgmma.cuh,
+// kernels/phase_gemm_wgmma_tf32x3.cuh): shared-memory matrix descriptors, the wgmma instructions (A
+// from shared memory, and for tf32 from registers) and their fences, the warpgroups' register
+// reallocation, and the mbarrier and bulk-tensor-copy calls (CCCL's cuda::ptx wrappers where they
+// exist, inline PTX where they do not).
 //
 // Every function here compiles to Hopper instructions only inside `#if FACEGEN_WGMMA_ENABLED` code,
 // which is true in the sm_90a pass of nvcc alone; the other architectures' passes never see them.

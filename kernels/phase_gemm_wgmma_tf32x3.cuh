@@ -8,11 +8,11 @@
 // weights, split once at load time into their tf32 parts (kernels/phase_weights.hpp,
 // phase_b_split_matrices): per phase a (2 C_OUT, K) matrix, K fastest, hi = tf32(w) in rows 0..C_OUT-1,
 // lo = tf32(w - hi) in rows C_OUT..2 C_OUT-1. The producer (one thread of warpgroup 0) brings each
-// stage the activation box and both weight boxes (produce_tiles, kernels/phase_gemm_wgmma.cuh, with the
-// tensor maps of the tf32 row tiles). Each consumer warpgroup (1..CONSUMERS)
-// owns 64 rows x BN columns. Per k step (8 of K) it loads its rows' A fragment from the stage with
-// ldmatrix, splits it in registers (hi = tf32(x), lo = tf32(x - hi), split_tf32), and issues wgmma
-// with A from registers (WgmmaRs, kernels/hopper.cuh) and B, the weights' parts, from shared memory.
+// stage the activation box and both weight boxes (produce_tiles, kernels/phase_gemm_wgmma.cuh, with
+// the tensor maps of the tf32 row tiles). Each consumer warpgroup (1..CONSUMERS) owns 64 rows x BN
+// columns. Per k step (8 of K) it loads its rows' A fragment from the stage with ldmatrix, splits it
+// in registers (hi = tf32(x), lo = tf32(x - hi), split_tf32), and issues wgmma with A from registers
+// (WgmmaRs, kernels/hopper.cuh) and B, the weights' parts, from shared memory.
 //
 // One k step of one slice of the warpgroup's columns (kSliceN of them) is a group:
 //   fresh  = lo(x) hi(w)                 wgmma, scale-d 0: fresh's old value is not read
