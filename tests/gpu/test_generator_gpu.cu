@@ -673,6 +673,10 @@ TEST_CASE("FACEGEN_GPU_FP32 picks fp32's kernels when a network is made; a bad v
   // The wgmma kernels run here (an H100 or H200 and a binary with sm_90a code) where a tf32 network
   // picks them. auto: fp32 on tensor cores where its tconv stages run wgmma, FFMA elsewhere
   // (generator_gpu.hpp says why).
+  const char* gemm_setting = std::getenv("FACEGEN_GPU_GEMM");  // set aside for this case, back at its end
+  const bool had_gemm = gemm_setting != nullptr;
+  const std::string saved_gemm = had_gemm ? gemm_setting : "";
+  unsetenv("FACEGEN_GPU_GEMM");
   const bool wgmma = DeviceNetwork(net.data(), kTutorialSpec, Precision::Tf32).gemm_kernel() == GemmKernel::Wgmma;
   const Fp32Kernel native = wgmma && kFp32TensorCoresOnWgmma ? Fp32Kernel::TensorCores : Fp32Kernel::Ffma;
   struct Case {
@@ -720,6 +724,7 @@ TEST_CASE("FACEGEN_GPU_FP32 picks fp32's kernels when a network is made; a bad v
       CHECK(msg.find('\n') == std::string::npos);
     }
   }
+  if (had_gemm) setenv("FACEGEN_GPU_GEMM", saved_gemm.c_str(), 1);
 }
 
 TEST_CASE("fp32 on tensor cores is as exact as FFMA against float64, layer by layer and whole") {
