@@ -178,22 +178,25 @@ __device__ __forceinline__ void multiply_tiles_tf32x3(Tf32x3Sums<S>& t, const un
     const uint64_t w_hi = sw128_descriptor(smem_address(base + S::kWeightOffset));
     const uint64_t w_lo = sw128_descriptor(smem_address(base + S::kWeightOffset + S::kBBytes));
     const bool tap_end = (kt + 1) % S::kTilesPerTap == 0;
+    load_split_fragment(rows, 0, frag[0]);
 #pragma unroll
     for (int ks = 0; ks < S::kSteps; ++ks) {
       SplitFragment& a = frag[ks % 2];
-      load_split_fragment(rows, ks, a);
+      SplitFragment& next = frag[(ks + 1) % 2];  // step ks + 1's parts, loaded while step ks's wgmmas run
       const bool last_step = ks == S::kSteps - 1;
       if constexpr (S::kSlices == 1) {
         issue_group(t, 0, ks, a, w_hi, w_lo);
+        if (!last_step) load_split_fragment(rows, ks + 1, next);
         wgmma_wait<0>();
         t.fold(0, last_step && tap_end, a);
       } else {
         issue_group(t, 0, ks, a, w_hi, w_lo);
-        if (ks > 0) {  // slice 1 of step ks - 1 has completed
+        if (ks > 0) {  // slice 1 of step ks - 1 has completed, and with it every use of `next`'s registers
           wgmma_wait<1>();
-          t.fold(1, false, frag[(ks + 1) % 2]);
+          t.fold(1, false, next);
         }
         issue_group(t, 1, ks, a, w_hi, w_lo);
+        if (!last_step) load_split_fragment(rows, ks + 1, next);
         wgmma_wait<1>();  // slice 0 of step ks has completed
         t.fold(0, last_step && tap_end, a);
       }
