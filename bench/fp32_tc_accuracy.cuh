@@ -3,7 +3,8 @@
 // (tests/gpu/layer_errors.hpp: each layer on the float64 pass's own input rounded to float32), on
 // 1,000 images of the shipped faces model and 200 each of a random network of each family (the
 // faces model's shape, and the SHPC network: the benchmark's random network.bin); tf32 and bf16 on
-// the faces model's whole network beside them.
+// the faces model's whole network beside them; and the wgmma kernels' schedule 2 (an FADD every two k
+// steps) beside the shipped order.
 //
 // Writes KEY_network.bin (the flat float layout of generator/network.hpp) and KEY_latents.bin (its
 // latents, float32 (n, 100)) for each network (KEY faces, rfaces, rshpc) into the output folder and
@@ -12,6 +13,7 @@
 // images and the verdict.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -87,30 +89,37 @@ int fp32_network_errors(const std::string& key, const std::string& what, const s
   const auto t0 = std::chrono::steady_clock::now();
   const LayerReference ref = make_layer_reference(floats, spec, z.data(), images);
   const double ref_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  constexpr int kForms = kFp32Variants;
+  // kBenchArithmetics' fp32 variants, then the third in schedule 2 (an FADD every two k steps).
+  constexpr int kForms = kFp32Variants + 1;
+  const char* names[kForms] = {kBenchArithmetics[0].name, kBenchArithmetics[1].name, kBenchArithmetics[2].name,
+                               "fp32 tc wgmma R2 (v5)"};
+  const std::string keys[kForms] = {kBenchArithmetics[0].key, kBenchArithmetics[1].key, kBenchArithmetics[2].key,
+                                    "fp32_wgmma_r2"};
   NetworkErrors e[kForms];
   for (int f = 0; f < kForms; ++f) {
-    const ScopedGpuSettings use(kBenchArithmetics[f].fp32_kernel, kBenchArithmetics[f].gemm);
-    const DeviceNetwork dn(floats.data(), spec, Precision::Fp32);
+    const BenchArithmetic& a = kBenchArithmetics[std::min(f, kFp32Variants - 1)];
+    const ScopedGpuSettings use(a.fp32_kernel, a.gemm);
+    DeviceNetwork dn(floats.data(), spec, Precision::Fp32);
+    if (f == kFp32Variants) dn.use_fp32_wgmma_schedule(2);
     e[f] = measure_layer_errors(dn, ref);
   }
   std::printf("\n%d images of %s against float64 (float64 on the CPU in %.1f s), |error| worst / mean, and each against FFMA's:\n",
               images, what.c_str(), ref_s);
   std::printf("  %-20s", "layer");
-  for (int f = 0; f < kForms; ++f) std::printf(" %-25s", kBenchArithmetics[f].name);
-  std::printf(" v2/v1 worst, mean; v3/v1 worst, mean\n");
-  const char* names[kGpuLayers + 1] = {"projection+bn+relu", "tconv1+bn+relu", "tconv2+bn+relu", "tconv3+bn+relu", "tconv4+tanh",
+  for (int f = 0; f < kForms; ++f) std::printf(" %-25s", names[f]);
+  std::printf(" v2, v3, v5 / v1: worst, mean\n");
+  const char* layers[kGpuLayers + 1] = {"projection+bn+relu", "tconv1+bn+relu", "tconv2+bn+relu", "tconv3+bn+relu", "tconv4+tanh",
                                        "network (images)"};
   int failed = 0;
   for (int l = 0; l <= kGpuLayers; ++l) {
     const std::string layer = l < kGpuLayers ? "layer" + std::to_string(l) : "network";
-    std::printf("  %-20s", names[l]);
+    std::printf("  %-20s", layers[l]);
     for (int f = 0; f < kForms; ++f) {
       const ErrorStats& s = l < kGpuLayers ? e[f].layer[l] : e[f].network;
       std::printf(" %10.3e / %10.3e  ", s.worst, s.mean());
       failed += s.not_finite > 0;
-      add(key + "_" + kBenchArithmetics[f].key + "_" + layer + "_worst", s.worst);
-      add(key + "_" + kBenchArithmetics[f].key + "_" + layer + "_mean", s.mean());
+      add(key + "_" + keys[f] + "_" + layer + "_worst", s.worst);
+      add(key + "_" + keys[f] + "_" + layer + "_mean", s.mean());
     }
     const ErrorStats& v1 = l < kGpuLayers ? e[0].layer[l] : e[0].network;
     for (int f = 1; f < kForms; ++f) {

@@ -4,16 +4,18 @@
 //
 // The fp32 variants: 1 FFMA (FACEGEN_GPU_FP32=ffma), 2 tensor cores on mma.sync (tc with
 // FACEGEN_GPU_GEMM=mma), 3 tensor cores on wgmma (tc; the default on an H100 or H200), and, per layer
-// only, 4: variant 3 in its other schedule (one column slice a warpgroup; the same bits). For the
+// and in the errors only, variant 3 in its other schedules: 4 one column slice a warpgroup (the same
+// bits), 5 an FADD every two k steps (other bits, emulated as "wgmma R2"). For the
 // default model (models/facegen-faces.safetensors, 4x4 kernels) and the SHPC network (the benchmark's
 // random network.bin, 5x5 kernels, biases):
 //   1. validates each arithmetic first: 8 images against float64 within the GPU tests' image
 //      tolerances, and a batch of 64's bytes equal to the same images in a batch of 8192;
 //   2. times the kernels alone (latents and images on the device, graph replays) at batch 64, 512
 //      and 8192 and prints them side by side: fp32 variants 1-3, tf32, bf16;
-//   3. per layer at batch 8192, 512 and 64: variants 1-4 on the same activations, each compared with
+//   3. per layer at batch 8192, 512 and 64: variants 1-5 on the same activations, each compared with
 //      variant 1 (the GPU tests' fp32 layer tolerance), 4's bytes with 3's (they must be equal), 3's
-//      with 2's (printed: the same sums, expected the same bits).
+//      with 2's (printed: the same sums, expected the same bits), and at 512 and 64 variant 3 in both
+//      tile shapes.
 // Then the errors against float64 (bench/fp32_tc_accuracy.cuh). `facegen-bench --fp32-tc-layer
 // MODEL:VARIANT:STAGE:BATCH` runs one tconv stage three times and nothing else, for a profiler
 // (bench/fp32_wgmma_round.sh).
@@ -88,10 +90,10 @@ inline int fp32_tc_validate(const BenchModel& m, const BenchArithmetic& a, const
   return (bad > 0) + !same;
 }
 
-// The four fp32 variants of step 3 as networks: kBenchArithmetics' three, and 4 on 3's network in
-// its other schedule.
+// The five fp32 variants of step 3 as networks: kBenchArithmetics' three, and 4 and 5 on 3's network
+// in its schedules 1 (the same bits) and 2 (an FADD every two k steps).
 struct Fp32Variants {
-  static constexpr int kCount = kFp32Variants + 1;
+  static constexpr int kCount = kFp32Variants + 2;
   std::unique_ptr<DeviceNetwork> dn[kFp32Variants];
   std::unique_ptr<DeviceNetwork> shape[2];  // variant 3 in the Small and the Large tiles (FACEGEN_GPU_TILES)
 
@@ -108,7 +110,7 @@ struct Fp32Variants {
       unsetenv("FACEGEN_GPU_TILES");
     }
   }
-  static std::string key(int v) { return v < kFp32Variants ? kBenchArithmetics[v].key : "fp32_wgmma1"; }
+  static std::string key(int v) { return v < kFp32Variants ? kBenchArithmetics[v].key : v == 3 ? "fp32_wgmma1" : "fp32_wgmma_r2"; }
   // Variant v's network, in v's schedule.
   DeviceNetwork& operator[](int v) {
     if (v >= kFp32Variants - 1) dn[kFp32Variants - 1]->use_fp32_wgmma_schedule(v - (kFp32Variants - 1));
@@ -179,8 +181,8 @@ int fp32_tc_layers(const BenchModel& m, const std::vector<float>& z, Timer time_
         std::printf(" v%d %7.3f ms", v + 1, ms[v]);
         add(m.key + "_" + Fp32Variants::key(v) + "_layer" + std::to_string(l) + "_b" + std::to_string(b) + "_ms", ms[v]);
       }
-      std::printf(" | v3 %5.1f TFLOP/s, %.2fx v1, %.2fx v2; v4 %.2fx v3", flop * b / ms[2] / 1e9, ms[0] / ms[2],
-                  ms[1] / ms[2], ms[2] / ms[3]);
+      std::printf(" | v3 %5.1f TFLOP/s, %.2fx v1, %.2fx v2; v4, v5 %.2fx, %.2fx v3", flop * b / ms[2] / 1e9, ms[0] / ms[2],
+                  ms[1] / ms[2], ms[2] / ms[3], ms[2] / ms[4]);
       if (l >= 1 && l <= 3 && b < kN) {  // v3's two tile shapes, one of which it picked by the grid
         for (int t = 0; t < 2; ++t) {
           const float shape_ms = time_ms([&] { dn.shape[t]->tconv(l - 1, act[l - 1], b, out[2], nullptr); }, 30, nullptr);
@@ -276,7 +278,8 @@ int bench_fp32_tensor_cores(const std::string& out, const std::vector<float>& z,
     }
   }
   std::printf("\nfp32 layer by layer, variants 1 FFMA, 2 tensor cores on mma.sync, 3 on wgmma, 4 on wgmma in schedule 1,\n"
-              "on the same activations (max |vN - v1|; bytes of v4 against v3 and v3 against v2), then their times:\n");
+              "5 on wgmma with an FADD every two k steps, on the same activations (max |vN - v1|; bytes of v4 against\n"
+              "v3 and v3 against v2), then their times:\n");
   for (const BenchModel& m : models) failed += fp32_tc_layers(m, z, time_ms, add);
   failed += fp32_tc_accuracy(models[0].floats, models[0].spec, models[1].floats, out, add);
   std::printf("fp32 on tensor cores: %s\n", failed ? "MISMATCH or non-finite values (see above)" : "every check passed");

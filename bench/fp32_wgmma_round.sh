@@ -26,9 +26,10 @@
 #              the CPU one)
 #   bench      build/facegen-bench --fp32-tc --quick: the mma probe; images/s at batch 64, 512 and
 #              8192 of fp32 FFMA (v1), tensor cores on mma.sync (v2) and on wgmma (v3), tf32, bf16,
-#              faces model and SHPC network; every layer in v1-v4 (v4: v3's other schedule) at the
-#              three batches; errors against float64 of 1,000 faces and 200 images of a random
-#              network of each family, layer by layer and whole
+#              faces model and SHPC network; every layer in v1-v5 (v4, v5: v3's schedules 1 and 2,
+#              the same bits and an FADD every two k steps) at the three batches; errors against
+#              float64 of 1,000 faces and 200 images of a random network of each family, layer by
+#              layer and whole
 #   torch      bench/pytorch_reference.py --fp32-tc: PyTorch fp32's errors on the same images, verdict
 #   sanitizer  memcheck, synccheck and initcheck over the wgmma-form test case (8 images), racecheck
 #              over facegen --precision fp32 (the wgmma kernels by default) in both tile shapes, k 4 and 5
@@ -165,18 +166,19 @@ for m, label in (("faces", "faces model"), ("shpc", "SHPC network")):
         mark = "met" if ratio >= targets[b] else "MISSED"
         print(f"  {label:22s} {b:6d} {g('fp32_ffma'):15,.0f} {g('fp32_tc'):17,.0f} {g('fp32_wgmma'):14,.0f}  "
               f"{ratio:4.2f}x (>= {targets[b]}: {mark}) {g('tf32'):11,.0f} {g('bf16'):11,.0f}")
-print("\nms a layer, batch 8192 / 64: v1 FFMA, v2 tc mma.sync, v3 tc wgmma, v4 wgmma schedule 1")
+print("\nms a layer, batch 8192 / 64: v1 FFMA, v2 tc mma.sync, v3 tc wgmma, v4 wgmma schedule 1, v5 wgmma FADD / 2 steps")
 names = ["projection", "tconv1", "tconv2", "tconv3", "tconv4"]
 for m in ("faces", "shpc"):
     for l, name in enumerate(names):
         cells = []
         for b in (8192, 64):
             cells.append(" ".join(f"{r.get(f'{m}_{v}_layer{l}_b{b}_ms', float('nan')):7.3f}"
-                                  for v in ("fp32_ffma", "fp32_tc", "fp32_wgmma", "fp32_wgmma1")))
+                                  for v in ("fp32_ffma", "fp32_tc", "fp32_wgmma", "fp32_wgmma1", "fp32_wgmma_r2")))
         print(f"  {m:6s} {name:11s} {cells[0]}  |  {cells[1]}")
-print("\n|error| vs float64, worst / mean (whole network): v1 FFMA, v2 tc mma.sync, v3 tc wgmma")
+print("\n|error| vs float64, worst / mean (whole network): v1 FFMA, v2 tc mma.sync, v3 tc wgmma, v5 wgmma FADD / 2 steps")
 for key in ("faces", "rfaces", "rshpc"):
-    vals = [(r.get(f"{key}_{v}_network_worst"), r.get(f"{key}_{v}_network_mean")) for v in ("fp32_ffma", "fp32_tc", "fp32_wgmma")]
+    vals = [(r.get(f"{key}_{v}_network_worst"), r.get(f"{key}_{v}_network_mean"))
+            for v in ("fp32_ffma", "fp32_tc", "fp32_wgmma", "fp32_wgmma_r2")]
     if vals[0][0] is not None:
         print(f"  {key:7s} " + "   ".join(f"{w:.3e} / {m:.3e}" for w, m in vals))
 try:

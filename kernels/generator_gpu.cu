@@ -196,7 +196,7 @@ void DeviceNetwork::use_gemm_kernel(GemmKernel k) {
 }
 
 void DeviceNetwork::use_fp32_wgmma_schedule(int schedule) {
-  if (schedule != 0 && schedule != 1) throw std::invalid_argument("the fp32 wgmma kernels have schedules 0 and 1");
+  if (schedule < 0 || schedule > 2) throw std::invalid_argument("the fp32 wgmma kernels have schedules 0, 1 and 2");
   fp32_wgmma_schedule_ = schedule;
 }
 

@@ -89,9 +89,9 @@ class DeviceNetwork {
   GemmKernel gemm_kernel() const { return gemm_; }
   // The same override for the benchmark and the tests; throws std::invalid_argument where Wgmma cannot run.
   void use_gemm_kernel(GemmKernel k);
-  // fp32 on tensor cores with Wgmma: schedule 0 (the default) or 1 of the kernels
-  // (kernels/phase_gemm_wgmma.hpp, launch_tconv_wgmma_tf32x3), for the benchmark and the tests; the
-  // same bits either way. Throws std::invalid_argument for any other value.
+  // fp32 on tensor cores with Wgmma: schedule 0 (the default), 1 (the same bits) or 2 (an FADD every
+  // two k steps: other bits) of the kernels (kernels/phase_gemm_wgmma.hpp, launch_tconv_wgmma_tf32x3),
+  // for the benchmark and the tests. Throws std::invalid_argument for any other value.
   void use_fp32_wgmma_schedule(int schedule);
   // With Wgmma, each tconv stage runs the image kernel (kernels/phase_gemm_wgmma_image.cuh) where its
   // grid gives every SM a block, the row tiles elsewhere (the default). For the benchmark and the

@@ -60,7 +60,8 @@ void configure_wgmma_tf32x3();
 int64_t wgmma_tf32x3_large_blocks(int stage, int n);
 // act_stage (n, H, H, C_IN) -> act_{stage+1} (n, 2H, 2H, C_OUT), float32. small: half the rows per block;
 // schedule 0 (the default): two column slices a warpgroup, each slice's FADDs beside the other's wgmmas;
-// 1: one slice. The same bits in every form.
+// 1: one slice, the same bits; 2 (for the benchmark): schedule 0 with an FADD every two k steps, other
+// bits. Small and Large give the same bits.
 void launch_tconv_wgmma_tf32x3(int stage, bool small, int schedule, const float* in, int n,
                                const PhaseWeightMaps& weights, const float* scale, const float* shift, float* out,
                                cudaStream_t stream);

@@ -9,7 +9,8 @@
 // one block per SM each, and a producer warpgroup beside the consumers (which take most of its
 // registers: WgmmaTf32x3Shape). Schedule 0 splits a warpgroup's columns into two slices of BN / 2
 // (m64n64 and m64n32 wgmma), schedule 1 issues one slice of BN; Small and Large differ in their
-// warpgroups only. Every form runs the same groups in the same order for every output: the same bits.
+// warpgroups only. Those forms run the same groups in the same order for every output: the same bits.
+// Schedule 2, for the benchmark, is schedule 0 with an FADD every two k steps: other bits.
 // Registers (ptxas, sm_90a, no spills): 232 a consumer thread where two consumers claim them, 112
 // where four do, 160-174 for the Small tiles' one consumer.
 #include <cstdint>
@@ -28,23 +29,25 @@ namespace {
 template <int S, bool Small, int SCHEDULE> struct Tf32x3Stage;
 template <bool Small, int SCHEDULE> struct Tf32x3Stage<0, Small, SCHEDULE> {
   static constexpr int C_IN = 512, C_OUT = 256, H = 4, BN = 128, CONSUMERS = Small ? 1 : 2, STAGES = Small ? 4 : 3;
-  static constexpr int SLICE_N = SCHEDULE == 0 ? BN / 2 : BN;
+  static constexpr int SLICE_N = SCHEDULE == 1 ? BN : BN / 2, REBASE = SCHEDULE == 2 ? 2 : 1;
 };
 template <bool Small, int SCHEDULE> struct Tf32x3Stage<1, Small, SCHEDULE> {
   static constexpr int C_IN = 256, C_OUT = 128, H = 8, BN = 128, CONSUMERS = Small ? 1 : 2, STAGES = Small ? 4 : 3;
-  static constexpr int SLICE_N = SCHEDULE == 0 ? BN / 2 : BN;
+  static constexpr int SLICE_N = SCHEDULE == 1 ? BN : BN / 2, REBASE = SCHEDULE == 2 ? 2 : 1;
 };
 template <bool Small, int SCHEDULE> struct Tf32x3Stage<2, Small, SCHEDULE> {
-  static constexpr int C_IN = 128, C_OUT = 64, H = 16, BN = 64, CONSUMERS = Small ? 2 : 4, STAGES = Small ? 4 : 3;
-  static constexpr int SLICE_N = SCHEDULE == 0 ? BN / 2 : BN;
+  // (Schedule 2's Large tiles: two consumers, whose two steps of A parts do not fit in four's registers.)
+  static constexpr int C_IN = 128, C_OUT = 64, H = 16, BN = 64, CONSUMERS = Small || SCHEDULE == 2 ? 2 : 4;
+  static constexpr int STAGES = Small ? 4 : 3;
+  static constexpr int SLICE_N = SCHEDULE == 1 ? BN : BN / 2, REBASE = SCHEDULE == 2 ? 2 : 1;
 };
 template <int S, bool Small, int SCHEDULE, class C = Tf32x3Stage<S, Small, SCHEDULE>>
-using Tf32x3StageShape = WgmmaTf32x3Shape<C::C_IN, C::C_OUT, C::H, C::BN, C::CONSUMERS, C::STAGES, C::SLICE_N>;
+using Tf32x3StageShape = WgmmaTf32x3Shape<C::C_IN, C::C_OUT, C::H, C::BN, C::CONSUMERS, C::STAGES, C::SLICE_N, C::REBASE>;
 
 template <int S, bool Small, int SCHEDULE>
 auto tf32x3_kernel_of() {
   using C = Tf32x3Stage<S, Small, SCHEDULE>;
-  return tconv_phase_wgmma_tf32x3<C::C_IN, C::C_OUT, C::H, C::BN, C::CONSUMERS, C::STAGES, C::SLICE_N>;
+  return tconv_phase_wgmma_tf32x3<C::C_IN, C::C_OUT, C::H, C::BN, C::CONSUMERS, C::STAGES, C::SLICE_N, C::REBASE>;
 }
 
 template <int S>
@@ -87,6 +90,8 @@ void configure_stage() {
   configure_one<S, true, 0>();
   configure_one<S, false, 1>();
   configure_one<S, true, 1>();
+  configure_one<S, false, 2>();
+  configure_one<S, true, 2>();
 }
 
 template <int S, bool Small, int SCHEDULE>
@@ -107,10 +112,16 @@ void launch(const float* in, int n, const PhaseWeightMaps& weights, const float*
 template <int S>
 void launch_stage(bool small, int schedule, const float* in, int n, const PhaseWeightMaps& w, const float* scale,
                   const float* shift, float* out, cudaStream_t stream) {
-  if (schedule == 0 && small) launch<S, true, 0>(in, n, w, scale, shift, out, stream);
-  else if (schedule == 0) launch<S, false, 0>(in, n, w, scale, shift, out, stream);
-  else if (small) launch<S, true, 1>(in, n, w, scale, shift, out, stream);
-  else launch<S, false, 1>(in, n, w, scale, shift, out, stream);
+  if (schedule == 0) {
+    if (small) launch<S, true, 0>(in, n, w, scale, shift, out, stream);
+    else launch<S, false, 0>(in, n, w, scale, shift, out, stream);
+  } else if (schedule == 1) {
+    if (small) launch<S, true, 1>(in, n, w, scale, shift, out, stream);
+    else launch<S, false, 1>(in, n, w, scale, shift, out, stream);
+  } else {
+    if (small) launch<S, true, 2>(in, n, w, scale, shift, out, stream);
+    else launch<S, false, 2>(in, n, w, scale, shift, out, stream);
+  }
 }
 
 }  // namespace
@@ -147,7 +158,7 @@ int64_t wgmma_tf32x3_large_blocks(int stage, int n) {
 void launch_tconv_wgmma_tf32x3(int stage, bool small, int schedule, const float* in, int n,
                                const PhaseWeightMaps& weights, const float* scale, const float* shift, float* out,
                                cudaStream_t stream) {
-  if (schedule != 0 && schedule != 1) throw std::logic_error("the float32 wgmma kernels have schedules 0 and 1");
+  if (schedule < 0 || schedule > 2) throw std::logic_error("the float32 wgmma kernels have schedules 0, 1 and 2");
   if (n <= 0) return;
   switch (stage) {
     case 0: launch_stage<0>(small, schedule, in, n, weights, scale, shift, out, stream); break;

@@ -22,7 +22,9 @@
 // and after a tap's last k step total += tap, tap = 0. The tensor cores truncate toward zero when they
 // add into their accumulator (bench/mma_rounding.cuh measured it); starting every k step's three
 // products from zero and adding them by FADD keeps float32 FFMA's accuracy (bench/split_products.cpp,
-// rows "wgmma R1" and "fresh/step taps"; docs/gpu.md).
+// rows "wgmma R1" and "fresh/step taps"; docs/gpu.md). REBASE = 2 (schedule 2, for the benchmark)
+// makes a group of two k steps, six wgmmas before the FADD: half the FADDs and waits, other sums
+// (emulated as "wgmma R2").
 //
 // Schedule. With two slices the groups alternate between them: slice 1's three wgmmas run while slice
 // 0's FADDs take its previous step's result (wgmma_wait<1>), and the other way round, so that a
@@ -30,7 +32,7 @@
 // (ptxas serializes every wgmma of a kernel that reads an accumulator across the loop's back edge
 // while its wgmma may still run). With one slice every group waits for its own wgmmas
 // (wgmma_wait<0>) and the SM's other warpgroups fill the gap. Either way the same groups run in the
-// same order for every output: the bits do not depend on the schedule.
+// same order for every output: the bits do not depend on the slices (they do on REBASE).
 // Registers a thread: fresh and tap for its BN / 2 outputs, and two steps' A parts (16); the totals
 // are kept in shared memory (each thread's own words, conflict-free), touched once a tap: a third set
 // of BN / 2 registers would leave no room for two warpgroups of BN = 128 on an SM. ptxas gives every
@@ -58,12 +60,14 @@ namespace gpu {
 
 // The row tiles' shape in Tf32x3 (WgmmaShape: two weight boxes a stage and the totals; warpgroup 0
 // the producer), the columns of one wgmma (BN / SLICE_N slices a warpgroup), and the registers.
-template <int C_IN, int C_OUT, int H, int BN, int CONSUMERS, int STAGES, int SLICE_N>
+template <int C_IN, int C_OUT, int H, int BN, int CONSUMERS, int STAGES, int SLICE_N, int REBASE>
 struct WgmmaTf32x3Shape : WgmmaShape<Math::Tf32x3, C_IN, C_OUT, H, BN, CONSUMERS, STAGES> {
   static constexpr int kSliceN = SLICE_N;
   static constexpr int kSlices = BN / SLICE_N;
   static constexpr int kSliceRegs = SLICE_N / 2;        // accumulators of one slice a thread
   static constexpr int kSteps = 128 / 4 / 8;            // k steps of a K tile (BK = 32 floats)
+  static constexpr int kRebase = REBASE;                // k steps a group: one FADD per kRebase steps
+  static constexpr int kGroups = kSteps / REBASE;       // groups of a slice a K tile
   static constexpr int kTilesPerTap = C_IN / 32;
   // Registers a thread at launch (the register file's 64K shared by the block's warpgroups, in steps
   // of 8), and with more than one consumer after setmaxnreg: the producer's warpgroup keeps
@@ -76,6 +80,7 @@ struct WgmmaTf32x3Shape : WgmmaShape<Math::Tf32x3, C_IN, C_OUT, H, BN, CONSUMERS
                                   kConsumerRegs <= 256),
                 "the consumers take no more registers than the producer gives back");
   static_assert(kSlices == 1 || kSlices == 2, "one or two slices a warpgroup");
+  static_assert(REBASE == 1 || REBASE == 2, "an FADD every k step, or every two");
   static_assert(SLICE_N == 32 || SLICE_N == 64 || SLICE_N == 128, "the register-A wgmma forms compiled (WgmmaRs)");
   static_assert(C_IN % 32 == 0, "a K tile never straddles two taps");
 };
@@ -84,6 +89,11 @@ struct WgmmaTf32x3Shape : WgmmaShape<Math::Tf32x3, C_IN, C_OUT, H, BN, CONSUMERS
 // One k step's A fragment of this warp's 16 rows, split into tf32 parts.
 struct SplitFragment {
   uint32_t hi[4], lo[4];
+};
+// A group's fragments: its R k steps'.
+template <int R>
+struct GroupFragments {
+  SplitFragment step[R];
 };
 
 // k step ks of a 128-byte-swizzled stage of activation rows (`rows`: the warpgroup's 64, 1024-byte
@@ -122,12 +132,14 @@ struct Tf32x3Sums {
 
   // The group of slice s has completed (the caller waited): tap += fresh, and at a tap's end
   // total += tap, tap = 0. a: that group's A parts, kept alive until here (operand_fence).
-  __device__ __forceinline__ void fold(int s, bool tap_end, SplitFragment& a) {
+  __device__ __forceinline__ void fold(int s, bool tap_end, GroupFragments<S::kRebase>& a) {
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      operand_fence(a.hi[r]);
-      operand_fence(a.lo[r]);
-    }
+    for (int k = 0; k < S::kRebase; ++k)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        operand_fence(a.step[k].hi[r]);
+        operand_fence(a.step[k].lo[r]);
+      }
 #pragma unroll
     for (int i = 0; i < S::kSliceRegs; ++i) {
       accumulator_fence(fresh[s][i]);
@@ -150,17 +162,27 @@ struct Tf32x3Sums {
   }
 };
 
-// One group: slice s of k step ks, A parts a, the weights' parts at descriptors w_hi and w_lo (the
-// stage's K tile), committed.
+// Group g of slice s: k steps R g .. R g + R - 1 of the stage's K tile, three products each, the first
+// from scale-d 0; A parts a, the weights' parts at descriptors w_hi and w_lo; committed.
 template <class S>
-__device__ __forceinline__ void issue_group(Tf32x3Sums<S>& t, int s, int ks, const SplitFragment& a, uint64_t w_hi,
-                                            uint64_t w_lo) {
-  const uint32_t at = 32 * ks + s * S::kSliceN * 128;  // k step within the 128-byte rows, slice's rows
+__device__ __forceinline__ void issue_group(Tf32x3Sums<S>& t, int s, int g, const GroupFragments<S::kRebase>& a,
+                                            uint64_t w_hi, uint64_t w_lo) {
   wgmma_fence();
-  WgmmaRs<S::kSliceN>::mma(t.fresh[s], a.lo, descriptor_advance(w_hi, at), 0);
-  WgmmaRs<S::kSliceN>::mma(t.fresh[s], a.hi, descriptor_advance(w_lo, at), 1);
-  WgmmaRs<S::kSliceN>::mma(t.fresh[s], a.hi, descriptor_advance(w_hi, at), 1);
+#pragma unroll
+  for (int k = 0; k < S::kRebase; ++k) {
+    const uint32_t at = 32 * (S::kRebase * g + k) + s * S::kSliceN * 128;  // the k step in the rows, the slice's rows
+    WgmmaRs<S::kSliceN>::mma(t.fresh[s], a.step[k].lo, descriptor_advance(w_hi, at), k == 0 ? 0 : 1);
+    WgmmaRs<S::kSliceN>::mma(t.fresh[s], a.step[k].hi, descriptor_advance(w_lo, at), 1);
+    WgmmaRs<S::kSliceN>::mma(t.fresh[s], a.step[k].hi, descriptor_advance(w_hi, at), 1);
+  }
   wgmma_commit();
+}
+
+// Group g's A fragments (its R k steps) from the stage's rows.
+template <class S>
+__device__ __forceinline__ void load_group_fragments(const unsigned char* rows, int g, GroupFragments<S::kRebase>& f) {
+#pragma unroll
+  for (int k = 0; k < S::kRebase; ++k) load_split_fragment(rows, S::kRebase * g + k, f.step[k]);
 }
 
 // Consumer: this warpgroup's 64 x BN sums over all K tiles (see the file comment for the groups' order).
@@ -169,7 +191,7 @@ __device__ __forceinline__ void issue_group(Tf32x3Sums<S>& t, int s, int ks, con
 template <class S>
 __device__ __forceinline__ void multiply_tiles_tf32x3(Tf32x3Sums<S>& t, const unsigned char* tiles, uint64_t* full,
                                                       uint64_t* empty, int num_k_tiles, int consumer) {
-  SplitFragment frag[2];
+  GroupFragments<S::kRebase> frag[2];
   for (int kt = 0; kt < num_k_tiles; ++kt) {
     const int stage = kt % S::kStages;
     barrier_wait(&full[stage], (kt / S::kStages) & 1);
@@ -178,32 +200,32 @@ __device__ __forceinline__ void multiply_tiles_tf32x3(Tf32x3Sums<S>& t, const un
     const uint64_t w_hi = sw128_descriptor(smem_address(base + S::kWeightOffset));
     const uint64_t w_lo = sw128_descriptor(smem_address(base + S::kWeightOffset + S::kBBytes));
     const bool tap_end = (kt + 1) % S::kTilesPerTap == 0;
-    load_split_fragment(rows, 0, frag[0]);
+    load_group_fragments<S>(rows, 0, frag[0]);
 #pragma unroll
-    for (int ks = 0; ks < S::kSteps; ++ks) {
-      SplitFragment& a = frag[ks % 2];
-      SplitFragment& next = frag[(ks + 1) % 2];  // step ks + 1's parts, loaded while step ks's wgmmas run
-      const bool last_step = ks == S::kSteps - 1;
+    for (int g = 0; g < S::kGroups; ++g) {
+      GroupFragments<S::kRebase>& a = frag[g % 2];
+      GroupFragments<S::kRebase>& next = frag[(g + 1) % 2];  // group g + 1's parts, loaded while g's wgmmas run
+      const bool last = g == S::kGroups - 1;
       if constexpr (S::kSlices == 1) {
-        issue_group(t, 0, ks, a, w_hi, w_lo);
-        if (!last_step) load_split_fragment(rows, ks + 1, next);
+        issue_group(t, 0, g, a, w_hi, w_lo);
+        if (!last) load_group_fragments<S>(rows, g + 1, next);
         wgmma_wait<0>();
-        t.fold(0, last_step && tap_end, a);
+        t.fold(0, last && tap_end, a);
       } else {
-        issue_group(t, 0, ks, a, w_hi, w_lo);
-        if (ks > 0) {  // slice 1 of step ks - 1 has completed, and with it every use of `next`'s registers
+        issue_group(t, 0, g, a, w_hi, w_lo);
+        if (g > 0) {  // slice 1 of group g - 1 has completed, and with it every use of `next`'s registers
           wgmma_wait<1>();
           t.fold(1, false, next);
         }
-        issue_group(t, 1, ks, a, w_hi, w_lo);
-        if (!last_step) load_split_fragment(rows, ks + 1, next);
-        wgmma_wait<1>();  // slice 0 of step ks has completed
-        t.fold(0, last_step && tap_end, a);
+        issue_group(t, 1, g, a, w_hi, w_lo);
+        if (!last) load_group_fragments<S>(rows, g + 1, next);
+        wgmma_wait<1>();  // slice 0 of group g has completed
+        t.fold(0, last && tap_end, a);
       }
     }
     if constexpr (S::kSlices == 2) {  // the tile's last group
       wgmma_wait<0>();
-      t.fold(1, tap_end, frag[(S::kSteps - 1) % 2]);
+      t.fold(1, tap_end, frag[(S::kGroups - 1) % 2]);
     }
     barrier_arrive(&empty[stage]);
   }
@@ -212,7 +234,7 @@ __device__ __forceinline__ void multiply_tiles_tf32x3(Tf32x3Sums<S>& t, const un
 
 // act (n, H, H, C_IN) float32 -> out (n, 2H, 2H, C_OUT) float32: relu(scale * tconv + shift), one phase per
 // blockIdx.z, BM = 64 * CONSUMERS rows and BN columns per block.
-template <int C_IN, int C_OUT, int H, int BN, int CONSUMERS, int STAGES, int SLICE_N>
+template <int C_IN, int C_OUT, int H, int BN, int CONSUMERS, int STAGES, int SLICE_N, int REBASE>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
 tconv_phase_wgmma_tf32x3(const __grid_constant__ WgmmaMaps maps,  // A: in (n, H, H, C_IN); B: four phases' (2 C_OUT, K)
                          const float* __restrict__ scale, const float* __restrict__ shift,  // (C_OUT)
@@ -220,7 +242,7 @@ tconv_phase_wgmma_tf32x3(const __grid_constant__ WgmmaMaps maps,  // A: in (n, H
                          int m_total,                                                      // n * H * H
                          int ksize) {                                                      // 4 or 5
 #if FACEGEN_WGMMA_ENABLED
-  using S = WgmmaTf32x3Shape<C_IN, C_OUT, H, BN, CONSUMERS, STAGES, SLICE_N>;
+  using S = WgmmaTf32x3Shape<C_IN, C_OUT, H, BN, CONSUMERS, STAGES, SLICE_N, REBASE>;
   extern __shared__ unsigned char wgmma_smem[];
   unsigned char* tiles = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(wgmma_smem) + 1023) & ~uintptr_t{1023});
   uint64_t* full = reinterpret_cast<uint64_t*>(tiles + S::kStages * S::kStageBytes);

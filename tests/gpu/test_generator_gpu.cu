@@ -19,7 +19,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ios>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -226,12 +225,13 @@ TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every 
   }
 }
 
-TEST_CASE("fp32 on wgmma: Small and Large tiles and both schedules give the same bytes; mma.sync agrees within fp32's rounding") {
+TEST_CASE("fp32 on wgmma: Small and Large tiles and schedules 0 and 1 give the same bytes; mma.sync agrees within fp32's rounding") {
   // fp32 on tensor cores, each tconv stage at 3 and 127 images (fresh random activations, outputs
   // poisoned): on an sm_90 GPU with the sm_90a kernels through the wgmma kernels in both tile shapes
-  // (FACEGEN_GPU_TILES, read when a network is made) and both schedules, whose bytes must all be
-  // equal, and through mma.sync, the yardstick (the fp32 layer tolerance; whether its bits are the
-  // same is printed). Elsewhere the case only checks that wgmma is refused with a clear error.
+  // (FACEGEN_GPU_TILES, read when a network is made) and schedules 0 and 1, whose bytes must all be
+  // equal, and in schedule 2 (an FADD every two k steps: other sums, the same in both shapes); each
+  // against mma.sync, the yardstick (the fp32 layer tolerance; whether schedule 0's bits are mma.sync's
+  // is printed). Elsewhere the case only checks that wgmma is refused with a clear error.
   const char* before = std::getenv("FACEGEN_GPU_TILES");
   const std::string saved = before ? before : "";
   const Fp32KernelScope tc("tc");
@@ -265,7 +265,9 @@ TEST_CASE("fp32 on wgmma: Small and Large tiles and both schedules give the same
                               {0, GemmKernel::Wgmma, 0, "wgmma Small schedule 0"},
                               {1, GemmKernel::Wgmma, 0, "wgmma Large schedule 0"},
                               {0, GemmKernel::Wgmma, 1, "wgmma Small schedule 1"},
-                              {1, GemmKernel::Wgmma, 1, "wgmma Large schedule 1"}};
+                              {1, GemmKernel::Wgmma, 1, "wgmma Large schedule 1"},
+                              {0, GemmKernel::Wgmma, 2, "wgmma Small schedule 2"},
+                              {1, GemmKernel::Wgmma, 2, "wgmma Large schedule 2"}};
         std::vector<std::vector<unsigned char>> bytes;
         for (const Form& f : forms) {
           DeviceNetwork& d = *dn[f.tiles];
@@ -278,22 +280,26 @@ TEST_CASE("fp32 on wgmma: Small and Large tiles and both schedules give the same
           CUDA_CHECK(cudaMemcpy(bytes.back().data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
         }
         const std::string at = spec_name(spec) + " tconv" + std::to_string(stage + 1) + " n=" + std::to_string(n);
-        const std::vector<float> yard = to_floats(bytes[0], Precision::Fp32), got = to_floats(bytes[1], Precision::Fp32);
+        const std::vector<float> yard = to_floats(bytes[0], Precision::Fp32);
         const Tolerance tol = layer_tolerance(Precision::Fp32);
-        size_t bad = 0, not_finite = 0;
-        double worst = 0;
-        for (size_t i = 0; i < got.size(); ++i) {
-          not_finite += !std::isfinite(got[i]) + !std::isfinite(yard[i]);
-          const double d = std::fabs(double(got[i]) - yard[i]);
-          worst = std::max(worst, std::isfinite(d) ? d : INFINITY);
-          if (!(d <= tol.atol + tol.rtol * std::fabs(yard[i])) && bad++ < 5)
-            FAIL_CHECK(at << " index " << i << ": wgmma " << got[i] << ", mma.sync " << yard[i]);
+        for (size_t k : {size_t{1}, size_t{5}}) {  // schedule 0 (for 0 and 1) and schedule 2
+          const std::vector<float> got = to_floats(bytes[k], Precision::Fp32);
+          size_t bad = 0, not_finite = 0;
+          double worst = 0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            not_finite += !std::isfinite(got[i]) + !std::isfinite(yard[i]);
+            const double d = std::fabs(double(got[i]) - yard[i]);
+            worst = std::max(worst, std::isfinite(d) ? d : INFINITY);
+            if (!(d <= tol.atol + tol.rtol * std::fabs(yard[i])) && bad++ < 5)
+              FAIL_CHECK(at << " index " << i << ": " << forms[k].what << " " << got[i] << ", mma.sync " << yard[i]);
+          }
+          CHECK_MESSAGE(not_finite == 0, at << ": " << not_finite << " outputs not written or not finite");
+          MESSAGE(at << ": " << forms[k].what << " against mma.sync, worst |difference| " << worst << "; "
+                     << (bytes[k] == bytes[0] ? "the same bits" : "not the same bits"));
         }
-        CHECK_MESSAGE(not_finite == 0, at << ": " << not_finite << " outputs not written or not finite");
-        for (size_t k = 2; k < std::size(forms); ++k)
+        for (size_t k = 2; k < 5; ++k)
           CHECK_MESSAGE(bytes[k] == bytes[1], at << ": " << forms[k].what << " gives other bytes than " << forms[1].what);
-        MESSAGE(at << ": wgmma against mma.sync, worst |difference| " << worst << "; "
-                   << (bytes[1] == bytes[0] ? "the same bits" : "not the same bits"));
+        CHECK_MESSAGE(bytes[6] == bytes[5], at << ": " << forms[6].what << " gives other bytes than " << forms[5].what);
       }
     }
   }
@@ -700,7 +706,7 @@ TEST_CASE("FACEGEN_GPU_FP32 picks fp32's kernels when a network is made; a bad v
       CHECK(dn.gemm_kernel() == GemmKernel::MmaSync);
     }
     if (!tc) CHECK_THROWS_AS(dn.use_gemm_kernel(GemmKernel::Wgmma), std::invalid_argument);
-    CHECK_THROWS_AS(dn.use_fp32_wgmma_schedule(2), std::invalid_argument);
+    CHECK_THROWS_AS(dn.use_fp32_wgmma_schedule(3), std::invalid_argument);
     // tf32 and bf16 networks are not fp32's to choose for
     const DeviceNetwork tf32(net.data(), kTutorialSpec, Precision::Tf32);
     CHECK(tf32.fp32_kernel() == Fp32Kernel::Ffma);
