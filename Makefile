@@ -192,7 +192,7 @@ FUZZ_CXX     ?= clang++-14
 FUZZ_SECONDS ?= 25
 FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer
-FUZZ_LIB_SRC := latents/latents.cpp latents/latent_index.cpp latents/text_latents.cpp latents/latent_source.cpp \
+FUZZ_LIB_SRC := latents/latents.cpp latents/latent_index.cpp latents/text_latents.cpp latents/latent_source.cpp common/latent_draw.cpp \
                 latents/seed_list.cpp latents/npy_latents.cpp latents/input_file.cpp latents/file_system_kind.cpp common/content_hash.cpp common/threads.cpp common/work_pool.cpp common/model_spec.cpp \
                 generator/network.cpp generator/safetensors_model.cpp commit/atomic_file.cpp \
                 common/temp_registry.cpp common/stop_signals.cpp common/text_format.cpp serve/json.cpp serve/request.cpp \
