@@ -27,6 +27,7 @@ PieceLoopSeconds run_piece_loop(const PieceLoop& loop) {
     const PieceBuffer buffer = loop.engine.acquire();
     waits += seconds_since(waiting);
     job = StreamJob{z, piece.count, {loop.engine.encoding(), buffer.images, buffer.flags, spec.latent_dim, spec.image_channels}};
+    job.out.encoded = loop.engine.plan_encoded(buffer, piece.first, piece.count);
     in_stream.push_back(piece);
     return true;
   };
