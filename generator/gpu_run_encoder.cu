@@ -20,7 +20,7 @@ struct GpuRunEncoder::Slot {
   size_t capacity = 0;
   gpu::MosaicPartBytes* staged = nullptr;  // page-locked: the parts of the job's mosaic runs, as uploaded
   size_t staged_capacity = 0;             // parts
-  cudaEvent_t uploaded = nullptr, encoded = nullptr, downloaded = nullptr;
+  cudaEvent_t uploaded = nullptr, gathered = nullptr, encoded = nullptr, downloaded = nullptr;
   // The job in the slot.
   struct Run {
     const EncodedRun* run;
@@ -35,8 +35,10 @@ struct GpuRunEncoder::Slot {
 
 GpuRunEncoder::GpuRunEncoder(int device) : device_(device), slots_(kSlots) {
   CUDA_CHECK(cudaSetDevice(device));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&encode_, cudaStreamNonBlocking));
   for (Slot& slot : slots_) {
     CUDA_CHECK(cudaEventCreateWithFlags(&slot.uploaded, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&slot.gathered, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&slot.encoded, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&slot.downloaded, cudaEventDisableTiming));
   }
@@ -50,10 +52,12 @@ GpuRunEncoder::~GpuRunEncoder() {
     cudaFree(slot.memory);
     cudaFreeHost(slot.staged);
     cudaEventDestroy(slot.uploaded);
+    cudaEventDestroy(slot.gathered);
     cudaEventDestroy(slot.encoded);
     cudaEventDestroy(slot.downloaded);
   }
   for (auto& entry : templates_) cudaFree(const_cast<unsigned char*>(entry.second.bytes));
+  cudaStreamDestroy(encode_);
 }
 
 const gpu::PngTemplate& GpuRunEncoder::png_template(const PngStoredLayout& layout) {
@@ -170,26 +174,29 @@ int GpuRunEncoder::begin_job(const EncodedRuns& runs, int64_t n, cudaStream_t up
 
 void GpuRunEncoder::add_images(int s, const unsigned char* rgb, int64_t first, int64_t count, cudaStream_t compute) {
   Slot& slot = slots_[s];
+  if (first == 0) CUDA_CHECK(cudaStreamWaitEvent(compute, slot.encoded, 0));  // the slot's last job's images are read
   CUDA_CHECK(cudaMemcpyAsync(slot.images + first * slot.image_bytes, rgb, static_cast<size_t>(count * slot.image_bytes),
                              cudaMemcpyDeviceToDevice, compute));
 }
 
 void GpuRunEncoder::end_job(int s, cudaStream_t compute, cudaStream_t download) {
   Slot& slot = slots_[s];
-  // Its plans are up, and the slot's last job's bytes are down before these replace them.
-  CUDA_CHECK(cudaStreamWaitEvent(compute, slot.uploaded, 0));
-  CUDA_CHECK(cudaStreamWaitEvent(compute, slot.downloaded, 0));
+  // Its images and plans are in, and the slot's last job's bytes are down before these replace them.
+  CUDA_CHECK(cudaEventRecord(slot.gathered, compute));
+  CUDA_CHECK(cudaStreamWaitEvent(encode_, slot.gathered, 0));
+  CUDA_CHECK(cudaStreamWaitEvent(encode_, slot.uploaded, 0));
+  CUDA_CHECK(cudaStreamWaitEvent(encode_, slot.downloaded, 0));
   for (const Slot::Run& placed : slot.runs) {
     const EncodedRun& run = *placed.run;
     if (run.kind == EncodedKind::Records) {
       gpu::launch_encode_records(slot.images, static_cast<int>(run.count), png_template(*run.png), placed.plan,
-                                 placed.bytes, compute);
+                                 placed.bytes, encode_);
     } else {
       gpu::launch_encode_mosaic_parts(slot.images, run.height, run.width, placed.parts, static_cast<int>(run.part_count),
-                                      run.bgr_bottom_up, placed.bytes, compute);
+                                      run.bgr_bottom_up, placed.bytes, encode_);
     }
   }
-  CUDA_CHECK(cudaEventRecord(slot.encoded, compute));
+  CUDA_CHECK(cudaEventRecord(slot.encoded, encode_));
   CUDA_CHECK(cudaStreamWaitEvent(download, slot.encoded, 0));
   for (const Slot::Run& placed : slot.runs) {
     if (placed.run->used == 0) continue;

@@ -5,10 +5,12 @@
 // and reads no pixel.
 //
 // A job takes one of kSlots slots of device memory (its images, each run's plan and bytes), grown to
-// the largest job seen. Every wait between jobs is an event on the GPU: a slot's plans are uploaded
-// once the slot's last job's kernels have read the plans before; its kernels run once its last job's
-// bytes have been downloaded. Only wait_job() waits on the host. kSlots is the GPU pipeline's depth
-// (batches in flight), so a slot is never reused before the host has waited for its last job.
+// the largest job seen. The kernels run on a stream of the encoder's own, beside the network's next
+// batches. Every wait between jobs is an event on the GPU: a slot's plans are uploaded, and its
+// images gathered, once the slot's last job's kernels have read theirs; its kernels run once its
+// images and plans are in and its last job's bytes have been downloaded. Only wait_job() waits on
+// the host. kSlots is the GPU pipeline's depth (batches in flight), so a slot is never reused before
+// the host has waited for its last job.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -36,7 +38,8 @@ class GpuRunEncoder {
   int begin_job(const EncodedRuns& runs, int64_t n, cudaStream_t upload);
   // Images [first, first + count) of the job, 8-bit, from device memory (copied on `compute`).
   void add_images(int slot, const unsigned char* rgb, int64_t first, int64_t count, cudaStream_t compute);
-  // Every image is in: the kernels on `compute`, the runs' bytes down on `download`.
+  // Every image is in (on `compute`): the kernels on the encoder's stream, the runs' bytes down on
+  // `download`.
   void end_job(int slot, cudaStream_t compute, cudaStream_t download);
   void wait_job(int slot);  // the job's bytes are in its runs
 
@@ -51,6 +54,7 @@ class GpuRunEncoder {
   void grow(Slot& slot, size_t bytes);
 
   int device_;
+  cudaStream_t encode_ = nullptr;
   int64_t jobs_ = 0;
   std::vector<Slot> slots_;
   std::map<const PngStoredLayout*, gpu::PngTemplate> templates_;

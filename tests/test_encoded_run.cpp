@@ -3,7 +3,8 @@
 // are held to the same bytes in tests/gpu/test_encode_gpu.cu), they give byte for byte the files that
 // the formats' own encoders write from the pixels: level-0 PNGs of every size (one stored block and
 // several), png folders, tar shards (shard edges, seeds, json that needs escapes), bmp and mosaic-png
-// (square, columns, padding, split mosaics), whole or cut into runs anywhere, into poisoned memory;
+// (square, columns, padding, split mosaics), whole or cut into runs anywhere, into poisoned memory,
+// and through the output engine's ring beside an output that takes the pixels (npy-u8);
 // and the GPU kernel's checksum arithmetic (kernels/checksum_parts.hpp) against libdeflate's.
 #include <doctest/doctest.h>
 #include <libdeflate.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "engine/image_sink.hpp"
+#include "engine/output_engine.hpp"
 #include "formats/encoded_run.hpp"
 #include "formats/memory_output.hpp"
 #include "formats/output_format.hpp"
@@ -275,4 +277,77 @@ TEST_CASE("checksums in parts: CRC-32 and Adler-32 joined from parts equal libde
             libdeflate_adler32(1, message.data(), message.size()));
     }
   }
+}
+
+TEST_CASE("encoded runs: the output engine plans each piece's runs, and its files are those of the pixels") {
+  // tar, png and bmp take encoded runs; npy-u8 the pixels, which the buffers then hold too. Pieces
+  // of 7 in a ring of 3 (two to a tar shard: a piece never spans a file of records, as the engine's
+  // plan makes them), filled as a backend that makes encoded runs would (the CPU model).
+  const int64_t total = 61;
+  const std::vector<unsigned char> pixels = random_pixels(total * kRgb8ImageBytes, 61);
+  const std::vector<OutputFormat> formats = {OutputFormat::Tar, OutputFormat::Png, OutputFormat::Bmp, OutputFormat::NpyU8};
+  SinkOptions options;
+  options.threads = 2;
+  options.shard_images = 14;
+  options.grid_columns = 9;
+  auto write_job = [&](const std::string& folder, bool encoded) {
+    std::vector<std::unique_ptr<ImageSink>> sinks;
+    std::vector<ImageSink*> outputs;
+    for (OutputFormat format : formats) {
+      sinks.push_back(make_sink(format, folder + "/r", total, options));
+      outputs.push_back(sinks.back().get());
+    }
+    EngineOptions engine_options;
+    engine_options.piece_images = 7;
+    engine_options.buffers = 3;
+    engine_options.threads = 2;
+    engine_options.encoding = ImageEncoding::Rgb8;
+    engine_options.encoded_runs = encoded;
+    OutputEngine engine(outputs, engine_options);
+    for (int64_t first = 0; first < total; first += 7) {
+      const int64_t count = std::min<int64_t>(7, total - first);
+      const PieceBuffer buffer = engine.acquire();
+      std::memset(buffer.images, kPoison, static_cast<size_t>(count * kRgb8ImageBytes));
+      const EncodedRuns* runs = engine.plan_encoded(buffer, first, count);
+      const unsigned char* from = pixels.data() + first * kRgb8ImageBytes;
+      REQUIRE((runs != nullptr) == encoded);
+      if (runs) {
+        CHECK(runs->pixels);  // npy-u8 takes them
+        CHECK(runs->runs.size() == 3);
+        for (const EncodedRun* run : runs->runs) encode_run_on_host(*run, from, 1);
+      }
+      std::memcpy(buffer.images, from, static_cast<size_t>(count * kRgb8ImageBytes));
+      engine.submit(buffer.images, first, count);
+    }
+    engine.finish();
+    commit_sinks(outputs);
+  };
+  TempDir from_pixels, from_runs;
+  write_job(from_pixels.path, false);
+  write_job(from_runs.path, true);
+  const std::vector<std::string> names = from_pixels.names();
+  REQUIRE(from_runs.names() == names);
+  for (const std::string& name : names) {
+    CAPTURE(name);
+    if (name == "r") {
+      for (int64_t i = 0; i < total; ++i) {
+        const std::string file = "r/" + png_file_name(i, total);
+        CHECK(read_file(from_runs.file(file)) == read_file(from_pixels.file(file)));
+      }
+    } else {
+      CHECK(read_file(from_runs.file(name)) == read_file(from_pixels.file(name)));
+    }
+  }
+  // A piece submitted for other images than those planned is a logic error.
+  TempDir other;
+  auto tar = make_sink(OutputFormat::Tar, other.path + "/r", total, options);
+  EngineOptions engine_options;
+  engine_options.piece_images = 7;
+  engine_options.encoding = ImageEncoding::Rgb8;
+  engine_options.encoded_runs = true;
+  OutputEngine engine({tar.get()}, engine_options);
+  const PieceBuffer buffer = engine.acquire();
+  REQUIRE(engine.plan_encoded(buffer, 0, 7) != nullptr);
+  CHECK(engine.plan_encoded(buffer, 0, 7)->pixels == false);  // tar alone: no pixels in the buffers
+  CHECK_THROWS_AS(engine.submit(buffer.images, 7, 7), std::logic_error);
 }
