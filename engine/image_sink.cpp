@@ -151,6 +151,7 @@ class FormatSink : public ImageSink {
   void committed() override { files_.mark_committed(); }
   std::string temp_folder() const override { return folder_; }
   std::string first_temp() const override { return first_temp_; }
+  const OutputLayout* layout() const override { return &layout_; }
   std::string path() const override { return layout_.describe(); }
   int64_t bytes_written() const override { return files_.bytes_written(); }
   std::vector<std::string> final_paths() const override {

@@ -45,6 +45,9 @@ class ImageSink {
   virtual std::string temp_folder() const { return ""; }
   // The temporary path of the first file this sink made ("" where it made none).
   virtual std::string first_temp() const { return ""; }
+  // The format definition it writes, where it writes one: the output engine plans the runs that an
+  // encoder makes from it (formats/encoded_run.hpp), which make_run() and write_run() then write.
+  virtual const OutputLayout* layout() const { return nullptr; }
 
   // The steps of append() as the output engine takes them (engine/output_engine.hpp), so that it
   // writes several runs of a sink at once, but never two into one file (the kernel takes one writer

@@ -1,6 +1,7 @@
 // output_engine.cpp: the ring of piece buffers and the tasks that write them (see output_engine.hpp).
 #include "engine/output_engine.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <stdexcept>
 #include <utility>
@@ -12,10 +13,18 @@
 namespace facegen {
 
 struct OutputEngine::Piece {
-  HostBuffer storage{nullptr, nullptr};  // (piece_images, 64, 64, nc) in the engine's encoding
+  // (piece_images, 64, 64, nc) in the engine's encoding where it holds pixels, then each encoded
+  // output's run (at encoded_at)
+  HostBuffer storage{nullptr, nullptr};
   HostBuffer flags{nullptr, nullptr};    // (piece_images)
   int64_t first = 0;
   int64_t count = 0;
+  int64_t planned_first = 0;              // the images plan_encoded() planned, or count -1
+  int64_t planned_count = -1;
+  std::vector<int64_t> encoded_at;        // per output: where its encoded run starts in storage
+  std::vector<HostBuffer> plans;          // per output: its encoded run's plan (empty: none)
+  std::vector<EncodedRun> encoded;        // per output
+  EncodedRuns runs;                       // the encoded outputs' runs, for the generator
   std::atomic<int> outputs_left{0};
   std::vector<RecordRun> records;  // per output: the piece's records (formats of records)
   std::vector<int64_t> file;       // per output: the file it writes into (write_file)
@@ -43,17 +52,48 @@ struct OutputEngine::FileOrder {
   bool writing = false;        // a task is writing this file's pieces
 };
 
+namespace {
+constexpr int64_t kRegionAlign = 4096;  // each encoded run's bytes start on a page
+int64_t page_aligned(int64_t bytes) { return (bytes + kRegionAlign - 1) / kRegionAlign * kRegionAlign; }
+}  // namespace
+
 OutputEngine::OutputEngine(std::vector<ImageSink*> sinks, const EngineOptions& options)
-    : sinks_(std::move(sinks)), options_(options) {
+    : sinks_(std::move(sinks)), options_(options), encoded_(sinks_.size()) {
   if (options_.piece_images < 1 || options_.buffers < 1) throw std::invalid_argument("OutputEngine: empty pieces or no buffers");
   options_.threads = resolve_threads(options_.threads);
-  const int64_t bytes = options_.piece_images * image_bytes(options_.encoding, options_.image_channels);
+  // Encoded runs are made from 8-bit pixels, for the outputs whose format has an encoder; the pixels
+  // stay where any other output needs them.
+  if (options_.encoded_runs && options_.encoding == ImageEncoding::Rgb8) {
+    pixels_ = false;
+    for (size_t o = 0; o < sinks_.size(); ++o) {
+      const OutputLayout* layout = sinks_[o]->layout();
+      if (layout && layout->encoded_kind() != EncodedKind::None) {
+        encoded_[o] = layout->encoded_capacity(options_.piece_images);
+      } else {
+        pixels_ = true;
+      }
+    }
+  }
+  // The pixels first, then each encoded run on a page of its own.
+  std::vector<int64_t> encoded_at(sinks_.size(), 0);
+  int64_t bytes = pixels_ ? options_.piece_images * image_bytes(options_.encoding, options_.image_channels) : 0;
+  for (size_t o = 0; o < sinks_.size(); ++o) {
+    if (encoded_[o].bytes == 0) continue;
+    encoded_at[o] = bytes = page_aligned(bytes);
+    bytes += encoded_[o].bytes;
+  }
   for (int b = 0; b < options_.buffers; ++b) {
     auto piece = std::make_unique<Piece>();
     const std::function<HostBuffer(size_t)> allocate =
         options_.allocate ? options_.allocate : std::function<HostBuffer(size_t)>(plain_host_buffer);
     piece->storage = allocate(static_cast<size_t>(bytes));
     piece->flags = allocate(static_cast<size_t>(options_.piece_images));
+    piece->encoded_at = encoded_at;
+    piece->encoded.resize(sinks_.size());
+    for (size_t o = 0; o < sinks_.size(); ++o) {
+      piece->plans.emplace_back(nullptr, nullptr);
+      if (encoded_[o].bytes > 0) piece->plans.back() = allocate(static_cast<size_t>(encoded_[o].plan_bytes));
+    }
     piece->records.resize(sinks_.size());
     piece->file.assign(sinks_.size(), -1);
     piece->order.assign(sinks_.size(), 0);
@@ -88,17 +128,48 @@ PieceBuffer OutputEngine::acquire() {
   rethrow_if_failed();
   Piece* piece = free_.back();
   free_.pop_back();
+  piece->planned_count = -1;
   wait_seconds_ += seconds_since(start);
   return {piece->storage.get(), static_cast<uint8_t*>(piece->flags.get())};
 }
 
-void OutputEngine::submit(void* images, int64_t first, int64_t count) {
-  Piece* piece = nullptr;
+OutputEngine::Piece& OutputEngine::piece_of(void* images) {
   for (auto& p : pieces_) {
-    if (p->storage.get() == images) piece = p.get();
+    if (p->storage.get() == images) return *p;
   }
-  if (piece == nullptr) throw std::logic_error("OutputEngine::submit: not one of its buffers");
+  throw std::logic_error("OutputEngine: not one of its buffers");
+}
+
+const EncodedRuns* OutputEngine::plan_encoded(const PieceBuffer& buffer, int64_t first, int64_t count) {
+  Piece& piece = piece_of(buffer.images);
+  piece.runs.pixels = pixels_;
+  piece.runs.runs.clear();
+  for (size_t o = 0; o < sinks_.size(); ++o) {
+    if (encoded_[o].bytes == 0) continue;
+    const EncodedMemory memory{static_cast<unsigned char*>(piece.storage.get()) + piece.encoded_at[o], encoded_[o].bytes,
+                               static_cast<unsigned char*>(piece.plans[o].get()), encoded_[o].plan_bytes};
+    sinks_[o]->layout()->plan_encoded_run(first, count, memory, piece.encoded[o], options_.threads);
+    piece.runs.runs.push_back(&piece.encoded[o]);
+  }
+  if (piece.runs.runs.empty()) return nullptr;
+  piece.planned_first = first;
+  piece.planned_count = count;
+  return &piece.runs;
+}
+
+ImageRun OutputEngine::run_of(const Piece& piece, size_t output) const {
+  ImageRun images{options_.encoding, pixels_ ? piece.storage.get() : nullptr, options_.image_channels};
+  if (encoded_[output].bytes > 0) images.encoded = &piece.encoded[output];
+  return images;
+}
+
+void OutputEngine::submit(void* images, int64_t first, int64_t count) {
+  Piece* piece = &piece_of(images);
   if (count < 0 || count > options_.piece_images) throw std::logic_error("OutputEngine::submit: a piece of the wrong size");
+  const bool encoded = std::any_of(encoded_.begin(), encoded_.end(), [](const EncodedCapacity& c) { return c.bytes > 0; });
+  if (encoded && (piece->planned_first != first || piece->planned_count != count)) {
+    throw std::logic_error("OutputEngine::submit: images other than those plan_encoded() planned");
+  }
   piece->first = first;
   piece->count = count;
   {
@@ -147,8 +218,8 @@ void OutputEngine::run_output(Piece& piece, size_t output) noexcept {
   int64_t bytes = 0;
   if (!failed) {
     try {
-      const ImageRun images{options_.encoding, piece.storage.get(), options_.image_channels};
-      bytes = sinks_[output]->make_run(images, piece.first, piece.count, piece.records[output], options_.threads);
+      bytes = sinks_[output]->make_run(run_of(piece, output), piece.first, piece.count, piece.records[output],
+                                       options_.threads);
     } catch (...) {
       fail(std::current_exception());
     }
@@ -212,8 +283,8 @@ void OutputEngine::write_placed(Piece& piece, size_t output, int64_t start) noex
   }
   if (!failed) {
     try {
-      const ImageRun images{options_.encoding, piece.storage.get(), options_.image_channels};
-      sinks_[output]->write_run(images, piece.first, piece.count, piece.records[output], start, options_.threads);
+      sinks_[output]->write_run(run_of(piece, output), piece.first, piece.count, piece.records[output], start,
+                                options_.threads);
     } catch (...) {
       fail(std::current_exception());
     }

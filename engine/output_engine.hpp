@@ -15,6 +15,10 @@
 // to the ring when every output has written its piece; when none is free, acquire() waits, so memory
 // never grows with N. The first error of any task is rethrown on the generating thread at its next
 // acquire(), submit() or finish(); after it, tasks write nothing more and the buffers come back.
+// Where the generator makes the outputs' bytes itself (EngineOptions::encoded_runs: a GPU's encoders),
+// a buffer also holds, for each output whose format has an encoder, the piece's run in that format's
+// bytes (formats/encoded_run.hpp), planned by plan_encoded() before the images are made; the sinks
+// then write those bytes as they lie, and the pixels come only where an output still needs them.
 #pragma once
 
 #include <condition_variable>
@@ -44,6 +48,9 @@ struct EngineOptions {
   // Where the buffers' memory comes from (the backend's allocate_host: page-locked for a GPU); plain
   // memory when empty.
   std::function<HostBuffer(size_t bytes)> allocate;
+  // The generator makes each 8-bit output's bytes where its format has an encoder (the backend's
+  // makes_encoded_runs()).
+  bool encoded_runs = false;
 };
 
 // A free buffer of the ring: room for piece_images images, and a scan flag each
@@ -65,6 +72,9 @@ class OutputEngine {
   int64_t piece_images() const { return options_.piece_images; }
 
   PieceBuffer acquire();  // a free buffer; waits while every buffer is in flight
+  // The runs the generator is to make of images [first, first + count) in `buffer`, planned now
+  // (ImageTarget::encoded), or null where the engine takes none; submit() then gives those images.
+  const EncodedRuns* plan_encoded(const PieceBuffer& buffer, int64_t first, int64_t count);
   void submit(void* images, int64_t first, int64_t count);  // images [first, first + count) in a buffer's images
   void finish();    // waits until every piece is written; rethrows the first error
 
@@ -79,11 +89,15 @@ class OutputEngine {
   void write_placed(Piece& piece, size_t output, int64_t start) noexcept;
   void output_done(Piece& piece) noexcept;
   void fail(std::exception_ptr error);
+  Piece& piece_of(void* images);           // the piece whose buffer starts at `images`
+  ImageRun run_of(const Piece& piece, size_t output) const;  // what output `output` writes of a piece
   void rethrow_if_failed();  // with mutex_ held
 
   std::vector<ImageSink*> sinks_;
   EngineOptions options_;
   std::vector<std::unique_ptr<Piece>> pieces_;
+  bool pixels_ = true;                        // the buffers hold the pixels (an output needs them)
+  std::vector<EncodedCapacity> encoded_;      // per output: its encoded run's memory (0 bytes: none)
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;

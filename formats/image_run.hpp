@@ -5,6 +5,8 @@
 // (count, 64, 64, 3): image_to_rgb8 of the values (channel_to_byte, a grey value repeated), made where
 // the images were made (on the GPU for a CUDA run: 12 KB an image cross PCIe instead of 48 KB). Every
 // 8-bit writer reads pixels through rgb8_image(), so both encodings give the same bytes.
+// A run may also come already in its output's bytes (`encoded`, formats/encoded_run.hpp, made on the
+// GPU); the writers then write those, and may find no pixels at all (data null).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 namespace facegen {
 
 enum class ImageEncoding { Float32, Rgb8 };
+struct EncodedRun;  // formats/encoded_run.hpp
 
 constexpr int64_t kRgb8ImageBytes = 64 * 64 * 3;
 
@@ -29,6 +32,8 @@ struct ImageRun {
   ImageEncoding encoding = ImageEncoding::Float32;
   const void* data = nullptr;
   int channels = 3;  // nc of the float32 values; Rgb8 pixels always have 3
+  const EncodedRun* encoded = nullptr;  // the run in its output's bytes, or null
+  int64_t encoded_from = 0;             // this run's first image in `encoded`
 
   static ImageRun floats(const float* values, int channels) { return {ImageEncoding::Float32, values, channels}; }
   static ImageRun rgb8(const unsigned char* pixels, int channels) { return {ImageEncoding::Rgb8, pixels, channels}; }
@@ -36,17 +41,19 @@ struct ImageRun {
   int64_t bytes_per_image() const { return image_bytes(encoding, channels); }
   // The run from its image `images` on.
   ImageRun skip(int64_t images) const {
-    return {encoding, static_cast<const char*>(data) + images * bytes_per_image(), channels};
+    const void* from = data ? static_cast<const char*>(data) + images * bytes_per_image() : nullptr;
+    return {encoding, from, channels, encoded, encoded_from + images};
   }
   // The float32 values (count, 64, 64, nc); a logic error for 8-bit pixels (txt and npy need floats,
   // and a run that asks for them never makes 8-bit pixels).
   const float* values() const {
-    if (encoding != ImageEncoding::Float32) throw std::logic_error("an 8-bit image run has no float32 values");
+    if (encoding != ImageEncoding::Float32 || !data) throw std::logic_error("an 8-bit image run has no float32 values");
     return static_cast<const float*>(data);
   }
   // Image i's 8-bit RGB pixels (64, 64, 3): in the run itself, or converted into `scratch`
   // (kRgb8ImageBytes) and returned there.
   const unsigned char* rgb8_image(int64_t i, unsigned char* scratch) const {
+    if (!data) throw std::logic_error("an encoded image run came without its pixels");
     if (encoding == ImageEncoding::Rgb8) return static_cast<const unsigned char*>(data) + i * kRgb8ImageBytes;
     image_to_rgb8(values() + i * 4096 * channels, channels, scratch);
     return scratch;

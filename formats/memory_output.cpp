@@ -27,8 +27,8 @@ class MemoryWriter : public FileWriter {
     std::memcpy(&into[static_cast<size_t>(offset)], data, static_cast<size_t>(bytes));
   }
   const std::string& temp_path(size_t) override { throw std::logic_error("a memory output has no paths"); }
-  void write_in_folder(size_t file, const std::string&, const std::string&, const std::string& bytes) override {
-    folder_.at(file).push_back(bytes);  // one thread: write_png_files goes in image order
+  void write_in_folder(size_t file, const std::string&, const std::string&, std::string_view bytes) override {
+    folder_.at(file).emplace_back(bytes);  // one thread: write_png_files goes in image order
   }
   void grow(size_t file, size_t bytes) { files_.at(file).resize(bytes, '\0'); }
   size_t size(size_t file) const { return files_.at(file).size(); }
@@ -41,7 +41,7 @@ class MemoryWriter : public FileWriter {
 };
 
 // txt and tar: every record made, then placed after each file's header (the file grown to hold them).
-void write_records(const OutputLayout& layout, const float* images, MemoryWriter& out, int threads) {
+void write_records(const OutputLayout& layout, const ImageRun& images, MemoryWriter& out, int threads) {
   const int64_t total = layout.total_images();
   const std::pair<size_t, size_t> files = total > 0 ? layout.files_of(0, total) : std::pair<size_t, size_t>{0, 0};
   RecordRun blocks;
@@ -53,13 +53,16 @@ void write_records(const OutputLayout& layout, const float* images, MemoryWriter
     }
     return start;
   };
-  write_record_run(layout, ImageRun::floats(images, layout.image_channels()), 0, total, files, threads, blocks, place,
-                   out);
+  write_record_run(layout, images, 0, total, files, threads, blocks, place, out);
 }
 
 }  // namespace
 
 std::vector<std::string> encode_in_memory(const OutputLayout& layout, const float* images, int threads) {
+  return encode_in_memory(layout, ImageRun::floats(images, layout.image_channels()), threads);
+}
+
+std::vector<std::string> encode_in_memory(const OutputLayout& layout, const ImageRun& images, int threads) {
   MemoryWriter out(layout);
   const int64_t total = layout.total_images();
   if (layout.writes_records()) {

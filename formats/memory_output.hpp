@@ -17,5 +17,8 @@ namespace facegen {
 // tar their shards; mosaic-png its PNGs (the scratch pixels left out); png one PNG per image (the
 // folder's files in name order). txt and bmp too. `threads`: encoder threads (<= 0: every CPU).
 std::vector<std::string> encode_in_memory(const OutputLayout& layout, const float* images, int threads = 1);
+// The same from a run of all the layout's images as the writers take it: values, 8-bit pixels, or the
+// run already encoded (formats/encoded_run.hpp; planned by layout.plan_encoded_run(0, N, ...)).
+std::vector<std::string> encode_in_memory(const OutputLayout& layout, const ImageRun& images, int threads = 1);
 
 }  // namespace facegen

@@ -31,7 +31,6 @@ namespace facegen {
 namespace {
 
 constexpr int64_t kBmpHeaderBytes = 14 + 40;
-constexpr int64_t kTileRowBytes = kImageSize * 3;  // one RGB pixel row of one tile: 192 bytes
 
 void put_u16(std::string& out, uint32_t v) {
   out.push_back(static_cast<char>(v & 0xff));
@@ -58,7 +57,7 @@ MosaicGrid checked_grid(const std::string& path, int64_t images, const OutputOpt
 }
 
 // Writes bytes to a new file at path, every call checked. Throws UserError (disk full, ...).
-void write_whole_file(const std::string& path, const std::string& shown, const std::string& bytes) {
+void write_whole_file(const std::string& path, const std::string& shown, std::string_view bytes) {
   int fd;
   {
     TempCreation creating;  // a signal's cleanup of the temporary folder waits for the file to exist
@@ -419,7 +418,7 @@ size_t OutputLayout::append_record(const ImageRun& images, int64_t i, int64_t in
   sample.clear();
   append_tar_sample(sample, index, png, options_.facts);
   // The shard's last sample carries the archive's end: a shard is complete with its last image.
-  if ((index + 1) % per_file_ == 0 || index == total_ - 1) sample.append(kTarEndBytes, '\0');
+  if (ends_shard(index)) sample.append(kTarEndBytes, '\0');
   if (block.size() < used + sample.size()) block.resize(std::max(used + sample.size(), block.size() * 2));
   std::memcpy(block.data() + used, sample.data(), sample.size());
   return used + sample.size();
@@ -427,6 +426,18 @@ size_t OutputLayout::append_record(const ImageRun& images, int64_t i, int64_t in
 
 void OutputLayout::write_run_threaded(const ImageRun& images, int64_t first, int64_t count, FileWriter& out,
                                       int threads) const {
+  if (images.encoded && images.encoded->kind == EncodedKind::Parts) {  // a thread a part, as below
+    const EncodedRun& run = *images.encoded;
+    parallel_for(run.part_count, threads, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) {
+        const MosaicPart& part = run.parts[k];
+        if (part.image >= images.encoded_from && part.image < images.encoded_from + count) {
+          write_mosaic_part(part, run.bytes + part.at, out);
+        }
+      }
+    });
+    return;
+  }
   if (format_ != OutputFormat::Bmp && format_ != OutputFormat::MosaicPng) {
     parallel_for(count, threads, [&](int64_t begin, int64_t end) {
       write_run(images.skip(begin), first + begin, end - begin, out);
@@ -454,12 +465,34 @@ void OutputLayout::write_run_threaded(const ImageRun& images, int64_t first, int
 }
 
 // A run's images land in parts of tile rows; each part is 64 RGB pixel rows of its tiles (a grey value
-// repeated in R, G and B; the padding between them black), gathered in file order in a buffer of the thread's own and written with one
-// call per pixel row, or one call when the part spans the whole mosaic row.
+// repeated in R, G and B; the padding between them black), gathered in file order in a buffer of the
+// thread's own (or made by an encoder: images.encoded) and written with one call per pixel row, or one
+// call when the part spans the whole mosaic row.
 void OutputLayout::write_mosaic_run(const ImageRun& images, int64_t first, int64_t count, FileWriter& out,
                                     bool bmp) const {
-  thread_local std::vector<unsigned char> part;
+  if (images.encoded) {
+    const EncodedRun& run = *images.encoded;
+    for (int64_t k = 0; k < run.part_count; ++k) {
+      const MosaicPart& part = run.parts[k];
+      if (part.image >= images.encoded_from && part.image < images.encoded_from + count) {
+        write_mosaic_part(part, run.bytes + part.at, out);
+      }
+    }
+    return;
+  }
+  thread_local std::vector<unsigned char> rows;
   thread_local unsigned char scratch[kRgb8ImageBytes];
+  const RunPixels pixels = [&](int64_t image) { return images.rgb8_image(image, scratch); };
+  for_each_mosaic_part(first, count, [&](const MosaicPart& part) {
+    rows.resize(static_cast<size_t>(part.span * kImageSize));
+    fill_mosaic_part(part, bmp, kImageSize, kImageSize, pixels, rows.data());
+    write_mosaic_part(part, rows.data(), out);
+  });
+}
+
+void OutputLayout::for_each_mosaic_part(int64_t first, int64_t count,
+                                        const std::function<void(const MosaicPart&)>& visit) const {
+  const bool bmp = format_ == OutputFormat::Bmp;
   const auto [begin_file, end_file] = files_of(first, count);
   const size_t step = bmp ? 1 : 2;  // a mosaic PNG's files come in pairs: pixels, then the PNG
   for (size_t f = begin_file; f < end_file; f += step) {
@@ -468,50 +501,38 @@ void OutputLayout::write_mosaic_run(const ImageRun& images, int64_t first, int64
     const int64_t begin = std::max(first, mosaic.first);
     const int64_t end = std::min(first + count, mosaic.first + mosaic.count);
     const int64_t pitch = kImageSize + grid.padding;  // from one tile's left (top) edge to the next one's
-    const int64_t row_bytes = bmp ? bmp_row_bytes(grid) : grid.width() * 3;  // one pixel row of the file
     const int64_t height = grid.height();
     const int64_t header = static_cast<int64_t>(mosaic.header.size());
+    MosaicPart part;
+    part.file = f;
+    part.row_bytes = bmp ? bmp_row_bytes(grid) : grid.width() * 3;  // one pixel row of the file
+    part.tile_pitch = pitch * 3;
     for (int64_t n = begin; n < end;) {
       const int64_t tile = n - mosaic.first;  // the file's own numbering
       const int64_t tile_row = tile / grid.columns;
       const int64_t col = tile % grid.columns;
-      const int64_t tiles = std::min(end - n, grid.columns - col);
-      const int64_t span = (tiles * pitch - grid.padding) * 3;  // bytes of one pixel row of the part
-      if (grid.padding > 0) {
-        part.assign(static_cast<size_t>(span * kImageSize), 0);  // the padding between the tiles
-      } else {
-        part.resize(static_cast<size_t>(span * kImageSize));
-      }
-      for (int64_t t = 0; t < tiles; ++t) {
-        const unsigned char* rgb = images.rgb8_image(n - first + t, scratch);  // (64, 64, 3)
-        for (int y = 0; y < kImageSize; ++y) {
-          // BMP rows are bottom-up: the tile's last pixel row comes first.
-          unsigned char* dst = part.data() + (bmp ? kImageSize - 1 - y : y) * span + t * pitch * 3;
-          const unsigned char* src = rgb + y * kTileRowBytes;
-          if (bmp) {
-            for (int x = 0; x < kImageSize; ++x) {  // RGB in, BGR out
-              dst[3 * x + 0] = src[3 * x + 2];
-              dst[3 * x + 1] = src[3 * x + 1];
-              dst[3 * x + 2] = src[3 * x + 0];
-            }
-          } else {
-            std::memcpy(dst, src, kTileRowBytes);
-          }
-        }
-      }
+      part.tiles = std::min(end - n, grid.columns - col);
+      part.span = (part.tiles * pitch - grid.padding) * 3;
+      part.image = n - first;
       // The part's first row in the file: BMP's is the tile row's bottom pixel row.
       const int64_t top_row = grid.padding + tile_row * pitch;
       const int64_t file_row = bmp ? height - 1 - (top_row + kImageSize - 1) : top_row;
-      const int64_t offset = header + file_row * row_bytes + (grid.padding + col * pitch) * 3;
-      if (span == row_bytes) {
-        out.write_at(f, offset, part.data(), span * kImageSize);
-      } else {
-        for (int r = 0; r < kImageSize; ++r) out.write_at(f, offset + r * row_bytes, part.data() + r * span, span);
-      }
-      out.images_written(f, tiles);
-      n += tiles;
+      part.offset = header + file_row * part.row_bytes + (grid.padding + col * pitch) * 3;
+      visit(part);
+      n += part.tiles;
     }
   }
+}
+
+void OutputLayout::write_mosaic_part(const MosaicPart& part, const unsigned char* rows, FileWriter& out) const {
+  if (part.span == part.row_bytes) {
+    out.write_at(part.file, part.offset, rows, part.span * kImageSize);
+  } else {
+    for (int r = 0; r < kImageSize; ++r) {
+      out.write_at(part.file, part.offset + r * part.row_bytes, rows + r * part.span, part.span);
+    }
+  }
+  out.images_written(part.file, part.tiles);
 }
 
 void image_to_rgb8(const float* image, int image_channels, unsigned char* rgb) {
@@ -527,14 +548,23 @@ void encode_tile_png(const unsigned char* rgb, int level, std::string& png) {
 }
 
 void OutputLayout::write_png_files(const ImageRun& images, int64_t first, int64_t count, FileWriter& out) const {
+  if (images.encoded) {  // each image's record is its PNG
+    const int64_t* at = images.encoded->record_at + images.encoded_from;
+    for (int64_t i = 0; i < count; ++i) put_png_file(first + i, images.encoded->bytes + at[i], at[i + 1] - at[i], out);
+    return;
+  }
   thread_local unsigned char scratch[kRgb8ImageBytes];  // (64, 64, 3) RGB, a grey value repeated
   thread_local std::string png;
   for (int64_t i = 0; i < count; ++i) {
     encode_tile_png(images.rgb8_image(i, scratch), options_.png_level, png);
-    const std::string name = png_file_name(first + i, total_);
-    out.write_in_folder(0, name, prefix_ + "/" + name, png);
-    out.add_bytes(0, static_cast<int64_t>(png.size()));
+    put_png_file(first + i, png.data(), static_cast<int64_t>(png.size()), out);
   }
+}
+
+void OutputLayout::put_png_file(int64_t index, const void* png, int64_t bytes, FileWriter& out) const {
+  const std::string name = png_file_name(index, total_);
+  out.write_in_folder(0, name, prefix_ + "/" + name, std::string_view(static_cast<const char*>(png), static_cast<size_t>(bytes)));
+  out.add_bytes(0, bytes);
 }
 
 int64_t OutputLayout::encode_png(size_t pixels, FileWriter& out, int threads) const {
@@ -569,8 +599,7 @@ int64_t OutputLayout::encode_png_from(size_t pixels, const unsigned char* rgb, F
   return written;
 }
 
-void FileWriter::write_in_folder(size_t file, const std::string& name, const std::string& shown,
-                                 const std::string& bytes) {
+void FileWriter::write_in_folder(size_t file, const std::string& name, const std::string& shown, std::string_view bytes) {
   write_whole_file(temp_path(file) + "/" + name, shown, bytes);
 }
 

@@ -51,10 +51,12 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "common/model_shape.hpp"
+#include "formats/encoded_run.hpp"
 #include "formats/image_run.hpp"
 #include "formats/png_encoder.hpp"
 
@@ -141,8 +143,7 @@ class FileWriter {
   // One whole file `name` (no directory) of the folder `file` (png), `shown` its final path for
   // messages. By default a new file in temp_path(file); a driver that keeps its outputs in memory
   // keeps the bytes instead.
-  virtual void write_in_folder(size_t file, const std::string& name, const std::string& shown,
-                               const std::string& bytes);
+  virtual void write_in_folder(size_t file, const std::string& name, const std::string& shown, std::string_view bytes);
 };
 
 // What a tar sample's json says of its image besides the index, from the run.
@@ -205,6 +206,20 @@ class OutputLayout {
     write_run_threaded(ImageRun::floats(images, image_channels()), first, count, out, threads);
   }
 
+  // Runs that come already in this output's bytes (formats/encoded_run.hpp), made by an encoder from
+  // the pixels: Records for png and tar at PNG level 0; Parts for bmp and mosaic-png (its pixel files)
+  // where the grid's padding is at most a quarter of a tile, so that the parts' bytes stay near the
+  // pixels'; None for the others, which are written from the pixels.
+  EncodedKind encoded_kind() const;
+  // The memory a run of at most `images` images takes encoded (encoded_kind() not None).
+  EncodedCapacity encoded_capacity(int64_t images) const;
+  // The plan of images [first, first + count) (a run that write_run takes) into `memory`, for an encoder
+  // to fill in; on up to `threads` threads. write_run and the formats of records write the run from it
+  // when an ImageRun's `encoded` points to it.
+  void plan_encoded_run(int64_t first, int64_t count, const EncodedMemory& memory, EncodedRun& run, int threads) const;
+  int image_height() const { return kImageSize; }  // pixels of each image
+  int image_width() const { return kImageSize; }
+
   // txt: where the lines start (after "N\n").
   int64_t text_data_offset() const { return header_bytes_; }
 
@@ -227,7 +242,14 @@ class OutputLayout {
 
  private:
   void write_mosaic_run(const ImageRun& images, int64_t first, int64_t count, FileWriter& out, bool bmp) const;
+  // The parts of images [first, first + count) of a mosaic: per file, per tile row, the run's tiles in it.
+  void for_each_mosaic_part(int64_t first, int64_t count, const std::function<void(const MosaicPart&)>& visit) const;
+  void write_mosaic_part(const MosaicPart& part, const unsigned char* rows, FileWriter& out) const;
   void write_png_files(const ImageRun& images, int64_t first, int64_t count, FileWriter& out) const;
+  void put_png_file(int64_t index, const void* png, int64_t bytes, FileWriter& out) const;  // image index's file
+  void plan_tar_run(int64_t first, int64_t count, const EncodedMemory& memory, EncodedRun& run, int threads) const;
+  // tar: whether image `index` is its shard's last, whose sample carries the archive's end.
+  bool ends_shard(int64_t index) const { return (index + 1) % per_file_ == 0 || index == total_ - 1; }
 
   void write_sharded_array_run(const ImageRun& images, int64_t first, int64_t count, FileWriter& out) const;
   int64_t shard_count() const;    // shard files (1 for an unsharded format)
@@ -253,6 +275,7 @@ class OutputLayout {
 // images_written() tells each file its images.
 class RecordRun {
  public:
+  // images.encoded: the records are already made there (formats/encoded_run.hpp), and are taken as they are.
   void make(const OutputLayout& layout, const ImageRun& images, int64_t first, int64_t count,
             std::pair<size_t, size_t> files, int threads);
   const std::vector<int64_t>& file_bytes() const { return file_bytes_; }
@@ -260,10 +283,13 @@ class RecordRun {
   void write(const std::vector<int64_t>& start, FileWriter& out, int threads) const;
 
  private:
+  void make_records(const OutputLayout& layout, const ImageRun& images, int64_t first, int64_t count, int threads);
+
   const OutputLayout* layout_ = nullptr;
   int64_t first_ = 0, count_ = 0, pieces_ = 0, bytes_ = 0;
   std::pair<size_t, size_t> files_;
   std::vector<std::vector<char>> blocks_;  // one per piece of the run, kept between runs
+  const unsigned char* encoded_ = nullptr; // or the run's records, back to back, made by an encoder
   std::vector<int64_t> record_bytes_;      // (count): each image's record
   std::vector<int64_t> record_at_;         // (count): where it starts among the run's records of its file
   std::vector<int64_t> file_bytes_;        // per file of files_

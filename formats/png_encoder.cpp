@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@ namespace {
 
 constexpr unsigned char kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 constexpr int64_t kStoredBlockMax = 65535;     // deflate's LEN field
+constexpr int64_t kStoredBlockHeader = 5;      // BFINAL and BTYPE in a byte, LEN and NLEN
 constexpr int64_t kBandBytes = int64_t{1} << 20;
 // A chunk's length is at most 2^31 - 1; one picture is one IDAT, so its stream must fit.
 constexpr int64_t kMaxChunkData = std::numeric_limits<int32_t>::max();
@@ -108,10 +111,11 @@ void append_stored_blocks(const std::string& data, bool final, std::string& out)
   do {
     const int64_t len = std::min(kStoredBlockMax, total - done);
     const bool last = done + len == total;
-    out.push_back(static_cast<char>(final && last ? 1 : 0));  // BFINAL, BTYPE 00, padding to the byte
-    const unsigned char lengths[4] = {static_cast<unsigned char>(len), static_cast<unsigned char>(len >> 8),
-                                      static_cast<unsigned char>(~len), static_cast<unsigned char>(~len >> 8)};
-    out.append(reinterpret_cast<const char*>(lengths), 4);
+    const unsigned char header[kStoredBlockHeader] = {
+        static_cast<unsigned char>(final && last ? 1 : 0),  // BFINAL, BTYPE 00, padding to the byte
+        static_cast<unsigned char>(len), static_cast<unsigned char>(len >> 8), static_cast<unsigned char>(~len),
+        static_cast<unsigned char>(~len >> 8)};
+    out.append(reinterpret_cast<const char*>(header), kStoredBlockHeader);
     out.append(data, static_cast<size_t>(done), static_cast<size_t>(len));
     done += len;
   } while (done < total);
@@ -172,6 +176,48 @@ PngEncoder& thread_png_encoder(int level) {
   thread_local std::unique_ptr<PngEncoder> encoder;
   if (!encoder || encoder->level() != level) encoder = std::make_unique<PngEncoder>(level);
   return *encoder;
+}
+
+namespace {
+
+// The offsets of a level-0 PNG (PngStoredLayout), from the order in which encode() appends its parts:
+// the signature and IHDR (append_png_prefix), IDAT's length and type, the 2-byte zlib header, the
+// stored blocks, the Adler-32, the CRC-32, then IEND. Checked against the template itself.
+PngStoredLayout make_stored_layout(int64_t width, int64_t height) {
+  PngStoredLayout layout;
+  layout.width = width;
+  layout.height = height;
+  const std::string black(static_cast<size_t>(width * height * 3), '\0');
+  PngEncoder(0).encode(reinterpret_cast<const unsigned char*>(black.data()), width, height, layout.bytes);
+  std::string prefix;
+  append_png_prefix(width, height, prefix);
+  layout.crc_from = static_cast<int64_t>(prefix.size()) + 4;
+  layout.blocks_at = layout.crc_from + 4 + 2;
+  layout.raw_bytes = filtered_bytes(width, height);
+  layout.block_bytes = kStoredBlockMax;
+  layout.block_header = kStoredBlockHeader;
+  const int64_t blocks = std::max<int64_t>(1, (layout.raw_bytes + kStoredBlockMax - 1) / kStoredBlockMax);
+  layout.adler_at = layout.blocks_at + blocks * kStoredBlockHeader + layout.raw_bytes;
+  layout.crc_at = layout.adler_at + 4;
+  std::string iend;
+  append_iend(iend);
+  if (layout.crc_at + 4 + static_cast<int64_t>(iend.size()) != static_cast<int64_t>(layout.bytes.size()) ||
+      layout.bytes.compare(static_cast<size_t>(layout.crc_from), 4, "IDAT") != 0) {
+    throw std::logic_error("png: the stored layout does not match the encoder's bytes");
+  }
+  return layout;
+}
+
+}  // namespace
+
+const PngStoredLayout& png_stored_layout(int64_t width, int64_t height) {
+  check_size(width, height);
+  static std::mutex mutex;
+  static std::map<std::pair<int64_t, int64_t>, std::unique_ptr<const PngStoredLayout>> made;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& layout = made[{width, height}];
+  if (!layout) layout = std::make_unique<const PngStoredLayout>(make_stored_layout(width, height));
+  return *layout;
 }
 
 // ---- A picture in bands -------------------------------------------------------------------------

@@ -50,6 +50,30 @@ class PngEncoder {
 // The encoder of this thread for `level` (made on first use, remade when the level changes).
 PngEncoder& thread_png_encoder(int level);
 
+// A level-0 PNG of a (height, width, 3) picture as a template and the places in it that depend on the
+// pixels, for the encoders that fill in a template (formats/encoded_run.hpp, the GPU's
+// kernels/encode_images.hpp). The template is this encoder's own PNG of black pixels, so every byte
+// that is neither a pixel nor a checksum is this file's. The zlib stream's raw bytes (each row's
+// filter byte, then its 3 width pixel bytes, row after row) are stored in blocks of block_bytes (the
+// last may hold fewer), each after a block_header of 5 bytes; raw byte r is at raw_at(r).
+struct PngStoredLayout {
+  int64_t width = 0, height = 0;
+  std::string bytes;             // the template: the whole file
+  int64_t crc_from = 0;          // the IDAT chunk's type: its CRC-32 covers [crc_from, crc_at)
+  int64_t crc_at = 0;            // the IDAT chunk's CRC-32, big-endian
+  int64_t blocks_at = 0;         // the first stored block's header, after the zlib header
+  int64_t adler_at = 0;          // the Adler-32 of the raw bytes, big-endian
+  int64_t raw_bytes = 0;         // height (3 width + 1)
+  int64_t block_bytes = 0;       // raw bytes of a full stored block
+  int64_t block_header = 0;      // bytes before each block's raw bytes
+  int64_t row_bytes() const { return 3 * width + 1; }  // one row of raw bytes: its filter byte, then its pixels
+  int64_t raw_at(int64_t r) const {
+    return blocks_at + r / block_bytes * (block_bytes + block_header) + block_header + r % block_bytes;
+  }
+};
+// The layout of a level-0 PNG of width x height pixels, made once per size and kept; any thread.
+const PngStoredLayout& png_stored_layout(int64_t width, int64_t height);
+
 // Receives a mosaic PNG's bytes in order, from the calling thread; may throw (UserError for a
 // failed write), which ends the encoding.
 using PngByteSink = std::function<void(const void* data, int64_t bytes)>;

@@ -5,7 +5,8 @@
 // into a block of its own and notes each record's length. The lengths summed per file are what the
 // driver places (a running end per file, or an exclusive scan over MPI ranks); then each piece is
 // written with one call per file it reaches, again in parallel, so a run that spans several shards
-// writes several files at once.
+// writes several files at once. A run whose records an encoder made (formats/encoded_run.hpp) is one
+// piece, written from the encoder's buffer as it lies.
 #include <algorithm>
 #include <functional>
 #include <stdexcept>
@@ -23,6 +24,32 @@ void RecordRun::make(const OutputLayout& layout, const ImageRun& images, int64_t
   first_ = first;
   count_ = count;
   files_ = files;
+  encoded_ = nullptr;
+  if (images.encoded) {  // one piece: the encoder's records, as they lie
+    const int64_t* at = images.encoded->record_at + images.encoded_from;
+    encoded_ = images.encoded->bytes + at[0];
+    pieces_ = 1;
+    record_bytes_.resize(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) record_bytes_[static_cast<size_t>(i)] = at[i + 1] - at[i];
+  } else {
+    make_records(layout, images, first, count, threads);
+  }
+  // Where each record starts among the run's records of its file.
+  file_bytes_.assign(files.second - files.first, 0);
+  record_at_.assign(static_cast<size_t>(count), 0);
+  bytes_ = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const size_t f = layout.file_of_image(first + i);
+    if (f < files.first || f >= files.second) throw std::logic_error("RecordRun: a record outside its files");
+    record_at_[static_cast<size_t>(i)] = file_bytes_[f - files.first];
+    file_bytes_[f - files.first] += record_bytes_[static_cast<size_t>(i)];
+    bytes_ += record_bytes_[static_cast<size_t>(i)];
+  }
+}
+
+// The records of a run made here, a piece of images per thread, each into a block of its own.
+void RecordRun::make_records(const OutputLayout& layout, const ImageRun& images, int64_t first, int64_t count,
+                             int threads) {
   pieces_ = std::max<int64_t>(1, std::min<int64_t>(resolve_threads(threads), count));
   if (static_cast<int64_t>(blocks_.size()) < pieces_) blocks_.resize(static_cast<size_t>(pieces_));
   record_bytes_.assign(static_cast<size_t>(count), 0);
@@ -37,23 +64,12 @@ void RecordRun::make(const OutputLayout& layout, const ImageRun& images, int64_t
       }
     }
   });
-  // Where each record starts among the run's records of its file.
-  file_bytes_.assign(files.second - files.first, 0);
-  record_at_.assign(static_cast<size_t>(count), 0);
-  bytes_ = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    const size_t f = layout.file_of_image(first + i);
-    if (f < files.first || f >= files.second) throw std::logic_error("RecordRun: a record outside its files");
-    record_at_[static_cast<size_t>(i)] = file_bytes_[f - files.first];
-    file_bytes_[f - files.first] += record_bytes_[static_cast<size_t>(i)];
-    bytes_ += record_bytes_[static_cast<size_t>(i)];
-  }
 }
 
 void RecordRun::write(const std::vector<int64_t>& start, FileWriter& out, int threads) const {
   parallel_for(bytes_ > 0 ? pieces_ : 0, threads, [&](int64_t first_piece, int64_t end_piece) {
     for (int64_t b = first_piece; b < end_piece; ++b) {
-      const char* data = blocks_[static_cast<size_t>(b)].data();
+      const char* data = encoded_ ? reinterpret_cast<const char*>(encoded_) : blocks_[static_cast<size_t>(b)].data();
       // The piece's images, a group per file: their records are contiguous in the block and in the file.
       for (int64_t i = count_ * b / pieces_, end = count_ * (b + 1) / pieces_; i < end;) {
         const size_t f = layout_->file_of_image(first_ + i);

@@ -1,8 +1,10 @@
 // tar_shard.cpp: ustar members and WebDataset samples (see tar_shard.hpp).
 #include "formats/tar_shard.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "common/text_format.hpp"
@@ -38,11 +40,10 @@ std::string json_quoted(const std::string& text) {
   return out + "\"";
 }
 
-}  // namespace
-
-std::string tar_header(const std::string& name, int64_t size) {
+// tar_header into `header` (its memory reused).
+void make_tar_header(const std::string& name, int64_t size, std::string& header) {
   if (name.empty() || name.size() > 100) throw std::invalid_argument("tar: member name of " + std::to_string(name.size()) + " bytes");
-  std::string header(kTarBlockBytes, '\0');
+  header.assign(kTarBlockBytes, '\0');
   std::memcpy(&header[0], name.data(), name.size());   // name[100]
   put_octal(header, 100, 8, 0644);                     // mode
   put_octal(header, 108, 8, 0);                        // uid
@@ -56,6 +57,13 @@ std::string tar_header(const std::string& name, int64_t size) {
   uint32_t sum = 0;
   for (const char c : header) sum += static_cast<unsigned char>(c);
   put_octal(header, 148, 7, sum);                      // six digits, NUL, then the space left there
+}
+
+}  // namespace
+
+std::string tar_header(const std::string& name, int64_t size) {
+  std::string header;
+  make_tar_header(name, size, header);
   return header;
 }
 
@@ -84,10 +92,29 @@ std::string sample_json(int64_t index, const SampleFacts& facts) {
   return json;
 }
 
-void append_tar_sample(std::string& archive, int64_t index, const std::string& png, const SampleFacts& facts) {
+void tar_sample_frame(int64_t index, int64_t png_bytes, const SampleFacts& facts, TarSampleFrame& frame) {
   const std::string key = sample_key(index);
-  append_tar_member(archive, key + ".png", png);
-  append_tar_member(archive, key + ".json", sample_json(index, facts));
+  make_tar_header(key + ".png", png_bytes, frame.png_header);
+  const std::string json = sample_json(index, facts);
+  make_tar_header(key + ".json", static_cast<int64_t>(json.size()), frame.json_member);
+  frame.json_member += json;
+}
+
+int64_t max_json_member_bytes(int64_t total_images, const SampleFacts& facts) {
+  SampleFacts widest = facts;
+  if (widest.image_seed) widest.image_seed = [](int64_t) { return std::numeric_limits<uint64_t>::max(); };
+  return kTarBlockBytes + static_cast<int64_t>(sample_json(std::max<int64_t>(0, total_images - 1), widest).size());
+}
+
+void append_tar_sample(std::string& archive, int64_t index, const std::string& png, const SampleFacts& facts) {
+  thread_local TarSampleFrame frame;
+  tar_sample_frame(index, static_cast<int64_t>(png.size()), facts, frame);
+  archive += frame.png_header;
+  archive += png;
+  archive.append(static_cast<size_t>(tar_padded(static_cast<int64_t>(png.size())) - static_cast<int64_t>(png.size())), '\0');
+  archive += frame.json_member;
+  const int64_t member = static_cast<int64_t>(frame.json_member.size());
+  archive.append(static_cast<size_t>(tar_padded(member) - member), '\0');
 }
 
 }  // namespace facegen

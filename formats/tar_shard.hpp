@@ -29,6 +29,19 @@ std::string sample_key(int64_t index);  // "000000123"
 // "seed" where the image has its own, "random_seed" where latents were drawn from the run's seed, and
 // "truncation" after either where the draws were truncated (--truncation).
 std::string sample_json(int64_t index, const SampleFacts& facts);
+// A sample's bytes but its PNG's: the PNG member's header, and the json member unpadded (its header,
+// then the json). The sample is png_header, the PNG, zeros to the next block, json_member, zeros to
+// the next block: append_tar_sample, and the encoders that fill in the PNG (formats/encoded_run.hpp).
+struct TarSampleFrame {
+  std::string png_header;   // 512 bytes
+  std::string json_member;  // 512 bytes of header, then the json
+};
+// Image `index`'s frame for a PNG of png_bytes, into `frame` (its strings reused).
+void tar_sample_frame(int64_t index, int64_t png_bytes, const SampleFacts& facts, TarSampleFrame& frame);
+// The most bytes json_member takes for an image of a run of total_images images: every number at its
+// widest (an index of total_images - 1, a seed of 20 digits).
+int64_t max_json_member_bytes(int64_t total_images, const SampleFacts& facts);
+constexpr int64_t tar_padded(int64_t bytes) { return (bytes + kTarBlockBytes - 1) / kTarBlockBytes * kTarBlockBytes; }
 // Appends image `index`'s sample: its PNG (png, as the png format writes it) and its json.
 void append_tar_sample(std::string& archive, int64_t index, const std::string& png, const SampleFacts& facts);
 

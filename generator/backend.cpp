@@ -23,7 +23,31 @@
 
 namespace facegen {
 
+bool Backend::encoders_switched_on(const char* name, bool otherwise) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return otherwise;
+  return std::string(value) != "0";
+}
+
+// The encoded runs of a target from its pixels (n, 64, 64, 3), with the encoders' CPU model.
+static void encode_target_on_host(const ImageTarget& out, const unsigned char* pixels, int threads) {
+  for (const EncodedRun* run : out.encoded->runs) encode_run_on_host(*run, pixels, threads);
+}
+
 void Backend::generate_checked(const float* latents, int64_t n, const ImageTarget& out, int threads) {
+  if (out.encoded) {
+    if (out.encoding != ImageEncoding::Rgb8) throw std::logic_error("encoded runs are made from 8-bit pixels");
+    ImageTarget pixels = out;
+    pixels.encoded = nullptr;
+    thread_local std::vector<unsigned char> scratch;  // the pixels where the target does not take them
+    if (!out.encoded->pixels) {
+      scratch.resize(static_cast<size_t>(n * kRgb8ImageBytes));
+      pixels.images = scratch.data();
+    }
+    generate_checked(latents, n, pixels, threads);
+    encode_target_on_host(out, static_cast<const unsigned char*>(pixels.images), threads);
+    return;
+  }
   const int values = 4096 * out.channels;
   if (out.encoding == ImageEncoding::Float32) {
     float* images = static_cast<float*>(out.images);

@@ -13,6 +13,7 @@
 
 #include "common/latent_draw.hpp"
 #include "common/precision.hpp"
+#include "formats/encoded_run.hpp"
 #include "formats/image_run.hpp"
 #include "generator/network.hpp"
 
@@ -37,12 +38,16 @@ struct BackendOptions {
 
 // Where generate_checked() puts n images: their float32 values (n, 64, 64, nc) or 8-bit RGB pixels
 // (n, 64, 64, 3) (image_run.hpp), and each image's scan flags (n) (generator/finite_check.hpp).
+// `encoded` (8-bit only, from a backend that makes_encoded_runs()): each of its runs is filled in
+// from the images, planned for these n (formats/encoded_run.hpp); the pixels go to `images` only
+// where it asks for them too.
 struct ImageTarget {
   ImageEncoding encoding;
   void* images;
   uint8_t* flags;
   int latent_dim;  // nz
   int channels;    // nc
+  const EncodedRuns* encoded = nullptr;
 };
 
 // Host memory that a backend delivers images into, with its own way of being freed.
@@ -78,6 +83,12 @@ class Backend {
   // Memory for the targets of generate_stream's jobs: the CUDA backend gives page-locked memory, which
   // its downloads land in straight from the GPU (no copy on the host); by default plain memory.
   virtual HostBuffer allocate_host(size_t bytes) { return plain_host_buffer(bytes); }
+  // Whether its targets may ask for encoded runs (ImageTarget::encoded): the CUDA backend makes them
+  // on the GPU (unless FACEGEN_GPU_ENCODERS=0); the host backends write through the formats' own
+  // encoders, unless a test asks for the encoders' CPU model (FACEGEN_TEST_HOST_ENCODERS=1).
+  virtual bool makes_encoded_runs() const { return encoders_switched_on("FACEGEN_TEST_HOST_ENCODERS", false); }
+  // Whether the environment variable `name` turns encoders on ("1") or off ("0"); `otherwise` when unset.
+  static bool encoders_switched_on(const char* name, bool otherwise);
   // Whether generate_stream takes jobs of drawn latents by their recipe (StreamJob::recipe) and makes
   // the latents itself, bit for bit the host's: the CUDA backend, on the GPU; not by default.
   virtual bool draws_latents() const { return false; }

@@ -5,8 +5,9 @@
 // allocated once, uploads, compute and downloads on three streams so batch b's images download
 // while batch b+1 computes. Every image's arithmetic is independent of max_batch and of its place
 // in the batch, so split runs (MPI ranks) give the same bytes as one run. The images' scan for NaN and
-// Inf, and their 8-bit pixels where every format is 8-bit, are made on the GPU too, and so are drawn
-// latents (--random, --seeds), given as recipes (generator/device_latents.hpp), unless
+// Inf, their 8-bit pixels where every format is 8-bit, and then the outputs' own bytes where a
+// format has an encoder (level-0 PNGs, tar samples, mosaic rows), are made on the GPU too, and so are
+// drawn latents (--random, --seeds), given as recipes (generator/device_latents.hpp), unless
 // FACEGEN_GPU_LATENTS=host asks for them to be made on the host and uploaded (for comparisons).
 #include <cuda_runtime.h>
 
@@ -54,7 +55,24 @@ class CudaBackend : public Backend {
   // The scan, and the 8-bit pixels where asked for, on the GPU (gpu_pipeline.hpp).
   void generate_checked(const float* latents, int64_t n, const ImageTarget& out, int) override {
     if (out.encoding != encoding_) throw std::logic_error("CudaBackend: images asked for in another encoding than built for");
+    if (out.encoded) {  // the encode stage is the stream's: a stream of one job
+      bool given = false;
+      pipeline_->generate_stream(
+          [&](StreamJob& job) {
+            if (given) return false;
+            given = true;
+            job = StreamJob{latents, n, out};
+            return true;
+          },
+          [](const StreamJob&) {});
+      return;
+    }
     pipeline_->generate_checked(latents, n, out.images, out.flags);
+  }
+
+  // Runs of 8-bit images encoded on the GPU, unless FACEGEN_GPU_ENCODERS=0 (docs/gpu.md).
+  bool makes_encoded_runs() const override {
+    return encoding_ == ImageEncoding::Rgb8 && encoders_switched_on("FACEGEN_GPU_ENCODERS", true);
   }
 
   // One job after another with no drain of the GPU between them (gpu_pipeline.hpp).

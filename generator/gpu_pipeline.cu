@@ -172,6 +172,7 @@ void GpuPipeline::copy_chunk(const PinnedImages& chunk, void* out, uint8_t* flag
   constexpr size_t kPiece = size_t{256} << 10;
   const bool widen = transfer_ == ImageTransfer::Float16;
   std::memcpy(flags, chunk.flags, static_cast<size_t>(chunk.count));
+  if (out == nullptr) return;
   char* to = static_cast<char*>(out);
   const size_t bytes = chunk.bytes();
   copier_->parallel_for(static_cast<int64_t>((bytes + kPiece - 1) / kPiece), [&](int64_t p0, int64_t p1) {
@@ -193,6 +194,11 @@ void GpuPipeline::generate_checked(const float* latents, int64_t n, void* images
   });
 }
 
+GpuRunEncoder& GpuPipeline::run_encoder() {
+  if (!encoder_) encoder_ = std::make_unique<GpuRunEncoder>(device_);
+  return *encoder_;
+}
+
 void GpuPipeline::generate_stream(const NextJob& next, const JobDone& done) {
   CUDA_CHECK(cudaSetDevice(device_));
   const size_t out_bytes_per_image = host_bytes_per_image(transfer_, transfer_bytes_per_image_, image_values_);
@@ -202,6 +208,8 @@ void GpuPipeline::generate_stream(const NextJob& next, const JobDone& done) {
     int64_t enqueued = 0;  // batches enqueued so far
     int64_t copied = 0;    // batches copied out (or landed) so far
     bool direct = false;   // downloads land in the job's own page-locked target
+    bool pixels = true;    // the pixels come down (not only the encoded runs)
+    int encode_slot = -1;  // the encode stage's slot of a job with encoded runs
   };
   struct Queued {
     size_t job;  // index into live, counted from the first job ever
@@ -226,21 +234,27 @@ void GpuPipeline::generate_stream(const NextJob& next, const JobDone& done) {
         throw std::logic_error("GpuPipeline: images asked for in another encoding than built for");
       }
       fresh.batches = (fresh.job.n + max_batch_ - 1) / max_batch_;
+      const EncodedRuns* encoded = fresh.job.out.encoded;
+      fresh.pixels = encoded == nullptr || encoded->pixels;
       // Images that cross PCIe as the host keeps them (not float16, which the host widens) land
       // straight in a page-locked target: no copy on the host.
-      fresh.direct = transfer_ != ImageTransfer::Float16 && fresh.job.n > 0 && is_page_locked(fresh.job.out.images) &&
-                     is_page_locked(fresh.job.out.flags);
+      fresh.direct = transfer_ != ImageTransfer::Float16 && fresh.job.n > 0 &&
+                     (!fresh.pixels || is_page_locked(fresh.job.out.images)) && is_page_locked(fresh.job.out.flags);
+      if (encoded != nullptr && fresh.job.n > 0) fresh.encode_slot = begin_encoded_job(*encoded, fresh.job.n);
       live.push_back(fresh);
     }
     Live& job = live.back();
     const int64_t b = job.enqueued++;
     const int nb = static_cast<int>(std::min<int64_t>(max_batch_, job.job.n - b * max_batch_));
-    void* images_to = job.direct ? static_cast<char*>(job.job.out.images) + b * max_batch_ * out_bytes_per_image : nullptr;
+    void* images_to = job.direct && job.pixels
+                          ? static_cast<char*>(job.job.out.images) + b * max_batch_ * out_bytes_per_image
+                          : nullptr;
     uint8_t* flags_to = job.direct ? job.job.out.flags + b * max_batch_ : nullptr;
     const BatchLatents latents = job.job.recipe != nullptr
                                      ? BatchLatents{nullptr, job.job.recipe, b * max_batch_}
                                      : BatchLatents{job.job.latents + b * max_batch_ * latent_dim_, nullptr, 0};
-    enqueue_batch(sequence, latents, nb, nullptr, images_to, flags_to);
+    const BatchEncoding encoding{job.encode_slot, b * max_batch_, b + 1 == job.batches, job.pixels};
+    enqueue_batch(sequence, latents, nb, nullptr, images_to, flags_to, job.encode_slot >= 0 ? &encoding : nullptr);
     queued.push_back({live_base + live.size() - 1, b, sequence++});
   };
   // Jobs at the front whose every batch is out (or that have none) are done, in order.
@@ -266,9 +280,10 @@ void GpuPipeline::generate_stream(const NextJob& next, const JobDone& done) {
     } else {
       copy_out_batch(batch.sequence, nb, [&](int first, const PinnedImages& chunk) {
         const int64_t image = batch.batch * max_batch_ + first;
-        copy_chunk(chunk, images + image * out_bytes_per_image, job.job.out.flags + image);
+        copy_chunk(chunk, job.pixels ? images + image * out_bytes_per_image : nullptr, job.job.out.flags + image);
       });
     }
+    if (job.encode_slot >= 0 && batch.batch + 1 == job.batches) encoder_->wait_job(job.encode_slot);
     ++job.copied;
     queued.pop_front();
     finish_front();
@@ -286,7 +301,7 @@ bool is_page_locked(const void* p) {
 }
 
 void GpuPipeline::enqueue_batch(int64_t sequence, const BatchLatents& latents, int nb, cudaEvent_t* marks, void* images_to,
-                                uint8_t* flags_to) {
+                                uint8_t* flags_to, const BatchEncoding* encoding) {
   auto mark = [&](int which, cudaStream_t stream) {
     if (marks) CUDA_CHECK(cudaEventRecord(marks[which], stream));
   };
@@ -311,6 +326,9 @@ void GpuPipeline::enqueue_batch(int64_t sequence, const BatchLatents& latents, i
   CUDA_CHECK(cudaStreamWaitEvent(compute_, images_read_[slot], 0));
   mark(2, compute_);
   run(slot, nb, true);
+  if (encoding) {  // the job's pixels gather on the device for its encode stage
+    encoder_->add_images(encoding->slot, static_cast<const unsigned char*>(d_out_[slot]), encoding->first, nb, compute_);
+  }
   const char* download_from = static_cast<const char*>(download_source(slot));
   mark(3, compute_);
   CUDA_CHECK(cudaEventRecord(computed_[slot], compute_));
@@ -319,14 +337,28 @@ void GpuPipeline::enqueue_batch(int64_t sequence, const BatchLatents& latents, i
   mark(4, download_);
   CUDA_CHECK(cudaMemcpyAsync(flags_to ? flags_to : h_flags_[pin], d_flags_[slot], nb, cudaMemcpyDeviceToHost, download_));
   char* to = static_cast<char*>(images_to ? images_to : h_images_[pin]);
+  const bool pixels = encoding == nullptr || encoding->pixels;
   for (int c = 0; c * kChunkImages < nb; ++c) {
     const size_t first = transfer_bytes_per_image_ * kChunkImages * c;
     const size_t bytes = transfer_bytes_per_image_ * std::min(kChunkImages, nb - c * kChunkImages);
-    CUDA_CHECK(cudaMemcpyAsync(to + first, download_from + first, bytes, cudaMemcpyDeviceToHost, download_));
+    if (pixels) CUDA_CHECK(cudaMemcpyAsync(to + first, download_from + first, bytes, cudaMemcpyDeviceToHost, download_));
     CUDA_CHECK(cudaEventRecord(chunk_landed_[pin][c], download_));
   }
   mark(5, download_);
   CUDA_CHECK(cudaEventRecord(images_read_[slot], download_));
+  if (encoding && encoding->last) encoder_->end_job(encoding->slot, compute_, download_);
+}
+
+int GpuPipeline::begin_encoded_job(const EncodedRuns& runs, int64_t n) {
+  if (transfer_ != ImageTransfer::Rgb8) {
+    throw std::logic_error("GpuPipeline: encoded runs asked of a pipeline that makes no 8-bit pixels");
+  }
+  for (const EncodedRun* run : runs.runs) {
+    if (run->height != ModelSpec::stage_size(4) || run->width != ModelSpec::stage_size(4)) {
+      throw std::logic_error("GpuPipeline: encoded runs planned for images of another size than the network's");
+    }
+  }
+  return run_encoder().begin_job(runs, n, upload_);
 }
 
 void GpuPipeline::wait_batch(int64_t sequence, int nb) {

@@ -26,6 +26,12 @@
 // on the GPU (kernels/image_output.hpp) and their flags (a byte an image) come down beside them, so
 // the host never reads the images to check them.
 //
+// A job of a stream may ask for encoded runs (ImageTarget::encoded: png and tar at PNG level 0, bmp
+// and mosaic-png rows, formats/encoded_run.hpp): its batches' 8-bit pixels are then gathered on the
+// device, and after its last batch the encode stage (generator/gpu_run_encoder.hpp) makes each run's
+// bytes and downloads them straight into the run's memory; the pixels themselves come down only
+// where the job asks for them too.
+//
 // A stream's job of drawn latents (StreamJob::recipe) has them made on the GPU instead of uploaded, on
 // the upload stream (created with the highest priority, so that the small kernels go ahead of the
 // network's), bit for bit the host's (generator/device_latents.hpp); the host makes no latent value.
@@ -42,6 +48,7 @@
 #include "common/precision.hpp"
 #include "formats/image_run.hpp"
 #include "generator/backend.hpp"
+#include "generator/gpu_run_encoder.hpp"
 #include "kernels/generator_gpu.hpp"
 
 namespace facegen {
@@ -110,10 +117,13 @@ class GpuPipeline {
   void generate_each(const float* latents, int64_t n, const Consumer& consume);
 
   // Jobs one after another (Backend::generate_stream): each job's images in the pipeline's encoding
-  // and their flags go to its target; batches never span two jobs, and the next job's batches are
-  // queued while the last ones of the job before are still in flight, so the GPU does not drain
-  // between jobs. done(job) is called on this thread, in order, once a job's images are all out.
+  // and their flags go to its target, and its encoded runs are made where it asks for them (8-bit
+  // pipelines only); batches never span two jobs, and the next job's batches are queued while the
+  // last ones of the job before are still in flight, so the GPU does not drain between jobs.
+  // done(job) is called on this thread, in order, once a job's images are all out.
   void generate_stream(const NextJob& next, const JobDone& done);
+  // The encode stage, for callers whose 8-bit images are on this device already (GpuRunEncoder::encode).
+  GpuRunEncoder& run_encoder();
 
   // The device buffers of one slot (0 or 1), and one batch from that slot's latents into its float32
   // images on the compute stream (a graph replay when n == max_batch): the network alone, without
@@ -157,13 +167,24 @@ class GpuPipeline {
   // marks: six events recorded at its steps' edges (the timeline), or null. images_to, flags_to:
   // page-locked memory that the batch's images and flags download into straight, or null for the
   // batch's pinned slot (which the host then copies from).
+  // encoding: the batch is images [first, first + nb) of a job with encoded runs in the encoder's
+  // `slot`, the job's last batch where `last`; its pixels come down only where `pixels`.
+  struct BatchEncoding {
+    int slot;
+    int64_t first;
+    bool last;
+    bool pixels;
+  };
   void enqueue_batch(int64_t sequence, const BatchLatents& latents, int nb, cudaEvent_t* marks, void* images_to = nullptr,
-                     uint8_t* flags_to = nullptr);
+                     uint8_t* flags_to = nullptr, const BatchEncoding* encoding = nullptr);
+  // The encode stage's slot for a job of n images with encoded runs, its plans on their way up.
+  int begin_encoded_job(const EncodedRuns& runs, int64_t n);
   // Waits for batch `sequence`'s last download chunk (a batch downloaded straight into its target).
   void wait_batch(int64_t sequence, int nb);
   // The chunks of batch `sequence`'s pinned slot, each as it lands, to `consume(first, chunk)`.
   void copy_out_batch(int64_t sequence, int nb, const std::function<void(int first, const PinnedImages&)>& consume);
-  // A download chunk's images into host memory `out` (pipeline encoding; float16 widened to float32).
+  // A download chunk's images into host memory `out` (pipeline encoding; float16 widened to float32;
+  // null: its flags alone).
   void copy_chunk(const PinnedImages& chunk, void* out, uint8_t* flags);
 
   ModelSpec spec_;
@@ -177,6 +198,7 @@ class GpuPipeline {
   int chunks_;  // download chunks of a full batch
   std::unique_ptr<DeviceNetwork> net_;
   std::unique_ptr<ThreadShare> copier_;  // copies out of pinned memory (one thread moves ~4-10 GB/s)
+  std::unique_ptr<GpuRunEncoder> encoder_;  // made with the first job that asks for encoded runs
   std::unique_ptr<DeviceLatents> drawn_;  // made at the first job of drawn latents
   cudaStream_t upload_ = nullptr, compute_ = nullptr, download_ = nullptr;
   void* act_[4] = {};

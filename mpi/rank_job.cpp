@@ -417,6 +417,7 @@ void RankJob::run_share(LatentSource& reader, RankStatus& status) {
   engine_options.encoding = encoding;
   engine_options.image_channels = spec_.image_channels;
   engine_options.allocate = [this](size_t bytes) { return backend_->allocate_host(bytes); };
+  engine_options.encoded_runs = backend_->makes_encoded_runs();
   attempt(status, [&] {
     OutputEngine engine(outputs, engine_options);
     PieceLoop loop{*backend_, engine, plan, reader, flow.buffers, *net_, request_.model_path, cpu_threads_,

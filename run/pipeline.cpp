@@ -140,6 +140,7 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   options.encoding = encoding;
   options.image_channels = channels;
   options.allocate = [&backend](size_t bytes) { return backend->allocate_host(bytes); };
+  options.encoded_runs = backend->makes_encoded_runs();
   OutputEngine engine(outputs, options);
   const int64_t planned = plan.images();
   ProgressDisplay progress(stderr, request.progress, planned, [&generated] { return generated.load(); });
