@@ -14,6 +14,7 @@
 #include "common/errors.hpp"
 #include "common/file_descriptor.hpp"
 #include "common/path_parts.hpp"
+#include "engine/folder_files.hpp"
 #include "engine/pwrite_fully.hpp"
 #include "common/text_format.hpp"
 
@@ -65,7 +66,32 @@ void OutputFiles::adopt_folder(size_t file, const std::string& temp) {
   if (made->spec.kind != OutputFile::Kind::Folder) throw std::logic_error("OutputFiles::adopt_folder: not a folder");
   made->temp = temp;
   made->adopted = true;
-  slots_.emplace(file, std::move(made));
+  made->index = file;
+  open_folder(*made);
+  Slot* adopted = slots_.emplace(file, std::move(made)).first->second.get();
+  folder_.store(adopted, std::memory_order_release);
+}
+
+void OutputFiles::open_folder(Slot& slot) {
+  slot.dir_fd = ::open(slot.temp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (slot.dir_fd < 0) {
+    const int err = errno;
+    throw UserError("cannot open output folder " + slot.spec.path + " (as " + slot.temp + "): " + std::strerror(err));
+  }
+}
+
+OutputFiles::Slot& OutputFiles::folder_slot(size_t file) {
+  Slot* folder = folder_.load(std::memory_order_acquire);
+  return folder != nullptr && folder->index == file ? *folder : slot(file);
+}
+
+void OutputFiles::write_in_folder(size_t file, const std::string& name, const std::string& shown,
+                                  const std::string& bytes) {
+  Slot& folder = folder_slot(file);
+  if (folder.spec.kind != OutputFile::Kind::Folder) {
+    throw std::logic_error("OutputFiles::write_in_folder: " + folder.spec.path + " is not a folder");
+  }
+  write_file_in_folder(folder.dir_fd, name, shown, bytes);
 }
 
 OutputFiles::Slot& OutputFiles::slot(size_t file) {
@@ -80,21 +106,25 @@ OutputFiles::Slot& OutputFiles::slot(size_t file) {
     make(file, *made);
   } catch (...) {
     if (made->fd >= 0) ::close(made->fd);
+    if (made->dir_fd >= 0) ::close(made->dir_fd);
     if (!made->file && !made->temp.empty()) {
       std::error_code ignored;
       std::filesystem::remove_all(made->temp, ignored);
     }
     throw;  // the AtomicFile removes its temporary
   }
-  return *slots_.emplace(file, std::move(made)).first->second;
+  Slot& made_slot = *slots_.emplace(file, std::move(made)).first->second;
+  if (made_slot.spec.kind == OutputFile::Kind::Folder) folder_.store(&made_slot, std::memory_order_release);
+  return made_slot;
 }
 
 // With slots_mutex_ held: one file or folder is created at a time.
 void OutputFiles::make(size_t file, Slot& slot) {
   const OutputFile& spec = slot.spec;
   if (spec.kind == OutputFile::Kind::Folder) {
-    const size_t inner = 1 + png_file_name(spec.count, spec.count).size();  // "/000000.png"
+    const size_t inner = 1 + png_relative_path(0, spec.count, spec.png_layout).size();  // "/000/000000.png"
     slot.temp = make_temp_folder(spec.path, inner, &slot.listed);
+    open_folder(slot);
     return;
   }
   // A pixel file is named after its PNG, with a suffix of its own.
@@ -131,6 +161,10 @@ void OutputFiles::remove_uncommitted() noexcept {
       ::close(slot.fd);
       slot.fd = -1;
     }
+    if (slot.dir_fd >= 0) {
+      ::close(slot.dir_fd);
+      slot.dir_fd = -1;
+    }
     if (!committed_ && !slot.file && !slot.temp.empty() && !slot.adopted) {
       std::error_code ignored;
       std::filesystem::remove_all(slot.temp, ignored);
@@ -139,6 +173,7 @@ void OutputFiles::remove_uncommitted() noexcept {
     slot.temp.clear();
     slot.file.reset();  // removes an uncommitted temporary file
   }
+  folder_.store(nullptr, std::memory_order_release);
   slots_.clear();
 }
 
@@ -193,8 +228,7 @@ void OutputFiles::place_in_folder(size_t file, const std::vector<std::string>& n
   Slot& folder = slot(file);
   if (folder.spec.kind != OutputFile::Kind::Folder) throw std::logic_error("OutputFiles::place_in_folder: not a folder");
   // Every byte of the files on the storage: one syncfs, as finish() syncs a folder.
-  Descriptor temp{::open(folder.temp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (temp.fd < 0 || ::syncfs(temp.fd) != 0) fail(folder, errno);
+  if (::syncfs(folder.dir_fd) != 0) fail(folder, errno);
   const std::string& final_folder = folder.spec.path;
   if (::mkdir(final_folder.c_str(), 0755) == 0) {
     Descriptor parent{::open(directory_of(final_folder).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
@@ -208,19 +242,7 @@ void OutputFiles::place_in_folder(size_t file, const std::vector<std::string>& n
     const int err = errno;
     throw UserError("cannot open output folder " + final_folder + ": " + std::strerror(err));
   }
-  for (const std::string& name : names) {
-    const std::string why = why_not_replaceable(final.fd, name, WrittenKind::Png);
-    if (!why.empty()) {
-      throw UserError("cannot write the PNG " + final_folder + "/" + name + ": it " + why +
-                      "; facegen replaces only what it wrote");
-    }
-    if (::renameat(temp.fd, name.c_str(), final.fd, name.c_str()) != 0) {
-      const int err = errno;
-      throw UserError("renaming " + folder.temp + "/" + name + " to " + final_folder + "/" + name +
-                      " failed: " + std::strerror(err));
-    }
-  }
-  if (::fsync(final.fd) != 0) fail(folder, errno);
+  move_into_folder(folder.dir_fd, folder.temp, final.fd, final_folder, names);
 }
 
 void OutputFiles::write_bytes(Slot& slot, int64_t offset, const void* data, int64_t bytes) {
@@ -276,7 +298,7 @@ void OutputFiles::finish() {
     for (auto& [index, owned] : slots_) {
       Slot& slot = *owned;
       if (slot.spec.kind == OutputFile::Kind::Folder) {
-        if (::rmdir(slot.temp.c_str()) != 0) fail(slot, errno);
+        if (!remove_emptied_folder(slot.temp)) fail(slot, errno);
         slot.listed.release();
         slot.temp.clear();
       } else if (!slot.done) {
@@ -301,12 +323,7 @@ void OutputFiles::finish() {
       continue;
     }
     // One syncfs for the folder's many files instead of an fsync each.
-    const int dir = ::open(slot.temp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0) fail(slot, errno);
-    const int synced = ::syncfs(dir);
-    const int err = errno;
-    ::close(dir);
-    if (synced != 0) fail(slot, err);
+    if (::syncfs(slot.dir_fd) != 0) fail(slot, errno);
   }
   if (unsynced_ && ::syncfs(sync_fd_) != 0) fail(*slots_.begin()->second, errno);
   unsynced_ = false;

@@ -284,7 +284,7 @@ OutputFile OutputLayout::file(size_t index) const {
       return {Kind::Data, path, header, static_cast<int64_t>(header.size()) + bytes, first, count, {}, format_};
     }
     case OutputFormat::Png:
-      return {Kind::Folder, prefix_, "", -1, 0, total_, {}, format_};
+      return {Kind::Folder, prefix_, "", -1, 0, total_, {}, format_, options_.png_layout};
     case OutputFormat::Bmp:
     case OutputFormat::MosaicPng:
       break;
@@ -531,7 +531,7 @@ void OutputLayout::write_png_files(const ImageRun& images, int64_t first, int64_
   thread_local std::string png;
   for (int64_t i = 0; i < count; ++i) {
     encode_tile_png(images.rgb8_image(i, scratch), options_.png_level, png);
-    const std::string name = png_file_name(first + i, total_);
+    const std::string name = png_relative_path(first + i, total_, options_.png_layout);
     out.write_in_folder(0, name, prefix_ + "/" + name, png);
     out.add_bytes(0, static_cast<int64_t>(png.size()));
   }

@@ -3,14 +3,15 @@
 # half-written or replaced by a broken one (an existing output of the same name must survive).
 #
 #   disk full mid-run          a 4 MiB tmpfs fills while the text output is being written (pwrite,
-#                              and npy shards written at once)
+#                              npy shards written at once, a folder of PNGs in subfolders)
 #   read-only mid-run          an ext4 image forced read-only (as on an I/O error), outputs open
 #   input truncated mid-number the latent file cut inside a number, and cut between numbers
 #   model truncated            network.bin cut short by one byte and to half
 #   model overflowing          finite weights of +-3e38 in proj, bn2, tconv1, tconv3 or tconv4: exit 1, one
 #                              line naming the layer
 #   SIGINT, SIGTERM mid-run    exit 130 / 143, one line, temporary files removed, old output intact
-#   signals before outputs exist and while a PNG folder fills (HUP INT QUIT PIPE TERM USR1 ALRM XCPU)
+#   signals before outputs exist and while a PNG folder fills (HUP INT QUIT PIPE TERM USR1 ALRM XCPU),
+#                              and while its subfolders fill (--png-layout subfolders: INT QUIT USR1)
 #   stderr's reader gone       SIGPIPE after the cleanup: 141
 #   ulimit -v every 16 MiB from the least the program loads in to past enough (synthetic images, every
 #                              format), and at 16 sizes 4 MiB apart on the CPU backend with the shipped
@@ -166,6 +167,14 @@ if mkdir -p "$work/full" && mount -t tmpfs -o size=4m tmpfs "$work/full" 2>/dev/
   "$prog" "${synth[@]}" --random 400 --formats npy --shard-images 100 --chunk 25 --output "$work/full/r" \
     > /dev/null 2> "$work/stderr"
   check_after "disk full mid-run, 4 npy shards at once" "$work/full" $? 1 "writing .*full/r-00000[0-3]\.npy failed: No space left on device"
+  # The same for a folder of PNGs in subfolders (1,500 PNGs are 18.6 MB).
+  rm -rf "$work/full"/r*
+  old_output "$work/full"
+  "$prog" "${synth[@]}" --random 1500 --formats txt,png --png-layout subfolders --output "$work/full/r" \
+    > /dev/null 2> "$work/stderr"
+  check_after "disk full mid-run, a folder of PNGs in subfolders" "$work/full" $? 1 \
+    "(writing|cannot create( the subfolder of)? output file) .*full/r(\.txt|/[0-9]{3}/[0-9]{6}\.png)( failed)?: No space left on device"
+  [ -e "$work/full/r" ] && fail "disk full mid-run, a folder of PNGs in subfolders" "a new folder r appeared"
 else
   skip "disk full mid-run: cannot mount a tmpfs here (needs root)"
 fi
@@ -327,6 +336,22 @@ signal_while_pngs_fill() {  # signal_while_pngs_fill SIGNAL
   check_clean "SIG$signal while the PNG folder fills" "$work/out" $? $((128 + $(kill -l $signal))) "^facegen: (interrupted|terminated) \(SIG$signal\); temporary files removed$"
 }
 concurrently signal_while_pngs_fill HUP TERM XCPU
+signal_while_subfolders_fill() {  # signal_while_subfolders_fill SIGNAL: the same, once a subfolder holds PNGs
+  local signal=$1 pid tries=0
+  old_output "$work/out"
+  env --default-signal "$prog" "${synth[@]}" --random 200000 --chunk 64 --formats txt,bmp,png --png-layout subfolders \
+    --output "$work/out/r" -q > /dev/null 2> "$work/stderr" &
+  pid=$!
+  until [ -n "$(ls "$work"/out/r.tmp-*/[0-9][0-9][0-9]/ 2>/dev/null | head -n1)" ] || [ $tries -ge 300 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+  done
+  kill -$signal $pid
+  wait_pid $pid 120
+  check_clean "SIG$signal while the PNG folder's subfolders fill" "$work/out" $? $((128 + $(kill -l $signal))) "^facegen: (interrupted|terminated) \(SIG$signal\); temporary files removed$"
+  [ -e "$work/out/r" ] && fail "SIG$signal while the PNG folder's subfolders fill" "a new folder r appeared"
+}
+concurrently signal_while_subfolders_fill INT QUIT USR1
 # SIGKILL mid-write (no handler runs): the old output intact and no new one; the temporaries stay, as
 # no process is left to remove them (run_parallel.sh removes its ranks' by its token).
 old_output "$work/out"
