@@ -14,6 +14,7 @@
 #include "common/errors.hpp"
 #include "common/file_descriptor.hpp"
 #include "common/path_parts.hpp"
+#include "engine/direct_write.hpp"
 #include "engine/folder_files.hpp"
 #include "engine/pwrite_fully.hpp"
 #include "common/text_format.hpp"
@@ -145,6 +146,7 @@ void OutputFiles::make(size_t file, Slot& slot) {
   }
   // The descriptor is opened again by the first image: a mosaic split into thousands of files
   // holds none for the files not being written.
+  close_direct(slot);
   if (slot.fd >= 0 && ::close(slot.fd) != 0) {
     slot.fd = -1;
     fail(slot, errno);
@@ -157,6 +159,7 @@ void OutputFiles::remove_uncommitted() noexcept {
   std::lock_guard<std::mutex> lock(slots_mutex_);
   for (auto& [index, owned] : slots_) {
     Slot& slot = *owned;
+    close_direct(slot);
     if (slot.fd >= 0) {
       ::close(slot.fd);
       slot.fd = -1;
@@ -197,13 +200,34 @@ int OutputFiles::descriptor(Slot& slot) {
       const int err = errno;
       throw UserError("cannot open " + slot.spec.path + " (as " + slot.temp + ") for writing: " + std::strerror(err));
     }
+    open_direct_if_wanted(slot);
   }
   return slot.fd;
+}
+
+// The large files written in order (tar shards, npy, npy-u8) also get a descriptor for O_DIRECT where
+// this file system takes it and it pays (engine/direct_write.hpp).
+void OutputFiles::open_direct_if_wanted(Slot& slot) {
+  const OutputFormat format = slot.spec.format;
+  if (slot.spec.kind != OutputFile::Kind::Data ||
+      (format != OutputFormat::Tar && format != OutputFormat::Npy && format != OutputFormat::NpyU8)) {
+    return;
+  }
+  slot.direct = direct_alignment_wanted(slot.fd);
+  if (slot.direct.usable()) slot.direct_fd = open_direct(slot.temp.c_str());
+  if (slot.direct_fd < 0) slot.direct = {};  // refused (EINVAL): through the page cache
+}
+
+void OutputFiles::close_direct(Slot& slot) {
+  if (slot.direct_fd >= 0) ::close(slot.direct_fd);
+  slot.direct_fd = -1;
+  slot.direct = {};
 }
 
 void OutputFiles::sync_and_close(Slot& slot) {
   if (slot.done) return;
   slot.done = true;
+  close_direct(slot);  // its writes are done; the fsync below covers them (one file)
   if (slot.fd < 0) slot.fd = ::open(slot.temp.c_str(), O_WRONLY | O_CLOEXEC);
   if (slot.fd < 0) fail(slot, errno);
   const int fd = slot.fd;
@@ -249,13 +273,20 @@ void OutputFiles::write_bytes(Slot& slot, int64_t offset, const void* data, int6
   if (slot.spec.kind == OutputFile::Kind::Folder) {
     throw std::logic_error("OutputFiles::write_at: " + slot.spec.path + " is a folder");
   }
-  int fd;
+  int fd, direct_fd;
+  DirectAlignment direct;
   {
     std::lock_guard<std::mutex> lock(slot.mutex);
     fd = descriptor(slot);
+    direct_fd = slot.direct_fd;
+    direct = slot.direct;
   }
   int err = 0;
-  pwrite_fully(fd, offset, data, bytes, &err);
+  if (direct_fd >= 0) {
+    pwrite_direct(fd, direct_fd, direct, offset, data, bytes, &err);
+  } else {
+    pwrite_fully(fd, offset, data, bytes, &err);
+  }
   if (err != 0) fail(slot, err);
   slot.bytes += bytes;
 }

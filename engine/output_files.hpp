@@ -10,7 +10,8 @@
 // Each file is created beside its final path as an unbuffered AtomicFile (a folder with mkdtemp as
 // PREFIX.tmp-XXXXXX, whose files are created relative to its held descriptor), its header written and
 // its size set up front, so a mosaic's black tiles read as zeros. write_at() is pwrite on a descriptor
-// opened on first use (the engine writes a file from one
+// opened on first use (a tar, npy or npy-u8 file's whole blocks with O_DIRECT where that pays:
+// engine/direct_write.hpp) (the engine writes a file from one
 // thread at a time: engine/output_engine.hpp); a file of images (fixed-size, or a tar shard's records) is synced and closed as soon as its last
 // image is in (images_written), so a mosaic or an output split into many shards holds few
 // descriptors. An output of kSyncAtOnceFiles files or more closes its files unsynced and finish() syncs them all with one syncfs (4,000 one-tile BMPs on ext4 of a
@@ -33,6 +34,7 @@
 
 #include "commit/atomic_file.hpp"
 #include "commit/output_commit.hpp"
+#include "engine/direct_write.hpp"
 #include "formats/output_format.hpp"
 #include "common/temp_registry.hpp"
 
@@ -102,6 +104,8 @@ class OutputFiles : public FileWriter {
     std::mutex mutex;                  // guards fd
     int fd = -1;
     int dir_fd = -1;                   // a folder: its descriptor, held from its creation
+    int direct_fd = -1;                // with fd, where its writes go past the page cache (O_DIRECT)
+    DirectAlignment direct;            // and what they must be aligned to
     bool done = false;                 // synced and closed: every image is in
     std::atomic<int64_t> images_left{-1};  // images still to come, for fixed-size files
     std::atomic<int64_t> bytes{0};         // written so far
@@ -113,6 +117,8 @@ class OutputFiles : public FileWriter {
   void open_folder(Slot& slot);    // slot.dir_fd, from slot.temp
   void make(size_t file, Slot& slot);
   int descriptor(Slot& slot);  // with the slot's mutex held
+  void open_direct_if_wanted(Slot& slot);  // with fd just opened
+  void close_direct(Slot& slot);
   void write_bytes(Slot& slot, int64_t offset, const void* data, int64_t bytes);
   void remove_uncommitted() noexcept;
   void sync_and_close(Slot& slot);  // with slot.mutex held; a pixel file is only closed

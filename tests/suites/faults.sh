@@ -4,7 +4,8 @@
 #
 #   disk full mid-run          a 4 MiB tmpfs fills while the text output is being written (pwrite,
 #                              npy shards written at once, a folder of PNGs in subfolders)
-#   read-only mid-run          an ext4 image forced read-only (as on an I/O error), outputs open
+#   read-only mid-run          an ext4 image forced read-only (as on an I/O error), outputs open; then
+#                              with tar and npy-u8 shards (O_DIRECT), and the same ext4 filling up
 #   input truncated mid-number the latent file cut inside a number, and cut between numbers
 #   model truncated            network.bin cut short by one byte and to half
 #   model overflowing          finite weights of +-3e38 in proj, bn2, tconv1, tconv3 or tconv4: exit 1, one
@@ -15,7 +16,8 @@
 #   stderr's reader gone       SIGPIPE after the cleanup: 141
 #   ulimit -v every 16 MiB from the least the program loads in to past enough (synthetic images, every
 #                              format), and at 16 sizes 4 MiB apart on the CPU backend with the shipped
-#                              model: exit 3 and one line, or success; ulimit -f at 3 sizes: exit 1;
+#                              model: exit 3 and one line, or success; ulimit -f at 3 sizes: exit 1
+#                              (txt, bmp, png; txt, bmp, tar and npy-u8 shards);
 #                              ulimit -s: hard 16, 64, 512 KiB refused in one line (exit 1), 1024 KiB
 #                              and soft 64 KiB succeed (soft 16 KiB is too little for the loader
 #                              itself); ulimit -n 4 and 5: exit 1 and one line,
@@ -210,6 +212,32 @@ if [ $ro_ready = yes ]; then
   fi
 else
   skip "output file system read-only mid-run: needs root, losetup, mkfs.ext4 and ext4's trigger_fs_error"
+fi
+# The same file system (a disk's: tar and npy-u8 shards go past the page cache, engine/direct_write.hpp)
+# turning read-only mid-run, and filling up.
+if [ $ro_ready = yes ] && umount "$work/ro" && mkfs.ext4 -q -F "$loop" > /dev/null 2>&1 &&
+   mount -o errors=remount-ro "$loop" "$work/ro" 2> /dev/null; then
+  old_output "$work/ro"
+  sync
+  "$prog" "${synth[@]}" --random 200000 --formats tar,npy-u8 --shard-images 1000 --output "$work/ro/r" \
+    > /dev/null 2> "$work/stderr" &
+  pid=$!
+  if wait_for_temp "$work/ro" 120; then
+    echo 1 > "/sys/fs/ext4/$(basename "$loop")/trigger_fs_error"
+    wait_pid $pid 120
+    check_after "ext4 read-only mid-run, tar and npy-u8 shards (O_DIRECT)" "$work/ro" $? 1 "Read-only file system" yes
+  else
+    kill $pid 2>/dev/null; wait_pid $pid 120
+    fail "ext4 read-only mid-run, tar and npy-u8 shards" "no temporary output appeared within 120 s"
+  fi
+  umount "$work/ro" && mkfs.ext4 -q -F "$loop" > /dev/null 2>&1 && mount "$loop" "$work/ro" 2> /dev/null
+  old_output "$work/ro"
+  "$prog" "${synth[@]}" --random 12000 --formats tar,npy-u8 --shard-images 500 --output "$work/ro/r" \
+    > /dev/null 2> "$work/stderr"
+  check_after "disk full mid-run on ext4, tar and npy-u8 shards (O_DIRECT)" "$work/ro" $? 1 \
+    "writing .*ro/r-[0-9]{6}\.(tar|u8\.npy) failed: No space left on device"
+else
+  skip "ext4 read-only and full mid-run, tar and npy-u8 shards: needs the read-only case's ext4 image"
 fi
 
 # --- truncated input ---------------------------------------------------------------------------
@@ -438,6 +466,15 @@ file_size_limit() {  # file_size_limit KIB
   check_clean "ulimit -f $1" "$work/out" $? 1 "^facegen: error: writing .*failed: File too large \(the file size limit, ulimit -f\)$"
 }
 concurrently file_size_limit 1 100 2000
+# The same for tar and npy-u8 shards (past the page cache on a disk's file system: the write that a
+# limit cuts short, refused by O_DIRECT, is made through the page cache and fails as before).
+file_size_limit_shards() {  # file_size_limit_shards KIB
+  old_output "$work/out"
+  (ulimit -f $1; exec "$prog" "${synth[@]}" --random 300 --formats txt,bmp,tar,npy-u8 --shard-images 100 \
+     --output "$work/out/r" -q > /dev/null 2> "$work/stderr")
+  check_clean "ulimit -f $1, tar and npy-u8 shards" "$work/out" $? 1 "^facegen: error: writing .*failed: File too large \(the file size limit, ulimit -f\)$"
+}
+concurrently file_size_limit_shards 1 100 1000
 # ulimit -s: a hard limit under 1 MiB is refused in one line before anything is written (the command
 # line's parser alone overflowed 16 KiB, the model's reader 64 KiB: SIGSEGV, temporaries left); a soft
 # limit under it is raised, and the run (every format, and the real network on the CPU) succeeds, as
