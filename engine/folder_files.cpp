@@ -15,6 +15,7 @@
 #include "common/errors.hpp"
 #include "common/file_descriptor.hpp"
 #include "common/temp_registry.hpp"
+#include "engine/profile_skip.hpp"
 
 namespace facegen {
 namespace {
@@ -49,6 +50,8 @@ int png_folder_writers(PngLayout layout, int threads) {
 }
 
 void write_file_in_folder(int dir_fd, const std::string& relative, const std::string& shown, const std::string& bytes) {
+  const ProfileSkip skip = profile_skip();
+  if (skip == ProfileSkip::Files) return;  // a profile's run (engine/profile_skip.hpp)
   int fd;
   {
     TempCreation creating;  // a signal's cleanup of the temporary folder waits for the file to exist
@@ -65,7 +68,7 @@ void write_file_in_folder(int dir_fd, const std::string& relative, const std::st
   }
   if (fd < 0) throw UserError("cannot create output file " + shown + ": " + std::strerror(errno));
   Descriptor file{fd};
-  size_t done = 0;
+  size_t done = skip == ProfileSkip::Writes ? bytes.size() : 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;

@@ -16,6 +16,7 @@
 #include "common/path_parts.hpp"
 #include "engine/direct_write.hpp"
 #include "engine/folder_files.hpp"
+#include "engine/profile_skip.hpp"
 #include "engine/pwrite_fully.hpp"
 #include "common/text_format.hpp"
 
@@ -282,7 +283,9 @@ void OutputFiles::write_bytes(Slot& slot, int64_t offset, const void* data, int6
     direct = slot.direct;
   }
   int err = 0;
-  if (direct_fd >= 0) {
+  if (profile_skip() != ProfileSkip::None && slot.spec.kind != OutputFile::Kind::Pixels) {
+    // A profile's run without the writes (engine/profile_skip.hpp).
+  } else if (direct_fd >= 0) {
     pwrite_direct(fd, direct_fd, direct, offset, data, bytes, &err);
   } else {
     pwrite_fully(fd, offset, data, bytes, &err);

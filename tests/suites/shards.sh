@@ -10,6 +10,8 @@
 #   stale      an earlier run's shards are named in the summary as left, and kept
 #   O_DIRECT   tar, npy and npy-u8 written past the page cache and through it: the same bytes (1
 #              process and 3 ranks; a disk's file system and tmpfs)
+#   skipped    FACEGEN_PROFILE_SKIP=writes: every file made, nothing written, one warning; =files: no
+#              PNG made
 #   SIGKILL    a job killed while it writes its shards (the second shard's temporary exists) leaves no
 #              shard under a final name
 # Every run starts with default signal dispositions and has a deadline. Usage: shards.sh [build]
@@ -161,6 +163,21 @@ if [ -z "$problem" ]; then
   pass "tar, npy and npy-u8 shards of odd sizes, with and without O_DIRECT (taken in $work: $direct_here; never in /dev/shm): the same bytes"
 else
   fail "with and without O_DIRECT" "${problem#; }"
+fi
+
+# --- a profile's runs without the writes (FACEGEN_PROFILE_SKIP, bench/job_profile.sh) ----------------
+mkdir -p "$work/skip"
+FACEGEN_PROFILE_SKIP=writes run --random 30 --output "$work/skip/r" --formats tar,npy-u8,png --shard-images 20
+got=$?
+warned=$(grep -c "^facegen: warning: FACEGEN_PROFILE_SKIP=writes: the outputs' bytes are not written" "$work/stderr")
+sizes=$(cd "$work/skip" && stat -c '%n %s' r-000000.tar r-000001.tar r-000000.u8.npy r/000000.png | paste -sd' ')
+zeros=$(head -c 245888 "$work/skip/r-000000.u8.npy" | tr -d '\0' | wc -c)
+FACEGEN_PROFILE_SKIP=files run --random 30 --output "$work/skip/f" --formats png
+if [ $got -eq 0 ] && [ "$warned" = 1 ] && [ "$sizes" = "r-000000.tar 0 r-000001.tar 0 r-000000.u8.npy 245888 r/000000.png 0" ] &&
+   [ "$zeros" = 0 ] && [ -d "$work/skip/f" ] && [ -z "$(ls -A "$work/skip/f")" ]; then
+  pass "FACEGEN_PROFILE_SKIP=writes: one warning, every file made and nothing written; =files: no PNG made"
+else
+  fail "FACEGEN_PROFILE_SKIP" "exit $got, $warned warnings, sizes: $sizes, $zeros bytes not zero, f: $(ls -A "$work/skip/f" | head -3)"
 fi
 
 # --- SIGKILL while shards are written -----------------------------------------------------------------
