@@ -21,7 +21,7 @@
 
 namespace facegen {
 
-constexpr int64_t kBounceBytes = int64_t{4} << 20;
+constexpr int64_t kBounceBytes = int64_t{1} << 20;  // a writer thread's aligned buffer
 
 // The three parts of a write of `bytes` at `offset`, cut at multiples of `alignment` (> 0): head and
 // tail through the page cache (each < alignment), middle (a multiple of it) direct. Pure arithmetic.
