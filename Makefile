@@ -266,7 +266,7 @@ $(BENCH_CPU): $(BUILD)/bench/bench_cpu.o $(BUILD)/bench/fma_peak.o $(BUILD)/libf
 $(BENCH_LATENTS): $(BUILD)/bench/bench_latents.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BENCH_WRITE): $(BUILD)/bench/bench_write.o $(BUILD)/libfacegen.a
+$(BENCH_WRITE): $(BUILD)/bench/bench_write.o $(BUILD)/bench/bench_small_files.o $(BUILD)/libfacegen.a
 	$(CXX) $(CXXFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BENCH_SPLIT): $(BUILD)/bench/split_products.o $(BUILD)/libfacegen.a

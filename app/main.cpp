@@ -159,6 +159,15 @@ void png_level_flag(const cxxopts::ParseResult& args, const std::vector<facegen:
   sinks->png_level = static_cast<int>(int_flag(args, "png-level", 0, facegen::kMaxPngLevel));
 }
 
+// --png-layout: where the png format's files lie in its folder, refused where no png folder is written.
+facegen::PngLayout png_layout_flag(const cxxopts::ParseResult& args, const std::vector<facegen::OutputFormat>& formats) {
+  if (!args.count("png-layout")) return facegen::PngLayout::Flat;
+  if (std::count(formats.begin(), formats.end(), facegen::OutputFormat::Png) == 0) {
+    throw facegen::UserError("--png-layout lays out the png format's folder, but --formats asks for no png");
+  }
+  return facegen::parse_png_layout(args["png-layout"].as<std::string>(), "--png-layout");
+}
+
 uint64_t seed_flag(const cxxopts::ParseResult& args) {
   const std::string text = args["seed"].as<std::string>();
   errno = 0;
@@ -243,6 +252,9 @@ cxxopts::Options command_line() {
        value<std::string>()->default_value("0"), "P")
       ("png-level", "PNG compression (png, mosaic-png, tar): 0 (the default) stores the pixels, fastest; 1 makes "
        "files 40% smaller at 1/57 of the speed; up to 12, smallest and slowest", value<std::string>(), "L")
+      ("png-layout", "png: flat (the default) puts every PNG in PREFIX/; subfolders puts a thousand in each of "
+       "PREFIX/000/, PREFIX/001/, ... (PREFIX/000/000000.png), which many writers fill faster",
+       value<std::string>(), "L")
       ("resume", "outputs of many files only (tar, png, npy and npy-u8 with --shard-images): put each file in place "
        "as it is finished and record it in PREFIX.facegen-resume; a rerun of the same job keeps the recorded files "
        "and makes only the rest, a rerun of another job is refused")
@@ -360,7 +372,7 @@ void refuse_overwriting(const std::string& prefix, const std::vector<facegen::Ou
 // replace it (PREFIX.txt for txt, a numbered mosaic PREFIX-0001.bmp, the folder PREFIX/ of per-image
 // PNGs that holds it, ...). Both are refused in one sentence.
 void check_output_prefix(const std::string& prefix, const std::vector<ReadFile>& read_files,
-                         const std::vector<facegen::OutputFormat>& formats) {
+                         const std::vector<facegen::OutputFormat>& formats, facegen::PngLayout png_layout) {
   const std::string last = prefix.substr(prefix.find_last_of('/') == std::string::npos ? 0 : prefix.find_last_of('/') + 1);
   if (last.empty() || last == "." || last == "..") {
     throw facegen::UserError("--output takes a path prefix such as outputs/run1 (it writes outputs/run1.txt, ...), got '" +
@@ -386,7 +398,7 @@ void check_output_prefix(const std::string& prefix, const std::vector<ReadFile>&
   // scratch PREFIX.png.pixels (mosaic-png); a numbered mosaic's is checked as its file is created.
   std::string longest = ".txt";
   for (facegen::OutputFormat format : formats) {
-    if (format == facegen::OutputFormat::Png) longest = "/000000.png";
+    if (format == facegen::OutputFormat::Png) longest = "/" + facegen::png_relative_path(0, 1, png_layout);
     if (format == facegen::OutputFormat::MosaicPng) longest = longest.size() > 4 ? longest : ".png.pixels";
   }
   const long path_max = ::pathconf(dir.c_str(), _PC_PATH_MAX);
@@ -514,7 +526,8 @@ facegen::GenerateRequest request_from_flags(const cxxopts::ParseResult& args) {
   request.output_prefix = args["output"].as<std::string>();
   request.formats = facegen::parse_formats(args["formats"].as<std::string>());
   const std::vector<ReadFile> read_files = {{"input file", request.latents.path}, {"model file", request.model_path}};
-  check_output_prefix(request.output_prefix, read_files, request.formats);
+  request.sinks.png_layout = png_layout_flag(args, request.formats);
+  check_output_prefix(request.output_prefix, read_files, request.formats, request.sinks.png_layout);
   request.backend.device = parse_device(args["device"].as<std::string>());
   request.backend.cuda_device = static_cast<int>(int_flag(args, "gpu", 0, 1 << 20));
   request.backend.precision = facegen::parse_precision(args["precision"].as<std::string>());

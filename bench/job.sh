@@ -7,17 +7,19 @@
 #   RANKS="1 2 4" bench/job.sh   each row once per rank count: the program as one process (1) or as
 #                                R MPI ranks on this host (mpirun --bind-to none), each on its own GPU
 #   KERNELS=0 bench/job.sh       without the kernels' own rate (facegen-bench, a minute)
-#   JOBS="tar txt one" bench/job.sh   only these rows (names: tar tar500 npy-u8 npy-shards npy png bmp
-#                                mosaic-png txt one); default: all
+#   CEILING_MIB=64 DEVICE=cpu N=400 JOBS="png png-sub" bench/job.sh   a quick try of the script itself
+#   JOBS="tar txt one" bench/job.sh   only these rows (names: tar tar500 npy-u8 npy-shards npy png png-sub
+#                                bmp mosaic-png txt one); default: all
 #
 # For each folder it prints its write ceilings (build/facegen-bench-write: separate files and one
 # file, 1, 4 and 16 writers), then, per precision, one row per job: --random N into tar shards, npy-u8
-# shards, npy shards, npy (one file), a png folder, bmp; 65,536 latents from a text file into
+# shards, npy shards, npy (one file), a png folder (flat, and in subfolders), bmp; 65,536 latents from a text file into
 # txt,bmp; one image. Each row gives the whole job's images/s without its start-up (N / (total
 # seconds - model load and backend start), from the run's JSON summary), the program's own
 # generation rate in that run, the bytes an image takes on disk, the wall time, the cores busy (the
-# CPU seconds of the launch and every process under it, over its wall time) and the threads the
-# program started (rank 0's pool). The ceiling a
+# CPU seconds of the launch and every process under it, over its wall time), the user and system CPU
+# time an image took (microseconds, over the same processes and the whole run, start-up included)
+# and the threads the program started (rank 0's pool). The ceiling a
 # row is held to is the write ceiling that fits it (separate files for shards, the png folder and a
 # split bmp; one file for npy and txt) divided by its bytes an image; the row prints that too.
 # Every run's outputs are removed after it.
@@ -25,7 +27,7 @@ set -u
 cd "$(dirname "$0")/.."
 prog=${PROG:-build/facegen}
 rank_counts=${RANKS:-1}
-jobs=" ${JOBS:-tar tar500 npy-u8 npy-shards npy png bmp mosaic-png txt one} "
+jobs=" ${JOBS:-tar tar500 npy-u8 npy-shards npy png png-sub bmp mosaic-png txt one} "
 bench_write=${BENCH_WRITE:-build/facegen-bench-write}
 latents_tool=${LATENTS_TOOL:-build/make-latents}
 n=${N:-1048576}
@@ -72,8 +74,8 @@ kernels_rate() {  # kernels_rate PRECISION: images/s at batch 512, or 0
     "$kernels_json" "$1"
 }
 
-# timed COMMAND...: runs it; "WALL CPU" (seconds; CPU: user + system of it and every process it waited
-# for, mpirun's ranks included) into $dir/timed.
+# timed COMMAND...: runs it; "WALL USER SYSTEM" (seconds; CPU of it and every process it waited for,
+# mpirun's ranks included: getrusage(RUSAGE_CHILDREN) of the Python that started it) into $dir/timed.
 timed() {
   "$py" - "$dir/timed" "$@" <<'PY'
 import resource, subprocess, sys, time
@@ -81,7 +83,7 @@ start = time.perf_counter()
 status = subprocess.call(sys.argv[2:])
 wall = time.perf_counter() - start
 used = resource.getrusage(resource.RUSAGE_CHILDREN)
-open(sys.argv[1], "w").write(f"{wall} {used.ru_utime + used.ru_stime}\n")
+open(sys.argv[1], "w").write(f"{wall} {used.ru_utime} {used.ru_stime}\n")
 sys.exit(status)
 PY
 }
@@ -104,7 +106,8 @@ row() {
 import json, sys
 s = json.load(open(sys.argv[1]))
 name, images, bytes_, ceiling = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
-kernels, wall, cpu = float(sys.argv[6]), float(sys.argv[7]), float(sys.argv[8])
+kernels, wall, user, system = (float(v) for v in sys.argv[6:10])
+cpu = user + system
 total, load = s["total"]["seconds"], s["load_seconds"]
 job = images / max(total - load, 1e-9)
 gen = s["stages"]["generate"]["images_per_second"] or 0
@@ -113,7 +116,8 @@ cap = ceiling * 1e6 / per_image if ceiling > 0 else float("inf")
 bound = min(gen, cap) if gen else cap
 gen_share = f"{gen / kernels:>8.2f}" if kernels > 0 else f"{'-':>8}"
 print(f"  {name:<46} {job:>11,.0f} {gen:>12,.0f} {gen_share} {per_image:>9,.0f} {cap:>12,.0f} {job / bound:>6.2f}"
-      f" {wall:>7.2f} s {cpu / max(wall, 1e-9):>6.1f} {s.get('threads_started', 0):>7}")
+      f" {wall:>7.2f} s {cpu / max(wall, 1e-9):>6.1f} {user * 1e6 / images:>7.1f} {system * 1e6 / images:>7.1f}"
+      f" {s.get('threads_started', 0):>7}")
 PY
   rm -rf "$dir/out"
 }
@@ -125,14 +129,15 @@ for dir in "${dirs[@]}"; do
   if [[ $dir == /dev/shm/* ]]; then  # pre-fault: the first pages a tmpfs hands out cost more than the rest
     dd if=/dev/zero of="$dir/fault" bs=1M count=8192 status=none; rm -f "$dir/fault"
   fi
-  "$bench_write" "$dir" --mib 4096 --writers 1,4,16 --ways files,pwrite --best | tee "$dir/ceilings.txt" | sed 's/^/  /'
+  "$bench_write" "$dir" --mib "${CEILING_MIB:-4096}" --writers 1,4,16 --ways files,pwrite --best | tee "$dir/ceilings.txt" |
+    sed 's/^/  /'
   files_ceiling=$(sed -n 's/^best files: .* \([0-9]*\) MB\/s$/\1/p' "$dir/ceilings.txt")
   one_ceiling=$(sed -n 's/^best one-file: .* \([0-9]*\) MB\/s$/\1/p' "$dir/ceilings.txt")
   for ranks in $rank_counts; do
     launch_as "$ranks"
     echo "  -- $ranks rank(s)"
-    printf '  %-46s %11s %12s %8s %9s %12s %6s %9s %6s %7s\n' job "job img/s" "gen img/s" gen/kern "B/image" "ceiling" ratio wall \
-      cores threads
+    printf '  %-46s %11s %12s %8s %9s %12s %6s %9s %6s %7s %7s %7s\n' job "job img/s" "gen img/s" gen/kern "B/image" \
+      "ceiling" ratio wall cores "usr us" "sys us" threads
     for p in $precisions; do
       row tar "$p --random $n -> tar (shards of 10,000)" "$n" "$files_ceiling" --precision "$p" --random "$n" --formats tar
       row tar500 "$p --random $n -> tar (shards of 500)" "$n" "$files_ceiling" --precision "$p" --random "$n" --formats tar \
@@ -144,6 +149,8 @@ for dir in "${dirs[@]}"; do
       row npy "$p --random $n -> npy (one file)" "$n" "$one_ceiling" --precision "$p" --random "$n" --formats npy
       row png "$p --random $((n / 4)) -> png folder" "$((n / 4))" "$files_ceiling" --precision "$p" --random "$((n / 4))" \
         --formats png
+      row png-sub "$p --random $((n / 4)) -> png folder, subfolders" "$((n / 4))" "$files_ceiling" --precision "$p" \
+        --random "$((n / 4))" --formats png --png-layout subfolders
       row bmp "$p --random $n -> bmp (split mosaics)" "$n" "$files_ceiling" --precision "$p" --random "$n" --formats bmp
       row mosaic-png "$p --random 65536 -> mosaic-png" 65536 "$files_ceiling" --precision "$p" --random 65536 \
         --formats mosaic-png

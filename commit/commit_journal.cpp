@@ -55,8 +55,9 @@ constexpr size_t kRandomBytes = 6;   // XXXXXX of a token or a temporary name
 constexpr size_t kMaxTagBytes = 32;  // FACEGEN_TEMP_TAG (temp_registry.hpp)
 constexpr uint64_t kMaxJournalBytes = uint64_t{1} << 30;
 constexpr uint64_t kMaxEntryBytes = sizeof "D 1 18446744073709551615 255 255\n" - 1 + 2 * NAME_MAX + 1;
-// A PNG folder's temporary is shortened to leave room for "/NNNNNN.png" inside it; at most this.
-constexpr size_t kMaxFolderInnerBytes = 1 + 20 + 4;
+// A PNG folder's temporary is shortened to leave room for "/NNN/NNNNNN.png" inside it; at most this
+// (a subfolder of up to 17 digits, a file of up to 20).
+constexpr size_t kMaxFolderInnerBytes = 1 + 17 + 1 + 20 + 4;
 
 std::string backup_name_for(const std::string& token, size_t entry) {
   return kBackupPrefix + token + "-" + std::to_string(entry);

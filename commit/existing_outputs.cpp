@@ -15,6 +15,7 @@
 #include "common/file_descriptor.hpp"
 #include "common/text_format.hpp"
 #include "common/path_parts.hpp"
+#include "formats/png_folder_layout.hpp"
 
 namespace facegen {
 namespace {
@@ -91,31 +92,94 @@ const char* file_type_phrase(mode_t mode) {
   return nullptr;
 }
 
-// Why a folder may not be replaced by the PNG folder: an entry that is not one of its PNGs.
-std::string why_not_png_folder(int dir_fd, const std::string& name) {
+// Whether the entry `name` of the listing is of the type `type` (a dirent's, DT_UNKNOWN asked of stat).
+bool entry_is(DIR* listing, const dirent* entry, unsigned char type) {
+  if (entry->d_type != DT_UNKNOWN) return entry->d_type == type;
+  struct stat st;
+  if (::fstatat(::dirfd(listing), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  return type == DT_REG ? S_ISREG(st.st_mode) : type == DT_DIR && S_ISDIR(st.st_mode);
+}
+
+// The entries of the folder `name` in `dir_fd` that the PNG folder does not hold: anything but its PNGs
+// (regular files), and at the top (depth 0) its subfolders (png_folder_layout.hpp), each holding only
+// PNGs. Counts them into *foreign, the first named (its path inside the top folder) in *first.
+// False where a folder cannot be listed (errno set).
+bool count_foreign_entries(int dir_fd, const std::string& name, int depth, const std::string& shown_as,
+                           int64_t* foreign, std::string* first) {
   Descriptor folder{::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
-  if (folder.fd < 0) return std::string("cannot be listed: ") + std::strerror(errno);
+  if (folder.fd < 0) return false;
   DIR* listing = ::fdopendir(folder.fd);
-  if (listing == nullptr) return std::string("cannot be listed: ") + std::strerror(errno);
+  if (listing == nullptr) return false;
   folder.fd = -1;  // the listing owns it
-  std::string first_foreign;
-  int64_t foreign = 0;
+  bool listed = true;
   while (const dirent* entry = ::readdir(listing)) {
     const std::string entry_name = entry->d_name;
     if (entry_name == "." || entry_name == "..") continue;
-    bool regular = entry->d_type == DT_REG;
-    if (entry->d_type == DT_UNKNOWN) {
-      struct stat st;
-      regular = ::fstatat(::dirfd(listing), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+    if (is_png_file_name(entry_name) && entry_is(listing, entry, DT_REG)) continue;
+    if (depth == 0 && is_png_subfolder_name(entry_name) && entry_is(listing, entry, DT_DIR) &&
+        why_not_png_subfolder(::dirfd(listing), entry_name).empty()) {
+      listed = count_foreign_entries(::dirfd(listing), entry_name, 1, entry_name + "/", foreign, first);
+      if (!listed) break;
+      continue;
     }
-    if (regular && is_png_file_name(entry_name)) continue;
-    if (foreign++ == 0) first_foreign = entry_name;
+    if ((*foreign)++ == 0) *first = shown_as + entry_name;
   }
+  const int err = errno;
   ::closedir(listing);
+  errno = err;
+  return listed;
+}
+
+// Why a folder may not be replaced by the PNG folder: an entry that is not one of its PNGs or
+// subfolders of PNGs.
+std::string why_not_png_folder(int dir_fd, const std::string& name) {
+  std::string first_foreign;
+  int64_t foreign = 0;
+  if (!count_foreign_entries(dir_fd, name, 0, "", &foreign, &first_foreign)) {
+    return std::string("cannot be listed: ") + std::strerror(errno);
+  }
   if (foreign == 0) return "";
   return "holds " + first_foreign +
          (foreign > 1 ? " and " + with_commas(foreign - 1) + " more entr" + (foreign > 2 ? "ies" : "y") : "") +
          ", which facegen does not write there";
+}
+
+// Removes the PNGs of the folder `name` in `dir_fd` and, at the top (depth 0), its subfolders of PNGs
+// emptied so; returns "" or why something was left.
+std::string remove_pngs(int dir_fd, const std::string& name, int depth, const std::string& shown_as) {
+  Descriptor folder{::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+  if (folder.fd < 0) return errno == ENOENT ? "" : std::string("cannot open it: ") + std::strerror(errno);
+  DIR* listing = ::fdopendir(folder.fd);
+  if (listing == nullptr) return std::string("cannot list it: ") + std::strerror(errno);
+  folder.fd = -1;
+  std::string left;
+  while (const dirent* entry = ::readdir(listing)) {
+    const std::string entry_name = entry->d_name;
+    if (entry_name == "." || entry_name == "..") continue;
+    const int at = ::dirfd(listing);
+    struct stat st;
+    const bool known = ::fstatat(at, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    const bool png = known && is_png_file_name(entry_name) && S_ISREG(st.st_mode);
+    if (png && ::unlinkat(at, entry->d_name, 0) == 0) continue;
+    const bool subfolder = !png && depth == 0 && known && S_ISDIR(st.st_mode) && is_png_subfolder_name(entry_name) &&
+                           why_not_png_subfolder(at, entry_name).empty();
+    if (subfolder) {
+      std::string why = remove_pngs(at, entry_name, 1, entry_name + "/");
+      if (why.empty() && ::unlinkat(at, entry->d_name, AT_REMOVEDIR) != 0) {
+        why = errno == ENOTEMPTY ? "something was added to " + entry_name + " meanwhile"
+                                 : "cannot remove " + entry_name + ": " + std::strerror(errno);
+      }
+      if (why.empty()) continue;
+      if (left.empty()) left = why;
+      continue;
+    }
+    if (left.empty()) {
+      left = png ? "cannot remove " + shown_as + entry_name + ": " + std::strerror(errno)
+                 : "it holds " + shown_as + entry_name + ", which facegen did not write";
+    }
+  }
+  ::closedir(listing);
+  return left;
 }
 
 }  // namespace
@@ -197,26 +261,26 @@ void require_replaceable(const std::string& path, WrittenKind kind, const std::s
 }
 
 std::string remove_old_png_folder(int dir_fd, const std::string& name) {
-  Descriptor folder{::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
-  if (folder.fd < 0) return errno == ENOENT ? "" : std::string("cannot open it: ") + std::strerror(errno);
-  DIR* listing = ::fdopendir(folder.fd);
-  if (listing == nullptr) return std::string("cannot list it: ") + std::strerror(errno);
-  folder.fd = -1;
-  std::string left;
-  while (const dirent* entry = ::readdir(listing)) {
-    const std::string entry_name = entry->d_name;
-    if (entry_name == "." || entry_name == "..") continue;
-    struct stat st;
-    const bool png = is_png_file_name(entry_name) &&
-                     ::fstatat(::dirfd(listing), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
-    if (png && ::unlinkat(::dirfd(listing), entry->d_name, 0) == 0) continue;
-    if (left.empty()) left = png ? "cannot remove " + entry_name + ": " + std::strerror(errno) : "it holds " + entry_name + ", which facegen did not write";
-  }
-  ::closedir(listing);
+  const std::string left = remove_pngs(dir_fd, name, 0, "");
   if (!left.empty()) return left;
   if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
     return errno == ENOTEMPTY ? "something was added to it meanwhile" : std::string("cannot remove it: ") + std::strerror(errno);
   }
+  return "";
+}
+
+std::string why_not_png_subfolder(int folder_fd, const std::string& name) {
+  if (!is_png_subfolder_name(name)) return "is not named as a subfolder of PNGs";
+  struct statx st;
+  if (::statx(folder_fd, name.c_str(), AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_UID, &st) != 0) {
+    if (errno == ENOENT) return "";
+    return std::string("cannot be examined: ") + std::strerror(errno);
+  }
+  if (const char* phrase = file_type_phrase(st.stx_mode)) return phrase;
+  if ((st.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (st.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
+    return "is a mount point";
+  }
+  if (!S_ISDIR(st.stx_mode)) return "is a file, where a subfolder of PNGs goes";
   return "";
 }
 

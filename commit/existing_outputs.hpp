@@ -5,7 +5,10 @@
 //   - a file output (txt, bmp, npy, npy-u8, a mosaic PNG, a tar shard, the JSON summary): a regular file, not a link, that
 //     is empty or begins as facegen's files of that kind begin (the signature below);
 //   - a folder output (the PNG folder): a folder, not a link nor a mount point, that is empty or holds
-//     only regular files named as its PNGs (000000.png, 000001.png, ... six digits or more).
+//     only regular files named as its PNGs (000000.png, 000001.png, ... six digits or more) and
+//     subfolders of the subfolders layout (000/, 001/, ... three digits or more; folders, not links
+//     nor mount points) that hold only such files (formats/png_folder_layout.hpp): either layout
+//     replaces either.
 // Anything else (a link, a folder where a file goes, a file where a folder goes, a FIFO, a device, a
 // socket, a mount point, a file of another format, a folder with other entries, in a sticky shared
 // folder such as /tmp an entry of another user) is refused in one sentence before any work, and
@@ -48,8 +51,12 @@ std::string why_not_replaceable(int dir_fd, const std::string& name, WrittenKind
 void require_replaceable(const std::string& path, WrittenKind kind, const std::string& flag);
 
 // Removes an old PNG folder that a commit has taken the place of (now at `name` in `dir_fd`): its
-// PNG files, then the folder. Anything else that appeared in it is left with the folder; returns ""
-// when the folder is gone, else why it was left (for a warning).
+// PNG files and its subfolders' (each subfolder then), then the folder. Anything else that appeared
+// in it is left with the folder; returns "" when the folder is gone, else why it was left (for a warning).
 std::string remove_old_png_folder(int dir_fd, const std::string& name);
+
+// Why the entry `name` of a PNG folder `folder_fd` may not be (or become) one of its subfolders, as
+// the end of a sentence, or "" when nothing is there or it is a folder (its files are checked each).
+std::string why_not_png_subfolder(int folder_fd, const std::string& name);
 
 }  // namespace facegen

@@ -223,7 +223,14 @@ void TempRegistration::release() noexcept {
   free_node(node);
 }
 
+namespace {
+thread_local int t_creation_depth = 0;  // TempCreations alive in this thread
+}  // namespace
+
+// Only the outermost TempCreation of a thread blocks the signals and counts in g_creating: an inner
+// one (a file of a run that the caller holds as one creation) costs no system call.
 TempCreation::TempCreation() {
+  if (t_creation_depth++ > 0) return;
   sigset_t* saved = &saved_mask_;
   ::pthread_sigmask(SIG_BLOCK, &stop_signal_set(), saved);
   g_creating.fetch_add(1);
@@ -235,6 +242,7 @@ TempCreation::TempCreation() {
 }
 
 TempCreation::~TempCreation() {
+  if (--t_creation_depth > 0) return;
   g_creating.fetch_sub(1);
   ::pthread_sigmask(SIG_SETMASK, &saved_mask_, nullptr);
 }

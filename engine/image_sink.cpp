@@ -16,6 +16,8 @@
 
 #include "common/model_shape.hpp"
 #include "common/threads.hpp"
+#include "common/temp_registry.hpp"
+#include "engine/folder_files.hpp"
 #include "engine/output_files.hpp"
 #include "engine/resume_files.hpp"
 
@@ -123,9 +125,11 @@ class FormatSink : public ImageSink {
     }
     if (layout_.writes_records()) {
       records.write({start}, files_, 1);
+    } else if (layout_.format() == OutputFormat::Png) {
+      write_png_files(images, first, count, threads);
+      if (resume_) place_pngs_when_complete(first, count);
     } else {
-      layout_.write_run_threaded(images, first, count, files_, layout_.format() == OutputFormat::Png ? threads : 1);
-      if (resume_ && layout_.format() == OutputFormat::Png) place_pngs_when_complete(first, count);
+      layout_.write_run_threaded(images, first, count, files_, 1);
     }
     written_ += count;
   }
@@ -168,6 +172,20 @@ class FormatSink : public ImageSink {
   // --resume: whether the run's images (never two units') land in a unit whose files this output keeps.
   bool kept_unit(int64_t first) const { return resume_ && resume_->kept(layout_.format(), first / resume_->unit_images()); }
 
+  // A run of a folder's PNGs, each image a file of its own, on the threads that the folder's lock
+  // rewards (png_folder_writers), each holding one TempCreation around a few files instead of one a
+  // file (a signal's cleanup waits for it: a few milliseconds).
+  void write_png_files(const ImageRun& images, int64_t first, int64_t count, int threads) {
+    constexpr int64_t kFilesPerCreation = 32;
+    parallel_for(count, png_folder_writers(layout_.png_layout(), threads), [&](int64_t begin, int64_t end) {
+      for (int64_t done = begin; done < end; done += kFilesPerCreation) {
+        TempCreation creating;
+        const int64_t files = std::min(kFilesPerCreation, end - done);
+        layout_.write_run(images.skip(done), first + done, files, files_);
+      }
+    });
+  }
+
   // --resume, png: once every image of the unit of [first, first + count) is written, its PNGs go into
   // the final folder and are recorded.
   void place_pngs_when_complete(int64_t first, int64_t count) {
@@ -182,7 +200,9 @@ class FormatSink : public ImageSink {
       group_images_.erase(unit);
     }
     std::vector<std::string> names;
-    for (int64_t i = unit_first; i < unit_end; ++i) names.push_back(png_file_name(i, layout_.total_images()));
+    for (int64_t i = unit_first; i < unit_end; ++i) {
+      names.push_back(png_relative_path(i, layout_.total_images(), layout_.png_layout()));
+    }
     files_.place_in_folder(0, names);
     resume_->record(OutputFormat::Png, unit);
   }
@@ -237,6 +257,7 @@ OutputOptions output_options(const SinkOptions& options) {
   layout_options.facts = options.facts;
   layout_options.png_level = options.png_level;
   layout_options.png_group_images = options.png_group_images;
+  layout_options.png_layout = options.png_layout;
   return layout_options;
 }
 

@@ -92,6 +92,7 @@ struct SinkOptions {
   int64_t shard_images = 0;  // --shard-images: tar's samples per shard, npy's images per file (0: tar's default)
   SampleFacts facts;         // what each tar sample's json says besides its index
   int png_level = kDefaultPngLevel;  // png and mosaic-png: 0 (stored) .. kMaxPngLevel (png_encoder.hpp)
+  PngLayout png_layout = PngLayout::Flat;  // png: its files in the folder itself or in subfolders
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
   // An MPI rank's share of the output: the images [share_first, share_end) (share_end < 0: all of
   // them) and the files they land in, which the sink makes and no other rank touches

@@ -14,6 +14,9 @@
 #include "common/errors.hpp"
 #include "common/file_descriptor.hpp"
 #include "common/path_parts.hpp"
+#include "engine/direct_write.hpp"
+#include "engine/folder_files.hpp"
+#include "engine/profile_skip.hpp"
 #include "engine/pwrite_fully.hpp"
 #include "common/text_format.hpp"
 
@@ -65,7 +68,32 @@ void OutputFiles::adopt_folder(size_t file, const std::string& temp) {
   if (made->spec.kind != OutputFile::Kind::Folder) throw std::logic_error("OutputFiles::adopt_folder: not a folder");
   made->temp = temp;
   made->adopted = true;
-  slots_.emplace(file, std::move(made));
+  made->index = file;
+  open_folder(*made);
+  Slot* adopted = slots_.emplace(file, std::move(made)).first->second.get();
+  folder_.store(adopted, std::memory_order_release);
+}
+
+void OutputFiles::open_folder(Slot& slot) {
+  slot.dir_fd = ::open(slot.temp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (slot.dir_fd < 0) {
+    const int err = errno;
+    throw UserError("cannot open output folder " + slot.spec.path + " (as " + slot.temp + "): " + std::strerror(err));
+  }
+}
+
+OutputFiles::Slot& OutputFiles::folder_slot(size_t file) {
+  Slot* folder = folder_.load(std::memory_order_acquire);
+  return folder != nullptr && folder->index == file ? *folder : slot(file);
+}
+
+void OutputFiles::write_in_folder(size_t file, const std::string& name, const std::string& shown,
+                                  const std::string& bytes) {
+  Slot& folder = folder_slot(file);
+  if (folder.spec.kind != OutputFile::Kind::Folder) {
+    throw std::logic_error("OutputFiles::write_in_folder: " + folder.spec.path + " is not a folder");
+  }
+  write_file_in_folder(folder.dir_fd, name, shown, bytes);
 }
 
 OutputFiles::Slot& OutputFiles::slot(size_t file) {
@@ -80,21 +108,25 @@ OutputFiles::Slot& OutputFiles::slot(size_t file) {
     make(file, *made);
   } catch (...) {
     if (made->fd >= 0) ::close(made->fd);
+    if (made->dir_fd >= 0) ::close(made->dir_fd);
     if (!made->file && !made->temp.empty()) {
       std::error_code ignored;
       std::filesystem::remove_all(made->temp, ignored);
     }
     throw;  // the AtomicFile removes its temporary
   }
-  return *slots_.emplace(file, std::move(made)).first->second;
+  Slot& made_slot = *slots_.emplace(file, std::move(made)).first->second;
+  if (made_slot.spec.kind == OutputFile::Kind::Folder) folder_.store(&made_slot, std::memory_order_release);
+  return made_slot;
 }
 
 // With slots_mutex_ held: one file or folder is created at a time.
 void OutputFiles::make(size_t file, Slot& slot) {
   const OutputFile& spec = slot.spec;
   if (spec.kind == OutputFile::Kind::Folder) {
-    const size_t inner = 1 + png_file_name(spec.count, spec.count).size();  // "/000000.png"
+    const size_t inner = 1 + png_relative_path(0, spec.count, spec.png_layout).size();  // "/000/000000.png"
     slot.temp = make_temp_folder(spec.path, inner, &slot.listed);
+    open_folder(slot);
     return;
   }
   // A pixel file is named after its PNG, with a suffix of its own.
@@ -115,6 +147,7 @@ void OutputFiles::make(size_t file, Slot& slot) {
   }
   // The descriptor is opened again by the first image: a mosaic split into thousands of files
   // holds none for the files not being written.
+  close_direct(slot);
   if (slot.fd >= 0 && ::close(slot.fd) != 0) {
     slot.fd = -1;
     fail(slot, errno);
@@ -127,9 +160,14 @@ void OutputFiles::remove_uncommitted() noexcept {
   std::lock_guard<std::mutex> lock(slots_mutex_);
   for (auto& [index, owned] : slots_) {
     Slot& slot = *owned;
+    close_direct(slot);
     if (slot.fd >= 0) {
       ::close(slot.fd);
       slot.fd = -1;
+    }
+    if (slot.dir_fd >= 0) {
+      ::close(slot.dir_fd);
+      slot.dir_fd = -1;
     }
     if (!committed_ && !slot.file && !slot.temp.empty() && !slot.adopted) {
       std::error_code ignored;
@@ -139,6 +177,7 @@ void OutputFiles::remove_uncommitted() noexcept {
     slot.temp.clear();
     slot.file.reset();  // removes an uncommitted temporary file
   }
+  folder_.store(nullptr, std::memory_order_release);
   slots_.clear();
 }
 
@@ -162,13 +201,34 @@ int OutputFiles::descriptor(Slot& slot) {
       const int err = errno;
       throw UserError("cannot open " + slot.spec.path + " (as " + slot.temp + ") for writing: " + std::strerror(err));
     }
+    open_direct_if_wanted(slot);
   }
   return slot.fd;
+}
+
+// The large files written in order (tar shards, npy, npy-u8) also get a descriptor for O_DIRECT where
+// this file system takes it and it pays (engine/direct_write.hpp).
+void OutputFiles::open_direct_if_wanted(Slot& slot) {
+  const OutputFormat format = slot.spec.format;
+  if (slot.spec.kind != OutputFile::Kind::Data ||
+      (format != OutputFormat::Tar && format != OutputFormat::Npy && format != OutputFormat::NpyU8)) {
+    return;
+  }
+  slot.direct = direct_alignment_wanted(slot.fd);
+  if (slot.direct.usable()) slot.direct_fd = open_direct(slot.temp.c_str());
+  if (slot.direct_fd < 0) slot.direct = {};  // refused (EINVAL): through the page cache
+}
+
+void OutputFiles::close_direct(Slot& slot) {
+  if (slot.direct_fd >= 0) ::close(slot.direct_fd);
+  slot.direct_fd = -1;
+  slot.direct = {};
 }
 
 void OutputFiles::sync_and_close(Slot& slot) {
   if (slot.done) return;
   slot.done = true;
+  close_direct(slot);  // its writes are done; the fsync below covers them (one file)
   if (slot.fd < 0) slot.fd = ::open(slot.temp.c_str(), O_WRONLY | O_CLOEXEC);
   if (slot.fd < 0) fail(slot, errno);
   const int fd = slot.fd;
@@ -193,8 +253,7 @@ void OutputFiles::place_in_folder(size_t file, const std::vector<std::string>& n
   Slot& folder = slot(file);
   if (folder.spec.kind != OutputFile::Kind::Folder) throw std::logic_error("OutputFiles::place_in_folder: not a folder");
   // Every byte of the files on the storage: one syncfs, as finish() syncs a folder.
-  Descriptor temp{::open(folder.temp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (temp.fd < 0 || ::syncfs(temp.fd) != 0) fail(folder, errno);
+  if (::syncfs(folder.dir_fd) != 0) fail(folder, errno);
   const std::string& final_folder = folder.spec.path;
   if (::mkdir(final_folder.c_str(), 0755) == 0) {
     Descriptor parent{::open(directory_of(final_folder).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
@@ -208,32 +267,29 @@ void OutputFiles::place_in_folder(size_t file, const std::vector<std::string>& n
     const int err = errno;
     throw UserError("cannot open output folder " + final_folder + ": " + std::strerror(err));
   }
-  for (const std::string& name : names) {
-    const std::string why = why_not_replaceable(final.fd, name, WrittenKind::Png);
-    if (!why.empty()) {
-      throw UserError("cannot write the PNG " + final_folder + "/" + name + ": it " + why +
-                      "; facegen replaces only what it wrote");
-    }
-    if (::renameat(temp.fd, name.c_str(), final.fd, name.c_str()) != 0) {
-      const int err = errno;
-      throw UserError("renaming " + folder.temp + "/" + name + " to " + final_folder + "/" + name +
-                      " failed: " + std::strerror(err));
-    }
-  }
-  if (::fsync(final.fd) != 0) fail(folder, errno);
+  move_into_folder(folder.dir_fd, folder.temp, final.fd, final_folder, names);
 }
 
 void OutputFiles::write_bytes(Slot& slot, int64_t offset, const void* data, int64_t bytes) {
   if (slot.spec.kind == OutputFile::Kind::Folder) {
     throw std::logic_error("OutputFiles::write_at: " + slot.spec.path + " is a folder");
   }
-  int fd;
+  int fd, direct_fd;
+  DirectAlignment direct;
   {
     std::lock_guard<std::mutex> lock(slot.mutex);
     fd = descriptor(slot);
+    direct_fd = slot.direct_fd;
+    direct = slot.direct;
   }
   int err = 0;
-  pwrite_fully(fd, offset, data, bytes, &err);
+  if (profile_skip() != ProfileSkip::None && slot.spec.kind != OutputFile::Kind::Pixels) {
+    // A profile's run without the writes (engine/profile_skip.hpp).
+  } else if (direct_fd >= 0) {
+    pwrite_direct(fd, direct_fd, direct, offset, data, bytes, &err);
+  } else {
+    pwrite_fully(fd, offset, data, bytes, &err);
+  }
   if (err != 0) fail(slot, err);
   slot.bytes += bytes;
 }
@@ -276,7 +332,7 @@ void OutputFiles::finish() {
     for (auto& [index, owned] : slots_) {
       Slot& slot = *owned;
       if (slot.spec.kind == OutputFile::Kind::Folder) {
-        if (::rmdir(slot.temp.c_str()) != 0) fail(slot, errno);
+        if (!remove_emptied_folder(slot.temp)) fail(slot, errno);
         slot.listed.release();
         slot.temp.clear();
       } else if (!slot.done) {
@@ -301,12 +357,7 @@ void OutputFiles::finish() {
       continue;
     }
     // One syncfs for the folder's many files instead of an fsync each.
-    const int dir = ::open(slot.temp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0) fail(slot, errno);
-    const int synced = ::syncfs(dir);
-    const int err = errno;
-    ::close(dir);
-    if (synced != 0) fail(slot, err);
+    if (::syncfs(slot.dir_fd) != 0) fail(slot, errno);
   }
   if (unsynced_ && ::syncfs(sync_fd_) != 0) fail(*slots_.begin()->second, errno);
   unsynced_ = false;

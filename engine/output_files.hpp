@@ -8,8 +8,10 @@
 // entry only for the files it has actually begun, never one per numbered mosaic file that N calls for.
 //
 // Each file is created beside its final path as an unbuffered AtomicFile (a folder with mkdtemp as
-// PREFIX.tmp-XXXXXX), its header written and its size set up front, so a mosaic's black tiles read as
-// zeros. write_at() is pwrite on a descriptor opened on first use (the engine writes a file from one
+// PREFIX.tmp-XXXXXX, whose files are created relative to its held descriptor), its header written and
+// its size set up front, so a mosaic's black tiles read as zeros. write_at() is pwrite on a descriptor
+// opened on first use (a tar, npy or npy-u8 file's whole blocks with O_DIRECT where that pays:
+// engine/direct_write.hpp) (the engine writes a file from one
 // thread at a time: engine/output_engine.hpp); a file of images (fixed-size, or a tar shard's records) is synced and closed as soon as its last
 // image is in (images_written), so a mosaic or an output split into many shards holds few
 // descriptors. An output of kSyncAtOnceFiles files or more closes its files unsynced and finish() syncs them all with one syncfs (4,000 one-tile BMPs on ext4 of a
@@ -32,6 +34,7 @@
 
 #include "commit/atomic_file.hpp"
 #include "commit/output_commit.hpp"
+#include "engine/direct_write.hpp"
 #include "formats/output_format.hpp"
 #include "common/temp_registry.hpp"
 
@@ -59,7 +62,11 @@ class OutputFiles : public FileWriter {
 
   void write_at(size_t file, int64_t offset, const void* data, int64_t bytes) override;
   const std::string& temp_path(size_t file) override { return create(file); }
-  void add_bytes(size_t file, int64_t bytes) override { slot(file).bytes += bytes; }
+  // A file of the folder `file`, created relative to its held descriptor (engine/folder_files.hpp):
+  // no lock and no walk of the folder's path per file.
+  void write_in_folder(size_t file, const std::string& name, const std::string& shown,
+                       const std::string& bytes) override;
+  void add_bytes(size_t file, int64_t bytes) override { folder_slot(file).bytes += bytes; }
   void images_written(size_t file, int64_t count) override;
   void file_complete(size_t file) override;
 
@@ -75,8 +82,9 @@ class OutputFiles : public FileWriter {
   // synced; then `placed(file)` is told, on that thread. A folder's files go by place_in_folder().
   // finish() then has nothing to sync or rename: renames() is empty. Call before any file is made.
   void place_when_complete(std::function<void(size_t file)> placed) { placed_ = std::move(placed); }
-  // --resume: the files `names` of the folder `file`, each complete in its temporary folder, synced
-  // (one syncfs) and renamed into the final folder (made where it is missing), which is then synced.
+  // --resume: the files `names` of the folder `file` (paths inside it: "000042.png", "000/000042.png"),
+  // each complete in its temporary folder, synced (one syncfs) and renamed into the final folder (made
+  // where it is missing, and its subfolders), which is then synced.
   void place_in_folder(size_t file, const std::vector<std::string>& names);
 
 
@@ -95,6 +103,9 @@ class OutputFiles : public FileWriter {
     std::string temp;                  // the temporary file or folder
     std::mutex mutex;                  // guards fd
     int fd = -1;
+    int dir_fd = -1;                   // a folder: its descriptor, held from its creation
+    int direct_fd = -1;                // with fd, where its writes go past the page cache (O_DIRECT)
+    DirectAlignment direct;            // and what they must be aligned to
     bool done = false;                 // synced and closed: every image is in
     std::atomic<int64_t> images_left{-1};  // images still to come, for fixed-size files
     std::atomic<int64_t> bytes{0};         // written so far
@@ -102,8 +113,12 @@ class OutputFiles : public FileWriter {
     size_t index = 0;                      // its number
   };
   Slot& slot(size_t file);  // created if need be
+  Slot& folder_slot(size_t file);  // the same, without a lock where `file` is the folder made last
+  void open_folder(Slot& slot);    // slot.dir_fd, from slot.temp
   void make(size_t file, Slot& slot);
   int descriptor(Slot& slot);  // with the slot's mutex held
+  void open_direct_if_wanted(Slot& slot);  // with fd just opened
+  void close_direct(Slot& slot);
   void write_bytes(Slot& slot, int64_t offset, const void* data, int64_t bytes);
   void remove_uncommitted() noexcept;
   void sync_and_close(Slot& slot);  // with slot.mutex held; a pixel file is only closed
@@ -121,6 +136,7 @@ class OutputFiles : public FileWriter {
   int sync_fd_ = -1;
   std::atomic<bool> unsynced_{false};
   std::function<void(size_t)> placed_;  // --resume (place_when_complete)
+  std::atomic<Slot*> folder_{nullptr};  // the folder made last (a folder of PNGs: the only one)
 };
 
 }  // namespace facegen

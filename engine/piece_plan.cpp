@@ -78,6 +78,18 @@ bool PiecePlan::next(PieceRange& piece) {
   return false;
 }
 
+namespace {
+
+// The PNG folder's unit: a group of its files with --resume (whole subfolders: png_group_images is a
+// multiple of a subfolder's images), else a subfolder, so that runs of several subfolders are written
+// at once and processes that split the job never share one; 0 (one unit) for a flat folder.
+int64_t png_folder_unit(const OutputOptions& options) {
+  if (options.png_group_images > 0) return options.png_group_images;
+  return options.png_layout == PngLayout::Subfolders ? kPngSubfolderImages : 0;
+}
+
+}  // namespace
+
 int64_t unit_images_for(const std::vector<OutputFormat>& formats, const OutputOptions& options, int64_t total_images) {
   for (OutputFormat format : formats) {
     if (format == OutputFormat::Tar) return options.shard_images > 0 ? options.shard_images : kDefaultShardImages;
@@ -87,7 +99,7 @@ int64_t unit_images_for(const std::vector<OutputFormat>& formats, const OutputOp
     if (format != OutputFormat::Bmp && format != OutputFormat::MosaicPng) continue;
     if (mosaic_file_count(total_images, options.mosaic_tiles) > 1) return int64_t{options.mosaic_tiles} * options.mosaic_tiles;
   }
-  if (std::find(formats.begin(), formats.end(), OutputFormat::Png) != formats.end()) return options.png_group_images;
+  if (std::find(formats.begin(), formats.end(), OutputFormat::Png) != formats.end()) return png_folder_unit(options);
   return 0;
 }
 
@@ -97,7 +109,7 @@ int64_t split_unit_images(const std::vector<OutputFormat>& formats, const Output
   for (OutputFormat format : formats) {
     int64_t file = whole;  // one file: every image
     if (format == OutputFormat::Png) {
-      file = options.png_group_images > 0 ? options.png_group_images : 1;
+      file = std::max<int64_t>(1, png_folder_unit(options));
     } else if (format == OutputFormat::Tar) {
       file = options.shard_images > 0 ? options.shard_images : kDefaultShardImages;
     } else if (is_sharded_format(format) && options.shard_images > 0) {

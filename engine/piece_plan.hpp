@@ -65,13 +65,14 @@ class PiecePlan {
 
 // The unit of a job: the images of one file of its outputs of numbered files: a tar, npy or npy-u8
 // shard (every sharded output has the same shard size), else a mosaic file where the mosaic is split,
-// else, with --resume (png_group_images), a group of the PNG folder's files; 0 (one unit) where every
-// output is one file or a folder of one file per image.
+// else, with --resume (png_group_images), a group of the PNG folder's files, else a subfolder of the
+// PNG folder's subfolders layout; 0 (one unit) where every output is one file or a flat folder of one
+// file per image.
 int64_t unit_images_for(const std::vector<OutputFormat>& formats, const OutputOptions& options, int64_t total_images);
 
 // The run of images at whose edges every output's files begin, so that processes that split the job
 // there never share a file (an MPI job, mpi/work_split.hpp): a common multiple of every output's file
-// (a shard, a mosaic file; one image for a folder of PNGs, a group with --resume; N for an output of one file, txt and the
+// (a shard, a mosaic file; one image for a flat folder of PNGs, a subfolder, a group with --resume; N for an output of one file, txt and the
 // unsplit npy and mosaics). N where that is N or more: one process then makes everything.
 int64_t split_unit_images(const std::vector<OutputFormat>& formats, const OutputOptions& options, int64_t total_images);
 

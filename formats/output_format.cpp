@@ -283,7 +283,7 @@ OutputFile OutputLayout::file(size_t index) const {
       return {Kind::Data, path, header, static_cast<int64_t>(header.size()) + bytes, first, count, {}, format_};
     }
     case OutputFormat::Png:
-      return {Kind::Folder, prefix_, "", -1, 0, total_, {}, format_};
+      return {Kind::Folder, prefix_, "", -1, 0, total_, {}, format_, options_.png_layout};
     case OutputFormat::Bmp:
     case OutputFormat::MosaicPng:
       break;
@@ -562,7 +562,7 @@ void OutputLayout::write_png_files(const ImageRun& images, int64_t first, int64_
 }
 
 void OutputLayout::put_png_file(int64_t index, const void* png, int64_t bytes, FileWriter& out) const {
-  const std::string name = png_file_name(index, total_);
+  const std::string name = png_relative_path(index, total_, options_.png_layout);
   out.write_in_folder(0, name, prefix_ + "/" + name, std::string_view(static_cast<const char*>(png), static_cast<size_t>(bytes)));
   out.add_bytes(0, bytes);
 }

@@ -58,6 +58,7 @@
 #include "common/model_shape.hpp"
 #include "formats/encoded_run.hpp"
 #include "formats/image_run.hpp"
+#include "formats/png_folder_layout.hpp"
 #include "formats/png_encoder.hpp"
 
 namespace facegen {
@@ -121,6 +122,7 @@ struct OutputFile {
   int64_t count = 0;
   MosaicGrid grid;       // mosaics: where the tiles go
   OutputFormat format = OutputFormat::Text;  // the output it belongs to
+  PngLayout png_layout = PngLayout::Flat;    // a folder of PNGs: where its files lie in it
 };
 
 // Where a format's bytes go: the temporary files of the output's files(), by index. Both drivers
@@ -168,6 +170,7 @@ struct OutputOptions {
   // --resume: the PNG folder's unit where no format is sharded, the images of a group of its files put
   // in place and recorded together (0: the folder is one output, put in place at the commit).
   int64_t png_group_images = 0;
+  PngLayout png_layout = PngLayout::Flat;  // png: the files in the folder itself or in subfolders
   std::function<void(const std::string&)> on_notice;  // told once, e.g. that a mosaic is split
 };
 
@@ -179,6 +182,7 @@ class OutputLayout {
   OutputFormat format() const { return format_; }
   int64_t total_images() const { return total_; }
   int image_channels() const { return options_.image_channels; }                 // nc
+  PngLayout png_layout() const { return options_.png_layout; }
   int64_t image_values() const { return int64_t{4096} * options_.image_channels; }  // floats per image
   // The output's files, numbered from 0, each computed when asked (O(1) memory whatever N is). A
   // mosaic PNG's files come in pairs: 2k the pixels of mosaic k, 2k + 1 its PNG.

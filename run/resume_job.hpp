@@ -37,6 +37,7 @@ namespace facegen {
 // The PNG folder's unit where no format is sharded: a manifest line per 1,000 PNGs, and at most that
 // many images a lane lost to a kill.
 constexpr int64_t kResumePngGroupImages = 1000;
+static_assert(kResumePngGroupImages % kPngSubfolderImages == 0, "a group of PNGs is whole subfolders");
 
 // Throws UserError in one sentence where --resume cannot be given with these outputs: one that is not
 // made of many files (formats/output_format.hpp, is_made_of_many_files), named.

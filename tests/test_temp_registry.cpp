@@ -13,16 +13,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commit/atomic_file.hpp"
 #include "commit/output_commit.hpp"
 #include "common/stop_signals.hpp"
 #include "common/temp_registry.hpp"
+#include "engine/output_files.hpp"
+#include "formats/png_folder_layout.hpp"
 #include "test_support.hpp"
 
 using namespace facegen;
@@ -53,7 +57,17 @@ ChildEnd run_in_child(const TempDir& dir, Body body) {
     ::_exit(0);
   }
   ChildEnd end;
-  REQUIRE(::waitpid(pid, &end.status, 0) == pid);
+  // A child whose handler never ends (a cleanup that cannot finish) is killed after 60 s: the case
+  // fails instead of hanging.
+  pid_t ended = 0;
+  for (int waited_ms = 0; (ended = ::waitpid(pid, &end.status, WNOHANG)) == 0 && waited_ms < 60000; waited_ms += 10) {
+    ::usleep(10000);
+  }
+  if (ended == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &end.status, 0);
+    FAIL_CHECK("the child did not end within 60 s");
+  }
   end.stderr_text = read_file(err_path);
   std::filesystem::remove(err_path);
   return end;
@@ -140,6 +154,44 @@ TEST_CASE("stop signals: every terminating signal removes every listed file and 
     CHECK(WIFEXITED(end.status));
     CHECK(WEXITSTATUS(end.status) == 128 + signal_number);
     CHECK(end.stderr_text == "facegen: " + std::string(message) + "\n");
+    CHECK(only_done_left(dir));
+  }
+}
+
+TEST_CASE("stop signals: a signal while threads fill a folder's subfolders, one TempCreation a grain, removes every file") {
+  for (int signal_number : {SIGTERM, SIGINT}) {
+    CAPTURE(signal_number);
+    TempDir dir;
+    const ChildEnd end = run_in_child(dir, [&] {
+      install_stop_handlers(StopStyle::Message);
+      AtomicFile done(dir.file("done.txt"));
+      done.write("done", 4);
+      done.commit();
+      const int64_t total = 1000000;
+      const OutputFile spec{OutputFile::Kind::Folder, dir.file("r"), "", -1, 0, total, {}, OutputFormat::Png,
+                            PngLayout::Subfolders};
+      auto* files = new OutputFiles(FileList{1, [spec](size_t) { return spec; }});
+      files->create(0);
+      std::atomic<int64_t> made{0};
+      for (int t = 0; t < 4; ++t) {
+        std::thread([files, &made, t, total] {
+          // Until the handler ends the process; at most 20,000 files a thread, should it not.
+          for (int64_t first = t * 20000; first < (t + 1) * 20000; first += 32) {
+            TempCreation grain;
+            for (int64_t i = first; i < first + 32; ++i) {
+              files->write_in_folder(0, png_relative_path(i, total, PngLayout::Subfolders), "shown", "png");
+            }
+            made += 32;
+          }
+        }).detach();
+      }
+      while (made.load() < 3000) ::usleep(1000);
+      ::kill(::getpid(), signal_number);
+      for (;;) ::pause();
+    });
+    CHECK(WIFEXITED(end.status));
+    CHECK(WEXITSTATUS(end.status) == 128 + signal_number);
+    CHECK(end.stderr_text.find("temporary files removed") != std::string::npos);
     CHECK(only_done_left(dir));
   }
 }

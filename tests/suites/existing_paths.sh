@@ -14,6 +14,11 @@
 #                                   file) and two of the rest in turn (one check for any output
 #                                   that is a file: each of them meets at least one more output);
 #                                   2 or 3 ranks (in turn) for every kind, at outputs in turn
+#   inside the PNG folder           PNGs of either --png-layout (flat, subfolders) replaced by either;
+#                                   a file, link, FIFO or mount point in place of a subfolder, a
+#                                   subfolder of two digits, a foreign file, link or folder in a
+#                                   subfolder, a subfolder inside one: refused, every entry as it was
+#                                   (1 process; 2 or 3 ranks for every third kind)
 #   folders as prefixes             --output ., .., DIR/. and DIR/..: refused in one sentence; every
 #                                   prefix with both kinds of output (files, a folder) in 1 process,
 #                                   and with one of them in turn on 2 and 3 ranks
@@ -219,6 +224,84 @@ if [ $mpi = yes ]; then
 else
   skip "2 and 3 ranks: mpirun is not installed"
 fi
+
+# --- the PNG folder's subfolders (--png-layout subfolders) -------------------------------------------
+# What sits inside a folder at the PNG folder's name, at every level of the subfolders layout: PNGs
+# of either layout are facegen's (either layout replaces either); anything else at the top, in a
+# subfolder or in place of one is refused before any work, every entry as it was.
+# place_inside KIND FOLDER VICTIM: the entries of KIND inside FOLDER; sets $foreign to what the
+# refusal names ("" where facegen may replace the folder).
+place_inside() {
+  local kind=$1 f=$2 victim=$3
+  mkdir -p "$f"
+  foreign=
+  case $kind in
+    subfolders-output) mkdir "$f/000" "$f/001" && echo a > "$f/000/000000.png" && echo b > "$f/001/001000.png" ;;
+    flat-output) echo a > "$f/000000.png" && echo b > "$f/000001.png" ;;
+    both-layouts) mkdir "$f/000" && echo a > "$f/000/000000.png" && echo b > "$f/000001.png" ;;
+    empty-subfolder) mkdir "$f/000" ;;
+    file-as-subfolder) echo x > "$f/000"; foreign=000 ;;
+    link-as-subfolder) mkdir -p "$victim/pngs" && echo v > "$victim/pngs/000000.png" && ln -s "$victim/pngs" "$f/000"; foreign=000 ;;
+    fifo-as-subfolder) mkfifo "$f/000"; foreign=000 ;;
+    mount-as-subfolder) mkdir "$f/000" && mount -t tmpfs -o size=1m tmpfs "$f/000" && mounts+=("$f/000"); foreign=000 ;;
+    short-subfolder) mkdir "$f/12" && echo a > "$f/12/012000.png"; foreign=12 ;;
+    foreign-in-subfolder) mkdir "$f/000" && echo a > "$f/000/000000.png" && echo notes > "$f/000/notes.txt"; foreign=000/notes.txt ;;
+    link-in-subfolder) mkdir "$f/000" && echo v > "$victim/v.png" && ln -s "$victim/v.png" "$f/000/000000.png"; foreign=000/000000.png ;;
+    folder-in-subfolder) mkdir -p "$f/000/000000.png"; foreign=000/000000.png ;;
+    deeper-subfolder) mkdir -p "$f/000/001" && echo a > "$f/000/001/001000.png"; foreign=000/001 ;;
+  esac
+}
+subfolder_case() {  # subfolder_case RANKS KIND LAYOUT
+  local ranks=$1 kind=$2 layout=$3
+  case $kind in mount-*) [ $root = yes ] || { skip "$kind inside the PNG folder: needs root"; return; } ;; esac
+  case_number=$((case_number + 1))
+  local dir=$work/case$case_number victim=$work/victim$case_number foreign before after got
+  mkdir -p "$dir" "$victim"
+  place_inside "$kind" "$dir/r" "$victim"
+  before=$(snapshot "$dir" "$victim")
+  run "$ranks" "$dir/r" --device synthetic --formats png --png-layout "$layout" -q
+  got=$?
+  after=$(snapshot "$dir" "$victim")
+  local shown="$kind inside the PNG folder, --png-layout $layout ($ranks rank$([ "$ranks" = 1 ] || echo s))"
+  if [ -z "$foreign" ]; then
+    local want=000000.png
+    [ "$layout" = subfolders ] && want=000/000000.png
+    if [ $got -ne 0 ]; then
+      fail "$shown" "exit status $got, expected 0: $(head -c 300 "$work/stderr")"
+    elif [ "$(cd "$dir/r" && find . -mindepth 1 | sort | paste -sd' ')" != "$([ "$layout" = subfolders ] && echo ./000 ./000/000000.png ./000/000001.png || echo ./000000.png ./000001.png)" ]; then
+      fail "$shown" "the new folder holds: $(cd "$dir/r" && find . -mindepth 1 | sort | paste -sd' ')"
+    elif ! cmp -s "$dir/r/$want" "$work/inside-ref/000000.png"; then
+      fail "$shown" "$want is not the flat layout's 000000.png"
+    elif ls -A "$dir" | grep -q 'tmp-\|facegen-'; then
+      fail "$shown" "left behind: $(ls -A "$dir" | tr '\n' ' ')"
+    else
+      pass "$shown: replaced"
+    fi
+  elif [ $got -ne 1 ]; then
+    fail "$shown" "exit status $got, expected 1: $(head -c 300 "$work/stderr")"
+  elif [ "$(facegen_lines)" != 1 ] || ! grep -qF "cannot write the PNG folder $dir/r: it holds $foreign, which facegen does not write there; facegen replaces only what it wrote" "$work/stderr"; then
+    fail "$shown" "expected one line naming $foreign: $(head -c 400 "$work/stderr")"
+  elif [ "$before" != "$after" ]; then
+    fail "$shown" "the folder changed: $(diff <(echo "$before") <(echo "$after") | head -5)"
+  else
+    pass "$shown: $(grep '^facegen: ' "$work/stderr" | sed 's/.*: it //; s/; facegen replaces.*//')"
+  fi
+  for m in "${mounts[@]}"; do umount "$m" 2>/dev/null; done
+  mounts=()
+  rm -rf "$dir" "$victim"
+}
+echo "inside the PNG folder, at every level of its subfolders:"
+run 1 "$work/inside-ref" --device synthetic --formats png -q || fail "the flat reference" "$(head -c 300 "$work/stderr")"
+inside_kinds=(subfolders-output flat-output both-layouts empty-subfolder file-as-subfolder link-as-subfolder
+              fifo-as-subfolder mount-as-subfolder short-subfolder foreign-in-subfolder link-in-subfolder
+              folder-in-subfolder deeper-subfolder)
+k=0
+for kind in "${inside_kinds[@]}"; do
+  subfolder_case 1 "$kind" subfolders
+  case $kind in subfolders-output|both-layouts|link-as-subfolder|foreign-in-subfolder) subfolder_case 1 "$kind" flat ;; esac
+  if [ $mpi = yes ] && [ $((k % 3)) = 0 ]; then subfolder_case $((2 + k % 2)) "$kind" subfolders; fi
+  k=$((k + 1))
+done
 
 # --- folders as prefixes -----------------------------------------------------------------------------
 echo "folders as prefixes:"

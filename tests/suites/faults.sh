@@ -3,18 +3,21 @@
 # half-written or replaced by a broken one (an existing output of the same name must survive).
 #
 #   disk full mid-run          a 4 MiB tmpfs fills while the text output is being written (pwrite,
-#                              and npy shards written at once)
-#   read-only mid-run          an ext4 image forced read-only (as on an I/O error), outputs open
+#                              npy shards written at once, a folder of PNGs in subfolders)
+#   read-only mid-run          an ext4 image forced read-only (as on an I/O error), outputs open; then
+#                              with tar and npy-u8 shards (O_DIRECT), and the same ext4 filling up
 #   input truncated mid-number the latent file cut inside a number, and cut between numbers
 #   model truncated            network.bin cut short by one byte and to half
 #   model overflowing          finite weights of +-3e38 in proj, bn2, tconv1, tconv3 or tconv4: exit 1, one
 #                              line naming the layer
 #   SIGINT, SIGTERM mid-run    exit 130 / 143, one line, temporary files removed, old output intact
-#   signals before outputs exist and while a PNG folder fills (HUP INT QUIT PIPE TERM USR1 ALRM XCPU)
+#   signals before outputs exist and while a PNG folder fills (HUP INT QUIT PIPE TERM USR1 ALRM XCPU),
+#                              and while its subfolders fill (--png-layout subfolders: INT QUIT USR1)
 #   stderr's reader gone       SIGPIPE after the cleanup: 141
 #   ulimit -v every 16 MiB from the least the program loads in to past enough (synthetic images, every
 #                              format), and at 16 sizes 4 MiB apart on the CPU backend with the shipped
-#                              model: exit 3 and one line, or success; ulimit -f at 3 sizes: exit 1;
+#                              model: exit 3 and one line, or success; ulimit -f at 3 sizes: exit 1
+#                              (txt, bmp, png; txt, bmp, tar and npy-u8 shards);
 #                              ulimit -s: hard 16, 64, 512 KiB refused in one line (exit 1), 1024 KiB
 #                              and soft 64 KiB succeed (soft 16 KiB is too little for the loader
 #                              itself); ulimit -n 4 and 5: exit 1 and one line,
@@ -166,6 +169,14 @@ if mkdir -p "$work/full" && mount -t tmpfs -o size=4m tmpfs "$work/full" 2>/dev/
   "$prog" "${synth[@]}" --random 400 --formats npy --shard-images 100 --chunk 25 --output "$work/full/r" \
     > /dev/null 2> "$work/stderr"
   check_after "disk full mid-run, 4 npy shards at once" "$work/full" $? 1 "writing .*full/r-00000[0-3]\.npy failed: No space left on device"
+  # The same for a folder of PNGs in subfolders (1,500 PNGs are 18.6 MB).
+  rm -rf "$work/full"/r*
+  old_output "$work/full"
+  "$prog" "${synth[@]}" --random 1500 --formats txt,png --png-layout subfolders --output "$work/full/r" \
+    > /dev/null 2> "$work/stderr"
+  check_after "disk full mid-run, a folder of PNGs in subfolders" "$work/full" $? 1 \
+    "(writing|cannot create( the subfolder of)? output file) .*full/r(\.txt|/[0-9]{3}/[0-9]{6}\.png)( failed)?: No space left on device"
+  [ -e "$work/full/r" ] && fail "disk full mid-run, a folder of PNGs in subfolders" "a new folder r appeared"
 else
   skip "disk full mid-run: cannot mount a tmpfs here (needs root)"
 fi
@@ -201,6 +212,32 @@ if [ $ro_ready = yes ]; then
   fi
 else
   skip "output file system read-only mid-run: needs root, losetup, mkfs.ext4 and ext4's trigger_fs_error"
+fi
+# The same file system (a disk's: tar and npy-u8 shards go past the page cache, engine/direct_write.hpp)
+# turning read-only mid-run, and filling up.
+if [ $ro_ready = yes ] && umount "$work/ro" && mkfs.ext4 -q -F "$loop" > /dev/null 2>&1 &&
+   mount -o errors=remount-ro "$loop" "$work/ro" 2> /dev/null; then
+  old_output "$work/ro"
+  sync
+  "$prog" "${synth[@]}" --random 200000 --formats tar,npy-u8 --shard-images 1000 --output "$work/ro/r" \
+    > /dev/null 2> "$work/stderr" &
+  pid=$!
+  if wait_for_temp "$work/ro" 120; then
+    echo 1 > "/sys/fs/ext4/$(basename "$loop")/trigger_fs_error"
+    wait_pid $pid 120
+    check_after "ext4 read-only mid-run, tar and npy-u8 shards (O_DIRECT)" "$work/ro" $? 1 "Read-only file system" yes
+  else
+    kill $pid 2>/dev/null; wait_pid $pid 120
+    fail "ext4 read-only mid-run, tar and npy-u8 shards" "no temporary output appeared within 120 s"
+  fi
+  umount "$work/ro" && mkfs.ext4 -q -F "$loop" > /dev/null 2>&1 && mount "$loop" "$work/ro" 2> /dev/null
+  old_output "$work/ro"
+  "$prog" "${synth[@]}" --random 12000 --formats tar,npy-u8 --shard-images 500 --output "$work/ro/r" \
+    > /dev/null 2> "$work/stderr"
+  check_after "disk full mid-run on ext4, tar and npy-u8 shards (O_DIRECT)" "$work/ro" $? 1 \
+    "writing .*ro/r-[0-9]{6}\.(tar|u8\.npy) failed: No space left on device"
+else
+  skip "ext4 read-only and full mid-run, tar and npy-u8 shards: needs the read-only case's ext4 image"
 fi
 
 # --- truncated input ---------------------------------------------------------------------------
@@ -327,6 +364,22 @@ signal_while_pngs_fill() {  # signal_while_pngs_fill SIGNAL
   check_clean "SIG$signal while the PNG folder fills" "$work/out" $? $((128 + $(kill -l $signal))) "^facegen: (interrupted|terminated) \(SIG$signal\); temporary files removed$"
 }
 concurrently signal_while_pngs_fill HUP TERM XCPU
+signal_while_subfolders_fill() {  # signal_while_subfolders_fill SIGNAL: the same, once a subfolder holds PNGs
+  local signal=$1 pid tries=0
+  old_output "$work/out"
+  env --default-signal "$prog" "${synth[@]}" --random 200000 --chunk 64 --formats txt,bmp,png --png-layout subfolders \
+    --output "$work/out/r" -q > /dev/null 2> "$work/stderr" &
+  pid=$!
+  until [ -n "$(ls "$work"/out/r.tmp-*/[0-9][0-9][0-9]/ 2>/dev/null | head -n1)" ] || [ $tries -ge 300 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+  done
+  kill -$signal $pid
+  wait_pid $pid 120
+  check_clean "SIG$signal while the PNG folder's subfolders fill" "$work/out" $? $((128 + $(kill -l $signal))) "^facegen: (interrupted|terminated) \(SIG$signal\); temporary files removed$"
+  [ -e "$work/out/r" ] && fail "SIG$signal while the PNG folder's subfolders fill" "a new folder r appeared"
+}
+concurrently signal_while_subfolders_fill INT QUIT USR1
 # SIGKILL mid-write (no handler runs): the old output intact and no new one; the temporaries stay, as
 # no process is left to remove them (run_parallel.sh removes its ranks' by its token).
 old_output "$work/out"
@@ -413,6 +466,15 @@ file_size_limit() {  # file_size_limit KIB
   check_clean "ulimit -f $1" "$work/out" $? 1 "^facegen: error: writing .*failed: File too large \(the file size limit, ulimit -f\)$"
 }
 concurrently file_size_limit 1 100 2000
+# The same for tar and npy-u8 shards (past the page cache on a disk's file system: the write that a
+# limit cuts short, refused by O_DIRECT, is made through the page cache and fails as before).
+file_size_limit_shards() {  # file_size_limit_shards KIB
+  old_output "$work/out"
+  (ulimit -f $1; exec "$prog" "${synth[@]}" --random 300 --formats txt,bmp,tar,npy-u8 --shard-images 100 \
+     --output "$work/out/r" -q > /dev/null 2> "$work/stderr")
+  check_clean "ulimit -f $1, tar and npy-u8 shards" "$work/out" $? 1 "^facegen: error: writing .*failed: File too large \(the file size limit, ulimit -f\)$"
+}
+concurrently file_size_limit_shards 1 100 1000
 # ulimit -s: a hard limit under 1 MiB is refused in one line before anything is written (the command
 # line's parser alone overflowed 16 KiB, the model's reader 64 KiB: SIGSEGV, temporaries left); a soft
 # limit under it is raised, and the run (every format, and the real network on the CPU) succeeds, as

@@ -6,7 +6,7 @@
 # input (and drawing its own --random and --interpolate latents; rank 0 alone where the latents come
 # from a named pipe), in every format and with any number of writer threads; the job splits at the
 # edges of its outputs' files (an output of one file, txt, goes to one rank); small jobs leave ranks
-# out; a failing rank (an error, a crash, a kill) ends the job within seconds with one line naming rank
+# out; a folder of PNGs in subfolders is shared out in whole subfolders; a failing rank (an error, a crash, a kill) ends the job within seconds with one line naming rank
 # and host, a non-zero status and no output file; bad input and an unwritable output are reported as
 # the single-process program reports them. Launches go through
 # run_parallel.sh, as users run it. Usage: tests/suites/mpi_ranks.sh [build-dir]; exit 0 pass,
@@ -160,6 +160,24 @@ for ranks in 2 3; do
     fail "$name" "the folders differ: $(diff -rq "$work/png-got" "$work/png-ref" | head -2)"
   elif ! grep -q "^ranks     $ranks on 1 host; all generate" "$work/stdout"; then
     fail "$name" "not every rank generates: $(grep '^ranks' "$work/stdout")"
+  else
+    pass "$name"
+  fi
+done
+
+# --- a folder of PNGs in subfolders: each rank makes whole subfolders --------------------------
+# 3,100 synthetic images: subfolders of 1,000, 1,000, 1,000 and 100, shared out whole.
+"$prog" --device synthetic --random 3100 --output "$work/sub-ref" --formats png --png-layout subfolders --quiet
+for ranks in 2 3; do
+  name="$ranks ranks, 3,100 images, --png-layout subfolders: identical, every rank making whole subfolders"
+  rm -rf "$work/sub-got"
+  if ! timeout 60 ./run_parallel.sh --program "$prog" --random 3100 --output "$work/sub-got" --ranks-per-node "$ranks" \
+       -- --device synthetic --all-ranks --formats png --png-layout subfolders > "$work/stdout" 2> "$work/stderr"; then
+    fail "$name" "exit status $?: $(head -c 400 "$work/stderr")"
+  elif ! diff -r "$work/sub-got" "$work/sub-ref" > /dev/null; then
+    fail "$name" "the folders differ: $(diff -rq "$work/sub-got" "$work/sub-ref" | head -2)"
+  elif ! grep -q "^ranks     $ranks on 1 host; all generate.*; shares of whole blocks of 1000 images" "$work/stdout"; then
+    fail "$name" "not every rank generates whole subfolders: $(grep '^ranks' "$work/stdout")"
   else
     pass "$name"
   fi

@@ -21,6 +21,9 @@
 #   png alone            a folder of 2,200 PNGs (groups of 1,000 and one of 200) killed once a group is
 #                        recorded, finished by 2 ranks (1 process without MPI), which keep what was
 #                        recorded and make the rest: the same bytes
+#   png in subfolders    3,500 PNGs in --png-layout subfolders, killed 3 times and finished by 2 ranks
+#                        (1 process without MPI): the same bytes, each the flat layout's file; one PNG
+#                        removed: its subfolder made again; the flat layout's job refused
 #   refused              --resume with txt, with npy without --shard-images, with latents from a pipe:
 #                        exit 1, one line naming the format or the input, nothing written
 # The random moments come from $RANDOM seeded by RESUME_SEED (printed, so a failure reproduces). Every
@@ -312,6 +315,66 @@ if [ -z "$problem" ] && diff -r "$work/groups/r" "$work/gref/r" > /dev/null && [
   pass "a folder of 2,200 PNGs alone, in groups of 1,000: killed once a group was recorded ($placed PNGs in place), finished by $finisher ($(grep '^resumed' "$work/out" | cut -c11- | cut -d';' -f1)): the uninterrupted run's files"
 else
   fail "a folder of PNGs alone" "$problem $(diff -rq "$work/groups/r" "$work/gref/r" | head -n 2) $(temporaries "$work/groups") ($lines manifest lines; $(grep '^resumed' "$work/out"))"
+fi
+
+# --- a folder of PNGs in subfolders: each group a subfolder ------------------------------------------
+job=(--device synthetic --random 3500 --seed 7 --formats png --png-layout subfolders)
+mkdir -p "$work/sref" "$work/sub"
+problem=
+run "$work/sref/r" -q || problem="the uninterrupted run failed: $(cat "$work/err")"
+deadline 60 "$prog" "${job[@]:0:8}" --output "$work/sref/flat" -q || problem="$problem the flat run failed"
+# The same bytes as the flat layout's, each file in its subfolder.
+for name in $(ls "$work/sref/flat"); do
+  cmp -s "$work/sref/flat/$name" "$work/sref/r/${name:0:3}/$name" || { problem="$problem r/${name:0:3}/$name is not the flat layout's"; break; }
+done
+shards=4  # subfolders
+finished_count() { ls "$1/r" 2> /dev/null | wc -l; }
+same_finished() {
+  local dir=$1 name
+  for name in $(cd "$dir/r" 2> /dev/null && find . -type f | cut -c3-); do cmp -s "$dir/r/$name" "$work/sref/r/$name" || echo "r/$name differs"; done
+}
+start_sub() {
+  env --default-signal "$prog" "${job[@]}" --output "$work/sub/r" --resume -q > "$work/out" 2> "$work/err" &
+  job_pid=$!
+}
+kill_job() { kill -KILL "$job_pid" 2> /dev/null; }
+start=$(now_ms)
+run "$work/sref/timing" -q
+took=$(( $(now_ms) - start ))
+window_base=0
+[ -n "$problem" ] || kill_loop "$work/sub" 3 start_sub
+if [ -z "$problem" ]; then
+  if command -v mpirun > /dev/null && ldd "$prog" | grep -q libmpi; then
+    finisher="2 ranks"
+    deadline 60 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TMPDIR="$work" mpirun -np 2 --oversubscribe \
+      "$prog" "${job[@]}" --all-ranks --output "$work/sub/r" --resume > "$work/out" 2> "$work/err" || problem="the last run failed: $(head -c 300 "$work/err")"
+  else
+    finisher="1 process"
+    run "$work/sub/r" --resume || problem="the last run failed: $(head -c 300 "$work/err")"
+  fi
+fi
+if [ -z "$problem" ]; then
+  if ! diff -r "$work/sub/r" "$work/sref/r" > /dev/null || [ -n "$(temporaries "$work/sub")" ]; then
+    problem="not the uninterrupted run's files: $(diff -rq "$work/sub/r" "$work/sref/r" | head -n 2) $(temporaries "$work/sub")"
+  elif ! cat "$work/sub/r.facegen-resume"* | grep -q '^unit png 2 .* r/002/002000.png ... r/002/002999.png$'; then
+    problem="the manifest does not name subfolder 002's files: $(grep -m1 '^unit png 2 ' "$work/sub/r.facegen-resume"*)"
+  else
+    rm "$work/sub/r/002/002432.png"
+    run "$work/sub/r" --resume
+    grep -q "^resumed   kept 2,500 files that an earlier run finished, made 1,000;" "$work/out" && diff -r "$work/sub/r" "$work/sref/r" > /dev/null ||
+      problem="one PNG removed: $(grep '^resumed' "$work/out") $(head -c 200 "$work/err")"
+  fi
+fi
+if [ -z "$problem" ]; then
+  deadline 60 "$prog" "${job[@]:0:8}" --output "$work/sub/r" --resume > "$work/out" 2> "$work/err"
+  status=$?
+  [ $status -eq 1 ] && grep -qF -- "--png-layout was subfolders, this run's is flat" "$work/err" ||
+    problem="the flat layout into the subfolders' job: exit $status, $(head -c 300 "$work/err")"
+fi
+if [ -z "$problem" ]; then
+  pass "a folder of 3,500 PNGs in subfolders, SIGKILL at 3 random moments ($interrupted cut a run short), finished by $finisher: the uninterrupted run's files, each the flat layout's; one PNG removed: its subfolder alone made again; the flat layout refused"
+else
+  fail "a folder of PNGs in subfolders, --resume" "$problem"
 fi
 
 # --- refused ----------------------------------------------------------------------------------------

@@ -8,6 +8,10 @@
 #   npy-u8     np.load gives (N, 64, 64, 3) uint8 equal to the BMP mosaic's pixels, whole and in shards
 #   flags      --shard-images without a sharded format, 0 or 2^31: exit 1, one sentence, nothing written
 #   stale      an earlier run's shards are named in the summary as left, and kept
+#   O_DIRECT   tar, npy and npy-u8 written past the page cache and through it: the same bytes (1
+#              process and 3 ranks; a disk's file system and tmpfs)
+#   skipped    FACEGEN_PROFILE_SKIP=writes: every file made, nothing written, one warning; =files: no
+#              PNG made
 #   SIGKILL    a job killed while it writes its shards (the second shard's temporary exists) leaves no
 #              shard under a final name
 # Every run starts with default signal dispositions and has a deadline. Usage: shards.sh [build]
@@ -125,6 +129,55 @@ if [ $got -eq 0 ] && [ "$before" = "$after" ] &&
   pass "an earlier run's shards beyond this run's and other formats: named as left, all kept"
 else
   fail "an earlier run's shards" "exit $got; before: $before; after: $after; $left"
+fi
+
+# --- past the page cache (O_DIRECT) or through it: the same bytes ------------------------------------
+# tar, npy and npy-u8 shards of odd sizes and an unsplit npy, written with FACEGEN_DIRECT_WRITES=on and
+# =off (engine/direct_write.hpp), in this suite's folder (a disk's file system here, or not) and in
+# /dev/shm (tmpfs: no O_DIRECT, the page cache either way); one process and, where mpirun is, 3 ranks.
+bench_write=$(dirname "$prog")/facegen-bench-write
+direct_here=unknown
+[ -x "$bench_write" ] && { "$bench_write" "$work" --mib 8 --writers 1 --ways files-direct | grep -q 'not taken' &&
+                           direct_here=no || direct_here=yes; }
+problem=
+for dir in "$work/direct" /dev/shm/facegen-shards-$$; do
+  for flags in "--formats tar,npy-u8 --shard-images 777" "--formats npy --shard-images 333" "--formats npy,tar"; do
+    rm -rf "$dir" && mkdir -p "$dir/on" "$dir/off"
+    read -r -a args <<< "$flags"
+    FACEGEN_DIRECT_WRITES=on run --random 2501 --seed 4 --output "$dir/on/r" "${args[@]}" -q ||
+      problem="$problem; on, $flags: $(head -c 200 "$work/stderr")"
+    FACEGEN_DIRECT_WRITES=off run --random 2501 --seed 4 --output "$dir/off/r" "${args[@]}" -q ||
+      problem="$problem; off, $flags: $(head -c 200 "$work/stderr")"
+    diff -r "$dir/on" "$dir/off" > /dev/null || problem="$problem; $flags in $dir: $(diff -rq "$dir/on" "$dir/off" | head -2)"
+    if command -v mpirun > /dev/null && ldd "$prog" | grep -q libmpi && [ "$flags" = "--formats tar,npy-u8 --shard-images 777" ]; then
+      rm -rf "$dir/on" && mkdir -p "$dir/on"
+      FACEGEN_DIRECT_WRITES=on OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TMPDIR=$work env --default-signal \
+        timeout 120 mpirun -np 3 --oversubscribe "$prog" --device synthetic --all-ranks --random 2501 --seed 4 \
+        --output "$dir/on/r" "${args[@]}" -q > /dev/null 2> "$work/stderr" || problem="$problem; 3 ranks: $(head -c 200 "$work/stderr")"
+      diff -r "$dir/on" "$dir/off" > /dev/null || problem="$problem; 3 ranks, $flags in $dir: $(diff -rq "$dir/on" "$dir/off" | head -2)"
+    fi
+  done
+  rm -rf "$dir"
+done
+if [ -z "$problem" ]; then
+  pass "tar, npy and npy-u8 shards of odd sizes, with and without O_DIRECT (taken in $work: $direct_here; never in /dev/shm): the same bytes"
+else
+  fail "with and without O_DIRECT" "${problem#; }"
+fi
+
+# --- a profile's runs without the writes (FACEGEN_PROFILE_SKIP, bench/job_profile.sh) ----------------
+mkdir -p "$work/skip"
+FACEGEN_PROFILE_SKIP=writes run --random 30 --output "$work/skip/r" --formats tar,npy-u8,png --shard-images 20
+got=$?
+warned=$(grep -c "^facegen: warning: FACEGEN_PROFILE_SKIP=writes: the outputs' bytes are not written" "$work/stderr")
+sizes=$(cd "$work/skip" && stat -c '%n %s' r-000000.tar r-000001.tar r-000000.u8.npy r/000000.png | paste -sd' ')
+zeros=$(head -c 245888 "$work/skip/r-000000.u8.npy" | tr -d '\0' | wc -c)
+FACEGEN_PROFILE_SKIP=files run --random 30 --output "$work/skip/f" --formats png
+if [ $got -eq 0 ] && [ "$warned" = 1 ] && [ "$sizes" = "r-000000.tar 0 r-000001.tar 0 r-000000.u8.npy 245888 r/000000.png 0" ] &&
+   [ "$zeros" = 0 ] && [ -d "$work/skip/f" ] && [ -z "$(ls -A "$work/skip/f")" ]; then
+  pass "FACEGEN_PROFILE_SKIP=writes: one warning, every file made and nothing written; =files: no PNG made"
+else
+  fail "FACEGEN_PROFILE_SKIP" "exit $got, $warned warnings, sizes: $sizes, $zeros bytes not zero, f: $(ls -A "$work/skip/f" | head -3)"
 fi
 
 # --- SIGKILL while shards are written -----------------------------------------------------------------
