@@ -41,7 +41,7 @@ class MemoryWriter : public FileWriter {
 };
 
 // txt and tar: every record made, then placed after each file's header (the file grown to hold them).
-void write_records(const OutputLayout& layout, const float* images, MemoryWriter& out, int threads) {
+void write_records(const OutputLayout& layout, const ImageRun& images, MemoryWriter& out, int threads) {
   const int64_t total = layout.total_images();
   const std::pair<size_t, size_t> files = total > 0 ? layout.files_of(0, total) : std::pair<size_t, size_t>{0, 0};
   RecordRun blocks;
@@ -53,13 +53,12 @@ void write_records(const OutputLayout& layout, const float* images, MemoryWriter
     }
     return start;
   };
-  write_record_run(layout, ImageRun::floats(images, layout.image_channels()), 0, total, files, threads, blocks, place,
-                   out);
+  write_record_run(layout, images, 0, total, files, threads, blocks, place, out);
 }
 
 }  // namespace
 
-std::vector<std::string> encode_in_memory(const OutputLayout& layout, const float* images, int threads) {
+std::vector<std::string> encode_in_memory(const OutputLayout& layout, const ImageRun& images, int threads) {
   MemoryWriter out(layout);
   const int64_t total = layout.total_images();
   if (layout.writes_records()) {

@@ -68,6 +68,9 @@ class Backend {
   // scan and the conversion to 8-bit on the host on `threads` threads (<= 0: every CPU), a piece at a
   // time; the CUDA backend does both on the GPU. Any n.
   virtual void generate_checked(const float* latents, int64_t n, const ImageTarget& out, int threads);
+  // Whether generate_checked() and generate_stream() take targets in `encoding`: here both (8-bit
+  // pixels converted on the host); the CUDA backend only the one it was made for.
+  virtual bool makes(ImageEncoding encoding) const { (void)encoding; return true; }
   // Jobs one after another as next() gives them (see StreamJob). The CUDA backend keeps the GPU busy
   // from one job to the next, with the next job's batches queued before the last one's images are
   // out; here, generate_checked() a job at a time.

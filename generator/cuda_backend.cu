@@ -53,6 +53,8 @@ class CudaBackend : public Backend {
     pipeline_->generate_checked(latents, n, out.images, out.flags);
   }
 
+  bool makes(ImageEncoding encoding) const override { return encoding == encoding_; }
+
   // One job after another with no drain of the GPU between them (gpu_pipeline.hpp).
   void generate_stream(const NextJob& next, const JobDone& done, int) override { pipeline_->generate_stream(next, done); }
 
