@@ -6,6 +6,7 @@
 // was made from, for random bodies cut into random chunks with random extensions and trailers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -383,4 +384,30 @@ TEST_CASE("http: random bodies in random chunks, extensions and trailers come ba
     CHECK(out.request.body == body);
     CHECK(out.used == bytes.size());
   }
+}
+
+TEST_CASE("http: an answer's head is ASCII lines whatever bytes its fields were given") {
+  HttpResponse response;
+  response.set(404, "application/json", "{}");
+  std::string every;
+  for (int b = 0; b < 256; ++b) every += static_cast<char>(b);
+  response.fields.push_back({"X-Echo", every});
+  response.fields.push_back({"X-\r\nInjected", "a\r\nSet-Cookie: b"});
+  response.slices.push_back({"12345", 5});
+  const std::string head = response_head(response, 11, true);
+  CHECK(head.size() > 4);
+  CHECK(head.compare(head.size() - 4, 4, "\r\n\r\n") == 0);
+  const std::string lines = head.substr(0, head.size() - 4);
+  size_t count = 0;
+  for (size_t at = 0; at <= lines.size(); ++count) {
+    const size_t end = std::min(lines.find("\r\n", at), lines.size());
+    for (size_t k = at; k < end; ++k) {
+      const auto c = static_cast<unsigned char>(lines[k]);
+      CHECK(((c >= 0x20 && c < 0x7f) || c == '\t'));
+    }
+    at = end + 2;
+  }
+  CHECK(count == 6);  // status, Date, Content-Type, Content-Length, the two fields: nothing injected
+  CHECK(head.find("Content-Length: 7\r\n") != std::string::npos);  // the body and its slices
+  CHECK(head.find("\r\nSet-Cookie") == std::string::npos);
 }
