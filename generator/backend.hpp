@@ -32,6 +32,10 @@ struct BackendOptions {
   std::atomic<int64_t>* images_done = nullptr;
   // What generate_checked() will be asked for: the CUDA backend then makes 8-bit pixels on the GPU.
   ImageEncoding images = ImageEncoding::Float32;
+  // CUDA: the host's threads sleep while they wait for the GPU (cudaDeviceScheduleBlockingSync, for
+  // every backend of the device) instead of spinning on a core each: for the service, whose cores
+  // serve its connections. The batch tool spins (its host threads have nothing else to do).
+  bool sleep_while_waiting = false;
 };
 
 // Where generate_checked() puts n images: their float32 values (n, 64, 64, nc) or 8-bit RGB pixels

@@ -30,9 +30,12 @@ namespace {
 
 class CudaBackend : public Backend {
  public:
-  CudaBackend(const Network& net, int device, int max_batch, Precision precision, ImageEncoding images)
+  CudaBackend(const Network& net, int device, int max_batch, Precision precision, ImageEncoding images, bool sleep_while_waiting)
       : encoding_(images) {
     CUDA_CHECK(cudaSetDevice(device));
+    // Where the runtime cannot change the flags of a device already started, its threads spin, as
+    // before: slower to give the cores back, not wrong.
+    if (sleep_while_waiting && cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess) cudaGetLastError();
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     char bus_id[32] = {};
@@ -122,7 +125,8 @@ std::unique_ptr<Backend> make_cuda_backend(const Network& net, const BackendOpti
   if (options.max_batch < 1)
     throw UserError("the GPU batch size must be at least 1 image, got " +
                     std::to_string(options.max_batch));
-  return std::make_unique<CudaBackend>(net, device, options.max_batch, options.precision, options.images);
+  return std::make_unique<CudaBackend>(net, device, options.max_batch, options.precision, options.images,
+                                       options.sleep_while_waiting);
 }
 
 }  // namespace facegen

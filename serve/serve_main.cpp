@@ -85,7 +85,7 @@ cxxopts::Options serve_command_line() {
       ("batch-workers", "streams of batches per GPU (a GPU is kept busier by a few), or synthetic workers; the CPU has one",
        value<std::string>()->default_value("2"), "N")
       ("max-delay-ms", "longest an image waits for its batch to fill, in milliseconds (0: a free worker takes what is queued)", value<std::string>()->default_value("0"), "T")
-      ("max-queue", "most images waiting at once (each holds 48 KiB of floats until answered); more are refused with 429", value<std::string>()->default_value("16384"), "N")
+      ("max-queue", "most images waiting at once; more are refused with 429", value<std::string>()->default_value("16384"), "N")
       ("token-file", "a file holding a token: /v1/ and /metrics then need 'Authorization: Bearer TOKEN'",
        value<std::string>(), "PATH")
       ("max-connections", "connections held at once; a new one past them is answered 503 at once", value<std::string>()->default_value("10000"), "N")
@@ -177,6 +177,7 @@ std::vector<std::unique_ptr<Backend>> make_backends(const Network& net, const Se
     for (int gpu = 0; gpu < gpus; ++gpu) {
       BackendOptions options = choice.options;
       options.cuda_device = gpu;
+      options.sleep_while_waiting = true;  // the cores serve the connections
       options.images = ImageEncoding::Rgb8;
       for (int k = 0; k < flags.batch_workers; ++k) backends.push_back(make_cuda_backend(net, options));
       options.images = ImageEncoding::Float32;
