@@ -19,7 +19,8 @@
 #   env: DEVICE (auto), PRECISION (fp32), MODEL (the shipped faces model), ARGS (more serve flags),
 #        SERVER_CPUS, CLIENT_CPUS (taskset lists; default: the last quarter of the cores for wrk, at
 #        least one, the rest for the server), WRK_THREADS (the client's cores), SECONDS_PER_ROW (5),
-#        ROWS ("npy-u8 oip png1 png64"), SYNTHETIC (1), SYNTHETIC_ARGS (flags of the synthetic server
+#        ROWS ("npy-u8 oip png1 png64"), CONNECTIONS (64: the connections of every row but png1),
+#        SYNTHETIC (1), SYNTHETIC_ARGS (flags of the synthetic server
 #        after ARGS: "--batch-workers 4", so that making its images is not what limits it),
 #        BATCH_IMAGES (200000; 0: no batch tool row),
 #        OUT (logs; a temporary folder otherwise)
@@ -83,10 +84,10 @@ stop_server() {
 row() {
   local label=$1 name=$2 script images connections threads
   case $name in
-    npy-u8) script=bench/wrk_generate.lua images=64 connections=64 ;;
-    oip)    script=bench/wrk_oip.lua images=64 connections=64 ;;
+    npy-u8) script=bench/wrk_generate.lua images=64 connections=${CONNECTIONS:-64} ;;
+    oip)    script=bench/wrk_oip.lua images=64 connections=${CONNECTIONS:-64} ;;
     png1)   script=bench/wrk_png.lua images=1 connections=1 ;;
-    png64)  script=bench/wrk_png.lua images=1 connections=64 ;;
+    png64)  script=bench/wrk_png.lua images=1 connections=${CONNECTIONS:-64} ;;
     *) echo "bench/serve.sh: unknown row $name" >&2; return ;;
   esac
   threads=$(( wrk_threads < connections ? wrk_threads : connections ))
