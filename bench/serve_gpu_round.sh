@@ -12,7 +12,8 @@
 #   ARGS ("--io-threads 4")  serve flags of this build's rows; OLD_ARGS ("") the old build's
 #   VARIANTS                 "LABEL|FLAGS;..." more bf16 npy-u8 rows of this build (default: batch
 #                            workers 1 and 3, max batch 512 and 1024)
-#   SECONDS_PER_ROW (4), BATCH_IMAGES (500000), MODEL (the shipped faces model), SUITES (1)
+#   SECONDS_PER_ROW (4), BATCH_IMAGES (500000), MODEL (the shipped faces model), SUITES (1), DEVICE
+#   (cuda; synthetic: a dry run of the script on a machine without a GPU)
 # Carry .deps: the Debian packages the build needs and wrk's (EXTRA_DEBS="wrk libluajit-5.1-2
 # libluajit-5.1-common" ../shared/tools/device-deps.sh); bench/device_packages.sh unpacks them where
 # missing. Logs go to $OUT (default /tmp/facegen-serve-gpu).
@@ -48,7 +49,7 @@ fi
 # bench LABEL BUILD PRECISION ROWS SYNTHETIC FLAGS: one bench/serve.sh run, its rows into the table.
 bench() {
   local label=$1 build=$2 precision=$3 rows=$4 synthetic=$5 flags=$6 log="$out/bench-$1-$3.log"
-  DEVICE=cuda PRECISION=$precision ROWS=$rows SYNTHETIC=$synthetic ARGS=$flags SECONDS_PER_ROW=${SECONDS_PER_ROW:-4} \
+  DEVICE=${DEVICE:-cuda} PRECISION=$precision ROWS=$rows SYNTHETIC=$synthetic ARGS=$flags SECONDS_PER_ROW=${SECONDS_PER_ROW:-4} \
     BATCH_IMAGES=${BATCH_IMAGES_NOW:-0} MODEL=${MODEL:-models/facegen-faces.safetensors} OUT="$out/work-$1-$3" \
     timeout 240 bash bench/serve.sh "$build" > "$log" 2>&1
   echo "$label $precision ($flags): exit $?"
@@ -57,7 +58,7 @@ bench() {
 }
 
 rows="npy-u8 oip png1 png64"
-for precision in ${PRECISIONS:-bf16 tf32 fp32}; do
+for precision in ${PRECISIONS-bf16 tf32 fp32}; do
   synthetic=0
   [ "$precision" = bf16 ] && synthetic=1  # the ceiling needs no GPU: once
   BATCH_IMAGES_NOW=${BATCH_IMAGES:-500000} bench new build "$precision" "$rows" "$synthetic" "${ARGS---io-threads 4}"
@@ -68,14 +69,15 @@ for variant in "${variants[@]}"; do
   bench "${variant%%|*}" build bf16 npy-u8 0 "${variant#*|}"
 done
 if [ -n "$old" ]; then
-  for precision in ${OLD_PRECISIONS:-bf16 fp32}; do
-    bench old "$old" "$precision" "$rows" 0 "${OLD_ARGS:-}"
+  for precision in ${OLD_PRECISIONS-bf16 fp32}; do
+    SYNTHETIC_ARGS="" bench old "$old" "$precision" "$rows" 0 "${OLD_ARGS:-}"
   done
 fi
 
 echo
 echo "precision build     row      images/s   p50 ms   p99 ms   server CPU us/image (by thread)"
-awk '{ cpu = ""; for (i = 15; i <= NF; ++i) cpu = cpu " " $i
+awk '$4 == "no" { printf "%-9s %-9s %-7s no answers\n", $1, $2, $3; next }
+     { cpu = ""; for (i = 15; i <= NF; ++i) cpu = cpu " " $i
        printf "%-9s %-9s %-7s %10s %8s %8s  %s\n", $1, $2, $3, $4, $7, $10, $13 cpu }' "$out/table"
 [ -f "$out/batch" ] && cat "$out/batch"
 echo "round: $((SECONDS - start)) s; logs in $out"
