@@ -153,6 +153,7 @@ struct SampleFacts {
   uint64_t random_seed = 0;
   // The image's own seed, where images have one (a seed per image): written as "seed". Unset: none.
   std::function<uint64_t(int64_t index)> image_seed;
+  double truncation = 0;  // drawn latents within [-T, T] (--truncation), written beside the seed; 0: none
 };
 
 struct OutputOptions {

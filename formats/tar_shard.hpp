@@ -26,7 +26,8 @@ std::string tar_header(const std::string& name, int64_t size);
 void append_tar_member(std::string& archive, const std::string& name, const std::string& data);
 std::string sample_key(int64_t index);  // "000000123"
 // A sample's json: {"index": 123, "random_seed": 1, "model": "m.bin", "precision": "fp32"}, with
-// "seed" where the image has its own, "random_seed" where latents were drawn from the run's seed.
+// "seed" where the image has its own, "random_seed" where latents were drawn from the run's seed, and
+// "truncation" after either where the draws were truncated (--truncation).
 std::string sample_json(int64_t index, const SampleFacts& facts);
 // Appends image `index`'s sample: its PNG (png, as the png format writes it) and its json.
 void append_tar_sample(std::string& archive, int64_t index, const std::string& png, const SampleFacts& facts);

@@ -134,6 +134,7 @@ std::string summary_json(const RunSummary& s) {
       {"model", s.model.empty() ? json(nullptr) : json(normal_path(s.model))},
       {"latents", s.latents},
       {"seeds", json::array()},
+      {"truncation", s.truncation},
       {"images", s.images},
       {"device", s.device},
       {"precision", s.precision},
@@ -168,6 +169,7 @@ std::string summary_json(const RunSummary& s) {
   } else {
     out.erase("seeds");
   }
+  if (!(s.truncation > 0)) out.erase("truncation");  // --truncation only
   if (!s.per_rank.empty()) {
     json ranks = json::array();
     for (const RankFigures& r : s.per_rank) {
