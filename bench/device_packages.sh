@@ -2,7 +2,7 @@
 # device_packages.sh: on a GPU machine that cannot download, unpack the Debian packages carried in
 # .deps/debs (gathered by ../shared/tools/device-deps.sh, or apt-get download) over /, where a header
 # the build needs is missing; on a machine that has them all (this project's own), nothing is touched.
-# Sourced by the GPU round scripts (bench/engine_round.sh, bench/fp32_wgmma_round.sh).
+# Sourced by the GPU round scripts (bench/engine_round.sh, bench/fp32_wgmma_round.sh, bench/serve_gpu_round.sh).
 facegen_missing_headers=
 for header in cxxopts.hpp doctest/doctest.h fast_float/fast_float.h libdeflate.h asio.hpp xxhash.h \
               stb/stb_image.h nlohmann/json.hpp; do
@@ -11,4 +11,11 @@ done
 if [ -n "$facegen_missing_headers" ] && [ -d .deps/debs ]; then
   echo "unpacking .deps/debs for:$facegen_missing_headers"
   for f in .deps/debs/*.deb; do dpkg -x "$f" / 2> /dev/null; done
+fi
+# wrk (bench/serve.sh's load generator) and its LuaJIT, where the machine lacks them: gathered with
+# EXTRA_DEBS="wrk libluajit-5.1-2 libluajit-5.1-common" ../shared/tools/device-deps.sh.
+if ! command -v wrk > /dev/null && ls .deps/debs/wrk_*.deb > /dev/null 2>&1; then
+  echo "unpacking .deps/debs for: wrk"
+  for f in .deps/debs/wrk_*.deb .deps/debs/libluajit-5.1-*.deb; do [ -f "$f" ] && dpkg -x "$f" / 2> /dev/null; done
+  ldconfig 2> /dev/null
 fi

@@ -1,164 +1,134 @@
 #!/usr/bin/env bash
-# serve.sh: what `facegen serve` delivers, beside the batch tool on the same machine and model.
+# serve.sh: what `facegen serve` delivers to a C load generator (wrk), the server and the client pinned
+# to separate cores, beside the service's own ceiling (--device synthetic: the same answers, no
+# network) and the batch tool on the same machine and model.
 #
-#   latency      one PNG (GET /v1/images/SEED.png) at concurrency 1: p50 and p99 over REQUESTS requests
-#   throughput   images/s at concurrency 1, 8, 64 and 256 with 1, 8 and 64 images per request
-#                (POST /v1/generate, format npy-u8 and png for one image), each for SECONDS seconds
-#   summary      the one-PNG p50 and p99 and 64 images a request at concurrency 64, on one line for
-#                the record
-#   protocol     images/s at concurrency 64 with 64 seeds a request over the Open Inference Protocol
-#                (POST /v2/models/facegen/infer, binary tensors in and out)
-#   memory       the server's resident memory, sampled every second over MEMORY_SECONDS of mixed load
-#                (64 clients: 1, 8 or 64 images a request, png, npy-u8, tar and mosaic): the first
-#                sample after 5 s of warm-up, the last, and the most
-#   batch tool   images/s of `facegen --random N --formats npy-u8` for the same device and model,
-#                process start and model load included (as a client of the batch tool pays them)
-# Prints a table; records nothing. Runs on a GPU (DEVICE=cuda, the default auto) or the CPU.
+#   npy-u8    POST /v1/generate, 64 fresh seeds a request, format npy-u8, 64 connections
+#   oip       POST /v2/models/facegen/infer, 64 seeds a request, binary tensors in and out, 64 connections
+#   png1      GET /v1/images/SEED.png, one connection: p50 and p99
+#   png64     the same over 64 connections
+# Each row: images/s, the latency's p50 and p99 (wrk's), and the server's CPU per image, in all and by
+# thread name (facegen-io: the event loops; facegen-request: request threads; facegen-batch: the
+# batch workers; facegen: the main thread; others, such as CUDA's, by their names), from
+# /proc/PID/task before and after the row. Rows with a status other than 2xx or socket errors are
+# marked. With SYNTHETIC=1 (the default) the rows run again against `--device synthetic` (started
+# afresh, same flags): the HTTP path's own ceiling on this machine. Then the batch tool's npy-u8
+# (its own summary's generate and total rates).
 #
-#   bench/serve.sh [build]     env: DEVICE (auto), MODEL (the shipped faces model), SECONDS_PER_POINT (5),
-#                              REQUESTS (500), CONCURRENCY ("1 8 64 256"), IMAGES ("1 8 64"),
-#                              BATCH_IMAGES (100000: the batch tool's run), ARGS (more serve flags)
+#   bench/serve.sh [build]
+#   env: DEVICE (auto), PRECISION (fp32), MODEL (the shipped faces model), ARGS (more serve flags),
+#        SERVER_CPUS, CLIENT_CPUS (taskset lists; default: the last quarter of the cores for wrk, at
+#        least one, the rest for the server), WRK_THREADS (the client's cores), SECONDS_PER_ROW (5),
+#        ROWS ("npy-u8 oip png1 png64"), CONNECTIONS (64: the connections of every row but png1),
+#        SYNTHETIC (1), SYNTHETIC_ARGS (flags of the synthetic server
+#        after ARGS: "--batch-workers 4", so that making its images is not what limits it),
+#        BATCH_IMAGES (200000; 0: no batch tool row),
+#        OUT (logs; a temporary folder otherwise)
+# wrk must be on PATH (bench/device_packages.sh unpacks a carried one). Prints a table; records nothing.
 set -u
 cd "$(dirname "$0")/.."
 . tests/lib/serve_port.sh
 build=${1:-build}
 prog=$build/facegen
 device=${DEVICE:-auto}
+precision=${PRECISION:-fp32}
 model=${MODEL:-models/facegen-faces.safetensors}
-seconds=${SECONDS_PER_POINT:-5}
-requests=${REQUESTS:-500}
+seconds=${SECONDS_PER_ROW:-5}
+rows=${ROWS:-npy-u8 oip png1 png64}
 [ -x "$prog" ] || { echo "bench/serve.sh: $prog is missing (run make)" >&2; exit 1; }
-work=$(mktemp -d /tmp/facegen-bench-serve.XXXXXX)
+command -v wrk > /dev/null || { echo "bench/serve.sh: wrk is missing (apt-get install wrk, or carry it: bench/device_packages.sh)" >&2; exit 1; }
+cores=$(nproc)
+client_count=$(( cores / 4 > 0 ? cores / 4 : 1 ))
+[ "$cores" -ge 2 ] || { echo "bench/serve.sh: needs 2 cores at least (one for the server, one for wrk)" >&2; exit 1; }
+server_cpus=${SERVER_CPUS:-0-$(( cores - client_count - 1 ))}
+client_cpus=${CLIENT_CPUS:-$(( cores - client_count ))-$(( cores - 1 ))}
+wrk_threads=${WRK_THREADS:-$(taskset -c "$client_cpus" nproc)}
+work=${OUT:-$(mktemp -d /tmp/facegen-bench-serve.XXXXXX)}
+mkdir -p "$work"
 server=
 cleanup() {
   [ -n "$server" ] && { kill -TERM "$server" 2> /dev/null; wait "$server" 2> /dev/null; }
-  rm -rf "$work"
+  [ -z "${OUT:-}" ] && rm -rf "$work"
 }
 trap cleanup EXIT
 
-(exec env --default-signal "$prog" serve --device "$device" --model "$model" --port 0 ${ARGS:-} 2> "$work/server.err") &
-server=$!
-port=$(serve_port "$work/server.err" "$server" 60)
-[ -n "$port" ] || { echo "bench/serve.sh: the server did not start: $(cat "$work/server.err")" >&2; exit 1; }
-head -1 "$work/server.err"
-echo "date $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short=12 HEAD 2>/dev/null), device $device, model $model"
+# The CPU seconds of each of PID's threads, summed by thread name: "NAME SECONDS" lines.
+thread_cpu() {
+  local hz
+  hz=$(getconf CLK_TCK)
+  for task in /proc/"$1"/task/*; do
+    # comm may hold spaces: the fields after the last ')' of stat are fixed.
+    printf '%s %s\n' "$(tr ' ' '_' < "$task/comm" 2> /dev/null)" "$(sed 's/.*) //' "$task/stat" 2> /dev/null | awk '{ print $12 + $13 }')"
+  done 2> /dev/null | awk -v hz="$hz" 'NF == 2 { cpu[$1] += $2 / hz } END { for (n in cpu) printf "%s %.3f\n", n, cpu[n] }'
+}
 
-/usr/bin/python3 - "$port" "$seconds" "$requests" "${CONCURRENCY:-1 8 64 256}" "${IMAGES:-1 8 64}" <<'PY'
-import concurrent.futures, http.client, json, struct, sys, threading, time
-port, seconds, requests = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
-concurrency = [int(c) for c in sys.argv[4].split()]
-images = [int(n) for n in sys.argv[5].split()]
+# start_server LABEL DEVICE: the server on the server's cores ($server, $port).
+start_server() {
+  local model_args=(--model "$model") more=()
+  [ "$2" = synthetic ] && model_args=() && read -r -a more <<< "${SYNTHETIC_ARGS---batch-workers 4}"
+  (exec taskset -c "$server_cpus" env --default-signal "$prog" serve --device "$2" --precision "$precision" "${model_args[@]}" \
+     --port 0 ${ARGS:-} "${more[@]}" 2> "$work/server-$1.err") &
+  server=$!
+  port=$(serve_port "$work/server-$1.err" "$server" 120)
+  [ -n "$port" ] || { echo "bench/serve.sh: the server did not start: $(head -c 600 "$work/server-$1.err")" >&2; exit 1; }
+  echo "$1: $(head -1 "$work/server-$1.err" | sed 's/^facegen serve: //')"
+}
 
-conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-times = []
-for k in range(requests):
-    start = time.perf_counter()
-    conn.request("GET", f"/v1/images/{k}.png")
-    res = conn.getresponse()
-    res.read()
-    assert res.status == 200, res.status
-    times.append(time.perf_counter() - start)
-times.sort()
-print(f"one PNG at concurrency 1: p50 {times[len(times) // 2] * 1e3:.2f} ms, p99 {times[len(times) * 99 // 100] * 1e3:.2f} ms")
+stop_server() {
+  kill -TERM "$server" 2> /dev/null
+  wait "$server" 2> /dev/null
+  server=
+}
 
-def client(n, stop, counts, index):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    seed = index * 10**9
-    while not stop.is_set():
-        body = json.dumps({"seeds": list(range(seed, seed + n)), "format": "png" if n == 1 else "npy-u8"})
-        conn.request("POST", "/v1/generate", body)
-        res = conn.getresponse()
-        res.read()
-        if res.status != 200:
-            raise RuntimeError(f"status {res.status}")
-        if not stop.is_set():  # a request that ends after the window is not the window's
-            counts[index] += n
-        seed += n
+# row LABEL NAME: one wrk run of row NAME against the server, and its line of the table.
+row() {
+  local label=$1 name=$2 script images connections threads
+  case $name in
+    npy-u8) script=bench/wrk_generate.lua images=64 connections=${CONNECTIONS:-64} ;;
+    oip)    script=bench/wrk_oip.lua images=64 connections=${CONNECTIONS:-64} ;;
+    png1)   script=bench/wrk_png.lua images=1 connections=1 ;;
+    png64)  script=bench/wrk_png.lua images=1 connections=${CONNECTIONS:-64} ;;
+    *) echo "bench/serve.sh: unknown row $name" >&2; return ;;
+  esac
+  threads=$(( wrk_threads < connections ? wrk_threads : connections ))
+  # A second of warm-up (connections, the GPU's first batches), not counted.
+  IMAGES=$images taskset -c "$client_cpus" wrk -t"$threads" -c"$connections" -d1s -s "$script" "http://127.0.0.1:$port" > /dev/null 2>&1
+  thread_cpu "$server" > "$work/cpu-before"
+  IMAGES=$images taskset -c "$client_cpus" wrk -t"$threads" -c"$connections" -d"${seconds}s" --timeout 10s -s "$script" \
+    "http://127.0.0.1:$port" > "$work/wrk-$label-$name.log" 2>&1
+  thread_cpu "$server" > "$work/cpu-after"
+  awk -v label="$label" -v name="$name" -v images="$images" '
+    FNR == NR && FILENAME ~ /cpu-before/ { before[$1] = $2; next }
+    FILENAME ~ /cpu-after/ { used[$1] = $2 - before[$1]; next }
+    /^WRK / { requests = $3; bad = $5 + $7; p50 = $9; p99 = $11; us = $13 }
+    END {
+      if (requests == 0 || us == 0) { printf "%-10s %-7s no answers (see the wrk log)\n", label, name; exit }
+      n = requests * images
+      total = 0; parts = ""
+      for (t in used) if (used[t] > 0.0005) total += used[t]
+      for (t in used) if (used[t] / n * 1e6 >= 0.05) parts = parts sprintf(" %s %.2f", t, used[t] / n * 1e6)
+      printf "%-10s %-7s %10.0f images/s  p50 %7.3f ms  p99 %7.3f ms  CPU %6.2f us/image (%s )%s\n", label, name, n / (us / 1e6),
+             p50 / 1e3, p99 / 1e3, total / n * 1e6, parts, (bad > 0 ? sprintf("  [%d failed]", bad) : "")
+    }' "$work/cpu-before" "$work/cpu-after" "$work/wrk-$label-$name.log" | tee -a "$work/table"
+}
 
-print("images/s      " + "".join(f"{c:>10}" for c in concurrency) + "   (concurrency)")
-for n in images:
-    row = []
-    for c in concurrency:
-        stop, counts = threading.Event(), [0] * c
-        with concurrent.futures.ThreadPoolExecutor(c) as pool:
-            futures = [pool.submit(client, n, stop, counts, i) for i in range(c)]
-            time.sleep(seconds)
-            stop.set()
-            for f in futures: f.result()
-        row.append(sum(counts) / seconds)
-    print(f"{n:>3} a request " + "".join(f"{r:>10.0f}" for r in row))
-    if n == 64 and 64 in concurrency:
-        rate64 = row[concurrency.index(64)]
-
-if 64 in concurrency and 64 in images:
-    print(f"summary: one PNG at concurrency 1 p50 {times[len(times) // 2] * 1e3:.2f} ms, p99 {times[len(times) * 99 // 100] * 1e3:.2f} ms; "
-          f"64 images a request at concurrency 64: {rate64:.0f} images/s")
-
-def oip_client(stop, counts, index):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    seed = index * 10**9
-    while not stop.is_set():
-        head = json.dumps({"inputs": [{"name": "seeds", "datatype": "UINT64", "shape": [64],
-                                       "parameters": {"binary_data_size": 512}}],
-                           "parameters": {"binary_data_output": True}}).encode()
-        body = head + struct.pack("<64Q", *range(seed, seed + 64))
-        conn.request("POST", "/v2/models/facegen/infer", body, {"Inference-Header-Content-Length": str(len(head))})
-        res = conn.getresponse()
-        res.read()
-        if res.status != 200:
-            raise RuntimeError(f"status {res.status}")
-        if not stop.is_set():
-            counts[index] += 64
-        seed += 64
-
-stop, counts = threading.Event(), [0] * 64
-with concurrent.futures.ThreadPoolExecutor(64) as pool:
-    futures = [pool.submit(oip_client, stop, counts, i) for i in range(64)]
-    time.sleep(seconds)
-    stop.set()
-    for f in futures: f.result()
-print(f"Open Inference Protocol, 64 seeds a request (binary in and out), concurrency 64: {sum(counts) / seconds:.0f} images/s")
-PY
-
-if [ "${MEMORY_SECONDS:-60}" != 0 ]; then
-/usr/bin/python3 - "$port" "$server" "${MEMORY_SECONDS:-60}" <<'PY'
-import concurrent.futures, http.client, json, re, sys, threading, time
-port, pid, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-def rss_kib():
-    with open(f"/proc/{pid}/status") as f:
-        return int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
-kinds = [(1, "png"), (8, "npy-u8"), (64, "npy-u8"), (8, "tar"), (16, "mosaic"), (64, "png")]
-def client(index, stop, counts):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    seed, k = index * 10**9, index
-    while not stop.is_set():
-        n, form = kinds[k % len(kinds)]
-        body = {"seeds": list(range(seed, seed + n))}
-        if not (n == 1 and form == "png"): body["format"] = form
-        conn.request("POST", "/v1/generate", json.dumps(body))
-        res = conn.getresponse()
-        res.read()
-        counts[index][0 if res.status == 200 else 1] += 1
-        seed, k = seed + n, k + 1
-stop, counts, samples = threading.Event(), [[0, 0] for _ in range(64)], []
-with concurrent.futures.ThreadPoolExecutor(64) as pool:
-    futures = [pool.submit(client, i, stop, counts) for i in range(64)]
-    start = time.monotonic()
-    while time.monotonic() - start < seconds:
-        time.sleep(1)
-        samples.append((time.monotonic() - start, rss_kib()))
-    stop.set()
-    for f in futures: f.result()
-warm = [kib for t, kib in samples if t >= 5] or [samples[-1][1]]
-answered, refused = sum(c[0] for c in counts), sum(c[1] for c in counts)
-print(f"memory over {seconds:.0f} s of mixed load at concurrency 64 ({answered} requests answered, {refused} refused): "
-      f"resident {warm[0] / 1024:.1f} MiB after 5 s, {warm[-1] / 1024:.1f} MiB at the end, at most {max(warm) / 1024:.1f} MiB")
-print("  every 10 s (MiB): " + " ".join(f"{kib / 1024:.1f}" for t, kib in samples[9::10]))
-PY
+echo "date $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short=12 HEAD 2> /dev/null), device $device, precision $precision," \
+     "model $model, server on cores $server_cpus, wrk on $client_cpus ($wrk_threads threads), ${seconds} s a row"
+start_server serve "$device"
+for name in $rows; do row serve "$name"; done
+stop_server
+if [ "${SYNTHETIC:-1}" = 1 ]; then
+  start_server synthetic synthetic
+  for name in $rows; do row synthetic "$name"; done
+  stop_server
 fi
 
-total=${BATCH_IMAGES:-100000}
-start=$(date +%s.%N)
-"$prog" --device "$device" --model "$model" --random "$total" --formats npy-u8 --output "$work/batch" --quiet
-end=$(date +%s.%N)
-echo "batch tool, npy-u8 of $total images: $(awk -v n="$total" -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", n / (b - a) }') images/s (process start and model load included)"
+total=${BATCH_IMAGES:-200000}
+if [ "$total" != 0 ]; then
+  out=/dev/shm/facegen-bench-serve-$$
+  [ -d /dev/shm ] || out=$work/batch
+  taskset -c "$server_cpus" "$prog" --device "$device" --precision "$precision" --model "$model" --random "$total" \
+    --formats npy-u8 --output "$out" > "$work/batch.log" 2>&1
+  rm -f "$out".u8.npy
+  echo "batch tool, npy-u8 of $total images: $(grep -E '^(generate|total) ' "$work/batch.log" | sed 's/  */ /g' | tr '\n' ';')"
+fi

@@ -58,10 +58,6 @@ void write_records(const OutputLayout& layout, const ImageRun& images, MemoryWri
 
 }  // namespace
 
-std::vector<std::string> encode_in_memory(const OutputLayout& layout, const float* images, int threads) {
-  return encode_in_memory(layout, ImageRun::floats(images, layout.image_channels()), threads);
-}
-
 std::vector<std::string> encode_in_memory(const OutputLayout& layout, const ImageRun& images, int threads) {
   MemoryWriter out(layout);
   const int64_t total = layout.total_images();

@@ -34,6 +34,10 @@ struct BackendOptions {
   std::atomic<int64_t>* images_done = nullptr;
   // What generate_checked() will be asked for: the CUDA backend then makes 8-bit pixels on the GPU.
   ImageEncoding images = ImageEncoding::Float32;
+  // CUDA: the host's threads sleep while they wait for the GPU (cudaDeviceScheduleBlockingSync, for
+  // every backend of the device) instead of spinning on a core each: for the service, whose cores
+  // serve its connections. The batch tool spins (its host threads have nothing else to do).
+  bool sleep_while_waiting = false;
 };
 
 // Where generate_checked() puts n images: their float32 values (n, 64, 64, nc) or 8-bit RGB pixels
@@ -76,6 +80,9 @@ class Backend {
   // scan and the conversion to 8-bit on the host on `threads` threads (<= 0: every CPU), a piece at a
   // time; the CUDA backend does both on the GPU. Any n.
   virtual void generate_checked(const float* latents, int64_t n, const ImageTarget& out, int threads);
+  // Whether generate_checked() and generate_stream() take targets in `encoding`: here both (8-bit
+  // pixels converted on the host); the CUDA backend only the one it was made for.
+  virtual bool makes(ImageEncoding encoding) const { (void)encoding; return true; }
   // Jobs one after another as next() gives them (see StreamJob). The CUDA backend keeps the GPU busy
   // from one job to the next, with the next job's batches queued before the last one's images are
   // out; here, generate_checked() a job at a time.

@@ -34,9 +34,12 @@ namespace {
 
 class CudaBackend : public Backend {
  public:
-  CudaBackend(const Network& net, int device, int max_batch, Precision precision, ImageEncoding images)
+  CudaBackend(const Network& net, int device, int max_batch, Precision precision, ImageEncoding images, bool sleep_while_waiting)
       : encoding_(images), draws_latents_(latents_on_device()) {
     CUDA_CHECK(cudaSetDevice(device));
+    // Where the runtime cannot change the flags of a device already started, its threads spin, as
+    // before: slower to give the cores back, not wrong.
+    if (sleep_while_waiting && cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess) cudaGetLastError();
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     char bus_id[32] = {};
@@ -74,6 +77,7 @@ class CudaBackend : public Backend {
   bool makes_encoded_runs() const override {
     return encoding_ == ImageEncoding::Rgb8 && encoders_switched_on("FACEGEN_GPU_ENCODERS", true);
   }
+  bool makes(ImageEncoding encoding) const override { return encoding == encoding_; }
 
   // One job after another with no drain of the GPU between them (gpu_pipeline.hpp).
   void generate_stream(const NextJob& next, const JobDone& done, int) override { pipeline_->generate_stream(next, done); }
@@ -151,7 +155,8 @@ std::unique_ptr<Backend> make_cuda_backend(const Network& net, const BackendOpti
   if (options.max_batch < 1)
     throw UserError("the GPU batch size must be at least 1 image, got " +
                     std::to_string(options.max_batch));
-  return std::make_unique<CudaBackend>(net, device, options.max_batch, options.precision, options.images);
+  return std::make_unique<CudaBackend>(net, device, options.max_batch, options.precision, options.images,
+                                       options.sleep_while_waiting);
 }
 
 }  // namespace facegen

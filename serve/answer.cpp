@@ -1,6 +1,8 @@
 // answer.cpp: see answer.hpp.
 #include "serve/answer.hpp"
 
+#include <memory>
+
 #include "formats/memory_output.hpp"
 
 namespace facegen::serve {
@@ -27,7 +29,37 @@ OutputOptions options_for(const GenerateSpec& spec, const ServiceFacts& facts) {
   return options;
 }
 
-void check_mosaic_size(const GenerateSpec& spec) {
+// The one file of the request's output (at most 4,096 images: one shard, one mosaic).
+std::string encode_file(const GenerateSpec& spec, const ImageRun& images, const ServiceFacts& facts) {
+  const OutputLayout layout(spec.format.format, "answer", spec.count, options_for(spec, facts));
+  std::vector<std::string> files = encode_in_memory(layout, images);
+  return std::move(files.at(0));
+}
+
+// The body as the format's header and each piece's bytes as they lie (held by the answer).
+void gather(const MadeImages& made, std::string header, size_t image_bytes, HttpResponse& response) {
+  response.body = std::move(header);
+  for (const ImagePiece& piece : made.pieces) {
+    response.slices.push_back({static_cast<const char*>(piece.images), static_cast<size_t>(piece.count) * image_bytes});
+    response.holds.push_back(piece.hold);
+  }
+}
+
+}  // namespace
+
+ImageProduct answer_product(const GenerateSpec& spec, const ServiceFacts& facts) {
+  if (spec.format.format == OutputFormat::Npy) return ImageProduct::Floats;
+  if (spec.format.format == OutputFormat::Png && facts.png_level == 0) return ImageProduct::Png;
+  return ImageProduct::Pixels;
+}
+
+bool answer_is_gathered(const GenerateSpec& spec, const ServiceFacts& facts) {
+  const OutputFormat format = spec.format.format;
+  return format == OutputFormat::Npy || format == OutputFormat::NpyU8 || (format == OutputFormat::Png && facts.png_level == 0);
+}
+
+void check_answer(const GenerateSpec& spec) {
+  if (spec.format.format != OutputFormat::MosaicPng) return;
   const MosaicGrid grid = mosaic_grid(spec.count, spec.columns, spec.padding);
   const int64_t bytes = grid.width() * grid.height() * 3;
   if (bytes > kMaxMosaicPixelBytes) {
@@ -37,13 +69,34 @@ void check_mosaic_size(const GenerateSpec& spec) {
   }
 }
 
-}  // namespace
+void answer_made(const GenerateSpec& spec, const MadeImages& made, const ServiceFacts& facts, HttpResponse& response) {
+  response.set(200, spec.format.content_type, "");
+  const int channels = facts.spec.image_channels;
+  switch (spec.format.format) {
+    case OutputFormat::Npy:
+      return gather(made, npy_header(spec.count, channels), static_cast<size_t>(image_bytes(ImageEncoding::Float32, channels)), response);
+    case OutputFormat::NpyU8:
+      return gather(made, npy_u8_header(spec.count), static_cast<size_t>(kRgb8ImageBytes), response);
+    case OutputFormat::Png:
+      if (made.product == ImageProduct::Png) {  // one image: its PNG as the batcher left it
+        const ImagePiece& piece = made.pieces.at(0);
+        response.slices.push_back({piece.png, piece.png_bytes[0]});
+        response.holds.push_back(piece.hold);
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  check_answer(spec);
+  std::unique_ptr<unsigned char[]> pixels(new unsigned char[static_cast<size_t>(spec.count * kRgb8ImageBytes)]);  // (count, 64, 64, 3)
+  made.copy_to(pixels.get(), static_cast<size_t>(kRgb8ImageBytes));
+  response.body = encode_file(spec, ImageRun::rgb8(pixels.get(), channels), facts);
+}
 
 std::string encode_answer(const GenerateSpec& spec, const float* images, const ServiceFacts& facts) {
-  if (spec.format.format == OutputFormat::MosaicPng) check_mosaic_size(spec);
-  const OutputLayout layout(spec.format.format, "answer", spec.count, options_for(spec, facts));
-  std::vector<std::string> files = encode_in_memory(layout, images);
-  return std::move(files.at(0));  // one file: at most 4,096 images, one shard, one mosaic
+  check_answer(spec);
+  return encode_file(spec, ImageRun::floats(images, facts.spec.image_channels), facts);
 }
 
 }  // namespace facegen::serve

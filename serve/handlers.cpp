@@ -1,35 +1,19 @@
-// handlers.cpp: see handlers.hpp. The generating handlers make their images through the batcher
-// (images_of), on a request thread (routes.cpp marks them slow).
+// handlers.cpp: see handlers.hpp. The generating handlers hand their latents to the batcher and
+// answer later, once the images are made (answer_later.hpp).
 #include "serve/handlers.hpp"
 
-#include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "common/build_info.hpp"
 #include "latents/latent_source.hpp"
+#include "serve/answer_later.hpp"
 #include "serve/json.hpp"
 #include "serve/oip.hpp"
 #include "serve/page.hpp"
 #include "serve/request.hpp"
 
 namespace facegen::serve {
-namespace {
-
-// The images (count, 64, 64, nc) of checked latents, made by the batcher.
-std::vector<float> images_of(Service& service, const GenerateSpec& spec) {
-  if (service.stopping) throw RequestError(503, "the service is stopping and takes no new work");
-  const ModelSpec& model = service.facts.spec;
-  std::vector<float> images(static_cast<size_t>(spec.count * model.image_values()));  // (count, 64, 64, nc)
-  service.batcher.generate(spec.latents.data(), spec.count, images.data());
-  for (float v : images) {
-    if (!std::isfinite(v)) throw RequestError(422, "the model made a non-finite image from these latents; give latents of ordinary size (a Gaussian's values lie within +-8)");
-  }
-  service.metrics.images(spec.count);
-  return images;
-}
-
-}  // namespace
 
 void page(Service&, const HttpRequest&, HttpResponse& res) { res.set(200, "text/html; charset=utf-8", page_html()); }
 
@@ -45,9 +29,10 @@ void metrics_text(Service& service, const HttpRequest&, HttpResponse& res) {
 }
 
 void generate(Service& service, const HttpRequest& req, HttpResponse& res) {
-  const GenerateSpec spec = parse_generate(req.body, service.facts.spec.latent_dim);
-  const std::vector<float> images = images_of(service, spec);
-  res.set(200, spec.format.content_type, encode_answer(spec, images.data(), service.facts));
+  auto spec = std::make_shared<const GenerateSpec>(parse_generate(req.body, service.facts.spec.latent_dim));
+  check_answer(*spec);
+  answer_with_images(service, spec, answer_product(*spec, service.facts), answer_is_gathered(*spec, service.facts),
+                     [spec, &facts = service.facts](const MadeImages& made, HttpResponse& r) { answer_made(*spec, made, facts, r); }, res);
 }
 
 void image_by_seed(Service& service, const HttpRequest& req, HttpResponse& res) {
@@ -55,14 +40,16 @@ void image_by_seed(Service& service, const HttpRequest& req, HttpResponse& res) 
   if (name.size() < 5 || name.compare(name.size() - 4, 4, ".png") != 0) {
     throw RequestError(404, "no image '" + json::printable(name) + "': images are named /v1/images/SEED.png");
   }
-  GenerateSpec spec;
-  spec.count = 1;
-  spec.seeds.push_back(parse_seed(name.substr(0, name.size() - 4), "the SEED of /v1/images/SEED.png"));
-  spec.latents.resize(static_cast<size_t>(service.facts.spec.latent_dim));
-  seed_latent(spec.seeds[0], service.facts.spec.latent_dim, spec.latents.data());
-  const std::vector<float> images = images_of(service, spec);
-  res.fields.push_back({"Cache-Control", "public, max-age=31536000, immutable"});
-  res.set(200, "image/png", encode_answer(spec, images.data(), service.facts));
+  auto spec = std::make_shared<GenerateSpec>();
+  spec->count = 1;
+  spec->seeds.push_back(parse_seed(name.substr(0, name.size() - 4), "the SEED of /v1/images/SEED.png"));
+  spec->latents.resize(static_cast<size_t>(service.facts.spec.latent_dim));
+  seed_latent(spec->seeds[0], service.facts.spec.latent_dim, spec->latents.data());
+  answer_with_images(service, spec, answer_product(*spec, service.facts), answer_is_gathered(*spec, service.facts),
+                     [spec, &facts = service.facts](const MadeImages& made, HttpResponse& r) {
+                       answer_made(*spec, made, facts, r);
+                       r.fields.push_back({"Cache-Control", "public, max-age=31536000, immutable"});
+                     }, res);
 }
 
 // {"latents": [[...], ...]}, each value with enough digits to read back as the same float.
@@ -101,11 +88,9 @@ void v2_model_metadata(Service& service, const HttpRequest&, HttpResponse& res) 
 }
 
 void v2_infer(Service& service, const HttpRequest& req, HttpResponse& res) {
-  const InferRequest request = parse_infer(req.body, req.header(kOipBinaryLengthField), service.facts.spec.latent_dim);
-  const std::vector<float> images = images_of(service, request.images);
-  InferAnswer answer = encode_infer(request, images.data(), service.facts.spec.image_channels);
-  if (!answer.json_length.empty()) res.fields.push_back({kOipBinaryLengthField, answer.json_length});
-  res.set(200, answer.content_type, std::move(answer.body));
+  auto request = std::make_shared<const InferRequest>(parse_infer(req.body, req.header(kOipBinaryLengthField), service.facts.spec.latent_dim));
+  answer_with_images(service, std::shared_ptr<const GenerateSpec>(request, &request->images), ImageProduct::Pixels, request->binary_output,
+                     [request](const MadeImages& made, HttpResponse& r) { answer_infer(*request, made, r); }, res);
 }
 
 }  // namespace facegen::serve

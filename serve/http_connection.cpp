@@ -8,6 +8,11 @@ namespace facegen::serve {
 namespace {
 
 constexpr int kLingerSeconds = 2;
+// An answer holding a batch's memory (slices) that is not all taken within this is copied out of it:
+// 12 MB of images leave a client reading at 1 GB/s in 12 ms.
+constexpr auto kHoldSliceMs = std::chrono::milliseconds(20);
+constexpr int kStopWriteSeconds = 1;  // for the 503 of a request cut short by a stop
+constexpr size_t kWriteBuffers = 16;  // buffers a gathering write takes at once
 constexpr size_t kMaxLingerBytes = size_t{1} << 20;  // dropped while lingering, then closed
 constexpr int kReadsPerTurn = 16;  // reads of a busy connection before the loop serves the others
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -32,7 +37,7 @@ Connection::Connection(ServerShared& shared, EventLoop& loop, asio::ip::tcp::soc
 Connection::~Connection() = default;
 
 void Connection::serve() {
-  arm(Deadline::Idle, shared_.options.idle_timeout_s);
+  arm_seconds(Deadline::Idle, shared_.options.idle_timeout_s);
   wait_readable();
 }
 
@@ -46,8 +51,16 @@ void Connection::refuse_full() {
   write(std::move(response));
 }
 
-void Connection::end_if_idle() {
-  if (phase_ == Phase::Reading && !reader_.begun() && pending_.empty()) close();
+void Connection::stop() {
+  if (phase_ != Phase::Reading) return;  // being answered (closes after it), lingering, or closed
+  if (!reader_.begun() && pending_.empty()) return close();
+  std::error_code ignored;
+  socket_.cancel(ignored);  // the wait for the rest of the request ends (aborted)
+  stopped_ = true;
+  version_ = 11;
+  keep_alive_ = false;
+  head_only_ = false;
+  write(shared_.routes.refusal({503, "the service is stopping; this request did not arrive whole before it stopped"}));
 }
 
 void Connection::wait_readable() {
@@ -85,7 +98,7 @@ void Connection::take_bytes(const char* data, size_t size) {
   const bool begun = reader_.begun();
   const RequestReader::State before = reader_.state();
   const size_t used = reader_.feed(data, size);
-  if (!begun && reader_.begun()) arm(Deadline::Head, shared_.options.io_timeout_s);
+  if (!begun && reader_.begun()) arm_seconds(Deadline::Head, shared_.options.io_timeout_s);
   switch (reader_.state()) {
     case RequestReader::State::Refused:
       return write(shared_.routes.refusal(reader_.refusal()));
@@ -93,7 +106,7 @@ void Connection::take_bytes(const char* data, size_t size) {
       pending_.assign(data + used, size - used);
       return dispatch(reader_.take());
     case RequestReader::State::Body:
-      if (before == RequestReader::State::Head) arm(Deadline::Body, shared_.options.io_timeout_s);
+      if (before == RequestReader::State::Head) arm_seconds(Deadline::Body, shared_.options.io_timeout_s);
       if (reader_.wants_continue()) send_continue();
       return;
     case RequestReader::State::Head:
@@ -112,19 +125,32 @@ void Connection::send_continue() {
 
 void Connection::dispatch(HttpRequest request) {
   phase_ = Phase::Working;
-  arm(Deadline::None, 0);
+  arm(Deadline::None, {});
   version_ = request.version;
   keep_alive_ = request.keep_alive;
   head_only_ = request.method == "HEAD";
-  if (!shared_.routes.slow(request)) return write(shared_.routes.answer(request));
+  if (!shared_.routes.slow(request)) return respond(shared_.routes.answer(request));
   auto held = std::make_shared<HttpRequest>(std::move(request));
-  auto work = asio::make_work_guard(loop_.context);  // the loop runs until the answer is back
-  shared_.request_threads.post([self = shared_from_this(), held, work]() mutable {
+  shared_.request_threads.post([self = shared_from_this(), held, reply = reply_on_loop()]() mutable {
     HttpResponse response = self->shared_.routes.answer(*held);
     held.reset();  // the body's memory back before the answer is written
-    asio::post(self->loop_.context, [self, response = std::move(response)]() mutable { self->write(std::move(response)); });
-    work.reset();
+    if (response.later) return response.later(std::move(reply));  // it waits for images: on no thread
+    reply(std::move(response));
   });
+}
+
+// Brings an answer made on another thread back to this loop; the loop runs until it is back.
+HttpReply Connection::reply_on_loop() {
+  return [self = shared_from_this(), work = asio::make_work_guard(loop_.context)](HttpResponse response) {
+    asio::post(self->loop_.context, [self, response = std::move(response)]() mutable { self->respond(std::move(response)); });
+  };
+}
+
+// On the loop: the answer written, or, for one made later, the making begun (it comes back here).
+void Connection::respond(HttpResponse response) {
+  if (!response.later) return write(std::move(response));
+  const auto later = std::move(response.later);
+  later(reply_on_loop());
 }
 
 void Connection::write(HttpResponse response) {
@@ -132,34 +158,79 @@ void Connection::write(HttpResponse response) {
   close_after_ = response.close || !keep_alive_ || shared_.stopping;
   out_head_ = interim_ + response_head(response, version_, !close_after_);
   interim_.clear();
-  out_body_ = head_only_ ? std::string() : std::move(response.body);
-  written_ = 0;
+  parts_.clear();
+  parts_.push_back(asio::buffer(out_head_));
+  if (!head_only_) {
+    out_body_ = std::move(response.body);
+    if (!out_body_.empty()) parts_.push_back(asio::buffer(out_body_));
+    for (const BodySlice& slice : response.slices) {
+      if (slice.size > 0) parts_.push_back(asio::buffer(slice.data, slice.size));
+    }
+    holds_ = std::move(response.holds);
+  }
+  out_bytes_ = 0;
+  for (const asio::const_buffer& part : parts_) out_bytes_ += part.size();
+  written_ = rest_from_ = 0;
   phase_ = Phase::Writing;
-  arm(Deadline::Write, shared_.options.io_timeout_s);
+  if (stopped_) arm_seconds(Deadline::Write, kStopWriteSeconds);
+  else if (holds_.empty()) arm_seconds(Deadline::Write, shared_.options.io_timeout_s);
+  else arm(Deadline::Release, kHoldSliceMs);
   write_more();
 }
 
+// The parts not yet written, a gathering write at a time.
 void Connection::write_more() {
-  std::array<asio::const_buffer, 2> buffers;
-  if (written_ < out_head_.size()) {
-    buffers = {asio::buffer(out_head_.data() + written_, out_head_.size() - written_), asio::buffer(out_body_)};
-  } else {
-    const size_t done = written_ - out_head_.size();
-    buffers = {asio::buffer(out_body_.data() + done, out_body_.size() - done), asio::const_buffer()};
+  std::array<asio::const_buffer, kWriteBuffers> buffers;
+  size_t count = 0, skip = written_ - rest_from_;
+  for (const asio::const_buffer& part : parts_) {
+    if (skip >= part.size()) {
+      skip -= part.size();
+      continue;
+    }
+    buffers[count++] = part + skip;
+    skip = 0;
+    if (count == buffers.size()) break;
   }
   socket_.async_write_some(buffers, [self = shared_from_this()](const std::error_code& error, size_t bytes) {
+    self->retired_holds_.clear();  // the write that read them is done
     if (self->phase_ != Phase::Writing) return;
     if (error) return self->close();  // the client went away
     self->written_ += bytes;
-    if (self->written_ == self->out_head_.size() + self->out_body_.size()) return self->after_write();
-    self->arm(Deadline::Write, self->shared_.options.io_timeout_s);  // it took some: its time starts again
+    if (self->written_ == self->out_bytes_) return self->after_write();
+    // It took some: its time starts again (while slices are held, their deadline comes first).
+    if (self->holds_.empty()) self->arm_seconds(Deadline::Write, self->shared_.options.io_timeout_s);
     self->write_more();
   });
+}
+
+// The answer's unwritten bytes into the connection's own string, the slices let go (kHoldSliceMs).
+// The write in progress may still read the old parts: what holds them stays until it is done.
+void Connection::copy_out_slices() {
+  out_rest_.clear();
+  out_rest_.reserve(out_bytes_ - written_);
+  size_t skip = written_ - rest_from_;
+  for (const asio::const_buffer& part : parts_) {
+    if (skip >= part.size()) {
+      skip -= part.size();
+      continue;
+    }
+    out_rest_.append(static_cast<const char*>(part.data()) + skip, part.size() - skip);
+    skip = 0;
+  }
+  rest_from_ = written_;
+  parts_.assign(1, asio::buffer(out_rest_));
+  retired_holds_ = std::move(holds_);
+  holds_.clear();
+  arm_seconds(Deadline::Write, stopped_ ? kStopWriteSeconds : shared_.options.io_timeout_s);
 }
 
 void Connection::after_write() {
   out_head_ = std::string();
   out_body_ = std::string();
+  out_rest_ = std::string();
+  parts_.clear();
+  holds_.clear();
+  if (stopped_) return close();  // a request cut short by the stop: not lingered over
   if (close_after_ || shared_.stopping) return linger();  // stopping: a kept-alive connection ends here
   phase_ = Phase::Reading;
   if (!pending_.empty()) {
@@ -169,7 +240,7 @@ void Connection::after_write() {
     if (phase_ != Phase::Reading) return;
   }
   if (peer_closed_) return end_of_input();
-  if (!reader_.begun()) arm(Deadline::Idle, shared_.options.idle_timeout_s);
+  if (!reader_.begun()) arm_seconds(Deadline::Idle, shared_.options.idle_timeout_s);
   wait_readable();
 }
 
@@ -180,7 +251,7 @@ void Connection::linger() {
   phase_ = Phase::Lingering;
   std::error_code ignored;
   socket_.shutdown(asio::socket_base::shutdown_send, ignored);
-  arm(Deadline::Linger, kLingerSeconds);
+  arm_seconds(Deadline::Linger, kLingerSeconds);
   socket_.async_wait(asio::socket_base::wait_read, [self = shared_from_this()](const std::error_code& error) {
     if (self->phase_ != Phase::Lingering) return;
     if (error) return self->close();
@@ -206,7 +277,7 @@ void Connection::linger_read() {
 void Connection::close() {
   if (phase_ == Phase::Closed) return;
   phase_ = Phase::Closed;
-  arm(Deadline::None, 0);
+  arm(Deadline::None, {});
   std::error_code ignored;
   socket_.close(ignored);
   loop_.connections.erase(this);
@@ -214,14 +285,14 @@ void Connection::close() {
   else --shared_.refusing;
 }
 
-void Connection::arm(Deadline deadline, int seconds) {
+void Connection::arm(Deadline deadline, std::chrono::steady_clock::duration after) {
   deadline_ = deadline;
   ++deadline_generation_;
   if (deadline == Deadline::None) {
     timer_.cancel();
     return;
   }
-  timer_.expires_after(std::chrono::seconds(seconds));
+  timer_.expires_after(after);
   timer_.async_wait([self = shared_from_this(), deadline, generation = deadline_generation_](const std::error_code& error) {
     if (!error) self->on_deadline(deadline, generation);
   });
@@ -248,6 +319,8 @@ void Connection::on_deadline(Deadline deadline, unsigned generation) {
     case Deadline::Write:
       shared_.metrics.connection_timed_out(TimeoutPhase::Write);
       return close();
+    case Deadline::Release:
+      return copy_out_slices();
     case Deadline::Linger:
       return close();
     case Deadline::None:

@@ -28,7 +28,9 @@ size_t HeadLines::feed(const char* data, size_t size) {
         refuse(400, "a line of the request's head holds a CR that is not followed by LF; lines end in CRLF");
         break;
       }
+      const bool first = request_line_ && !have_first_line_;
       end_line();
+      if (first && have_first_line_) break;  // the request line is whole: the caller judges it first
       continue;
     }
     if (c == '\r') {

@@ -29,9 +29,11 @@ class HeadLines {
   HeadLines(const HeadLimits& limits, bool request_line) : limits_(limits), request_line_(request_line) {}
 
   // Reads from data[0, size) up to the empty line that ends the head, or up to the byte that makes
-  // it a refusal; returns the bytes used.
+  // it a refusal, or up to the end of the request line (which the caller may judge at once, before
+  // any more bytes: request_line_read()); returns the bytes used.
   size_t feed(const char* data, size_t size);
   bool done() const { return done_; }
+  bool request_line_read() const { return have_first_line_; }
   bool begun() const { return bytes_ > 0; }
   const std::optional<HttpRefusal>& refusal() const { return refusal_; }
   const std::string& request_line() const { return first_line_; }

@@ -64,6 +64,21 @@ std::optional<std::string> HttpRequest::param(std::string_view name) const {
   return std::nullopt;
 }
 
+int64_t HttpResponse::body_bytes() const {
+  size_t bytes = body.size();
+  for (const BodySlice& slice : slices) bytes += slice.size;
+  return static_cast<int64_t>(bytes);
+}
+
+std::string header_text(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 && byte != '\t') || byte >= 0x7f) c = '?';
+  }
+  return out;
+}
+
 std::string percent_decode(std::string_view text, bool plus_is_space) {
   std::string out;
   out.reserve(text.size());
@@ -113,8 +128,8 @@ std::string response_head(const HttpResponse& response, int version, bool keep_a
   head += "\r\nDate: ";
   head += date_now();
   if (!response.content_type.empty()) head += "\r\nContent-Type: " + response.content_type;
-  head += "\r\nContent-Length: " + std::to_string(response.body.size());
-  for (const HttpField& field : response.fields) head += "\r\n" + field.name + ": " + field.value;
+  head += "\r\nContent-Length: " + std::to_string(response.body_bytes());
+  for (const HttpField& field : response.fields) head += "\r\n" + header_text(field.name) + ": " + header_text(field.value);
   if (!keep_alive) head += "\r\nConnection: close";
   else if (version == 10) head += "\r\nConnection: keep-alive";
   head += "\r\n\r\n";

@@ -144,10 +144,19 @@ void RequestReader::refuse(int status, std::string sentence) {
 
 size_t RequestReader::feed(const char* data, size_t size) {
   size_t used = 0;
-  if (state_ == State::Head) {
-    used += head_.feed(data, size);
-    if (head_.refusal()) refuse(head_.refusal()->status, head_.refusal()->sentence);
-    else if (head_.done()) finish_head();
+  while (state_ == State::Head) {
+    used += head_.feed(data + used, size - used);  // to the head's end, a refusal, or the request line's end
+    if (head_.refusal()) {
+      refuse(head_.refusal()->status, head_.refusal()->sentence);
+      break;
+    }
+    if (head_.request_line_read() && !request_line_judged_) {
+      request_line_judged_ = true;  // judged at its end: a bad one is refused without waiting for the head
+      if (!read_request_line()) break;
+      continue;  // the rest of the head
+    }
+    if (head_.done()) finish_head();
+    break;  // the head is whole, or every byte is used
   }
   if (state_ == State::Body && used < size) used += feed_body(data + used, size - used);
   return used;
@@ -167,7 +176,7 @@ HttpRequest RequestReader::take() {
   request_ = HttpRequest{};
   head_ = HeadLines(limits_.head, true);
   state_ = State::Head;
-  expect_continue_ = chunked_ = false;
+  expect_continue_ = chunked_ = request_line_judged_ = false;
   length_ = 0;
   chunks_.reset();
   return request;
@@ -175,7 +184,7 @@ HttpRequest RequestReader::take() {
 
 void RequestReader::finish_head() {
   request_.fields = std::move(head_.fields());
-  if (!read_request_line() || !read_framing()) return;
+  if (!read_framing()) return;
   if (chunked_) {
     chunks_ = std::make_unique<ChunkedBody>(limits_.max_body_bytes, limits_.head, [this](int64_t bytes) {
       return request_.body_claim.grow(budget_, bytes);

@@ -5,7 +5,9 @@
 // Framing as RFC 9112 section 6 asks of a server, with no guessing:
 //   - the head read strictly (http_lines.hpp); a request line "METHOD SP TARGET SP HTTP/1.x", the
 //     target a path ("/..."; an absolute "http://host/path" is read as its path); another HTTP
-//     version: 505; HTTP/1.1 without Host, or two Hosts: 400
+//     version: 505; HTTP/1.1 without Host, or two Hosts: 400. The request line is judged as soon as
+//     it ends (its CRLF), so one that is not HTTP/1.x (HTTP/0.9's "GET /") is refused at once rather
+//     than waited on for a head that will not come
 //   - Content-Length: decimal digits only ("+34", "34a", "-1", "" refused), a list or several fields
 //     only if every value is the same; with Transfer-Encoding too: 400 (the length is ambiguous)
 //   - Transfer-Encoding: chunked last and once, or 400 (the length cannot be known); any other coding
@@ -71,6 +73,7 @@ class RequestReader {
   HttpRequest request_;
   std::optional<HttpRefusal> refusal_;
   bool expect_continue_ = false;
+  bool request_line_judged_ = false;  // the request line was read and found good
   bool chunked_ = false;
   uint64_t length_ = 0;  // Content-Length (0 without one)
   std::unique_ptr<ChunkedBody> chunks_;

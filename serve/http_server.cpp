@@ -102,7 +102,8 @@ struct HttpServer::Impl {
     std::make_shared<Connection>(shared, loop, std::move(socket))->refuse_full();
   }
 
-  // On each loop: no more accepting, the idle connections end, and the loop ends once its others have.
+  // On each loop: no more accepting, the idle connections end and those reading a request are answered
+  // 503 (Connection::stop), and the loop ends once its others have.
   void stop_loops() {
     for (size_t k = 0; k < loops.size(); ++k) {
       EventLoop* loop = loops[k].get();
@@ -113,7 +114,7 @@ struct HttpServer::Impl {
         own->pause.cancel();
         std::vector<std::shared_ptr<Connection>> held;
         for (Connection* connection : loop->connections) held.push_back(connection->shared_from_this());
-        for (const auto& connection : held) connection->end_if_idle();
+        for (const auto& connection : held) connection->stop();
         loop->keep_running.reset();
       });
     }

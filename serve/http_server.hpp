@@ -1,8 +1,9 @@
 // http_server.hpp: the service's HTTP/1.1 server: connections held by a few event loops (Asio, one
 // thread each), requests read strictly (http_parse.hpp), answers from the routes (routes.hpp): the
-// quick ones on the loop, the slow ones (those that wait for images) on the request threads, and
-// every answer written back by its loop as fast as its client takes it, so no thread waits on a
-// client, and a client that sends or reads slowly holds only its connection.
+// quick ones on the loop, those that take CPU (a large body, an answer to encode) on the request
+// threads, those that wait for images on no thread at all (the batcher tells them), and every answer
+// written back by its loop as fast as its client takes it, so no thread waits on a client, and a
+// client that sends or reads slowly holds only its connection.
 //
 // Limits, each closing the connection when passed:
 //   max_connections   held at once; past it a new connection is answered 503 at once and closed
@@ -60,8 +61,8 @@ class HttpServer {
   int port() const;
   // Serves until stop(); returns once every connection has ended, each request read answered.
   void run();
-  // From any thread, at any time (before run() too): accept no more, end the idle connections, and
-  // end the others after the answer to the request they are reading or waiting for.
+  // From any thread, at any time (before run() too): accept no more, end the idle connections, answer
+  // 503 to those whose request is not whole and end them, and end the others after their answer.
   void stop();
 
  private:

@@ -1,6 +1,7 @@
 // json.cpp: a recursive-descent JSON parser over a string (see json.hpp), one function per grammar rule.
 #include "serve/json.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -181,23 +182,12 @@ class Parser {
     put_utf8(out, code);
   }
 
-  // One UTF-8 sequence copied after checking it (no overlong forms, surrogates or values past U+10FFFF).
+  // One UTF-8 sequence copied after checking it (utf8_sequence).
   void utf8(std::string& out) {
-    const auto b0 = static_cast<unsigned char>(s_[at_]);
-    const int extra = b0 >= 0xF5 ? -1 : b0 >= 0xF0 ? 3 : b0 >= 0xE0 ? 2 : b0 >= 0xC2 ? 1 : -1;
-    if (extra < 0 || at_ + static_cast<size_t>(extra) >= s_.size()) fail("a string holds bytes that are not UTF-8");
-    unsigned code = b0 & (0x3F >> extra);
-    for (int k = 1; k <= extra; ++k) {
-      const auto b = static_cast<unsigned char>(s_[at_ + k]);
-      if ((b & 0xC0) != 0x80) fail("a string holds bytes that are not UTF-8");
-      code = (code << 6) | (b & 0x3F);
-    }
-    const unsigned least[] = {0, 0x80, 0x800, 0x10000};
-    if (code < least[extra] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
-      fail("a string holds bytes that are not UTF-8");
-    }
-    out.append(s_, at_, static_cast<size_t>(extra) + 1);
-    at_ += static_cast<size_t>(extra) + 1;
+    const size_t bytes = utf8_sequence(s_, at_);
+    if (bytes == 0) fail("a string holds bytes that are not UTF-8");
+    out.append(s_, at_, bytes);
+    at_ += bytes;
   }
 
   std::string string() {
@@ -225,36 +215,61 @@ class Parser {
 
 }  // namespace
 
+size_t utf8_sequence(const std::string& text, size_t at) {
+  const auto b0 = static_cast<unsigned char>(text[at]);
+  if (b0 < 0x80) return 1;
+  const int extra = b0 >= 0xF5 ? -1 : b0 >= 0xF0 ? 3 : b0 >= 0xE0 ? 2 : b0 >= 0xC2 ? 1 : -1;
+  if (extra < 0 || at + static_cast<size_t>(extra) >= text.size()) return 0;
+  unsigned code = b0 & (0x3F >> extra);
+  for (int k = 1; k <= extra; ++k) {
+    const auto b = static_cast<unsigned char>(text[at + k]);
+    if ((b & 0xC0) != 0x80) return 0;
+    code = (code << 6) | (b & 0x3F);
+  }
+  const unsigned least[] = {0, 0x80, 0x800, 0x10000};
+  if (code < least[extra] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;
+  return static_cast<size_t>(extra) + 1;
+}
+
 std::string printable(const std::string& text, size_t max) {
+  static const char digits[] = "0123456789abcdef";
   std::string out;
-  for (size_t k = 0; k < text.size() && k < max; ++k) {
+  size_t k = 0;
+  while (k < text.size()) {
     const auto c = static_cast<unsigned char>(text[k]);
+    const size_t sequence = utf8_sequence(text, k);
+    if (k + std::max<size_t>(sequence, 1) > max) break;  // a character is shown whole or not at all
     if (c == '\n') {
       out += "\\n";
-    } else if (c < 0x20 || c == 0x7f) {
-      const char digits[] = "0123456789abcdef";
+    } else if (c < 0x20 || c == 0x7f || sequence == 0) {
       out += "\\x";
       out += digits[c >> 4];
       out += digits[c & 15];
     } else {
-      out += static_cast<char>(c);
+      out.append(text, k, sequence);
     }
+    k += std::max<size_t>(sequence, 1);
   }
-  return text.size() > max ? out + "..." : out;
+  return k < text.size() ? out + "..." : out;
 }
 
 std::string quote(const std::string& text) {
   std::string out = "\"";
-  for (const char c : text) {
+  for (size_t k = 0; k < text.size();) {
+    const char c = text[k];
+    const size_t sequence = utf8_sequence(text, k);
     if (c == '"' || c == '\\') {
       out += '\\', out += c;
     } else if (static_cast<unsigned char>(c) < 0x20) {
       char escaped[8];
       std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
       out += escaped;
+    } else if (sequence == 0) {
+      out += "\\ufffd";  // a byte that is not UTF-8: the replacement character
     } else {
-      out += c;
+      out.append(text, k, sequence);
     }
+    k += std::max<size_t>(sequence, 1);
   }
   return out + "\"";
 }

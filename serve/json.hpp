@@ -37,12 +37,18 @@ struct Value {
 // "null", "true", "a number", "a string", "an array", "an object": for error sentences.
 const char* kind_name(Value::Kind kind);
 
-// `text` as a sentence may show it: control characters escaped (\n, \x1c), at most `max` bytes
-// (then "..."), so that a refusal quoting a client's text stays one line.
+// `text` as a sentence may show it: control characters and bytes that are not UTF-8 escaped (\n,
+// \x1c, \xff), at most `max` bytes of it (then "..."), never a character cut, so that a refusal
+// quoting a client's bytes stays one line of UTF-8.
 std::string printable(const std::string& text, size_t max = 40);
 
-// `text` as a JSON string, in quotes, with its quotes, backslashes and control characters escaped.
+// `text` as a JSON string, in quotes, with its quotes, backslashes and control characters escaped and
+// each byte that is not UTF-8 written as U+FFFD: valid JSON text whatever the bytes.
 std::string quote(const std::string& text);
+
+// The bytes of the UTF-8 sequence that begins text[at] (1 for ASCII), or 0 where it is not one: no
+// overlong form, surrogate or value past U+10FFFF, and not cut by the end of `text`.
+size_t utf8_sequence(const std::string& text, size_t at);
 
 // Parses `text` as one JSON value. Throws ParseError: "the JSON body is malformed at byte 17 (line 2,
 // column 5): expected ',' or ']' after an array element".

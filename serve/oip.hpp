@@ -17,6 +17,8 @@
 #include <string>
 
 #include "common/model_spec.hpp"
+#include "serve/batcher.hpp"
+#include "serve/http_message.hpp"
 #include "serve/request.hpp"
 
 namespace facegen::serve {
@@ -49,5 +51,8 @@ struct InferAnswer {
 
 // The answer to `request` for its images (count, 64, 64, nc) floats (oip_answer.cpp).
 InferAnswer encode_infer(const InferRequest& request, const float* images, int channels);
+// The same answer from the images' 8-bit pixels as the batcher made them (ImageProduct::Pixels): with
+// binary output the JSON, then the pixels as they lie (HttpResponse::slices, no copy).
+void answer_infer(const InferRequest& request, const MadeImages& made, HttpResponse& response);
 
 }  // namespace facegen::serve

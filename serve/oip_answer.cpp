@@ -1,5 +1,7 @@
 // oip_answer.cpp: see oip.hpp: the answer to an inference request, its images as the 8-bit pixels of
 // npy-u8, written as JSON numbers or as the bytes after the JSON.
+#include <memory>
+
 #include "formats/image_run.hpp"
 #include "serve/json.hpp"
 #include "serve/oip.hpp"
@@ -21,34 +23,68 @@ const char* const kByteText[256] = {
 
 }  // namespace
 
+namespace {
+
+// The answer's JSON before its data: the model, the id, the output's name, type and shape; with binary
+// output, its size in bytes, and the JSON ends here.
+std::string answer_head(const InferRequest& request, bool binary, size_t pixel_bytes) {
+  const int64_t count = request.images.count;
+  std::string head = std::string("{\"model_name\": \"") + kOipModelName + "\", \"model_version\": \"" + kOipModelVersion + "\"";
+  if (request.has_id) head += ", \"id\": " + json::quote(request.id);
+  head += ", \"outputs\": [{\"name\": \"images\", \"datatype\": \"UINT8\", \"shape\": [" + std::to_string(count) + ", 64, 64, 3]";
+  if (binary) head += ", \"parameters\": {\"binary_data_size\": " + std::to_string(pixel_bytes) + "}}]}";
+  return head;
+}
+
+// The JSON answer: the head, then every pixel as a number.
+std::string json_answer(const InferRequest& request, const unsigned char* pixels, size_t bytes) {
+  std::string out = answer_head(request, false, bytes);
+  out.reserve(out.size() + bytes * 4 + 32);
+  out += ", \"data\": [";
+  for (size_t k = 0; k < bytes; ++k) {
+    if (k) out += ',';
+    out += kByteText[pixels[k]];
+  }
+  out += "]}]}\n";
+  return out;
+}
+
+}  // namespace
+
 InferAnswer encode_infer(const InferRequest& request, const float* images, int channels) {
   const int64_t count = request.images.count;
   std::string pixels(static_cast<size_t>(count * kRgb8ImageBytes), '\0');  // (count, 64, 64, 3)
   for (int64_t k = 0; k < count; ++k) {
     image_to_rgb8(images + k * 4096 * channels, channels, reinterpret_cast<unsigned char*>(&pixels[static_cast<size_t>(k * kRgb8ImageBytes)]));
   }
-  std::string head = std::string("{\"model_name\": \"") + kOipModelName + "\", \"model_version\": \"" + kOipModelVersion + "\"";
-  if (request.has_id) head += ", \"id\": " + json::quote(request.id);
-  head += ", \"outputs\": [{\"name\": \"images\", \"datatype\": \"UINT8\", \"shape\": [" + std::to_string(count) + ", 64, 64, 3]";
   InferAnswer answer;
   if (request.binary_output) {
-    head += ", \"parameters\": {\"binary_data_size\": " + std::to_string(pixels.size()) + "}}]}";
+    std::string head = answer_head(request, true, pixels.size());
     answer.json_length = std::to_string(head.size());
     answer.content_type = "application/octet-stream";
     answer.body = std::move(head) + pixels;
     return answer;
   }
-  std::string& out = answer.body;
-  out.reserve(head.size() + pixels.size() * 4 + 32);
-  out = std::move(head);
-  out += ", \"data\": [";
-  for (size_t k = 0; k < pixels.size(); ++k) {
-    if (k) out += ',';
-    out += kByteText[static_cast<unsigned char>(pixels[k])];
-  }
-  out += "]}]}\n";
+  answer.body = json_answer(request, reinterpret_cast<const unsigned char*>(pixels.data()), pixels.size());
   answer.content_type = "application/json";
   return answer;
+}
+
+void answer_infer(const InferRequest& request, const MadeImages& made, HttpResponse& response) {
+  const size_t bytes = static_cast<size_t>(request.images.count * kRgb8ImageBytes);
+  if (!request.binary_output) {
+    std::unique_ptr<unsigned char[]> pixels(new unsigned char[bytes]);  // (count, 64, 64, 3)
+    made.copy_to(pixels.get(), static_cast<size_t>(kRgb8ImageBytes));
+    response.set(200, "application/json", json_answer(request, pixels.get(), bytes));
+    return;
+  }
+  std::string head = answer_head(request, true, bytes);
+  response.fields.push_back({kOipBinaryLengthField, std::to_string(head.size())});
+  response.set(200, "application/octet-stream", std::move(head));
+  for (const ImagePiece& piece : made.pieces) {  // the pixels as the batcher left them
+    response.slices.push_back({static_cast<const char*>(piece.images), static_cast<size_t>(piece.count * kRgb8ImageBytes)});
+    response.holds.push_back(piece.hold);
+  }
 }
 
 }  // namespace facegen::serve

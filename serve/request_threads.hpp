@@ -1,8 +1,9 @@
-// request_threads.hpp: the threads that work on requests whose answer takes more than a moment (the
-// generating routes wait for the batcher, then encode their images): made once, a fixed number, fed
-// from one queue in arrival order. The event loops (http_server.hpp) hand them whole requests and take
-// the answers back, so no loop waits for images and no connection holds a thread while it reads or
-// is read from.
+// request_threads.hpp: the threads that work on requests whose answer takes CPU for more than a moment
+// (a large body's JSON, /v1/latents' numbers, an answer to encode: tar, mosaic, compressed PNGs, the
+// protocol's JSON numbers): made once, a fixed number, fed from one queue in arrival order. None
+// waits for images: the batcher tells a request when they are made. The event loops (http_server.hpp)
+// and the batch workers hand them work and take the answers back, so no loop or worker spends long on
+// one request and no connection holds a thread while it reads or is read from.
 #pragma once
 
 #include <condition_variable>

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <exception>
 #include <cstdint>
 #include <string>
 
@@ -32,22 +33,26 @@ namespace facegen::serve {
 
 constexpr int64_t kMaxBodyBytes = int64_t{32} << 20;  // 4,096 latents of 100 numbers in 32 bytes each, and room
 
+class RequestThreads;
+
 struct Service {
   Batcher& batcher;
   Metrics& metrics;
   ServiceFacts facts;
   std::string token;  // --token-file's: /v1/, /v2/ and /metrics then need "Authorization: Bearer TOKEN"
   std::atomic<bool> stopping{false};
+  RequestThreads* request_threads = nullptr;  // where answers that take CPU are encoded (none: in place)
 };
 
 class Routes {
  public:
   explicit Routes(Service& service) : service_(service) {}
 
-  // Whether answering `request` may take more than a moment (it waits for images or makes many
-  // numbers): it then runs on a request thread, never on an event loop.
+  // Whether answering `request` may take more than a moment of CPU (a large body to read, many numbers
+  // to make): it then runs on a request thread, never on an event loop. Waiting for images is not:
+  // such an answer comes later (HttpResponse::later) and holds no thread meanwhile.
   bool slow(const HttpRequest& request) const;
-  // The answer to `request`, timed and counted in the metrics. Never throws.
+  // The answer to `request`, timed and counted in the metrics (a later one when it is made). Never throws.
   HttpResponse answer(const HttpRequest& request) const;
   // The answer to a request the HTTP layer refused (counted as route "other"); it closes the connection.
   HttpResponse refusal(const HttpRefusal& refusal) const;
@@ -62,5 +67,9 @@ bool bearer_matches(const std::string& header, const std::string& token);
 
 // {"error": "SENTENCE"} with the sentence's quotes, backslashes and control characters escaped.
 std::string error_json(const std::string& sentence);
+
+// The answer to a handler's exception: RequestError its status, QueueFull 429, UserError 422, any
+// other 500; each {"error": "..."}. `response` keeps its fields (Allow, WWW-Authenticate).
+void answer_error(std::exception_ptr error, HttpResponse& response);
 
 }  // namespace facegen::serve

@@ -5,7 +5,8 @@
 // Limits on clients (docs/service.md): --max-connections held at once (more are answered 503 at
 // once); --idle-timeout-s for a connection with no request begun; --io-timeout-s for a request's head
 // and for its body, and for an answer the client takes nothing of. Connections cost the event loops
-// (--io-threads) no thread each; the requests that wait for images run on --request-threads.
+// (--io-threads) no thread each; a request waiting for images holds no thread (the batcher tells it when
+// they are made); --request-threads read large bodies and encode the answers that take CPU.
 //
 // Signals are blocked in every thread (they inherit the mask of this one, set before any is made)
 // and taken by one thread with sigwait, which then calls the server's stop() (not allowed in a
@@ -54,6 +55,8 @@ namespace {
 
 struct ServeFlags {
   std::string model, token;
+  bool model_given = false;
+  int batch_workers = 2;
   ServerOptions server;
   bool max_connections_given = false;
   int request_threads = 64, png_level = kDefaultPngLevel;
@@ -73,13 +76,16 @@ cxxopts::Options serve_command_line() {
   options.custom_help("[options]");
   options.add_options()
       ("m,model", "the generator (default: the shipped faces model)", value<std::string>(), "PATH")
-      ("d,device", "auto, cuda or cpu (auto: every usable NVIDIA GPU, else the CPU)", value<std::string>()->default_value("auto"), "DEVICE")
+      ("d,device", "auto, cuda or cpu (auto: every usable NVIDIA GPU, else the CPU); synthetic: images from a cheap formula "
+       "instead of the network (the batch tool's --device synthetic), to measure the service around it", value<std::string>()->default_value("auto"), "DEVICE")
       ("p,precision", "GPU arithmetic: fp32, tf32 or bf16", value<std::string>()->default_value("fp32"), "P")
       ("port", "TCP port to listen on (0: any free port, named on stderr)", value<std::string>()->default_value("8080"), "PORT")
       ("host", "address to listen on (0.0.0.0: every interface)", value<std::string>()->default_value("127.0.0.1"), "HOST")
       ("max-batch", "most images in one backend batch", value<std::string>()->default_value("256"), "N")
+      ("batch-workers", "streams of batches per GPU (a GPU is kept busier by a few), or synthetic workers; the CPU has one",
+       value<std::string>()->default_value("2"), "N")
       ("max-delay-ms", "longest an image waits for its batch to fill, in milliseconds (0: a free worker takes what is queued)", value<std::string>()->default_value("0"), "T")
-      ("max-queue", "most images waiting at once (each holds 48 KiB of floats until answered); more are refused with 429", value<std::string>()->default_value("16384"), "N")
+      ("max-queue", "most images waiting at once; more are refused with 429", value<std::string>()->default_value("16384"), "N")
       ("token-file", "a file holding a token: /v1/ and /metrics then need 'Authorization: Bearer TOKEN'",
        value<std::string>(), "PATH")
       ("max-connections", "connections held at once; a new one past them is answered 503 at once", value<std::string>()->default_value("10000"), "N")
@@ -88,7 +94,8 @@ cxxopts::Options serve_command_line() {
       ("idle-timeout-s", "seconds a connection may wait with no request begun (new, or kept alive after an answer)",
        value<std::string>()->default_value("5"), "S")
       ("io-threads", "event loops holding the connections", value<std::string>()->default_value("2"), "N")
-      ("request-threads", "requests worked on at once (reading their JSON, waiting for their images, encoding the answer)",
+      ("request-threads", "threads for the requests that take CPU (reading a large body, encoding a tar, a mosaic or numbers); "
+       "none waits for images",
        value<std::string>()->default_value("64"), "N")
       ("png-level", "PNG compression of png, tar and mosaic answers, as facegen --png-level: 0 stores the pixels "
        "(fastest, the default), 1 to 12 compress harder", value<std::string>()->default_value("0"), "L")
@@ -127,12 +134,14 @@ DeviceKind device_flag(const std::string& name) {
   if (name == "auto") return DeviceKind::Auto;
   if (name == "cuda" || name == "gpu") return DeviceKind::Cuda;
   if (name == "cpu") return DeviceKind::Cpu;
-  throw UserError("unknown --device '" + name + "' (expected auto, cuda or cpu)");
+  if (name == "synthetic") return DeviceKind::Synthetic;
+  throw UserError("unknown --device '" + name + "' (expected auto, cuda, cpu or synthetic)");
 }
 
 ServeFlags read_flags(const cxxopts::ParseResult& args, const std::string& default_model) {
   ServeFlags flags;
-  flags.model = args.count("model") ? args["model"].as<std::string>() : default_model;
+  flags.model_given = args.count("model") > 0;
+  flags.model = flags.model_given ? args["model"].as<std::string>() : default_model;
   flags.server.host = args["host"].as<std::string>();
   flags.server.port = static_cast<int>(whole_flag(args, "port", 0, 65535));
   flags.server.max_connections = whole_flag(args, "max-connections", 1, 1 << 24);
@@ -147,6 +156,7 @@ ServeFlags read_flags(const cxxopts::ParseResult& args, const std::string& defau
   flags.backend.precision = parse_precision(args["precision"].as<std::string>());
   flags.backend.threads = static_cast<int>(whole_flag(args, "threads", 0, 4096));
   flags.batcher.max_batch = whole_flag(args, "max-batch", 1, 1 << 16);
+  flags.batch_workers = static_cast<int>(whole_flag(args, "batch-workers", 1, 64));
   flags.batcher.max_delay_ms = static_cast<double>(whole_flag(args, "max-delay-ms", 0, 10000));
   flags.batcher.max_queue = whole_flag(args, "max-queue", kMaxRequestImages, int64_t{1} << 24);
   flags.backend.max_batch = static_cast<int>(flags.batcher.max_batch);
@@ -155,7 +165,9 @@ ServeFlags read_flags(const cxxopts::ParseResult& args, const std::string& defau
   return flags;
 }
 
-// One backend per usable GPU (device auto or cuda), else one on the CPU.
+// --batch-workers backends per usable GPU (device auto or cuda), each making 8-bit pixels on the GPU,
+// and one making float32 (the npy answers); --batch-workers synthetic ones of a thread each; else one
+// on the CPU.
 std::vector<std::unique_ptr<Backend>> make_backends(const Network& net, const ServeFlags& flags) {
   const DeviceChoice choice = choose_device(flags.backend);
   std::vector<std::unique_ptr<Backend>> backends;
@@ -165,8 +177,18 @@ std::vector<std::unique_ptr<Backend>> make_backends(const Network& net, const Se
     for (int gpu = 0; gpu < gpus; ++gpu) {
       BackendOptions options = choice.options;
       options.cuda_device = gpu;
+      options.sleep_while_waiting = true;  // the cores serve the connections
+      options.images = ImageEncoding::Rgb8;
+      for (int k = 0; k < flags.batch_workers; ++k) backends.push_back(make_cuda_backend(net, options));
+      options.images = ImageEncoding::Float32;
       backends.push_back(make_cuda_backend(net, options));
     }
+    return backends;
+  }
+  if (choice.options.device == DeviceKind::Synthetic) {
+    BackendOptions options = choice.options;
+    options.threads = 1;
+    for (int k = 0; k < flags.batch_workers; ++k) backends.push_back(make_synthetic_backend(options));
     return backends;
   }
   if (!flags.quiet && choice.fell_back) say(choice.notice(resolve_threads(choice.options.threads)));
@@ -220,21 +242,26 @@ int run_service(const ServeFlags& flags, const Network& net, const sigset_t& sig
   BatcherOptions batcher_options = flags.batcher;
   batcher_options.latent_dim = net.spec().latent_dim;
   batcher_options.image_values = net.spec().image_values();
+  batcher_options.png_level = flags.png_level;
   Metrics metrics(batcher_options.max_batch);
   const std::string described = backends.front()->describe();
   const size_t workers = backends.size();
   Batcher batcher(std::move(backends), batcher_options, [&metrics](const BatchReport& report) { metrics.batch(report); });
-  Service service{batcher, metrics, {flags.model, precision_name(flags.backend.precision), net.spec(), flags.png_level},
+  // Synthetic images name the model only where one was given, as the batch tool's do.
+  const std::string model = flags.backend.device == DeviceKind::Synthetic && !flags.model_given ? "" : flags.model;
+  Service service{batcher, metrics, {model, precision_name(flags.backend.precision), net.spec(), flags.png_level},
                   flags.token};
+  RequestThreads request_threads(flags.request_threads);
+  service.request_threads = &request_threads;
   const Routes routes(service);
   ServerOptions options = flags.server;
   options.max_connections = connections_that_fit(flags);
-  RequestThreads request_threads(flags.request_threads);
   HttpServer server(options, routes, metrics, request_threads);  // listening from here
   const StopperThread stopper{std::thread(stop_on_signal, std::ref(server), std::ref(service), std::cref(signals), flags.quiet)};
   if (!flags.quiet) {
     say("listening on http://" + options.host + ":" + std::to_string(server.port()) + "/ with " + std::to_string(workers) +
-        (workers == 1 ? " worker (" : " workers (") + described + (workers == 1 ? ")" : ", ...)") + ", model " + flags.model);
+        (workers == 1 ? " worker (" : " workers (") + described + (workers == 1 ? ")" : ", ...)") + ", model " +
+        (model.empty() ? std::string("none") : model));
   }
   server.run();  // returns once stop() was called and the requests in flight are answered
   batcher.stop();
@@ -260,7 +287,8 @@ int serve(const ServeFlags& flags) {
   sigemptyset(&signals);
   for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&signals, s);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  const Network net = load_network(flags.model);
+  // Synthetic images need no network, as in the batch tool: the model file is named, never read.
+  const Network net = flags.backend.device == DeviceKind::Synthetic ? Network() : load_network(flags.model);
   if (mpi::detect_launch().kind == mpi::LaunchKind::Rank) {
     return mpi::serve_as_ranks(net, flags.backend, [&](std::vector<std::unique_ptr<Backend>> backends) {
       return run_service(flags, net, signals, std::move(backends));

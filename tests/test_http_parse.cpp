@@ -6,6 +6,7 @@
 // was made from, for random bodies cut into random chunks with random extensions and trailers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -229,6 +230,63 @@ TEST_CASE("http: a malformed head is refused with 400, never guessed at") {
   CHECK(refused("GET / HTTPS/1.1\r\nHost: x\r\n\r\n") == 400);
 }
 
+// Every shape of request line that is wrong as a line, with its status.
+struct BadLine {
+  const char* line;
+  int status;
+};
+const BadLine kBadRequestLines[] = {
+    {"GET /healthz", 400},                 // HTTP/0.9: no version
+    {"GET", 400},                          // a method alone
+    {"GET ", 400},
+    {"GET  /healthz HTTP/1.1", 400},       // two spaces
+    {"GET /healthz  HTTP/1.1", 400},
+    {" GET /healthz HTTP/1.1", 400},       // a space first
+    {"GET /healthz HTTP/1.1 ", 400},       // a space last
+    {"GET /healthz HTTP/1.1 x", 400},      // a fourth part
+    {"GET /a b HTTP/1.1", 400},            // a space in the target
+    {"G(T /healthz HTTP/1.1", 400},        // a method that is not a token
+    {"G\xc3\xa9T /healthz HTTP/1.1", 400},
+    {"GET healthz HTTP/1.1", 400},         // a target that is not a path
+    {"GET ftp://x/ HTTP/1.1", 400},
+    {"GET /h\xc3\xa9 HTTP/1.1", 400},      // a byte to percent-encode in the target
+    {"GET /a\tb HTTP/1.1", 400},
+    {"GET /healthz http/1.1", 400},        // not HTTP/ as written
+    {"GET /healthz HTTPS/1.1", 400},
+    {"GET /healthz HTTP/1", 400},
+    {"GET /healthz HTTP/1.1.1", 400},
+    {"GET /healthz HTTP/x.y", 400},
+    {"GET /healthz HTTP/2.0", 505},        // another version
+    {"GET /healthz HTTP/1.2", 505},
+    {"GET /healthz HTTP/0.9", 505},
+};
+
+TEST_CASE("http: a bad request line is refused at its end, before any more of the head comes") {
+  MemoryBudget budget(1 << 20);
+  for (const BadLine& bad : kBadRequestLines) {
+    const std::string line = std::string(bad.line) + "\r\n";
+    CAPTURE(line);
+    // The line and its CRLF alone (as a client that sends nothing more, e.g. HTTP/0.9's): refused now.
+    std::vector<size_t> every;
+    for (size_t k = 1; k < line.size(); ++k) every.push_back(k);
+    for (const std::vector<size_t>& cuts : {std::vector<size_t>{}, every}) {
+      const Outcome out = feed_in_pieces(line, cuts, budget);
+      CHECK(out.state == RequestReader::State::Refused);
+      CHECK(out.status == bad.status);
+      CHECK(out.used == line.size());
+    }
+    // With a head after it that is wrong too: the request line's fault is the one told.
+    CHECK(refused(line + "X-A b\r\nHost: x\r\n\r\n") == bad.status);
+  }
+  // A good request line alone waits for the rest of the head, and is read whole with it.
+  for (const char* good : {"GET /healthz HTTP/1.1", "GET /healthz HTTP/1.0", "GET http://x/healthz HTTP/1.1", "OPTIONS * HTTP/1.1"}) {
+    CAPTURE(good);
+    const Outcome waiting = feed_in_pieces(std::string(good) + "\r\n", {}, budget);
+    CHECK(waiting.state == RequestReader::State::Head);
+    CHECK(read(std::string(good) + "\r\nHost: x\r\n\r\n").state == RequestReader::State::Complete);
+  }
+}
+
 TEST_CASE("http: heads past their limits are refused with 431 (414 for the request line alone)") {
   CHECK(refused("GET /" + std::string(300, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n") == 414);
   std::string many = kGet;
@@ -326,4 +384,30 @@ TEST_CASE("http: random bodies in random chunks, extensions and trailers come ba
     CHECK(out.request.body == body);
     CHECK(out.used == bytes.size());
   }
+}
+
+TEST_CASE("http: an answer's head is ASCII lines whatever bytes its fields were given") {
+  HttpResponse response;
+  response.set(404, "application/json", "{}");
+  std::string every;
+  for (int b = 0; b < 256; ++b) every += static_cast<char>(b);
+  response.fields.push_back({"X-Echo", every});
+  response.fields.push_back({"X-\r\nInjected", "a\r\nSet-Cookie: b"});
+  response.slices.push_back({"12345", 5});
+  const std::string head = response_head(response, 11, true);
+  CHECK(head.size() > 4);
+  CHECK(head.compare(head.size() - 4, 4, "\r\n\r\n") == 0);
+  const std::string lines = head.substr(0, head.size() - 4);
+  size_t count = 0;
+  for (size_t at = 0; at <= lines.size(); ++count) {
+    const size_t end = std::min(lines.find("\r\n", at), lines.size());
+    for (size_t k = at; k < end; ++k) {
+      const auto c = static_cast<unsigned char>(lines[k]);
+      CHECK(((c >= 0x20 && c < 0x7f) || c == '\t'));
+    }
+    at = end + 2;
+  }
+  CHECK(count == 6);  // status, Date, Content-Type, Content-Length, the two fields: nothing injected
+  CHECK(head.find("Content-Length: 7\r\n") != std::string::npos);  // the body and its slices
+  CHECK(head.find("\r\nSet-Cookie") == std::string::npos);
 }

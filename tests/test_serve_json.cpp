@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "latents/latent_source.hpp"
 #include "serve/json.hpp"
@@ -131,6 +132,67 @@ TEST_CASE("generate body: every kind of bad request is refused in one sentence")
   // A client's text quoted in a sentence keeps it one line.
   CHECK(has(request_error("{\"a\\nb\": 1}"), "unknown member \"a\\nb\""));
   CHECK(has(request_error("[\"\\\n\"]"), "'\\\\n' is not a JSON escape"));
+}
+
+namespace {
+
+// Whether `text` is UTF-8 throughout (json::utf8_sequence at every character).
+bool is_utf8(const std::string& text) {
+  for (size_t k = 0; k < text.size();) {
+    const size_t bytes = json::utf8_sequence(text, k);
+    if (bytes == 0) return false;
+    k += bytes;
+  }
+  return true;
+}
+
+// Byte strings of every kind a client can send: each single byte, cut and overlong sequences,
+// surrogates, values past U+10FFFF, good characters of every length beside bad bytes, and random bytes.
+std::vector<std::string> hostile_texts() {
+  std::vector<std::string> texts;
+  for (int b = 0; b < 256; ++b) texts.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* t : {"\xc3", "\xc3\xa9", "a\xc3", "\xe2\x82", "\xe2\x82\xac", "\xf0\x9f\x98", "\xf0\x9f\x98\x80",
+                        "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xf8\x88\x80\x80\x80",
+                        "caf\xc3\xa9\xff\xfe!", "\x80\x80\x80", "%ff", "\"\\\x01\x7f\xff"}) {
+    texts.push_back(t);
+  }
+  uint64_t seed = 7;
+  for (int k = 0; k < 2000; ++k) {
+    std::string t;
+    for (int n = 0; n < 1 + k % 90; ++n) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      t += static_cast<char>(seed >> 56);
+    }
+    texts.push_back(t);
+  }
+  return texts;
+}
+
+}  // namespace
+
+TEST_CASE("json: a client's bytes that are not UTF-8 never make a sentence or a JSON string that is not") {
+  for (const std::string& text : hostile_texts()) {
+    CAPTURE(text);
+    // quote(): always a JSON string that reads back; its text is the original where that is UTF-8.
+    const std::string quoted = json::quote(text);
+    CHECK(is_utf8(quoted));
+    json::Value value;
+    REQUIRE_NOTHROW(value = json::parse(quoted));
+    CHECK(value.is(json::Value::Kind::String));
+    if (is_utf8(text)) CHECK(value.text == text);
+    // printable(): UTF-8 of one line at any length, never a character cut; then quote() keeps it.
+    for (size_t max : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{40}, size_t{1000}}) {
+      const std::string shown = json::printable(text, max);
+      CHECK(is_utf8(shown));
+      CHECK(shown.find('\n') == std::string::npos);
+      CHECK(shown.find('\r') == std::string::npos);
+      CHECK(json::parse(json::quote(shown)).text == shown);
+    }
+  }
+  CHECK(json::printable("caf\xc3\xa9\xff!") == "caf\xc3\xa9\\xff!");
+  CHECK(json::printable("caf\xc3\xa9", 4) == "caf...");  // not half of the e-acute
+  CHECK(json::quote("a\xff" "b") == "\"a\\ufffdb\"");
+  CHECK(error_json("no route GET /\xff") == "{\"error\": \"no route GET /\\ufffd\"}\n");
 }
 
 TEST_CASE("seeds in a path and a query") {

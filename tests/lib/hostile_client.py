@@ -21,8 +21,9 @@ counts the timeouts and the server's memory has not grown by more than 32 MiB (n
 SANITIZE=1: AddressSanitizer holds freed memory back on purpose).
 
   hostile_client.py PORT PID     (PID: the server's, for its resident memory)
+  hostile_client.py PORT PID stop   SIGTERM to PID with connections of every kind held (stopping())
 Python's standard library only; every read has a deadline."""
-import concurrent.futures, gzip, http.client, json, os, re, socket, sys, time
+import concurrent.futures, gzip, http.client, json, os, re, signal, socket, sys, time
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from raw_http import Connection, request  # noqa: E402
@@ -157,6 +158,13 @@ def heads():
     refused("100,000 header fields", GET + "".join(f"X-{k}: v\r\n" for k in range(100000)) + "\r\n", 431)
     refused("one field of 20 KiB", GET + "X-Big: " + "v" * (20 << 10) + "\r\n\r\n", 431)
     refused("a request line of 9 KiB", "GET /" + "a" * (9 << 10) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 414)
+    # Every shape of bad request line, its CRLF the last byte sent: refused at once, not waited on.
+    for line, status in [("GET /healthz", 400), ("GET", 400), ("GET ", 400), ("GET  /healthz HTTP/1.1", 400),
+                         (" GET /healthz HTTP/1.1", 400), ("GET /healthz HTTP/1.1 ", 400), ("GET /a b HTTP/1.1", 400),
+                         ("G(T /healthz HTTP/1.1", 400), ("GET healthz HTTP/1.1", 400), ("GET /h\xc3\xa9 HTTP/1.1", 400),
+                         ("GET /healthz http/1.1", 400), ("GET /healthz HTTP/1", 400), ("GET /healthz HTTP/2.0", 505),
+                         ("GET /healthz HTTP/0.9", 505)]:
+        refused(f"the request line {line!r} alone, nothing after its CRLF", line.encode("latin-1") + b"\r\n", status)
     conn = Connection(port)
     conn.send("GET /healthz HTTP/1.1\r\nHost: 1")
     conn.half_close()
@@ -164,6 +172,49 @@ def heads():
     report("a client that closes mid-head: 400, then closed", answer is not None and answer.status == 400 and conn.closed_by_server(3),
            f"{answer!r}")
     conn.close()
+
+
+def utf8_bodies():
+    """Request bytes that are not UTF-8 (or UTF-8 cut short) in every place they reach an answer: the
+    path, the query, the seed of an image, a model's name, the values of the fields the server reads;
+    each answer's body is JSON text (UTF-8) with one sentence, and its head is ASCII."""
+    cases = [
+        ("an unknown path of %ff%fe", request("GET", "/%ff%fe")),
+        ("an unknown path cut in a character", request("GET", "/%c3")),
+        # decoded, the 79th and 80th bytes of the path are one character, across the 80 a sentence shows
+        ("a long unknown path, a character across the cut", request("GET", "/" + "a" * 78 + "%c3%a9%c3%a9")),
+        ("an image named %ff", request("GET", "/v1/images/%ff")),
+        ("an image's seed of %ff", request("GET", "/v1/images/%ff.png")),
+        ("a seed list of %ff", request("GET", "/v1/latents?seeds=%ff")),
+        ("a seed list of 1,%c3%28", request("GET", "/v1/latents?seeds=1,%c3%28")),
+        ("a model named %ff", request("POST", "/v2/models/%ff/infer", "{}")),
+        ("a model named %ed%a0%80 (a surrogate)", request("GET", "/v2/models/%ed%a0%80")),
+        ("a wrong method on a path of %ff", request("DELETE", "/v1/images/%ff.png")),
+        ("Content-Length 1\\xff", POST.encode() + b"Content-Length: 1\xff\r\n\r\n"),
+        ("Transfer-Encoding \\xff, chunked", POST.encode() + b"Transfer-Encoding: \xff, chunked\r\n\r\n0\r\n\r\n"),
+        ("Content-Encoding \\xfe\\xff", POST.encode() + b"Content-Encoding: \xfe\xff\r\nContent-Length: 14\r\n\r\n" + BODY.encode()),
+        ("Expect \\xff", POST.encode() + b"Expect: \xff\r\nContent-Length: 14\r\n\r\n" + BODY.encode()),
+        ("Inference-Header-Content-Length \\xff", b"POST /v2/models/facegen/infer HTTP/1.1\r\nHost: x\r\nInference-Header-Content-Length: \xff\r\n"
+         b"Content-Length: 2\r\n\r\n{}"),
+        ("a JSON body of raw \\xff", request("POST", "/v1/generate", b'{"seeds": \xff[1]}')),
+        ("a JSON member name of raw \\xff", request("POST", "/v1/generate", b'{"\xff": 1}')),
+        ("a JSON string of raw \\xc3 cut", request("POST", "/v1/generate", b'{"seeds": [1], "format": "\xc3"}')),
+    ]
+    for name, data in cases:
+        conn = Connection(port)
+        conn.send(data)
+        answer = conn.answer(timeout=10)
+        conn.close()
+        why = f"answer {answer!r}"
+        ok = answer is not None and answer.status >= 400
+        if ok:
+            try:
+                sentence = json.loads(answer.body.decode("utf-8"))["error"]
+                ok = isinstance(sentence, str) and "\n" not in sentence
+            except (UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+                ok, why = False, f"{why}: the body is not JSON text: {e}"
+            ok = ok and all(32 <= ord(c) < 127 or c == "\t" for v in answer.fields.values() for c in v)
+        report(f"{name}: {answer.status if answer else 'no answer'}, the body JSON text, the head ASCII", ok, why)
 
 
 def expect_answers(name, conn, wanted, then_closed=False, timeout=10):
@@ -389,13 +440,112 @@ def reads_nothing():
            f"{got >> 10} KiB taken)", took < 30 and got < 5 << 20, f"after {took:.1f} s, {got} bytes")
 
 
+def exited(timeout):
+    """The seconds until the server's process ends (a zombie counts: the suite reaps it), or None."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return time.monotonic() - start
+        except (OSError, IndexError):
+            return time.monotonic() - start
+        time.sleep(0.02)
+    return None
+
+
+def stopping():
+    """SIGTERM with a connection of each kind held: the idle ones (new, kept alive) close at once; a
+    request's head or body not whole is answered 503 at once and closed; a request being made is
+    answered (Connection: close), as is the first of pipelined ones (the rest are not read); a slow
+    reader of a large answer gets all of it at its own pace; the process exits once they are done."""
+    # A request that keeps the server's one worker busy for about 2 s, so that the requests after it
+    # are still being made at the signal whatever the speed of the machine.
+    start = time.monotonic()
+    timing = Connection(port)
+    timing.send(request("POST", "/v1/generate", '{"seeds": [%s], "format": "npy-u8"}' % ", ".join(str(k) for k in range(16))))
+    timing.answer(timeout=60)
+    timing.close()
+    images = max(16, min(4096, int(2.0 / max((time.monotonic() - start) / 16, 1e-6))))
+    blocker = Connection(port)
+    blocker.send(request("POST", "/v1/generate", '{"seeds": [%s], "format": "npy-u8"}' % ", ".join(str(k) for k in range(images))))
+    idle_new = Connection(port)
+    idle_kept = Connection(port)
+    idle_kept.send(request("GET", "/healthz"))
+    idle_kept.answer()
+    stalled_head = Connection(port)
+    stalled_head.send("GET /healthz HTTP/1.1\r\nHost: 1")
+    stalled_body = Connection(port)
+    stalled_body.send(POST + "Content-Length: 100\r\n\r\n" + BODY[:5])
+    in_flight = Connection(port)
+    in_flight.send(request("POST", "/v1/generate", '{"seeds": [%s], "format": "npy-u8"}' % ", ".join(str(k) for k in range(100, 116))))
+    pipelined = Connection(port)
+    pipelined.send(request("POST", "/v1/generate", '{"seeds": [%s], "format": "tar"}' % ", ".join(str(k) for k in range(200, 208))) +
+                   request("GET", "/healthz") + request("GET", "/healthz"))
+    reader = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    reader.settimeout(10)
+    reader.connect(("127.0.0.1", port))
+    reader.sendall(request("GET", "/v1/latents?seeds=0-2047"))
+    got = reader.recv(16384)
+    time.sleep(0.3)  # every connection in its state
+    os.kill(pid, signal.SIGTERM)
+    signalled = time.monotonic()
+    for name, conn in [("a new connection that sent nothing", idle_new), ("a kept-alive connection between requests", idle_kept)]:
+        closed = conn.closed_by_server(timeout=2)
+        took = time.monotonic() - signalled
+        report(f"SIGTERM: {name} is closed at once (after {took:.2f} s)", closed and took < 0.5, f"closed {closed} after {took:.2f} s")
+        conn.close()
+    for name, conn in [("a request's head not whole", stalled_head), ("a request's body not whole", stalled_body)]:
+        answer = conn.answer(timeout=2)
+        closed = conn.closed_by_server(timeout=2)
+        took = time.monotonic() - signalled
+        report(f"SIGTERM: {name}: 503 and closed at once (after {took:.2f} s)", answer is not None and answer.status == 503 and closed and took < 0.5,
+               f"answer {answer!r}, closed {closed} after {took:.2f} s")
+        conn.close()
+    answer = in_flight.answer(timeout=30)
+    whole = answer is not None and answer.body[:6] == b"\x93NUMPY" and len(answer.body) == 10 + answer.body[8] + 256 * answer.body[9] + 16 * 12288
+    report(f"SIGTERM: a request being made (16 images, behind one of {images}) is answered whole, with Connection: close, then closed",
+           answer is not None and answer.status == 200 and whole and answer.field("connection") == "close" and in_flight.closed_by_server(3),
+           f"answer {answer!r}, whole {whole}, fields {answer.fields if answer else None}")
+    in_flight.close()
+    answer = pipelined.answer(timeout=30)
+    report("SIGTERM: of 3 pipelined requests the one being made is answered (Connection: close), then closed",
+           answer is not None and answer.status == 200 and answer.field("connection") == "close" and pipelined.closed_by_server(3),
+           f"answer {answer!r}, fields {answer.fields if answer else None}")
+    pipelined.close()
+    answer = blocker.answer(timeout=60)
+    report("SIGTERM: the request before them is answered too", answer is not None and answer.status == 200, f"answer {answer!r}")
+    blocker.close()
+    while True:  # about 1 MB/s
+        try:
+            data = reader.recv(16384)
+        except OSError:
+            break
+        if not data:
+            break
+        got += data
+        time.sleep(0.01)
+    reader.close()
+    read_all = time.monotonic() - signalled
+    head, _, body = got.partition(b"\r\n\r\n")
+    length = re.search(rb"Content-Length: (\d+)", head)
+    whole = length is not None and len(body) == int(length.group(1)) and body.endswith(b"]]}\n")
+    report(f"SIGTERM: a slow reader of a {len(got) >> 10} KiB answer gets all of it (by {read_all:.1f} s)", whole, f"{len(body)} bytes, head {head[:200]!r}")
+    took = exited(15)
+    report(f"SIGTERM: the process exits once they are done ({took:.2f} s after the last)" if took is not None else "SIGTERM: the process exits",
+           took is not None and took < 1.5, f"after {took} s")
+
+
 def metric(name, labels=""):
     text = http_get("/metrics").decode()
     m = re.search("^" + re.escape(name + labels) + r" ([0-9.e+]+)$", text, re.M)
     return float(m.group(1)) if m else None
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[3:] == ["stop"]:
+    stopping()
+elif __name__ == "__main__":
     rss_before = rss_kib()
     timed_out = {phase: metric("facegen_connections_timed_out_total", f'{{phase="{phase}"}}') for phase in ("idle", "head", "body")}
     with concurrent.futures.ThreadPoolExecutor(5) as pool:  # the waits of the timeouts, beside the rest
@@ -404,6 +554,7 @@ if __name__ == "__main__":
         heads()
         keep_alive()
         form_json()
+        utf8_bodies()
         for f in waits:
             f.result()
     after = {phase: metric("facegen_connections_timed_out_total", f'{{phase="{phase}"}}') for phase in ("idle", "head", "body")}

@@ -4,8 +4,10 @@
 # request an HTTP server must refuse or get right (framing, heads and their limits, keep-alive and
 # pipelining, half-closed clients, JSON sent as a form, slow and idle clients), each answered as RFC
 # 9112 asks and the server still serving after it; then curl -d with a 1 MiB body, as a user would
-# send one. The server starts with default signal dispositions and is killed at the end even when a
-# check fails; every wait has a deadline. Usage: serve_hostile.sh [build]
+# send one; then SIGTERM to a second server with a connection of every kind held (idle, a head or a
+# body not whole, a request being made, pipelined requests, a slow reader of a large answer). The
+# servers start with default signal dispositions and are killed at the end even when a check fails;
+# every wait has a deadline. Usage: serve_hostile.sh [build]
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh serve_hostile
@@ -65,4 +67,23 @@ wait_pid "$server" 30
 status=$?
 server=
 [ $status = 0 ] && pass "SIGTERM after it all: exit 0" || fail "SIGTERM after it all" "exit status $status: $(tail -c 300 "$work/server.err")"
+
+# SIGTERM with a connection of every kind held (the client sends the signal and times the exit).
+echo "stopping with connections of every kind:"
+(exec env --default-signal "$prog" serve --device cpu --threads 1 --model "$model" --port 0 --io-timeout-s 2 --idle-timeout-s 30 \
+   2> "$work/stop.err") &
+server=$!
+port=$(serve_port "$work/stop.err" "$server" 30)
+if [ -n "$port" ]; then
+  deadline 120 "$py" tests/lib/hostile_client.py "$port" "$server" stop > "$work/stop.out" 2>&1
+  status=$?
+  tally < "$work/stop.out"
+  [ $status = 0 ] || fail "the stopping client" "ended with status $status"
+  wait_pid "$server" 30
+  status=$?
+  server=
+  [ $status = 0 ] && pass "SIGTERM with connections of every kind: exit 0" || fail "SIGTERM with connections of every kind" "exit status $status: $(tail -c 300 "$work/stop.err")"
+else
+  fail "the second server starts" "$(head -c 300 "$work/stop.err")"
+fi
 suite_end
