@@ -6,6 +6,7 @@
 # 9112 asks and the server still serving after it; then curl -d with a 1 MiB body, as a user would
 # send one. The server starts with default signal dispositions and is killed at the end even when a
 # check fails; every wait has a deadline. Usage: serve_hostile.sh [build]
+# runner: sanitized (make test-sanitize runs it again on the sanitized build)
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh serve_hostile
