@@ -12,8 +12,11 @@
 #                        bin/facegen-export-model, bin/facegen-make-latents,
 #                        share/facegen/models/, share/facegen/slurm/
 #   make test            build and run every test this machine can run; ends with a pass/fail line
+#   make test-quick      the unit tests, the command line and the suites of the folders a change
+#                        touches (tests/quick.sh), in about a minute and a half
 #   make test-sanitize   the unit, command-line and fault tests again, built with AddressSanitizer and
-#                        UndefinedBehaviorSanitizer in build-san/ (same as make test SANITIZE=1)
+#                        UndefinedBehaviorSanitizer in build-san/ (same as make test SANITIZE=1); make
+#                        test test-sanitize runs both passes side by side (tests/run_all.sh)
 #   make fuzz            libFuzzer targets (clang) in build/fuzz/; make fuzz-smoke runs each briefly
 #   make bench           (GPU machine) build/facegen-bench, then bench/pytorch_reference.py beside it
 #   make bench-io        the output writers in MB/s and images/s, on the CPU (BENCH_IO_ARGS=--images N)
@@ -99,6 +102,7 @@ NVCCFLAGS += -lineinfo
 endif
 # libdeflate compresses each PNG; zlib the bands of a mosaic PNG (png_encoder.hpp).
 LDLIBS := -pthread -ldeflate -lz
+HOST_LDLIBS := $(LDLIBS)
 # The event loops of `facegen serve` (serve/http_server.cpp): Asio, header-only (Debian's libasio-dev),
 # nothing to link.
 # Any report is fatal (a sanitizer that only prints lets a test pass).
@@ -108,7 +112,9 @@ OPT      := -O1 -g
 CXXFLAGS := -std=c++17 $(OPT) -march=$(CPU_ARCH) -Wall -Wextra -pthread
 endif
 ifeq ($(SANITIZE),1)
-OPT      := -O1 -g
+# -g1: line tables without variables, so that a sanitizer's report names file and line as under -g,
+# for three quarters of -g's compile time.
+OPT      := -O1 -g1
 # -Wno-maybe-uninitialized: GCC 12 under -fsanitize=address warns falsely inside <regex> (cxxopts).
 CXXFLAGS := -std=c++17 $(OPT) -march=$(CPU_ARCH) -Wall -Wextra -Wno-maybe-uninitialized -pthread $(SANITIZER_FLAGS)
 LDLIBS   += $(SANITIZER_FLAGS)
@@ -190,7 +196,8 @@ TEST_MODEL := $(BUILD)/random-network.bin
 # corpus in fuzz/corpus/ and then for FUZZ_SECONDS of new inputs; FUZZ_SECONDS=600 for a real run.
 FUZZ_CXX     ?= clang++-14
 FUZZ_SECONDS ?= 25
-FUZZ_FLAGS   := -std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+# -gline-tables-only: a finding's stack names file and line, for less compile time than -g.
+FUZZ_FLAGS   := -std=c++17 -O1 -gline-tables-only -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
                 -fno-omit-frame-pointer
 FUZZ_LIB_SRC := latents/latents.cpp latents/latent_index.cpp latents/text_latents.cpp latents/latent_source.cpp common/latent_draw.cpp \
                 latents/seed_list.cpp latents/npy_latents.cpp latents/input_file.cpp latents/file_system_kind.cpp common/content_hash.cpp common/threads.cpp common/work_pool.cpp common/model_spec.cpp \
@@ -228,7 +235,7 @@ ifeq ($(CUDA),1)
 ALL += $(GPU_TESTS) $(BENCH)
 endif
 
-.PHONY: all run run_parallel serve install test test-sanitize test-build sanitizer-build valgrind-build fuzz fuzz-smoke bench bench-io bench-png bench-cpu bench-latents bench-split bench-write bench-scaling clean deps test-deps data-deps faces-data
+.PHONY: all run run_parallel serve install test test-sanitize test-quick test-build sanitizer-build valgrind-build fuzz fuzz-smoke bench bench-io bench-png bench-cpu bench-latents bench-split bench-write bench-scaling clean deps test-deps data-deps faces-data
 all: $(ALL)
 
 $(BUILD)/libfacegen.a: $(LIB_OBJ)
@@ -323,37 +330,58 @@ install: $(PROGRAM) $(LATENTS_TOOL)
 	  chmod 644 $(INSTALL_SHARE)/slurm/$$(basename "$$f") || exit 1; \
 	done
 
-# The plain test pass also builds the fuzz targets where clang is installed (tests/suites/fuzz_smoke.sh
-# runs them) and build-vg/facegen where valgrind is (tests/suites/valgrind.sh).
+# make test runs tests/run_all.sh after building what the first jobs need (TEST_FIRST); the rest is
+# built by the runner as jobs of their own, beside the first suites, each waited for by the jobs
+# that need it: the GPU tests and the benchmark where CUDA is, the fuzz targets where clang is,
+# build-vg/ where valgrind is, and build-san/ when test-sanitize is asked for too. make test
+# test-sanitize is one run of both passes side by side (the plain pass's suites and the sanitized
+# pass's share the CPUs); make test-sanitize alone runs the sanitized pass.
 PLAIN_PASS   := $(if $(filter 1,$(SANITIZE) $(VALGRIND)),,1)
-FUZZ_IN_TEST := $(if $(PLAIN_PASS),$(if $(shell command -v $(FUZZ_CXX) 2>/dev/null),$(FUZZ_TARGETS)))
-VG_IN_TEST   := $(if $(PLAIN_PASS),$(if $(shell command -v valgrind 2>/dev/null),valgrind-build))
-# What the first suites need is built first; the rest (the GPU tests and the benchmark where CUDA is,
-# the fuzz targets, build-vg/, and build-san/ when test-sanitize is asked for too) is built by
-# tests/run_all.sh in the background, at the lowest priority, while those suites run, and waited for
-# (with a deadline) before the suites that use it. On 2 cores this takes minutes off make test
-# test-sanitize: most suites leave a core idle.
+BOTH_PASSES  := $(and $(PLAIN_PASS),$(filter test,$(MAKECMDGOALS)),$(filter test-sanitize,$(MAKECMDGOALS)))
 TEST_FIRST   := $(PROGRAM) $(RANDOM_MODEL_TOOL) $(LATENTS_TOOL) $(UNIT_TESTS) $(TEST_MODEL)
-BACKGROUND_GOALS := $(if $(PLAIN_PASS),$(filter-out $(TEST_FIRST),$(ALL)) $(FUZZ_IN_TEST) $(VG_IN_TEST) \
-                    $(if $(filter test-sanitize,$(MAKECMDGOALS)),sanitizer-build))
+SUBMAKE      := $(MAKE) --no-print-directory
+TEST_BUILDS  := $(if $(PLAIN_PASS),\
+  TEST_BUILD_GPU='$(if $(filter-out $(TEST_FIRST),$(ALL)),$(SUBMAKE) $(filter-out $(TEST_FIRST),$(ALL)))' \
+  TEST_BUILD_FUZZ='$(if $(shell command -v $(FUZZ_CXX) 2>/dev/null),$(SUBMAKE) $(FUZZ_TARGETS))' \
+  TEST_BUILD_VALGRIND='$(if $(shell command -v valgrind 2>/dev/null),$(SUBMAKE) valgrind-build)' \
+  TEST_BUILD_SANITIZED='$(if $(BOTH_PASSES),$(SUBMAKE) sanitizer-build)')
 # make -n test prints the command instead of running the tests (the line names $(MAKE), which -n runs).
 DRY_RUN      := $(if $(findstring n,$(firstword -$(MAKEFLAGS))),echo)
 test: $(TEST_FIRST)
-	@$(DRY_RUN) BUILD=$(BUILD) SANITIZE=$(SANITIZE) \
-	  BACKGROUND_BUILD='$(if $(strip $(BACKGROUND_GOALS)),$(MAKE) --no-print-directory $(strip $(BACKGROUND_GOALS)))' \
-	  bash tests/run_all.sh
+	@$(DRY_RUN) BUILD=$(BUILD) SANITIZE=$(SANITIZE) PASSES='$(if $(PLAIN_PASS),plain$(if $(BOTH_PASSES), sanitized),sanitized)' \
+	  $(TEST_BUILDS) bash tests/run_all.sh
+
+# The inner loop: the unit tests, the command line and the suites of the folders a change touches
+# (tests/quick.sh), about a minute and a half; make test test-sanitize still before a merge.
+test-quick: $(TEST_FIRST)
+	@$(DRY_RUN) bash tests/quick.sh $(BUILD)
 
 test-build: $(TEST_FIRST)
 
 sanitizer-build:
 	@$(MAKE) --no-print-directory SANITIZE=1 test-build
 
-# After the plain pass when both are asked for (make runs goals in parallel otherwise).
+# With test among the goals, test runs both passes; alone, the sanitized pass.
 test-sanitize: | $(filter test,$(MAKECMDGOALS))
-	@$(MAKE) --no-print-directory SANITIZE=1 test
+	@$(if $(BOTH_PASSES),:,$(MAKE) --no-print-directory SANITIZE=1 test)
 
+# build-vg/facegen for tests/suites/valgrind.sh: the plain build's own objects, whose code is for
+# x86-64 (valgrind decodes no AVX-512; the CPU backend picks its kernels when it starts, the AVX2 ones
+# under valgrind), linked without CUDA (generator/cuda_unavailable.o for the .cu objects), so that no
+# CUDA runtime runs under valgrind and none needs suppressions; the library is not compiled a second
+# time. A plain build for another CPU_ARCH leaves it to VALGRIND=1 (-O1 -g, x86-64, in build-vg/).
+VG_PROGRAM := build-vg/facegen
+ifeq ($(PLAIN_PASS)$(CPU_ARCH),1x86-64)
+VG_OBJ := $(BUILD)/app/main.o $(filter-out $(BUILD)/generator/cuda_unavailable.o,$(LIB_CPP:%.cpp=$(BUILD)/%.o)) \
+          $(BUILD)/generator/cuda_unavailable.o
+valgrind-build: $(VG_PROGRAM)
+$(VG_PROGRAM): $(VG_OBJ)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -o $@ $^ $(HOST_LDLIBS) $(MPI_LDLIBS)
+else
 valgrind-build:
-	@$(MAKE) --no-print-directory VALGRIND=1 build-vg/facegen
+	@$(MAKE) --no-print-directory VALGRIND=1 $(VG_PROGRAM)
+endif
 
 fuzz: $(FUZZ_TARGETS)
 

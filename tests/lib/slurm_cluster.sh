@@ -3,31 +3,16 @@
 # Sourced after virtual_cluster.sh and vc_up. slurmctld runs on node1 (the login and head node), one
 # slurmd on every node, each in its node's namespaces and so under its node's host name and address
 # (NodeName=nodeN NodeAddr=10.250.77.1N); configuration, state, spool directories, pid files and
-# logs live in DIR. Authentication is munge's, whose socket is a file and so reaches every node:
-# the munged that answers already, or one started here as the munge user.
+# logs live in DIR. Authentication is munge's: a munged of the cluster's own (tests/lib/munge.sh),
+# whose socket is a file in DIR and so reaches every node.
 #
 #   slurm_cluster_up DIR      start it; returns non-zero with the reason in $SLURM_CLUSTER_WHY if it cannot
 #   slurm_cluster_down        cancel every job and stop the daemons it started, by pid
 # SLURM_CONF is exported for the clients (sbatch, sinfo, scontrol), which the test runs on node1.
 
 SLURM_CLUSTER_DIR=
-SLURM_STARTED_MUNGED=
 SLURM_CLUSTER_WHY=
-
-slurm_start_munged() {
-  munge -n 2> /dev/null | unmunge > /dev/null 2>&1 && return 0
-  [ -f /etc/munge/munge.key ] || { echo "/etc/munge/munge.key is missing (the munge package makes it)"; return 1; }
-  mkdir -p /run/munge /var/log/munge /var/lib/munge
-  chown munge:munge /run/munge /var/log/munge /var/lib/munge /etc/munge/munge.key
-  chmod 400 /etc/munge/munge.key
-  runuser -u munge -- munged --pid-file=/run/munge/munged.pid > "$SLURM_CLUSTER_DIR/munged.out" 2>&1 ||
-    { echo "munged would not start: $(cat "$SLURM_CLUSTER_DIR/munged.out")"; return 1; }
-  SLURM_STARTED_MUNGED=/run/munge/munged.pid
-  local tries
-  for tries in $(seq 50); do munge -n 2> /dev/null | unmunge > /dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "munged started but does not answer"
-  return 1
-}
+. tests/lib/munge.sh
 
 slurm_write_conf() {
   local dir=$SLURM_CLUSTER_DIR node
@@ -37,6 +22,7 @@ SlurmctldHost=node1($(vc_address node1))
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=socket=$MUNGE_SOCKET
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/%n/spool
 SlurmctldPidFile=$dir/slurmctld.pid
@@ -77,7 +63,7 @@ slurm_cluster_start() {
   local node tries idle
   mkdir -p "$SLURM_CLUSTER_DIR/state"
   for node in "${VC_NODES[@]}"; do mkdir -p "$SLURM_CLUSTER_DIR/$node/spool"; done
-  slurm_start_munged || return 1
+  munge_start "$SLURM_CLUSTER_DIR/munge" || return 1
   slurm_write_conf
   export SLURM_CONF=$SLURM_CLUSTER_DIR/slurm.conf
   vc_exec node1 slurmctld -f "$SLURM_CONF" > "$SLURM_CLUSTER_DIR/slurmctld.out" 2>&1 ||
@@ -100,12 +86,12 @@ slurm_cluster_down() {
   local pidfile pid tries
   [ -f "$SLURM_CLUSTER_DIR/slurm.conf" ] && [ -n "${VC_KEEPER[node1]:-}" ] &&
     vc_exec node1 scancel --quiet --user=root 2> /dev/null
-  for pidfile in "$SLURM_CLUSTER_DIR"/node*/slurmd.pid "$SLURM_CLUSTER_DIR/slurmctld.pid" ${SLURM_STARTED_MUNGED:+"$SLURM_STARTED_MUNGED"}; do
+  for pidfile in "$SLURM_CLUSTER_DIR"/node*/slurmd.pid "$SLURM_CLUSTER_DIR/slurmctld.pid"; do
     [ -s "$pidfile" ] || continue
     pid=$(cat "$pidfile")
     kill "$pid" 2> /dev/null
     for tries in $(seq 50); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
   done
-  SLURM_STARTED_MUNGED=
+  munge_stop
   SLURM_CLUSTER_DIR=
 }

@@ -6,6 +6,9 @@
 # One line per case ("  ok    NAME", "  FAIL  NAME: WHY", "  skip  NAME"), then suite_end prints the
 # summary and gives the exit status tests/run_all.sh reads: 0 all passed, 1 a case failed; skip_suite
 # ends a suite that cannot run here with 77 and one line saying why; wait_pid waits with a deadline;
+# free_ports finds ports for daemons that cannot take port 0; spare_uid a user of the suite's own;
+# nap pauses a poll without starting a process, has_line looks into a file and stopped at a process
+# without one;
 # deadline runs a command with one; descendant_pids lists a process's children and theirs; on_exit
 # (tests/lib/on_exit.sh) removes a suite's scratch files.
 . tests/lib/on_exit.sh
@@ -52,16 +55,74 @@ deadline() {
 }
 
 # descendant_pids PID: the pids below PID (not PID itself), breadth first: parents before children.
+# Read from /proc/PID/task/TID/children, without starting a process (a poll that ran ps for each
+# level cost more CPU than the runs it waited for); ps where the kernel does not list children.
 descendant_pids() {
-  local frontier=$1 next pid
+  local frontier=$1 next pid task kids
+  if [ ! -e "/proc/$$/task/$$/children" ]; then
+    while [ -n "$frontier" ]; do
+      next=
+      for pid in $frontier; do
+        [ "$pid" = "$1" ] || echo "$pid"
+        next="$next $(ps -o pid= --ppid "$pid" 2> /dev/null | tr '\n' ' ')"
+      done
+      frontier=$next
+      [[ $frontier = *[0-9]* ]] || frontier=
+    done
+    return 0
+  fi
   while [ -n "$frontier" ]; do
     next=
     for pid in $frontier; do
       [ "$pid" = "$1" ] || echo "$pid"
-      next="$next $(ps -o pid= --ppid "$pid" 2> /dev/null | tr '\n' ' ')"
+      for task in /proc/"$pid"/task/*/children; do
+        kids=
+        read -r kids < "$task" 2> /dev/null  # one line without a newline: read says 1, yet reads it
+        next="$next $kids"
+      done
     done
-    frontier=$(echo $next)
+    frontier=$next
+    [[ $frontier = *[0-9]* ]] || frontier=
   done
+}
+
+# nap SECONDS: a pause that starts no process (a poll that ran sleep(1) fifty times a second spent
+# more CPU starting it than the runs it waited for took): a read that times out, on a pipe this
+# shell holds open at both ends, so that nothing ever arrives.
+nap() {
+  [ -n "${nap_fd:-}" ] || exec {nap_fd}<> <(:)
+  read -r -t "$1" -u "$nap_fd" _
+  return 0
+}
+
+# has_line FILE PREFIX: whether a line of FILE begins with PREFIX, read by this shell (for a poll:
+# grep would be a process a look).
+has_line() {
+  local line
+  [ -r "$1" ] || return 1
+  while IFS= read -r line || [ -n "$line" ]; do [[ $line == "$2"* ]] && return 0; done < "$1"
+  return 1
+}
+
+# stopped PID: whether process PID is stopped (State T in /proc/PID/status), read by this shell.
+stopped() { has_line "/proc/$1/status" $'State:\tT'; }
+
+# free_ports N: N TCP ports that no process holds now, on one line (the kernel's choice for sockets
+# bound to port 0, all held until all are chosen), for a daemon that cannot take port 0 itself.
+free_ports() {
+  /usr/bin/python3 -c 'import socket, sys
+held = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in held: s.bind(("", 0))
+print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"
+}
+
+# spare_uid: a user id that no account has and no process runs as, this suite's alone while it runs
+# (from its pid), for a case run as another user whose limit counts that user's processes (ulimit -u):
+# nobody (65534) may be another suite's other user at the same moment.
+spare_uid() {
+  local uid=$((1000000 + $$))
+  while getent passwd "$uid" > /dev/null || [ -n "$(ps -o pid= -u "$uid" 2> /dev/null)" ]; do uid=$((uid + 4194304)); done
+  echo "$uid"
 }
 
 # skip_suite WHY...: "NAME: skipped: WHY", exit 77.

@@ -32,7 +32,6 @@ VC_SHARED_PATHS=()             # set before vc_up: paths under /tmp that every n
 declare -A VC_KEEPER=()        # node name -> pid of the process that holds its namespaces
 VC_SWITCH=                     # pid that holds the bridge's namespace
 VC_DIR=
-VC_MADE_RUN_SSHD=0
 declare -A VC_SSHD_PID=()      # node name -> pid of its sshd (vc_up_for_mpi)
 
 vc_address() { echo "$VC_SUBNET.$((${1#node} + 10))"; }
@@ -145,7 +144,9 @@ vc_start_sshd() {
   addr=$(vc_address "$node")
   vc_ssh_keys || return 1
   # ClientAlive*: the session of a launcher that can no longer be reached ends within seconds.
-  if [ ! -d /run/sshd ]; then mkdir -p /run/sshd && chmod 755 /run/sshd && VC_MADE_RUN_SSHD=1; fi
+  # sshd's privilege separation directory. Once made it stays (as the openssh-server package's own
+  # would): another suite's cluster may be using it.
+  [ -d /run/sshd ] || { mkdir -p /run/sshd && chmod 755 /run/sshd; }
   cat > "$ssh/sshd-$node.conf" <<EOF
 ListenAddress $addr
 HostKey $ssh/$node-host
@@ -203,7 +204,6 @@ vc_down() {
   for pid in "${VC_KEEPER[@]}" $VC_SWITCH; do
     while [ -d "/proc/$pid" ]; do sleep 0.05; done
   done
-  [ "$VC_MADE_RUN_SSHD" = 1 ] && rmdir /run/sshd 2>/dev/null
   VC_KEEPER=()
   VC_SWITCH=
   VC_NODES=()

@@ -11,7 +11,10 @@
 # nohup bash -c 'trap "" INT QUIT; ...', checks that the dispositions the suite started with were the
 # ignored ones (the case could not fail otherwise), and gives each a deadline, after which every
 # process of its session is killed (MPI ranks sit in process groups of their own, and a run that
-# ignores SIGINT writes until it is stopped). Usage: background_shell.sh [build]; exit 0 pass, 1 fail.
+# ignores SIGINT writes until it is stopped). The two run side by side, and each one's whole output
+# is shown: this is where make test runs them (their headers say "# runner: inside
+# background_shell"), as their cases pass or fail alike with those signals ignored or not: every run
+# they signal starts with default dispositions. Usage: background_shell.sh [build]; exit 0 pass, 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh background_shell
@@ -46,19 +49,27 @@ ignoring() {
   wait $pid
 }
 
-echo "suites started from a shell that ignores SIGHUP, SIGINT and SIGQUIT (nohup, trap '' INT QUIT):"
-for name in bounded_memory progress_summary; do
-  start=$SECONDS
-  ignoring "$work/$name" 150 bash "tests/suites/$name.sh" "$build" > "$work/$name.log" 2>&1 < /dev/null
-  status=$?
-  took=$((SECONDS - start))
+echo "suites started from a shell that ignores SIGHUP, SIGINT and SIGQUIT (nohup, trap '' INT QUIT), side by side:"
+names=(bounded_memory progress_summary)
+for name in "${names[@]}"; do
+  (
+    start=$SECONDS
+    ignoring "$work/$name" 150 bash "tests/suites/$name.sh" "$build" > "$work/$name.log" 2>&1 < /dev/null
+    echo "$? $((SECONDS - start))" > "$work/$name.status"
+  ) &
+done
+wait
+for name in "${names[@]}"; do
+  read -r status took < "$work/$name.status" || { status=1; took=?; }
+  echo "--- $name, with those signals ignored:"
+  cat "$work/$name.log"
   mask=$(cat "$work/$name.mask" 2> /dev/null)
   # Bits 0, 1, 2: SIGHUP, SIGINT, SIGQUIT.
   if [ -z "$mask" ] || [ $((0x$mask & 7)) != 7 ]; then
     fail "$name" "the suite did not start with SIGHUP, SIGINT and SIGQUIT ignored (mask '$mask')"
-  elif [ $status -eq 124 ]; then
+  elif [ "$status" -eq 124 ]; then
     fail "$name" "still running after 150 s (its processes killed): $(tail -n 5 "$work/$name.log")"
-  elif [ $status -ne 0 ]; then
+  elif [ "$status" -ne 0 ]; then
     fail "$name" "exit status $status in $took s: $(grep -E 'FAIL|error' "$work/$name.log" | head -n 5)"
   elif ! grep -qE '(^|: )[1-9][0-9]* passed, 0 failed|^  ok ' "$work/$name.log"; then
     fail "$name" "no case passed: $(tail -n 3 "$work/$name.log")"

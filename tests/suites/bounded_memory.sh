@@ -14,6 +14,7 @@
 # per mosaic file (a file per image) must start computing at once and write files in bounded memory
 # (peak RSS read from /proc while it runs, then SIGINT: exit 130, nothing left behind).
 # Usage: bounded_memory.sh [build-dir]. Exit 0 pass, 1 fail.
+# runner: inside background_shell (make test runs it there, with SIGHUP, SIGINT and SIGQUIT ignored)
 set -u
 . tests/lib/on_exit.sh
 build=${1:-build}

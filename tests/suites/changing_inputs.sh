@@ -122,10 +122,10 @@ wait_stopped() {
   while [ $tries -lt 400 ]; do
     all=yes
     for pid in "$@"; do
-      grep -q '^State:[[:space:]]*T' "/proc/$pid/status" 2> /dev/null || all=no
+      stopped "$pid" || all=no
     done
     [ $all = yes ] && return 0
-    sleep 0.05
+    nap 0.05
     tries=$((tries + 1))
   done
   return 1
@@ -133,15 +133,18 @@ wait_stopped() {
 
 # rank_pids JOB: the pids of the facegen ranks below JOB, once there are 2 of them (20 s at most).
 rank_pids() {
-  local tries=0 pids pid
+  local tries=0 pids pid comm found
   while [ $tries -lt 400 ]; do
     pids=
     for pid in $(descendant_pids "$1"); do
-      [ "$(cat "/proc/$pid/comm" 2> /dev/null)" = facegen ] && pids="$pids $pid"
+      comm=
+      read -r comm < "/proc/$pid/comm" 2> /dev/null
+      [ "$comm" = facegen ] && pids="$pids $pid"
     done
-    [ "$(echo $pids | wc -w)" = 2 ] && { echo $pids; return 0; }
+    found=($pids)
+    [ ${#found[@]} = 2 ] && { echo $pids; return 0; }
     kill -0 "$1" 2> /dev/null || return 1
-    sleep 0.05
+    nap 0.05
     tries=$((tries + 1))
   done
   return 1

@@ -369,7 +369,7 @@ wait_for() {
   local deadline=$((SECONDS + $2))
   while [ $SECONDS -lt $deadline ]; do
     compgen -G "$1" > /dev/null && return 0
-    sleep 0.02
+    nap 0.02
   done
   return 1
 }
@@ -393,7 +393,7 @@ start_slow_run() {
 # stopped_pids PATTERN: the processes whose command line matches PATTERN and that are stopped.
 stopped_pids() {
   local p
-  for p in $(pgrep -f -- "$1"); do grep -q '^State:.*T' "/proc/$p/status" 2> /dev/null && echo "$p"; done
+  for p in $(pgrep -f -- "$1"); do stopped "$p" && echo "$p"; done
 }
 # stop_processes PREFIX: stops the facegen processes writing PREFIX, waits (5 s at most) until each
 # is stopped, and prints their pids.
@@ -404,7 +404,7 @@ stop_processes() {
   kill -STOP $pids
   local deadline=$((SECONDS + 5))
   for p in $pids; do
-    while [ $SECONDS -lt $deadline ] && ! grep -q '^State:.*T' "/proc/$p/status" 2> /dev/null; do sleep 0.01; done
+    while [ $SECONDS -lt $deadline ] && ! stopped "$p"; do nap 0.01; done
   done
   echo $pids
 }
@@ -425,7 +425,7 @@ held_run_case() {  # held_run_case FIRST-RANKS SECOND-RANKS
   local stopped= deadline=$((SECONDS + 60))
   while [ -z "$stopped" ] && [ $SECONDS -lt $deadline ] && kill -0 $job 2> /dev/null; do
     stopped=$(stopped_pids "--output $dir/r")
-    [ -n "$stopped" ] || sleep 0.05
+    [ -n "$stopped" ] || nap 0.05
   done
   if [ -z "$stopped" ]; then
     kill $job 2> /dev/null
@@ -604,7 +604,7 @@ if [ $mpi = yes ]; then
     stopped= deadline=$((SECONDS + 30))
     while [ -z "$stopped" ] && [ $SECONDS -lt $deadline ] && kill -0 $job 2> /dev/null; do
       stopped=$(stopped_pids "--output $dir/out/r")
-      [ -n "$stopped" ] || sleep 0.02
+      [ -n "$stopped" ] || nap 0.02
     done
     if [ -z "$stopped" ]; then
       wait_pid $job 30

@@ -39,6 +39,7 @@
 # another (the overflowing layers, the signals while a PNG folder fills, the ulimit sizes) run
 # concurrently, one per CPU, each in a folder of its own, and print in order.
 # Mounting needs root; where it is missing the case is skipped with the reason. Usage: faults.sh [build]
+# runner: sanitized (make test-sanitize runs it again on the sanitized build)
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh faults
@@ -96,11 +97,12 @@ check_after() {
   fi
 }
 
-# wait_for_temp DIR SECONDS [BYTES]: until a temporary output exists and holds at least BYTES.
+# wait_for_temp DIR SECONDS [BYTES [OUTPUT]]: until a temporary output (of OUTPUT, e.g. r.txt) exists
+# and holds at least BYTES.
 wait_for_temp() {
-  local dir=$1 tries=$(($2 * 10)) bytes=${3:-0}
+  local dir=$1 tries=$(($2 * 10)) bytes=${3:-0} output=${4:-*}
   while [ $tries -gt 0 ]; do
-    for f in "$dir"/*.tmp-*; do
+    for f in "$dir"/$output.tmp-*; do
       [ -f "$f" ] && [ "$(stat -c %s "$f" 2>/dev/null || echo 0)" -ge "$bytes" ] && return 0
     done
     sleep 0.1
@@ -113,15 +115,15 @@ wait_for_temp() {
 # handler is installed), 20 s at most. Before the exec, PID is a forked copy of this shell, which
 # catches the terminating signals too (its EXIT trap) and would die of one sent then.
 wait_for_handler() {
-  local pid=$1 bit=$(($(kill -l "$2") - 1)) tries=0 mask
-  while [ $tries -lt 200 ]; do
+  local pid=$1 bit=$(($(kill -l "$2") - 1)) deadline=$((SECONDS + 20)) key mask
+  while [ $SECONDS -lt $deadline ]; do
     [ -e "/proc/$pid" ] || return 1
     if [ "/proc/$pid/exe" -ef "$prog" ]; then
-      mask=$(awk '/^SigCgt:/ { print $2 }' "/proc/$pid/status" 2> /dev/null) || return 1
+      mask=
+      { while read -r key mask; do [ "$key" = SigCgt: ] && break; mask=; done < "/proc/$pid/status"; } 2> /dev/null || return 1
       [ -n "$mask" ] && [ $(((16#$mask >> bit) & 1)) = 1 ] && return 0
     fi
-    sleep 0.05
-    tries=$((tries + 1))
+    nap 0.05
   done
   return 1
 }
@@ -133,9 +135,14 @@ jobs_at_once=$(nproc)
 concurrently() {
   local fn=$1 arg
   shift
-  local pids= pid deadline=$((SECONDS + 600))
+  local pids= pid deadline=$((SECONDS + 600)) running
   for arg in "$@"; do
-    while [ "$(jobs -rp | wc -l)" -ge "$jobs_at_once" ] && [ $SECONDS -lt $deadline ]; do sleep 0.05; done
+    while [ $SECONDS -lt $deadline ]; do  # (kill -0 and nap: no process started per look)
+      running=0
+      for pid in $pids; do kill -0 "$pid" 2> /dev/null && running=$((running + 1)); done
+      [ $running -lt "$jobs_at_once" ] && break
+      nap 0.05
+    done
     (work=$inputs/$fn-$arg; mkdir -p "$work/out"; "$fn" "$arg") > "$inputs/$fn-$arg.log" 2>&1 &
     pids="$pids $!"
   done
@@ -295,9 +302,9 @@ for signal in INT TERM; do
   # as here (env --default-signal: all of them).
   env --default-signal "$prog" --device cpu --model "$model" --input "$work/l3000.txt" --output "$work/out/r" > /dev/null 2> "$work/stderr" &
   pid=$!
-  # Outputs exist as temporary files before computing starts; signal while it computes.
-  if wait_for_temp "$work/out" 60; then
-    sleep 0.5
+  # Outputs exist as temporary files before computing starts (the bmp at its full size); signal while
+  # it computes, once the first images' text is written (more than the count's line).
+  if wait_for_temp "$work/out" 60 100 r.txt; then
     kill -$signal $pid
     wait_pid $pid 120
     check_after "SIG$signal mid-run" "$work/out" $? $want "(interrupted|terminated) \(SIG$signal\); temporary files removed"
@@ -692,8 +699,9 @@ concurrently killed_commit 1:next-run 7:next-run 13:next-run 20:next-run 2:finis
 # journal and backups go through an O_PATH descriptor; a first run and a run over its outputs succeed.
 if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
   chmod 711 "$work"  # the other user must be able to pass through to it
-  mkdir -p "$work/writeonly" && chown 65534:65534 "$work/writeonly" && chmod 300 "$work/writeonly"
-  as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  other=$(spare_uid)
+  mkdir -p "$work/writeonly" && chown "$other:$other" "$work/writeonly" && chmod 300 "$work/writeonly"
+  as_nobody=(setpriv --reuid="$other" --regid="$other" --clear-groups)
   "${as_nobody[@]}" "$prog" "${synth[@]}" --random 3 -q --output "$work/writeonly/r" 2> "$work/stderr" &&
     "${as_nobody[@]}" "$prog" "${synth[@]}" --random 3 --seed 4 -q --output "$work/writeonly/r" 2>> "$work/stderr"
   got=$?
@@ -706,7 +714,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
   # ulimit -u, which binds every user but root. 2: the main thread and one more. The process's pool
   # starts the threads it can (common/work_pool.hpp) and the caller does the rest: every output, whole.
   # (A thread the program cannot do without, as it once could not, named the limit in one line.)
-  mkdir -p "$work/nproc" && chown 65534:65534 "$work/nproc"
+  mkdir -p "$work/nproc" && chown "$other:$other" "$work/nproc"
   # LeakSanitizer checks at exit on a thread of its own, which this limit forbids: the leak check is
   # left to the other cases here (the sanitized pass only).
   # shellcheck disable=SC2016  # expanded by the inner shell

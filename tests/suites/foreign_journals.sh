@@ -20,6 +20,7 @@
 # folders: another user's leftovers, links and journal stay, in one line, and do not fail the job.
 # Every command runs under a deadline (timeout) with default signal dispositions (env
 # --default-signal). Needs root (for the two users) and setpriv. Usage: foreign_journals.sh [build]
+# runner: sanitized (make test-sanitize runs it again on the sanitized build)
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh foreign_journals

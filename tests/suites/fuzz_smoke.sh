@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # fuzz_smoke.sh: each libFuzzer target (fuzz/) over its regression corpus, then ~20 s of new inputs.
 # Exit 0 pass, 77 skipped (with the reason), anything else a finding. Usage: fuzz_smoke.sh [build-dir]
+# runner: needs fuzz (the fuzz targets, built beside the first suites)
 set -u
 cd "$(dirname "$0")/../.."
 if [ "${SANITIZE:-0}" = 1 ]; then

@@ -87,16 +87,15 @@ mpirun_pid() {
 # wait_for DIR WHAT SECONDS: until WHAT is true of the job: "working" (its temporaries exist),
 # "ranks" (its three ranks run), "committing" (rank 0 has begun to put the outputs in place).
 wait_for() {
-  local dir=$1 what=$2 tenths=$(($3 * 10))
-  while [ $tenths -gt 0 ] && kill -0 "$job" 2> /dev/null; do
+  local dir=$1 what=$2 deadline=$((SECONDS + $3)) f
+  while [ $SECONDS -lt $deadline ] && kill -0 "$job" 2> /dev/null; do
     case $what in
-      working) ls "$dir" | grep -v 'rp1h2r3' | grep -q '\.tmp-' && return 0 ;;
+      working) for f in "$dir"/*.tmp-*; do [ -e "$f" ] && [[ $f != *rp1h2r3* ]] && return 0; done ;;
       ranks) [ "$(pgrep -f -- "--output $dir/r( |$)" | while read -r p; do cat "/proc/$p/comm" 2> /dev/null; done |
                  grep -cx facegen)" = 3 ] && return 0 ;;
       committing) compgen -G "$dir/.facegen-old-*" > /dev/null && return 0 ;;
     esac
-    sleep 0.02
-    tenths=$((tenths - 1))  # about: each look takes some time too
+    nap 0.02
   done
   return 1
 }

@@ -41,7 +41,7 @@ on_exit cleanup
 
 # try N: one job, its folder changed; one result line: "ok KIND STATUS", or "FAIL KIND: why".
 try() {
-  local n=$1 dir=$work/try$1 kinds=(folder file gone removed) kind job got lines waited=0
+  local n=$1 dir=$work/try$1 kinds=(folder file gone removed) kind job got lines pause deadline=$((SECONDS + 30))
   kind=${kinds[$((n % 4))]}
   mkdir -p "$dir/out"
   env --default-signal timeout -k 5 30 ./run_parallel.sh --program "$prog" --random 4 --output "$dir/out/r" \
@@ -49,11 +49,11 @@ try() {
   job=$!
   # The moment: rank 0 takes the prefix's lock just before the ranks start, create and open their
   # files and write them; 0 to 57 ms after it sweeps over all of that.
-  until compgen -G "$dir/out/.facegen-lock-*" > /dev/null || ! kill -0 $job 2> /dev/null || [ $waited -ge 3000 ]; do
-    sleep 0.002
-    waited=$((waited + 1))
+  until compgen -G "$dir/out/.facegen-lock-*" > /dev/null || ! kill -0 $job 2> /dev/null || [ $SECONDS -ge $deadline ]; do
+    nap 0.002
   done
-  sleep "$(printf '0.%03d' $((n % 20 * 3)))"
+  printf -v pause '0.%03d' $((n % 20 * 3))
+  nap "$pause"
   mv "$dir/out" "$dir/moved" 2> /dev/null
   case $kind in
     folder) mkdir "$dir/out" ;;

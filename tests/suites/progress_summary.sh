@@ -8,6 +8,7 @@
 # The same under MPI (2 ranks through run_parallel.sh): rank 0's lines count the whole job's images,
 # and its JSON has each rank's figures. CPU runs of 512 to 1,024 images on the tests' random model (long enough for several redraws at the CPU backend's speed).
 # Usage: tests/suites/progress_summary.sh [build-dir]; exit 0 pass, 1 fail.
+# runner: inside background_shell (make test runs it there, with SIGHUP, SIGINT and SIGQUIT ignored)
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh progress_summary

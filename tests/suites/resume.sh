@@ -78,7 +78,7 @@ finished_count() { ls "$1" | grep -c '^r-.*\.tar$'; }
 # and sets $job_pid) and a SIGKILL after a random time within what the missing shards take; then
 # checks the leftovers. Sets $interrupted (the runs the kill cut short) and $problem.
 kill_loop() {
-  local dir=$1 kills=$2 k delay missing status
+  local dir=$1 kills=$2 k delay missing status pause
   shift 2
   interrupted=0
   problem=
@@ -86,7 +86,8 @@ kill_loop() {
     missing=$((shards - $(finished_count "$dir")))
     delay=$(( 10 + RANDOM % (window_base + took * missing / shards + 1) ))
     "$@"
-    sleep "$(printf '%d.%03d' $((delay / 1000)) $((delay % 1000)))"
+    printf -v pause '%d.%03d' $((delay / 1000)) $((delay % 1000))
+    nap "$pause"
     kill_job
     { wait_pid "$job_pid" 30; } 2> /dev/null  # bash's own "Killed" line
     status=$?
@@ -218,7 +219,7 @@ fi
 mkdir -p "$work/term"
 env --default-signal "$prog" "${job[@]}" --output "$work/term/r" --resume -q > "$work/out" 2> "$work/err" &
 pid=$!
-for _ in $(seq 600); do [ "$(finished_count "$work/term")" -ge 3 ] && break; sleep 0.005; done
+for _ in $(seq 600); do finished=("$work"/term/r-*.tar); [ -e "${finished[2]:-}" ] && break; nap 0.005; done
 kill -TERM "$pid"
 wait_pid "$pid" 30
 status=$?
@@ -233,7 +234,7 @@ fi
 mkdir -p "$work/lock"
 env --default-signal "$prog" "${job[@]}" --output "$work/lock/r" --resume -q > "$work/out" 2> "$work/err" &
 pid=$!
-for _ in $(seq 1000); do grep -q '^unit ' "$work/lock/r.facegen-resume" 2> /dev/null && break; sleep 0.005; done
+for _ in $(seq 1000); do has_line "$work/lock/r.facegen-resume" 'unit ' && break; nap 0.005; done
 kill -STOP "$pid"
 before=$(cd "$work/lock" && ls -A | paste -sd' ')
 deadline 60 "$prog" "${job[@]}" --output "$work/lock/r" --resume > "$work/out2" 2> "$work/err2"
@@ -295,7 +296,7 @@ problem=
 run "$work/gref/r" -q || problem="the uninterrupted run failed: $(cat "$work/err")"
 env --default-signal "$prog" "${job[@]}" --output "$work/groups/r" --resume -q > "$work/out" 2> "$work/err" &
 pid=$!
-for _ in $(seq 2000); do grep -q '^unit png ' "$work/groups/r.facegen-resume" 2> /dev/null && break; sleep 0.005; done
+for _ in $(seq 2000); do has_line "$work/groups/r.facegen-resume" 'unit png ' && break; nap 0.005; done
 kill -KILL "$pid"
 { wait_pid "$pid" 30; } 2> /dev/null
 placed=$(ls "$work/groups/r" 2> /dev/null | wc -l)

@@ -8,6 +8,7 @@
 # body not whole, a request being made, pipelined requests, a slow reader of a large answer). The
 # servers start with default signal dispositions and are killed at the end even when a check fails;
 # every wait has a deadline. Usage: serve_hostile.sh [build]
+# runner: sanitized (make test-sanitize runs it again on the sanitized build)
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh serve_hostile

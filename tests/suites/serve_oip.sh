@@ -6,6 +6,7 @@
 # user would call it; then, with --token-file, inference needs the token while the probes stay open.
 # CPU backend (SERVE_DEVICE=cuda: a GPU) and the tests' model; servers start with default signal
 # dispositions and are killed at the end even when a check fails. Usage: serve_oip.sh [build]
+# runner: sanitized (make test-sanitize runs it again on the sanitized build)
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh serve_oip

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # slurm_local.sh: the sbatch scripts in slurm/ under a real Slurm, started here for the test.
 #
-# Starts munged (unless one answers already) and a one-node Slurm cluster on this machine (slurmctld
-# and slurmd, configuration, state and logs in a temporary directory, ports of their own), submits
+# Starts a munged of its own (tests/lib/munge.sh) and a one-node Slurm cluster on this machine (slurmctld
+# and slurmd, configuration, state and logs in a temporary directory, free ports of their own), submits
 # slurm/facegen-cpu.sbatch with 2 ranks and the shipped model, waits for each job, and compares its
 # files with the single-process program's: a bare input name into a bare output name with no
 # outputs/ folder (ranks started by srun --mpi=pmix when Slurm has PMIx, else mpirun), a .npy path
@@ -30,45 +30,39 @@ for tool in slurmctld slurmd sbatch sinfo scontrol munged munge unmunge mpirun; 
   command -v "$tool" > /dev/null || skip_suite "$tool is not installed (make test-deps installs slurm-wlm, munge and openmpi-bin)"
 done
 
+. tests/lib/munge.sh
 work=$(mktemp -d /tmp/facegen-slurm.XXXXXX)
 chmod 755 "$work"
-started_munged=
 cleanup() {
   if [ -f "$work/etc/slurm.conf" ]; then
     SLURM_CONF=$work/etc/slurm.conf scancel --quiet --user=root 2>/dev/null
   fi
-  for pidfile in "$work/slurmd.pid" "$work/slurmctld.pid" ${started_munged:+"$started_munged"}; do
+  for pidfile in "$work/slurmd.pid" "$work/slurmctld.pid"; do
     [ -s "$pidfile" ] || continue
     pid=$(cat "$pidfile")
     kill "$pid" 2>/dev/null
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   done
+  munge_stop
   rm -rf "$work"
 }
 on_exit cleanup
 
-# --- munge: use the running one, or start our own as the munge user -------------------------------
-if ! munge -n 2>/dev/null | unmunge > /dev/null 2>&1; then
-  [ -f /etc/munge/munge.key ] || skip_suite "/etc/munge/munge.key is missing (the munge package creates it)"
-  mkdir -p /run/munge /var/log/munge /var/lib/munge
-  chown munge:munge /run/munge /var/log/munge /var/lib/munge /etc/munge/munge.key
-  chmod 400 /etc/munge/munge.key
-  runuser -u munge -- munged --pid-file=/run/munge/munged.pid > "$work/munged.out" 2>&1 ||
-    skip_suite "munged would not start: $(cat "$work/munged.out")"
-  started_munged=/run/munge/munged.pid
-  for _ in $(seq 50); do munge -n 2>/dev/null | unmunge > /dev/null 2>&1 && break; sleep 0.1; done
-  munge -n | unmunge > /dev/null 2>&1 || skip_suite "munged started but does not answer"
-fi
+# --- munge: one of the suite's own (tests/lib/munge.sh) -----------------------------------------------
+munge_start "$work/munge" > "$work/munge.why" || skip_suite "$(cat "$work/munge.why")"
 
 # --- a one-node cluster ------------------------------------------------------------------------
 node=$(hostname -s)
 cpus=$(nproc)
 mkdir -p "$work/etc" "$work/state" "$work/spool"
+# Ports no other process holds (another Slurm of another run may be on this machine too).
+read -r ctld_port slurmd_port <<< "$(free_ports 2)"
+[ -n "$slurmd_port" ] || skip_suite "no free TCP ports found"
 cat > "$work/etc/slurm.conf" <<CONF
 ClusterName=facegentest
 SlurmctldHost=$node
-SlurmctldPort=16817
-SlurmdPort=16818
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -85,7 +79,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
-AuthInfo=cred_expire=10
+AuthInfo=cred_expire=10,socket=$MUNGE_SOCKET
 SchedulerParameters=sched_interval=2
 NodeName=$node CPUs=$cpus State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES State=UP OverSubscribe=YES

@@ -8,6 +8,7 @@
 # FACEGEN_CPU_ISA; each run's backend line is shown beside its result. The model and latents
 # come from the main build dir. Exit 0 clean, 77 skipped (no valgrind, no build-vg, or the sanitizer
 # pass), else a finding. Usage: valgrind.sh [build-dir]
+# runner: needs valgrind (build-vg/, built beside the first suites)
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/on_exit.sh
