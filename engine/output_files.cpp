@@ -87,8 +87,7 @@ OutputFiles::Slot& OutputFiles::folder_slot(size_t file) {
   return folder != nullptr && folder->index == file ? *folder : slot(file);
 }
 
-void OutputFiles::write_in_folder(size_t file, const std::string& name, const std::string& shown,
-                                  const std::string& bytes) {
+void OutputFiles::write_in_folder(size_t file, const std::string& name, const std::string& shown, std::string_view bytes) {
   Slot& folder = folder_slot(file);
   if (folder.spec.kind != OutputFile::Kind::Folder) {
     throw std::logic_error("OutputFiles::write_in_folder: " + folder.spec.path + " is not a folder");
