@@ -12,7 +12,7 @@
 namespace facegen {
 
 struct OutputEngine::Piece {
-  HostBuffer storage{nullptr, nullptr};  // (piece_images, 64, 64, nc) in the engine's encoding
+  HostBuffer storage{nullptr, nullptr};  // (piece_images, S, S, nc) in the engine's encoding
   HostBuffer flags{nullptr, nullptr};    // (piece_images)
   int64_t first = 0;
   int64_t count = 0;
@@ -47,7 +47,7 @@ OutputEngine::OutputEngine(std::vector<ImageSink*> sinks, const EngineOptions& o
     : sinks_(std::move(sinks)), options_(options) {
   if (options_.piece_images < 1 || options_.buffers < 1) throw std::invalid_argument("OutputEngine: empty pieces or no buffers");
   options_.threads = resolve_threads(options_.threads);
-  const int64_t bytes = options_.piece_images * image_bytes(options_.encoding, options_.image_channels);
+  const int64_t bytes = options_.piece_images * image_bytes(options_.encoding, options_.image_channels, options_.image_size);
   for (int b = 0; b < options_.buffers; ++b) {
     auto piece = std::make_unique<Piece>();
     const std::function<HostBuffer(size_t)> allocate =
@@ -147,7 +147,7 @@ void OutputEngine::run_output(Piece& piece, size_t output) noexcept {
   int64_t bytes = 0;
   if (!failed) {
     try {
-      const ImageRun images{options_.encoding, piece.storage.get(), options_.image_channels};
+      const ImageRun images{options_.encoding, piece.storage.get(), options_.image_channels, options_.image_size};
       bytes = sinks_[output]->make_run(images, piece.first, piece.count, piece.records[output], options_.threads);
     } catch (...) {
       fail(std::current_exception());
@@ -212,7 +212,7 @@ void OutputEngine::write_placed(Piece& piece, size_t output, int64_t start) noex
   }
   if (!failed) {
     try {
-      const ImageRun images{options_.encoding, piece.storage.get(), options_.image_channels};
+      const ImageRun images{options_.encoding, piece.storage.get(), options_.image_channels, options_.image_size};
       sinks_[output]->write_run(images, piece.first, piece.count, piece.records[output], start, options_.threads);
     } catch (...) {
       fail(std::current_exception());

@@ -26,7 +26,7 @@ PieceLoopSeconds run_piece_loop(const PieceLoop& loop) {
     first = false;
     const PieceBuffer buffer = loop.engine.acquire();
     waits += seconds_since(waiting);
-    job = StreamJob{z, piece.count, {loop.engine.encoding(), buffer.images, buffer.flags, spec.latent_dim, spec.image_channels}};
+    job = StreamJob{z, piece.count, {loop.engine.encoding(), buffer.images, buffer.flags, spec.latent_dim, spec.image_channels, spec.image_size}};
     in_stream.push_back(piece);
     return true;
   };

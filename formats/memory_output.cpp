@@ -53,7 +53,7 @@ void write_records(const OutputLayout& layout, const float* images, MemoryWriter
     }
     return start;
   };
-  write_record_run(layout, ImageRun::floats(images, layout.image_channels()), 0, total, files, threads, blocks, place,
+  write_record_run(layout, ImageRun::floats(images, layout.image_channels(), layout.image_size()), 0, total, files, threads, blocks, place,
                    out);
 }
 

@@ -2,7 +2,7 @@
 // definitions (output_format.hpp) that the batch tool's drivers write: the bytes of each file are the
 // bytes the batch tool would put in it. For the HTTP service, which answers with them.
 //
-// Images are (count, 64, 64, nc) floats, C fastest, values in (-1, 1), as OutputLayout takes them.
+// Images are (count, S, S, nc) floats, C fastest, values in (-1, 1), as OutputLayout takes them.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // backend.hpp: the engines that turn latents into images, on the CPU or on a CUDA GPU.
 //
-// A backend takes any number of latents (n, nz) in host memory and fills images (n, 64, 64, nc),
-// C fastest, in host memory (nz, nc: the network's ModelSpec). It splits the work into batches of its own choosing; each image
+// A backend takes any number of latents (n, nz) in host memory and fills images (n, S, S, nc),
+// C fastest, in host memory (nz, S, nc: the network's ModelSpec). It splits the work into batches of its own choosing; each image
 // depends only on its own latent, so results are the same for any batch size or split.
 #pragma once
 
@@ -34,14 +34,15 @@ struct BackendOptions {
   ImageEncoding images = ImageEncoding::Float32;
 };
 
-// Where generate_checked() puts n images: their float32 values (n, 64, 64, nc) or 8-bit RGB pixels
-// (n, 64, 64, 3) (image_run.hpp), and each image's scan flags (n) (generator/finite_check.hpp).
+// Where generate_checked() puts n images: their float32 values (n, S, S, nc) or 8-bit RGB pixels
+// (n, S, S, 3) (image_run.hpp), and each image's scan flags (n) (generator/finite_check.hpp).
 struct ImageTarget {
   ImageEncoding encoding;
   void* images;
   uint8_t* flags;
   int latent_dim;  // nz
   int channels;    // nc
+  int size;        // S, pixels a side
 };
 
 // Host memory that a backend delivers images into, with its own way of being freed.

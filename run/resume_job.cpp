@@ -99,6 +99,7 @@ JobDescription resume_job_description(const GenerateRequest& request, const std:
       {"--shard-images", shard_images > 0 ? std::to_string(shard_images) : kNotUsed},
       {"--png-level", has(OutputFormat::Png) || has(OutputFormat::Tar) ? std::to_string(options.png_level) : kNotUsed},
       {"image-channels", std::to_string(options.image_channels)},
+      {"image-size", std::to_string(options.image_size)},
       {"unit-images", std::to_string(unit_images)},
   };
   return job;

@@ -11,6 +11,7 @@ namespace {
 OutputOptions options_for(const GenerateSpec& spec, const ServiceFacts& facts) {
   OutputOptions options;
   options.image_channels = facts.spec.image_channels;
+  options.image_size = facts.spec.image_size;
   options.grid_columns = spec.columns;
   options.grid_padding = spec.padding;
   options.png_level = facts.png_level;
@@ -26,8 +27,8 @@ OutputOptions options_for(const GenerateSpec& spec, const ServiceFacts& facts) {
   return options;
 }
 
-void check_mosaic_size(const GenerateSpec& spec) {
-  const MosaicGrid grid = mosaic_grid(spec.count, spec.columns, spec.padding);
+void check_mosaic_size(const GenerateSpec& spec, int tile) {
+  const MosaicGrid grid = mosaic_grid(spec.count, spec.columns, spec.padding, tile);
   const int64_t bytes = grid.width() * grid.height() * 3;
   if (bytes > kMaxMosaicPixelBytes) {
     throw RequestError(400, "the mosaic would be " + std::to_string(grid.width()) + " x " + std::to_string(grid.height()) +
@@ -39,7 +40,7 @@ void check_mosaic_size(const GenerateSpec& spec) {
 }  // namespace
 
 std::string encode_answer(const GenerateSpec& spec, const float* images, const ServiceFacts& facts) {
-  if (spec.format.format == OutputFormat::MosaicPng) check_mosaic_size(spec);
+  if (spec.format.format == OutputFormat::MosaicPng) check_mosaic_size(spec, facts.spec.image_size);
   const OutputLayout layout(spec.format.format, "answer", spec.count, options_for(spec, facts));
   std::vector<std::string> files = encode_in_memory(layout, images);
   return std::move(files.at(0));  // one file: at most 4,096 images, one shard, one mosaic

@@ -19,14 +19,14 @@ namespace facegen::serve {
 struct ServiceFacts {
   std::string model;      // the model file as given on the command line
   std::string precision;  // "fp32", "tf32", "bf16"
-  ModelSpec spec;         // nz, nc
+  ModelSpec spec;         // nz, nc, image size
   int png_level = kDefaultPngLevel;  // the PNGs of png, tar and mosaic answers (formats/png_encoder.hpp)
 };
 
 // The most bytes of pixels a mosaic answer may take (its grid, padding included).
 constexpr int64_t kMaxMosaicPixelBytes = int64_t{256} << 20;
 
-// The answer's bytes for images (spec.count, 64, 64, nc). Throws RequestError (400) for a mosaic
+// The answer's bytes for images (spec.count, S, S, nc). Throws RequestError (400) for a mosaic
 // larger than kMaxMosaicPixelBytes.
 std::string encode_answer(const GenerateSpec& spec, const float* images, const ServiceFacts& facts);
 

@@ -122,7 +122,7 @@ bool Batcher::next_batch(Backend& backend, WorkerSlots& slots, StreamJob& job) {
     auto slot = std::make_unique<Slot>();
     slot->latents.resize(static_cast<size_t>(options_.max_batch * options_.latent_dim));
     // Both from the backend (page-locked for a GPU), so that its downloads land here with no copy.
-    slot->images = backend.allocate_host(static_cast<size_t>(options_.max_batch * options_.image_values) * sizeof(float));
+    slot->images = backend.allocate_host(static_cast<size_t>(options_.max_batch * options_.image_values()) * sizeof(float));
     slot->flags = backend.allocate_host(static_cast<size_t>(options_.max_batch));
     slots.free.push_back(std::move(slot));
   }
@@ -140,7 +140,7 @@ bool Batcher::next_batch(Backend& backend, WorkerSlots& slots, StreamJob& job) {
   job.latents = slot.latents.data();
   job.n = at;
   job.out = ImageTarget{ImageEncoding::Float32, slot.images.get(), static_cast<uint8_t*>(slot.flags.get()), options_.latent_dim,
-                        static_cast<int>(options_.image_values / 4096)};
+                        options_.image_channels, options_.image_size};
   slots.in_flight.push_back(std::move(slots.free.back()));
   slots.free.pop_back();
   return true;
@@ -148,7 +148,7 @@ bool Batcher::next_batch(Backend& backend, WorkerSlots& slots, StreamJob& job) {
 
 // The batch's images copied to their requests (in parallel: 12 MB a batch of 256), its requests told.
 void Batcher::finish_batch(Slot& slot, std::exception_ptr error) {
-  const int64_t values = options_.image_values;
+  const int64_t values = options_.image_values();
   if (!error) {
     std::vector<int64_t> starts{0};  // slice k holds the batch's images [starts[k], starts[k + 1])
     for (const Slice& s : slot.slices) starts.push_back(starts.back() + s.count);

@@ -1,6 +1,6 @@
 // batcher.hpp: concurrent requests' images merged into backend batches, one worker per backend.
 //
-// A request hands in its latents (count, nz) and waits for its images (count, 64, 64, nc). Workers
+// A request hands in its latents (count, nz) and waits for its images (count, S, S, nc). Workers
 // take images from the queue in arrival order, up to max_batch a batch (a request larger than that is
 // split over several batches, possibly on several workers); a worker whose batch is not full waits
 // for more until the oldest queued image has waited max_delay. Each image depends only on its own
@@ -36,7 +36,9 @@ struct BatcherOptions {
   double max_delay_ms = 2;         // the longest an image waits for its batch to fill
   int64_t max_queue = 16384;       // images queued at once
   int latent_dim = 100;            // nz
-  int64_t image_values = 64 * 64 * 3;  // floats per image: 64 * 64 * nc
+  int image_channels = 3;          // nc
+  int image_size = kDefaultImageSize;  // S, pixels a side
+  int64_t image_values() const { return int64_t{image_size} * image_size * image_channels; }  // floats per image
 };
 
 // What one batch was: its images, how long its oldest image queued, and how long from its taking to

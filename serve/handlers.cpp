@@ -16,11 +16,11 @@
 namespace facegen::serve {
 namespace {
 
-// The images (count, 64, 64, nc) of checked latents, made by the batcher.
+// The images (count, S, S, nc) of checked latents, made by the batcher.
 std::vector<float> images_of(Service& service, const GenerateSpec& spec) {
   if (service.stopping) throw RequestError(503, "the service is stopping and takes no new work");
   const ModelSpec& model = service.facts.spec;
-  std::vector<float> images(static_cast<size_t>(spec.count * model.image_values()));  // (count, 64, 64, nc)
+  std::vector<float> images(static_cast<size_t>(spec.count * model.image_values()));  // (count, S, S, nc)
   service.batcher.generate(spec.latents.data(), spec.count, images.data());
   for (float v : images) {
     if (!std::isfinite(v)) throw RequestError(422, "the model made a non-finite image from these latents; give latents of ordinary size (a Gaussian's values lie within +-8)");
@@ -103,7 +103,7 @@ void v2_model_metadata(Service& service, const HttpRequest&, HttpResponse& res) 
 void v2_infer(Service& service, const HttpRequest& req, HttpResponse& res) {
   const InferRequest request = parse_infer(req.body, req.header(kOipBinaryLengthField), service.facts.spec.latent_dim);
   const std::vector<float> images = images_of(service, request.images);
-  InferAnswer answer = encode_infer(request, images.data(), service.facts.spec.image_channels);
+  InferAnswer answer = encode_infer(request, images.data(), service.facts.spec);
   if (!answer.json_length.empty()) res.fields.push_back({kOipBinaryLengthField, answer.json_length});
   res.set(200, answer.content_type, std::move(answer.body));
 }

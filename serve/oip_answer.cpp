@@ -21,15 +21,19 @@ const char* const kByteText[256] = {
 
 }  // namespace
 
-InferAnswer encode_infer(const InferRequest& request, const float* images, int channels) {
+InferAnswer encode_infer(const InferRequest& request, const float* images, const ModelSpec& spec) {
   const int64_t count = request.images.count;
-  std::string pixels(static_cast<size_t>(count * kRgb8ImageBytes), '\0');  // (count, 64, 64, 3)
+  const int size = spec.image_size;
+  const int64_t rgb_bytes = rgb8_image_bytes(size);
+  std::string pixels(static_cast<size_t>(count * rgb_bytes), '\0');  // (count, S, S, 3)
   for (int64_t k = 0; k < count; ++k) {
-    image_to_rgb8(images + k * 4096 * channels, channels, reinterpret_cast<unsigned char*>(&pixels[static_cast<size_t>(k * kRgb8ImageBytes)]));
+    image_to_rgb8(images + k * spec.image_values(), spec.image_channels, size,
+                  reinterpret_cast<unsigned char*>(&pixels[static_cast<size_t>(k * rgb_bytes)]));
   }
+  const std::string side = std::to_string(size);
   std::string head = std::string("{\"model_name\": \"") + kOipModelName + "\", \"model_version\": \"" + kOipModelVersion + "\"";
   if (request.has_id) head += ", \"id\": " + json::quote(request.id);
-  head += ", \"outputs\": [{\"name\": \"images\", \"datatype\": \"UINT8\", \"shape\": [" + std::to_string(count) + ", 64, 64, 3]";
+  head += ", \"outputs\": [{\"name\": \"images\", \"datatype\": \"UINT8\", \"shape\": [" + std::to_string(count) + ", " + side + ", " + side + ", 3]";
   InferAnswer answer;
   if (request.binary_output) {
     head += ", \"parameters\": {\"binary_data_size\": " + std::to_string(pixels.size()) + "}}]}";

@@ -87,7 +87,8 @@ BatcherOptions options(int64_t max_batch, double delay_ms, int64_t max_queue = 1
   o.max_delay_ms = delay_ms;
   o.max_queue = max_queue;
   o.latent_dim = kNz;
-  o.image_values = kValues;
+  o.image_channels = 1;
+  o.image_size = 64;  // kValues
   return o;
 }
 

@@ -250,12 +250,14 @@ inline void check_fp32_tensor_cores_as_exact(const std::vector<float>& net, cons
     REQUIRE(dn.fp32_kernel() == (k == 0 ? Fp32Kernel::Ffma : Fp32Kernel::TensorCores));
     e[k] = measure_layer_errors(dn, ref);
   }
-  const char* layers[kGpuLayers + 1] = {"projection", "tconv1", "tconv2", "tconv3", "tconv4+tanh", "network"};
-  for (int l = 0; l <= kGpuLayers; ++l) {
-    const ErrorStats& ffma = l < kGpuLayers ? e[0].layer[l] : e[0].network;
-    const ErrorStats& tc = l < kGpuLayers ? e[1].layer[l] : e[1].network;
-    const double limit = l >= kGpuLayers - 1 ? image_tol : 1e-4;
-    const std::string at = what + " " + layers[l];
+  const int layers = spec.stages() + 1;
+  for (int l = 0; l <= layers; ++l) {
+    const ErrorStats& ffma = l < layers ? e[0].layer[l] : e[0].network;
+    const ErrorStats& tc = l < layers ? e[1].layer[l] : e[1].network;
+    const double limit = l >= layers - 1 ? image_tol : 1e-4;
+    const std::string name = l == 0 ? "projection" : l < layers - 1 ? "tconv" + std::to_string(l)
+                           : l == layers - 1 ? "tconv" + std::to_string(l) + "+tanh" : "network";
+    const std::string at = what + " " + name;
     MESSAGE(at << ": |error| vs float64 over " << n << " images, worst / mean: tensor cores " << tc.worst << " / "
                << tc.mean() << ", FFMA " << ffma.worst << " / " << ffma.mean());
     CHECK_MESSAGE(tc.not_finite + ffma.not_finite == 0, at << ": values not written or not finite: tensor cores "
