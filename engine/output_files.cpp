@@ -88,7 +88,7 @@ OutputFiles::Slot& OutputFiles::folder_slot(size_t file) {
 }
 
 void OutputFiles::write_in_folder(size_t file, const std::string& name, const std::string& shown,
-                                  const std::string& bytes) {
+                                  std::string_view bytes) {
   Slot& folder = folder_slot(file);
   if (folder.spec.kind != OutputFile::Kind::Folder) {
     throw std::logic_error("OutputFiles::write_in_folder: " + folder.spec.path + " is not a folder");
