@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   auto image = [&](int64_t k) { return images.data() + (k % kDistinct) * kImageValues; };
 
   // --- text: correctness first, then fprintf against ours on one core ---
-  std::vector<char> line(kMaxImageTextBytes);
+  std::vector<char> line(max_image_text_bytes(kImageValues));
   int64_t mismatched = 0;
   {
     std::FILE* memory = nullptr;
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < kImageValues; ++i) std::fprintf(memory, "%.4f ", static_cast<double>(image(k)[i]));
       std::fputc('\n', memory);
       std::fclose(memory);
-      const size_t bytes = format_image_text(image(k), line.data());
+      const size_t bytes = format_image_text(image(k), line.data(), kImageValues);
       if (bytes != reference_size || std::memcmp(line.data(), reference, bytes) != 0) ++mismatched;
       std::free(reference);
     }
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   int64_t ours_bytes = 0;
   const double ours_seconds = time_it([&] {
     for (int64_t k = 0; k < n; ++k) {
-      const size_t bytes = format_image_text(image(k), line.data());
+      const size_t bytes = format_image_text(image(k), line.data(), kImageValues);
       std::fwrite(line.data(), 1, bytes, null);
       ours_bytes += static_cast<int64_t>(bytes);
     }
@@ -118,13 +118,13 @@ int main(int argc, char** argv) {
                 (ours_bytes / ours_seconds) / (printf_bytes / printf_seconds));
   report("text, ours, 1 thread", n, ours_bytes, ours_seconds, note);
   int64_t parallel_bytes = 0;
-  std::vector<std::vector<char>> lines(threads, std::vector<char>(kMaxImageTextBytes));
+  std::vector<std::vector<char>> lines(threads, std::vector<char>(max_image_text_bytes(kImageValues)));
   const double parallel_seconds = time_it([&] {
     std::vector<int64_t> per_thread(threads, 0);
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t)
       pool.emplace_back([&, t] {
-        for (int64_t k = t; k < n; k += threads) per_thread[t] += format_image_text(image(k), lines[t].data());
+        for (int64_t k = t; k < n; k += threads) per_thread[t] += format_image_text(image(k), lines[t].data(), kImageValues);
       });
     for (auto& thread : pool) thread.join();
     for (int64_t b : per_thread) parallel_bytes += b;

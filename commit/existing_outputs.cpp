@@ -13,6 +13,7 @@
 
 #include "common/errors.hpp"
 #include "common/file_descriptor.hpp"
+#include "common/model_spec.hpp"
 #include "common/text_format.hpp"
 #include "common/path_parts.hpp"
 #include "formats/png_folder_layout.hpp"
@@ -51,6 +52,15 @@ bool starts_with(const std::string& bytes, const char* prefix, size_t length) {
   return bytes.size() >= length && std::memcmp(bytes.data(), prefix, length) == 0;
 }
 
+// Whether a NumPy header names a shape (N, S, S, then `tail`, for one of the image sizes facegen writes.
+bool names_image_shape(const std::string& bytes, const std::string& tail) {
+  for (int size : kImageSizes) {
+    const std::string side = std::to_string(size);
+    if (bytes.find(", " + side + ", " + side + ", " + tail) != std::string::npos) return true;
+  }
+  return false;
+}
+
 // Whether the first bytes of a file of `size` bytes are those of `kind` (see the header).
 bool has_signature(const std::string& bytes, int64_t size, WrittenKind kind) {
   switch (kind) {
@@ -66,10 +76,10 @@ bool has_signature(const std::string& bytes, int64_t size, WrittenKind kind) {
              le32(bytes, 10) == 54 && bytes[28] == 24 && bytes[29] == 0;
     case WrittenKind::Npy:
       return starts_with(bytes, "\x93NUMPY", 6) && bytes.find("'shape': (") != std::string::npos &&
-             bytes.find(", 64, 64, ") != std::string::npos;
+             names_image_shape(bytes, "");
     case WrittenKind::NpyU8:
       return starts_with(bytes, "\x93NUMPY", 6) && bytes.find("'descr': '|u1'") != std::string::npos &&
-             bytes.find(", 64, 64, 3)") != std::string::npos;
+             names_image_shape(bytes, "3)");
     case WrittenKind::Tar:  // a ustar member's header first (an empty shard: its two zero blocks alone)
       if (size == 1024) return bytes.find_first_not_of('\0') == std::string::npos;
       return bytes.size() >= 263 && bytes.compare(257, 6, std::string("ustar\0", 6)) == 0;

@@ -18,8 +18,8 @@
 // The signatures (the first bytes of each kind):
 //   Text         a decimal image count, "\n", then a value's first character ('-' or a digit)
 //   Bmp          "BM", the file's own size at offset 2, the pixels at offset 54, 24 bits per pixel
-//   Npy          NumPy's magic "\x93NUMPY" and a header naming a shape (N, 64, 64, C)
-//   NpyU8        NumPy's magic, 'descr': '|u1' and a shape (N, 64, 64, 3)
+//   Npy          NumPy's magic "\x93NUMPY" and a header naming a shape (N, S, S, C), S 32, 64 or 128
+//   NpyU8        NumPy's magic, 'descr': '|u1' and a shape (N, S, S, 3)
 //   Tar          "ustar\0" at offset 257: the ustar magic of its first member's header
 //   Png          the PNG signature, then the IHDR chunk
 //   SummaryJson  the summary's first key: {\n  "program": {

@@ -12,6 +12,17 @@ std::string model_spec_problem(const ModelSpec& spec) {
     return "nc is " + std::to_string(spec.image_channels) + ", but it must be 1 (grey) or 3 (RGB)";
   if (spec.kernel_size != 4 && spec.kernel_size != 5)
     return "kernel_size is " + std::to_string(spec.kernel_size) + ", but it must be 4 or 5";
+  bool known_size = false;
+  for (int size : kImageSizes) known_size = known_size || spec.image_size == size;
+  if (!known_size)
+    return "image_size is " + std::to_string(spec.image_size) + ", but it must be 32, 64 or 128";
+  if (spec.stage_channels(0) > kMaxFirstChannels) {
+    const int most = kMaxFirstChannels >> (spec.stages() - 1);
+    return "ngf is " + std::to_string(spec.base_channels) + ", but a " + std::to_string(spec.image_size) + "x" +
+           std::to_string(spec.image_size) + " generator's first layer then has " +
+           std::to_string(spec.stage_channels(0)) + " channels, more than " + std::to_string(kMaxFirstChannels) +
+           ": ngf must be at most " + std::to_string(most) + " at this size";
+  }
   return "";
 }
 

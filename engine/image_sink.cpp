@@ -60,6 +60,7 @@ class FormatSink : public ImageSink {
 
   using ImageSink::append;
   int image_channels() const override { return layout_.image_channels(); }
+  int image_size() const override { return layout_.image_size(); }
 
   // In order, run after run: the engine's steps one after the other, a file of records at a time.
   void append(const ImageRun& images, int64_t first, int64_t count) override {
@@ -250,6 +251,7 @@ OutputOptions output_options(const SinkOptions& options) {
   OutputOptions layout_options;
   layout_options.mosaic_tiles = options.mosaic_tiles;
   layout_options.image_channels = options.image_channels;
+  layout_options.image_size = options.image_size;
   layout_options.on_notice = options.on_notice;
   layout_options.grid_columns = options.grid_columns;
   layout_options.grid_padding = options.grid_padding;

@@ -3,7 +3,7 @@
 // several threads).
 //
 // The pipeline hands a sink consecutive runs of images in order: append(images, first, count) with
-// images (count, 64, 64, nc), C fastest, values in (-1, 1) (or their 8-bit RGB pixels). finish() writes what is left (a mosaic PNG
+// images (count, S, S, nc), C fastest, values in (-1, 1) (or their 8-bit RGB pixels). finish() writes what is left (a mosaic PNG
 // is encoded then) and syncs every byte; commit_sinks() then puts the outputs of all sinks in place
 // all together or not at all. Destroying a sink that was not committed leaves no file behind.
 #pragma once
@@ -29,9 +29,10 @@ class ImageSink {
   // images: float32 values, or 8-bit RGB pixels where the sink's format is 8-bit (image_run.hpp).
   virtual void append(const ImageRun& images, int64_t first, int64_t count) = 0;
   void append(const float* images, int64_t first, int64_t count) {
-    append(ImageRun::floats(images, image_channels()), first, count);
+    append(ImageRun::floats(images, image_channels(), image_size()), first, count);
   }
   virtual int image_channels() const = 0;  // nc of the float32 images it takes
+  virtual int image_size() const = 0;      // their pixels a side
   // Every byte written and on disk; returns the renames that put the output in place.
   virtual std::vector<PendingRename> finish() = 0;
   virtual void committed() {}  // the renames of finish() are done
@@ -89,6 +90,7 @@ struct SinkOptions {
   int64_t grid_columns = 0;
   int64_t grid_padding = 0;
   int image_channels = 3;  // nc of the images: 3 (RGB) or 1 (grey, written as grey RGB in BMP and PNG)
+  int image_size = kDefaultImageSize;  // their pixels a side: the model's image_size
   int64_t shard_images = 0;  // --shard-images: tar's samples per shard, npy's images per file (0: tar's default)
   SampleFacts facts;         // what each tar sample's json says besides its index
   int png_level = kDefaultPngLevel;  // png and mosaic-png: 0 (stored) .. kMaxPngLevel (png_encoder.hpp)

@@ -13,7 +13,7 @@
 namespace facegen {
 
 struct OutputEngine::Piece {
-  // (piece_images, 64, 64, nc) in the engine's encoding where it holds pixels, then each encoded
+  // (piece_images, S, S, nc) in the engine's encoding where it holds pixels, then each encoded
   // output's run (at encoded_at)
   HostBuffer storage{nullptr, nullptr};
   HostBuffer flags{nullptr, nullptr};    // (piece_images)
@@ -76,7 +76,8 @@ OutputEngine::OutputEngine(std::vector<ImageSink*> sinks, const EngineOptions& o
   }
   // The pixels first, then each encoded run on a page of its own.
   std::vector<int64_t> encoded_at(sinks_.size(), 0);
-  int64_t bytes = pixels_ ? options_.piece_images * image_bytes(options_.encoding, options_.image_channels) : 0;
+  int64_t bytes =
+      pixels_ ? options_.piece_images * image_bytes(options_.encoding, options_.image_channels, options_.image_size) : 0;
   for (size_t o = 0; o < sinks_.size(); ++o) {
     if (encoded_[o].bytes == 0) continue;
     encoded_at[o] = bytes = page_aligned(bytes);
@@ -158,7 +159,7 @@ const EncodedRuns* OutputEngine::plan_encoded(const PieceBuffer& buffer, int64_t
 }
 
 ImageRun OutputEngine::run_of(const Piece& piece, size_t output) const {
-  ImageRun images{options_.encoding, pixels_ ? piece.storage.get() : nullptr, options_.image_channels};
+  ImageRun images{options_.encoding, pixels_ ? piece.storage.get() : nullptr, options_.image_channels, options_.image_size};
   if (encoded_[output].bytes > 0) images.encoded = &piece.encoded[output];
   return images;
 }

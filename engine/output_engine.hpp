@@ -1,7 +1,7 @@
 // output_engine.hpp: images from the generator to finished files, with every stage busy.
 //
-// The engine owns a ring of piece buffers, each (piece_images, 64, 64, nc) floats or (piece_images,
-// 64, 64, 3) bytes (formats/image_run.hpp). The generating thread takes a free buffer (acquire), fills
+// The engine owns a ring of piece buffers, each (piece_images, S, S, nc) floats or (piece_images,
+// S, S, 3) bytes (formats/image_run.hpp). The generating thread takes a free buffer (acquire), fills
 // it with images [first, first + count) and hands it over (submit); pieces may come in any order
 // (engine/piece_plan.hpp decides it), as long as the pieces of one file of records (a txt file, a tar
 // shard) come in image order. Each submitted piece becomes one task per output on the process's pool
@@ -43,6 +43,7 @@ struct EngineOptions {
   int threads = 0;              // threads a piece's loops may use (<= 0: every CPU)
   ImageEncoding encoding = ImageEncoding::Float32;  // what the buffers hold
   int image_channels = 3;       // nc of the images
+  int image_size = kDefaultImageSize;  // their pixels a side
   // Told, on the thread that finished it, each piece once every output has written it.
   std::function<void(int64_t first, int64_t count)> on_written;
   // Where the buffers' memory comes from (the backend's allocate_host: page-locked for a GPU); plain

@@ -30,7 +30,7 @@ PieceLoopSeconds run_piece_loop(const PieceLoop& loop) {
     const PieceBuffer buffer = loop.engine.acquire();
     waits += seconds_since(waiting);
     const ImageTarget out{loop.engine.encoding(), buffer.images, buffer.flags, spec.latent_dim, spec.image_channels,
-                          loop.engine.plan_encoded(buffer, piece.first, piece.count)};
+                          spec.image_size, loop.engine.plan_encoded(buffer, piece.first, piece.count)};
     job = StreamJob{z.values, piece.count, out, z.recipe};
     in_stream.push_back(piece);
     return true;

@@ -2,8 +2,8 @@
 // definitions (output_format.hpp) that the batch tool's drivers write: the bytes of each file are the
 // bytes the batch tool would put in it. For the HTTP service, which answers with them.
 //
-// Images are (count, 64, 64, nc) floats, C fastest, values in (-1, 1), as OutputLayout takes them, or
-// their 8-bit RGB pixels (count, 64, 64, 3) for the 8-bit formats (formats/image_run.hpp): the same bytes.
+// Images are (count, S, S, nc) floats, C fastest, values in (-1, 1), as OutputLayout takes them, or
+// their 8-bit RGB pixels (count, S, S, 3) for the 8-bit formats (formats/image_run.hpp): the same bytes.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +22,7 @@ namespace facegen {
 // already encoded (formats/encoded_run.hpp; planned by layout.plan_encoded_run(0, N, ...)).
 std::vector<std::string> encode_in_memory(const OutputLayout& layout, const ImageRun& images, int threads = 1);
 inline std::vector<std::string> encode_in_memory(const OutputLayout& layout, const float* images, int threads = 1) {
-  return encode_in_memory(layout, ImageRun::floats(images, layout.image_channels()), threads);
+  return encode_in_memory(layout, ImageRun::floats(images, layout.image_channels(), layout.image_size()), threads);
 }
 
 }  // namespace facegen

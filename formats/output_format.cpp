@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "common/errors.hpp"
-#include "common/model_shape.hpp"
 #include "common/text_format.hpp"
 #include "common/threads.hpp"
 #include "common/path_parts.hpp"
@@ -46,7 +45,7 @@ void put_u32(std::string& out, uint32_t v) {
 // the same limit, so that both mosaics accept the same jobs).
 MosaicGrid checked_grid(const std::string& path, int64_t images, const OutputOptions& options) {
   if (images < 1) throw std::invalid_argument("mosaic: a mosaic needs at least one image");
-  const MosaicGrid grid = mosaic_grid(images, options.grid_columns, options.grid_padding);
+  const MosaicGrid grid = mosaic_grid(images, options.grid_columns, options.grid_padding, options.image_size);
   const int64_t bytes = bmp_row_bytes(grid) * grid.height() + kBmpHeaderBytes;
   if (bytes > std::numeric_limits<int>::max()) {
     throw UserError("cannot write " + path + ": a mosaic of " + with_commas(images) + " images is " +
@@ -173,6 +172,7 @@ OutputLayout::OutputLayout(OutputFormat format, const std::string& prefix, int64
     throw std::invalid_argument("output: images of " + std::to_string(options.image_channels) +
                                 " channels (1 or 3 are written)");
   }
+  if (options.image_size < 1) throw std::invalid_argument("output: images of " + std::to_string(options.image_size) + " pixels a side");
   if (format == OutputFormat::Text) header_bytes_ = static_cast<int64_t>(std::to_string(total_images).size()) + 1;
   if (options.shard_images < 0 || options.shard_images > kMaxShardImages) {
     throw UserError("--shard-images must be between 1 and " + std::to_string(kMaxShardImages) + ", got " +
@@ -276,10 +276,10 @@ OutputFile OutputLayout::file(size_t index) const {
       if (format_ == OutputFormat::Tar) {
         return {Kind::Data, path, count == 0 ? std::string(kTarEndBytes, '\0') : "", -1, first, count, {}, format_};
       }
-      // (count, 64, 64, nc) float32 or (count, 64, 64, 3) uint8 after the header.
+      // (count, S, S, nc) float32 or (count, S, S, 3) uint8 after the header.
       const bool u8 = format_ == OutputFormat::NpyU8;
-      const std::string header = u8 ? npy_u8_header(count) : npy_header(count, image_channels());
-      const int64_t bytes = u8 ? count * 4096 * 3 : count * image_values() * 4;
+      const std::string header = u8 ? npy_u8_header(count, image_size()) : npy_header(count, image_channels(), image_size());
+      const int64_t bytes = u8 ? count * rgb8_image_bytes(image_size()) : count * image_values() * 4;
       return {Kind::Data, path, header, static_cast<int64_t>(header.size()) + bytes, first, count, {}, format_};
     }
     case OutputFormat::Png:
@@ -370,8 +370,9 @@ void OutputLayout::write_run(const ImageRun& images, int64_t first, int64_t coun
 // the thread's own.
 void OutputLayout::write_sharded_array_run(const ImageRun& images, int64_t first, int64_t count,
                                            FileWriter& out) const {
-  thread_local std::vector<unsigned char> rgb;  // (images, 64, 64, 3)
+  thread_local std::vector<unsigned char> rgb;  // (images, S, S, 3)
   constexpr int64_t kRgbImagesPerWrite = 256;
+  const int64_t rgb_bytes = rgb8_image_bytes(image_size());
   const auto [begin_file, end_file] = files_of(first, count);
   for (size_t f = begin_file; f < end_file; ++f) {
     const OutputFile shard = file(f);
@@ -383,17 +384,17 @@ void OutputLayout::write_sharded_array_run(const ImageRun& images, int64_t first
       out.write_at(f, header + (begin - shard.first) * image_values() * 4, from.values(),
                    (end - begin) * image_values() * 4);
     } else if (from.encoding == ImageEncoding::Rgb8) {
-      out.write_at(f, header + (begin - shard.first) * kRgb8ImageBytes, from.data, (end - begin) * kRgb8ImageBytes);
+      out.write_at(f, header + (begin - shard.first) * rgb_bytes, from.data, (end - begin) * rgb_bytes);
     } else {
-      // At most kRgbImagesPerWrite images at a time: 3 MiB per thread whatever the run.
+      // At most kRgbImagesPerWrite images at a time: 3 MiB per thread for 64x64 images, whatever the run.
       for (int64_t at = begin; at < end; at += kRgbImagesPerWrite) {
         const int64_t images_now = std::min(kRgbImagesPerWrite, end - at);
-        rgb.resize(static_cast<size_t>(images_now * kRgb8ImageBytes));
+        rgb.resize(static_cast<size_t>(images_now * rgb_bytes));
         for (int64_t i = 0; i < images_now; ++i) {
-          image_to_rgb8(from.values() + (at - begin + i) * image_values(), image_channels(),
-                        rgb.data() + i * kRgb8ImageBytes);
+          image_to_rgb8(from.values() + (at - begin + i) * image_values(), image_channels(), image_size(),
+                        rgb.data() + i * rgb_bytes);
         }
-        out.write_at(f, header + (at - shard.first) * kRgb8ImageBytes, rgb.data(), images_now * kRgb8ImageBytes);
+        out.write_at(f, header + (at - shard.first) * rgb_bytes, rgb.data(), images_now * rgb_bytes);
       }
     }
     out.images_written(f, end - begin);
@@ -408,13 +409,15 @@ size_t OutputLayout::file_of_image(int64_t index) const {
 size_t OutputLayout::append_record(const ImageRun& images, int64_t i, int64_t index, std::vector<char>& block,
                                    size_t used) const {
   if (format_ == OutputFormat::Text) {
-    if (block.size() - used < kMaxImageTextBytes) block.resize(std::max(used + kMaxImageTextBytes, block.size() * 2));
+    const size_t most = max_image_text_bytes(image_values());
+    if (block.size() - used < most) block.resize(std::max(used + most, block.size() * 2));
     return used + format_image_text(images.values() + i * image_values(), block.data() + used, image_values());
   }
   if (format_ != OutputFormat::Tar) throw std::logic_error("append_record: " + std::string(format_name(format_)));
-  thread_local unsigned char scratch[kRgb8ImageBytes];
+  thread_local std::vector<unsigned char> scratch;  // (S, S, 3)
   thread_local std::string png, sample;
-  encode_tile_png(images.rgb8_image(i, scratch), options_.png_level, png);
+  scratch.resize(static_cast<size_t>(rgb8_image_bytes(image_size())));
+  encode_tile_png(images.rgb8_image(i, scratch.data()), image_size(), options_.png_level, png);
   sample.clear();
   append_tar_sample(sample, index, png, options_.facts);
   // The shard's last sample carries the archive's end: a shard is complete with its last image.
@@ -464,7 +467,7 @@ void OutputLayout::write_run_threaded(const ImageRun& images, int64_t first, int
   });
 }
 
-// A run's images land in parts of tile rows; each part is 64 RGB pixel rows of its tiles (a grey value
+// A run's images land in parts of tile rows; each part is S RGB pixel rows of its tiles (a grey value
 // repeated in R, G and B; the padding between them black), gathered in file order in a buffer of the
 // thread's own (or made by an encoder: images.encoded) and written with one call per pixel row, or one
 // call when the part spans the whole mosaic row.
@@ -481,11 +484,13 @@ void OutputLayout::write_mosaic_run(const ImageRun& images, int64_t first, int64
     return;
   }
   thread_local std::vector<unsigned char> rows;
-  thread_local unsigned char scratch[kRgb8ImageBytes];
-  const RunPixels pixels = [&](int64_t image) { return images.rgb8_image(image, scratch); };
+  thread_local std::vector<unsigned char> scratch;  // (S, S, 3)
+  const int size = image_size();
+  scratch.resize(static_cast<size_t>(rgb8_image_bytes(size)));
+  const RunPixels pixels = [&](int64_t image) { return images.rgb8_image(image, scratch.data()); };
   for_each_mosaic_part(first, count, [&](const MosaicPart& part) {
-    rows.resize(static_cast<size_t>(part.span * kImageSize));
-    fill_mosaic_part(part, bmp, kImageSize, kImageSize, pixels, rows.data());
+    rows.resize(static_cast<size_t>(part.span * size));
+    fill_mosaic_part(part, bmp, size, size, pixels, rows.data());
     write_mosaic_part(part, rows.data(), out);
   });
 }
@@ -493,6 +498,7 @@ void OutputLayout::write_mosaic_run(const ImageRun& images, int64_t first, int64
 void OutputLayout::for_each_mosaic_part(int64_t first, int64_t count,
                                         const std::function<void(const MosaicPart&)>& visit) const {
   const bool bmp = format_ == OutputFormat::Bmp;
+  const int size = image_size();
   const auto [begin_file, end_file] = files_of(first, count);
   const size_t step = bmp ? 1 : 2;  // a mosaic PNG's files come in pairs: pixels, then the PNG
   for (size_t f = begin_file; f < end_file; f += step) {
@@ -500,7 +506,7 @@ void OutputLayout::for_each_mosaic_part(int64_t first, int64_t count,
     const MosaicGrid& grid = mosaic.grid;
     const int64_t begin = std::max(first, mosaic.first);
     const int64_t end = std::min(first + count, mosaic.first + mosaic.count);
-    const int64_t pitch = kImageSize + grid.padding;  // from one tile's left (top) edge to the next one's
+    const int64_t pitch = size + grid.padding;  // from one tile's left (top) edge to the next one's
     const int64_t height = grid.height();
     const int64_t header = static_cast<int64_t>(mosaic.header.size());
     MosaicPart part;
@@ -516,7 +522,7 @@ void OutputLayout::for_each_mosaic_part(int64_t first, int64_t count,
       part.image = n - first;
       // The part's first row in the file: BMP's is the tile row's bottom pixel row.
       const int64_t top_row = grid.padding + tile_row * pitch;
-      const int64_t file_row = bmp ? height - 1 - (top_row + kImageSize - 1) : top_row;
+      const int64_t file_row = bmp ? height - 1 - (top_row + size - 1) : top_row;
       part.offset = header + file_row * part.row_bytes + (grid.padding + col * pitch) * 3;
       visit(part);
       n += part.tiles;
@@ -525,26 +531,28 @@ void OutputLayout::for_each_mosaic_part(int64_t first, int64_t count,
 }
 
 void OutputLayout::write_mosaic_part(const MosaicPart& part, const unsigned char* rows, FileWriter& out) const {
+  const int size = image_size();  // the part's pixel rows
   if (part.span == part.row_bytes) {
-    out.write_at(part.file, part.offset, rows, part.span * kImageSize);
+    out.write_at(part.file, part.offset, rows, part.span * size);
   } else {
-    for (int r = 0; r < kImageSize; ++r) {
+    for (int r = 0; r < size; ++r) {
       out.write_at(part.file, part.offset + r * part.row_bytes, rows + r * part.span, part.span);
     }
   }
   out.images_written(part.file, part.tiles);
 }
 
-void image_to_rgb8(const float* image, int image_channels, unsigned char* rgb) {
+void image_to_rgb8(const float* image, int image_channels, int size, unsigned char* rgb) {
+  const int pixels = size * size;
   if (image_channels == 1) {
-    for (int k = 0; k < 4096; ++k) rgb[3 * k] = rgb[3 * k + 1] = rgb[3 * k + 2] = channel_to_byte(image[k]);
+    for (int k = 0; k < pixels; ++k) rgb[3 * k] = rgb[3 * k + 1] = rgb[3 * k + 2] = channel_to_byte(image[k]);
   } else {
-    for (int k = 0; k < 4096 * 3; ++k) rgb[k] = channel_to_byte(image[k]);
+    for (int k = 0; k < pixels * 3; ++k) rgb[k] = channel_to_byte(image[k]);
   }
 }
 
-void encode_tile_png(const unsigned char* rgb, int level, std::string& png) {
-  thread_png_encoder(level).encode(rgb, kImageSize, kImageSize, png);
+void encode_tile_png(const unsigned char* rgb, int size, int level, std::string& png) {
+  thread_png_encoder(level).encode(rgb, size, size, png);
 }
 
 void OutputLayout::write_png_files(const ImageRun& images, int64_t first, int64_t count, FileWriter& out) const {
@@ -553,10 +561,11 @@ void OutputLayout::write_png_files(const ImageRun& images, int64_t first, int64_
     for (int64_t i = 0; i < count; ++i) put_png_file(first + i, images.encoded->bytes + at[i], at[i + 1] - at[i], out);
     return;
   }
-  thread_local unsigned char scratch[kRgb8ImageBytes];  // (64, 64, 3) RGB, a grey value repeated
+  thread_local std::vector<unsigned char> scratch;  // (S, S, 3) RGB, a grey value repeated
   thread_local std::string png;
+  scratch.resize(static_cast<size_t>(rgb8_image_bytes(image_size())));
   for (int64_t i = 0; i < count; ++i) {
-    encode_tile_png(images.rgb8_image(i, scratch), options_.png_level, png);
+    encode_tile_png(images.rgb8_image(i, scratch.data()), image_size(), options_.png_level, png);
     put_png_file(first + i, png.data(), static_cast<int64_t>(png.size()), out);
   }
 }
@@ -607,9 +616,10 @@ namespace {
 
 // NumPy 1.0: the magic, the version, the header's length, then the dict padded with spaces and a
 // newline so that the data starts on a 64-byte boundary.
-std::string npy_file_header(const std::string& descr, int64_t total_images, int channels) {
+std::string npy_file_header(const std::string& descr, int64_t total_images, int channels, int size) {
+  const std::string side = std::to_string(size);
   std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + std::to_string(total_images) +
-                     ", 64, 64, " + std::to_string(channels) + "), }";
+                     ", " + side + ", " + side + ", " + std::to_string(channels) + "), }";
   const size_t preamble = 10;
   const size_t header = dict.size() + 1;  // + '\n'
   const size_t padded = (preamble + header + 63) / 64 * 64 - preamble;
@@ -625,11 +635,11 @@ std::string npy_file_header(const std::string& descr, int64_t total_images, int 
 
 }  // namespace
 
-std::string npy_header(int64_t total_images, int image_channels) {
-  return npy_file_header("<f4", total_images, image_channels);
+std::string npy_header(int64_t total_images, int image_channels, int size) {
+  return npy_file_header("<f4", total_images, image_channels, size);
 }
 
-std::string npy_u8_header(int64_t total_images) { return npy_file_header("|u1", total_images, 3); }
+std::string npy_u8_header(int64_t total_images, int size) { return npy_file_header("|u1", total_images, 3, size); }
 
 std::string shard_path(const std::string& prefix, const char* extension, int64_t shard, int64_t shards) {
   int digits = 6;
@@ -659,8 +669,9 @@ std::string bmp_header(const MosaicGrid& grid) {
   return header;
 }
 
-MosaicGrid mosaic_grid(int64_t images, int64_t columns, int64_t padding) {
+MosaicGrid mosaic_grid(int64_t images, int64_t columns, int64_t padding, int tile) {
   MosaicGrid grid;
+  grid.tile = tile;
   grid.padding = images == 1 ? 0 : padding;  // make_grid returns a single image as it is
   if (columns == 0) {
     grid.columns = grid.rows = mosaic_side(images);

@@ -3,14 +3,15 @@
 // definitions, for one process and for each MPI rank's share alike, and the service makes them in
 // memory (memory_output.hpp); neither knows a format, and both give the same bytes.
 //
-// Images are (count, 64, 64, nc) floats, C fastest, values in (-1, 1), nc = 3 (RGB) or 1 (grey,
-// OutputOptions::image_channels); a channel value v becomes the byte channel_to_byte(v) in the 8-bit
-// formats, which are RGB always: a grey value is repeated in R, G and B. The formats:
-//   txt         PREFIX.txt: "N\n", then one line per image: its 4,096 nc values in (H, W, C) order, each
+// Images are (count, S, S, nc) floats, C fastest, values in (-1, 1), S = 32, 64 or 128 pixels a side
+// (OutputOptions::image_size, the model's), nc = 3 (RGB) or 1 (grey, OutputOptions::image_channels); a
+// channel value v becomes the byte channel_to_byte(v) in the 8-bit formats, which are RGB always: a
+// grey value is repeated in R, G and B. The formats:
+//   txt         PREFIX.txt: "N\n", then one line per image: its S * S * nc values in (H, W, C) order, each
 //               as printf's "%.4f " writes it, then "\n". Lines vary in length, so a run's bytes are
 //               made first (format_text_run) and the driver places them after the bytes of every image
 //               before the run (its running total, or an exclusive scan over ranks).
-//   bmp         PREFIX.bmp: a 24-bit mosaic of tiles of 64x64 on a grid (MosaicGrid): by default s x s
+//   bmp         PREFIX.bmp: a 24-bit mosaic of tiles of S x S on a grid (MosaicGrid): by default s x s
 //               tiles, s = ceil(sqrt(N)), no padding; with grid columns C, min(C, N) columns and as many
 //               rows as the images need; with padding P, P black pixels between and around the tiles
 //               (torchvision's make_grid(nrow=C, padding=P, pad_value=0); one image alone has no padding,
@@ -18,15 +19,15 @@
 //               column n % columns; unused tiles black. A 54-byte header (the one stb_image_write writes),
 //               then the pixels BGR, rows bottom-up, each padded to a multiple of 4 bytes. The file is
 //               sized up front, so black tiles and padding read as zeros; a run of images becomes, per
-//               tile row it touches, 64 pixel rows of its tiles at computed offsets.
+//               tile row it touches, S pixel rows of its tiles at computed offsets.
 //               Above mosaic_tiles^2 images the mosaic is split: PREFIX-0001.bmp, PREFIX-0002.bmp, ...,
 //               file k holding images [(k-1) L, min(k L, N)), L = mosaic_tiles^2, as a mosaic (and grid)
 //               of its own.
-//   npy         PREFIX.npy: NumPy 1.0, float32 (N, 64, 64, nc), C order; fixed offsets.
+//   npy         PREFIX.npy: NumPy 1.0, float32 (N, S, S, nc), C order; fixed offsets.
 //   png         PREFIX/ (a folder): one PNG per image, 000000.png, 000001.png, ... (more digits past a
 //               million), 8-bit RGB, each encoded by PngEncoder (png_encoder.hpp) at --png-level and
 //               written whole.
-//   npy-u8      PREFIX.u8.npy: NumPy 1.0, '|u1' (N, 64, 64, 3), C order, each channel_to_byte(v) (grey
+//   npy-u8      PREFIX.u8.npy: NumPy 1.0, '|u1' (N, S, S, 3), C order, each channel_to_byte(v) (grey
 //               repeated in R, G and B), the array ADM's evaluator and clean-fid read; fixed offsets.
 //   tar         WebDataset shards PREFIX-000000.tar, PREFIX-000001.tar, ... (more digits past a million
 //               shards): POSIX ustar archives (tar_shard.hpp), shard k holding images [k S, min((k+1) S, N)),
@@ -55,7 +56,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/model_shape.hpp"
+#include "common/model_spec.hpp"
 #include "formats/encoded_run.hpp"
 #include "formats/image_run.hpp"
 #include "formats/png_folder_layout.hpp"
@@ -92,19 +93,20 @@ bool is_eight_bit_format(OutputFormat format);
 // 8-bit, else as float32.
 ImageEncoding image_encoding_for(const std::vector<OutputFormat>& formats);
 
-// Where the tiles of one mosaic file go: `columns` x `rows` tiles of 64x64 with `padding` pixels
-// between and around them, as torchvision's make_grid lays them out.
+// Where the tiles of one mosaic file go: `columns` x `rows` tiles of tile x tile pixels (the images'
+// size) with `padding` pixels between and around them, as torchvision's make_grid lays them out.
 struct MosaicGrid {
   int64_t columns = 0;
   int64_t rows = 0;
   int64_t padding = 0;
-  int64_t width() const { return columns * (64 + padding) + padding; }  // pixels
-  int64_t height() const { return rows * (64 + padding) + padding; }
+  int64_t tile = 0;
+  int64_t width() const { return columns * (tile + padding) + padding; }  // pixels
+  int64_t height() const { return rows * (tile + padding) + padding; }
 };
-// The grid of a mosaic of `images` tiles: `columns` 0 is the square s x s, s = ceil(sqrt(images));
-// otherwise min(columns, images) columns and ceil(images / that) rows. One image gets no padding (as
-// make_grid returns a single image unchanged).
-MosaicGrid mosaic_grid(int64_t images, int64_t columns, int64_t padding);
+// The grid of a mosaic of `images` tiles of tile x tile pixels: `columns` 0 is the square s x s, s =
+// ceil(sqrt(images)); otherwise min(columns, images) columns and ceil(images / that) rows. One image
+// gets no padding (as make_grid returns a single image unchanged).
+MosaicGrid mosaic_grid(int64_t images, int64_t columns, int64_t padding, int tile);
 
 // One file (or folder) of an output.
 struct OutputFile {
@@ -164,6 +166,7 @@ struct OutputOptions {
   int64_t grid_columns = 0;  // mosaics: tiles per row; 0: a square grid
   int64_t grid_padding = 0;  // mosaics: black pixels between and around the tiles
   int image_channels = 3;    // nc of the images: 3 (RGB) or 1 (grey)
+  int image_size = kDefaultImageSize;  // pixels a side: the model's image_size (32, 64 or 128)
   int64_t shard_images = 0;  // tar, npy, npy-u8: images per shard; 0: tar's kDefaultShardImages, npy unsplit
   SampleFacts facts;         // tar: each sample's json
   int png_level = kDefaultPngLevel;  // png, mosaic-png: 0 (stored) .. kMaxPngLevel
@@ -181,9 +184,12 @@ class OutputLayout {
 
   OutputFormat format() const { return format_; }
   int64_t total_images() const { return total_; }
-  int image_channels() const { return options_.image_channels; }                 // nc
+  int image_channels() const { return options_.image_channels; }  // nc
+  int image_size() const { return options_.image_size; }          // pixels a side
   PngLayout png_layout() const { return options_.png_layout; }
-  int64_t image_values() const { return int64_t{4096} * options_.image_channels; }  // floats per image
+  int64_t image_values() const {                                  // floats per image
+    return int64_t{options_.image_size} * options_.image_size * options_.image_channels;
+  }
   // The output's files, numbered from 0, each computed when asked (O(1) memory whatever N is). A
   // mosaic PNG's files come in pairs: 2k the pixels of mosaic k, 2k + 1 its PNG.
   size_t file_count() const;
@@ -194,20 +200,20 @@ class OutputLayout {
   // Whether `name` (in the prefix's folder, no directory) is one of this output's final paths.
   bool writes_name(const std::string& name) const;
 
-  // Every format but txt: writes images [first, first + count) of the run, (count, 64, 64, nc), at their
+  // Every format but txt: writes images [first, first + count) of the run, (count, S, S, nc), at their
   // offsets through `out`. Any thread; several threads may write disjoint runs at once.
   // images: float32 values, or 8-bit RGB pixels for the 8-bit formats (image_run.hpp).
   void write_run(const ImageRun& images, int64_t first, int64_t count, FileWriter& out) const;
   void write_run(const float* images, int64_t first, int64_t count, FileWriter& out) const {
-    write_run(ImageRun::floats(images, image_channels()), first, count, out);
+    write_run(ImageRun::floats(images, image_channels(), image_size()), first, count, out);
   }
   // The same run written by `threads` threads (both drivers call this), split where each piece takes
   // the fewest write calls: a mosaic into pieces of at most one tile row, so that every whole row of
-  // tiles is converted by one thread and written with one call (64 pixel rows are contiguous in the
+  // tiles is converted by one thread and written with one call (S pixel rows are contiguous in the
   // file), rather than one call per pixel row of a few tiles from every thread into one file.
   void write_run_threaded(const ImageRun& images, int64_t first, int64_t count, FileWriter& out, int threads) const;
   void write_run_threaded(const float* images, int64_t first, int64_t count, FileWriter& out, int threads) const {
-    write_run_threaded(ImageRun::floats(images, image_channels()), first, count, out, threads);
+    write_run_threaded(ImageRun::floats(images, image_channels(), image_size()), first, count, out, threads);
   }
 
   // Runs that come already in this output's bytes (formats/encoded_run.hpp), made by an encoder from
@@ -221,8 +227,8 @@ class OutputLayout {
   // to fill in; on up to `threads` threads. write_run and the formats of records write the run from it
   // when an ImageRun's `encoded` points to it.
   void plan_encoded_run(int64_t first, int64_t count, const EncodedMemory& memory, EncodedRun& run, int threads) const;
-  int image_height() const { return kImageSize; }  // pixels of each image
-  int image_width() const { return kImageSize; }
+  int image_height() const { return options_.image_size; }  // pixels of each image
+  int image_width() const { return options_.image_size; }
 
   // txt: where the lines start (after "N\n").
   int64_t text_data_offset() const { return header_bytes_; }
@@ -322,20 +328,19 @@ class RecordEnds {
   std::vector<std::pair<size_t, int64_t>> ends_;  // (file, its end so far), files in order
 };
 
-// txt alone, for tests and benchmarks: the lines of a run of images (count, image_values), placed by
-// `place(run_bytes)`, which returns where the run's text starts in the file (file 0 of `out`).
+// txt alone, for tests and benchmarks: the lines of a run of images (count, size, size, channels),
+// placed by `place(run_bytes)`, which returns where the run's text starts in the file (file 0 of `out`).
 int64_t write_text_run(const float* images, int64_t count, int threads, RecordRun& run,
-                       const std::function<int64_t(int64_t)>& place, FileWriter& out,
-                       int64_t image_values = kImageValues);
+                       const std::function<int64_t(int64_t)>& place, FileWriter& out, int channels, int size);
 
 // The pieces of each format, shared with tests and benchmarks.
-// Padded so that the data starts on a 64-byte boundary; shape (N, 64, 64, image_channels).
-std::string npy_header(int64_t total_images, int image_channels = 3);
-std::string npy_u8_header(int64_t total_images);  // '|u1', shape (N, 64, 64, 3)
+// Padded so that the data starts on a 64-byte boundary; shape (N, size, size, image_channels).
+std::string npy_header(int64_t total_images, int image_channels, int size);
+std::string npy_u8_header(int64_t total_images, int size);  // '|u1', shape (N, size, size, 3)
 // A shard's path, k from 0: PREFIX-000000.EXT, ... (more digits past a million shards).
 std::string shard_path(const std::string& prefix, const char* extension, int64_t shard, int64_t shards);
-// One image's PNG, as the png format writes it: the bytes of its 64 x 64 RGB pixels encoded.
-void encode_tile_png(const unsigned char* rgb, int level, std::string& png);
+// One image's PNG, as the png format writes it: the bytes of its size x size RGB pixels encoded.
+void encode_tile_png(const unsigned char* rgb, int size, int level, std::string& png);
 std::string bmp_header(const MosaicGrid& grid);  // the 54 bytes of a mosaic on this grid
 int64_t bmp_row_bytes(const MosaicGrid& grid);   // one pixel row, padded to a multiple of 4
 // Mosaic files for N images at most mosaic_tiles^2 a file (0: one file), and the path of file k of
@@ -349,11 +354,11 @@ std::string png_file_name(int64_t index, int64_t total_images);  // "000042.png"
 // Whether a file name (no directory) is one that `format` writes for a prefix whose last part is
 // `stem`, for some number of images: STEM.txt; STEM.bmp or a numbered STEM-<digits>.bmp; the folder STEM; ...
 bool is_output_name(OutputFormat format, const std::string& stem, const std::string& name);
-// Bound on one formatted line: every value at its longest ("%.4f " of -FLT_MAX is 46 characters),
-// then "\n". Values in (-1, 1) take 7 or 8 characters each.
-constexpr size_t kMaxImageTextBytes = 12288 * 46 + 1;
-// One line of `values` values (64 * 64 * nc) with its "\n"; returns bytes.
-size_t format_image_text(const float* image, char* out, int64_t values = kImageValues);
+// Bound on one formatted line of `values` values: every value at its longest ("%.4f " of -FLT_MAX is
+// 46 characters), then "\n". Values in (-1, 1) take 7 or 8 characters each.
+constexpr size_t max_image_text_bytes(int64_t values) { return static_cast<size_t>(values) * 46 + 1; }
+// One line of `values` values (size * size * nc) with its "\n"; returns bytes.
+size_t format_image_text(const float* image, char* out, int64_t values);
 size_t format_value_text(float v, char* out);  // printf("%.4f ", v) exactly, at most 46 bytes, no NUL
 // (v + 1) / 2 * 255 in float, truncated toward zero, clamped to [0, 255], NaN to 0. Inline and
 // written with selects, so that the loops of every 8-bit format vectorise.

@@ -115,12 +115,13 @@ std::vector<int64_t> RecordEnds::place(std::pair<size_t, size_t> files, const st
 }
 
 int64_t write_text_run(const float* images, int64_t count, int threads, RecordRun& run,
-                       const std::function<int64_t(int64_t)>& place, FileWriter& out, int64_t image_values) {
+                       const std::function<int64_t(int64_t)>& place, FileWriter& out, int channels, int size) {
   OutputOptions options;
-  options.image_channels = static_cast<int>(image_values / 4096);
+  options.image_channels = channels;
+  options.image_size = size;
   // The lines alone: the layout's N only sizes its header, which this run does not write.
   const OutputLayout text(OutputFormat::Text, "text", count, options);
-  return write_record_run(text, ImageRun::floats(images, options.image_channels), 0, count, {0, 1}, threads, run,
+  return write_record_run(text, ImageRun::floats(images, channels, size), 0, count, {0, 1}, threads, run,
                           [&](const std::vector<int64_t>& bytes) { return std::vector<int64_t>{place(bytes[0])}; },
                           out);
 }

@@ -1,5 +1,5 @@
-// text_lines.cpp: the txt output's lines: "N\n" then one line per image: its 4,096 nc values (64, 64, nc),
-// C fastest, each as printf("%.4f ") writes it, then "\n".
+// text_lines.cpp: the txt output's lines: "N\n" then one line per image: its S * S * nc values
+// (S, S, nc), C fastest, each as printf("%.4f ") writes it, then "\n".
 //
 // printf is exact: it rounds the float's exact binary value to 4 decimals, ties to even, and keeps
 // the sign of negative values that round to zero ("-0.0000"). A float is m * 2^e with m < 2^24, so for
@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "formats/output_format.hpp"
-#include "common/model_shape.hpp"
 #include "common/threads.hpp"
 
 namespace facegen {
@@ -87,7 +86,7 @@ size_t format_value_text(float v, char* out) {
 }
 
 size_t format_image_text(const float* image, char* out, int64_t values) {
-  if (values < 0 || values > kImageValues) throw std::invalid_argument("format_image_text: more values than a line holds");
+  if (values < 0) throw std::invalid_argument("format_image_text: a negative count of values");
   char* p = out;
   for (int64_t i = 0; i < values; ++i) p += format_value_text(image[i], p);
   *p++ = '\n';

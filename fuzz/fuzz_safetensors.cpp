@@ -4,10 +4,12 @@
 // The low bit of byte 0 chooses how the rest of the input is read:
 //   0: the whole file (any bytes: the header length, the JSON, the offsets, truncation). No input a
 //      fuzzer makes is large enough to hold a whole generator, so each must be refused.
-//   1: the JSON header of a file whose data is that of a valid model (the tutorial generator, nz 100,
-//      ngf 16, nc 1, no biases, seeded random weights): the fuzzer edits names, shapes, dtypes,
-//      offsets and metadata against real data. A header equal (as JSON) to the model's own must load,
-//      to the very floats of the model; any other may load or be refused.
+//   1: the JSON header of a file whose data is that of a valid model, the next bits of byte 0 (mod 3)
+//      choosing which (seeded random weights): 0 the tutorial generator (nz 100, ngf 16, nc 1, no
+//      biases, 64x64), 1 a 32x32 one (nz 37, ngf 16, nc 3, 5x5 kernels, biases), 2 a 128x128 one (nz 100,
+//      ngf 16, nc 1): the fuzzer edits names, shapes, dtypes, offsets and metadata (the image size among
+//      them) against real data. A header equal (as JSON) to the model's own must load, to the very
+//      floats of the model; any other may load or be refused.
 // Acceptable outcomes: a loaded network, or a UserError. Any other exception, crash, leak or
 // undefined behaviour is a finding.
 #include <cstdint>
@@ -23,11 +25,15 @@
 
 namespace {
 
+constexpr facegen::ModelSpec kFixtureSpecs[] = {
+    {100, 16, 1, 4, false}, {37, 16, 3, 5, true, 32}, {100, 16, 1, 4, false, 128}};
+constexpr int kFixtures = sizeof kFixtureSpecs / sizeof kFixtureSpecs[0];
+
 struct Fixture {
-  facegen::Network net = facegen::make_random_network(facegen::ModelSpec{100, 16, 1, 4, false}, 5);
+  facegen::Network net;
   nlohmann::json header;
   std::string data;
-  Fixture() {
+  explicit Fixture(const facegen::ModelSpec& spec) : net(facegen::make_random_network(spec, 5)) {
     const std::string bytes = facegen::safetensors_bytes(net);
     uint64_t length = 0;
     for (int i = 7; i >= 0; --i) length = length << 8 | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
@@ -36,9 +42,10 @@ struct Fixture {
   }
 };
 
-Fixture& fixture() {
-  static Fixture* f = new Fixture;  // lives for the whole run; never freed, so no leak report
-  return *f;
+Fixture& fixture(int which) {
+  static Fixture* f[kFixtures] = {};  // each lives for the whole run; never freed, so no leak report
+  if (!f[which]) f[which] = new Fixture(kFixtureSpecs[which]);
+  return *f[which];
 }
 
 // Parses `bytes`; returns whether it loaded (into *net). Only a UserError may come out.
@@ -62,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (load(rest, &net)) std::abort();  // too small to be a whole generator
     return 0;
   }
-  Fixture& f = fixture();
+  Fixture& f = fixture((data[0] >> 1) % kFixtures);
   std::string file(8, '\0');
   for (int i = 0; i < 8; ++i) file[static_cast<size_t>(i)] = static_cast<char>((uint64_t{rest.size()} >> (8 * i)) & 0xff);
   file += rest;

@@ -29,7 +29,7 @@ bool Backend::encoders_switched_on(const char* name, bool otherwise) {
   return std::string(value) != "0";
 }
 
-// The encoded runs of a target from its pixels (n, 64, 64, 3), with the encoders' CPU model.
+// The encoded runs of a target from its pixels (n, S, S, 3), with the encoders' CPU model.
 static void encode_target_on_host(const ImageTarget& out, const unsigned char* pixels, int threads) {
   for (const EncodedRun* run : out.encoded->runs) encode_run_on_host(*run, pixels, threads);
 }
@@ -41,34 +41,35 @@ void Backend::generate_checked(const float* latents, int64_t n, const ImageTarge
     pixels.encoded = nullptr;
     thread_local std::vector<unsigned char> scratch;  // the pixels where the target does not take them
     if (!out.encoded->pixels) {
-      scratch.resize(static_cast<size_t>(n * kRgb8ImageBytes));
+      scratch.resize(static_cast<size_t>(n * rgb8_image_bytes(out.size)));
       pixels.images = scratch.data();
     }
     generate_checked(latents, n, pixels, threads);
     encode_target_on_host(out, static_cast<const unsigned char*>(pixels.images), threads);
     return;
   }
-  const int values = 4096 * out.channels;
+  const int values = out.size * out.size * out.channels;
+  const int64_t rgb_bytes = rgb8_image_bytes(out.size);
   if (out.encoding == ImageEncoding::Float32) {
     float* images = static_cast<float*>(out.images);
     generate(latents, n, images);
     scan_images(images, n, values, threads, out.flags);
     return;
   }
-  // 8-bit pixels: float32 images a piece at a time (12 MB for nc = 3), each scanned and converted.
+  // 8-bit pixels: float32 images a piece at a time (12 MB for 64x64, nc = 3), each scanned and converted.
   constexpr int64_t kPiece = 256;
   // The calling thread's piece, kept between calls; the converting threads reach it through `floats`.
   thread_local std::vector<float> piece;
   piece.resize(static_cast<size_t>(std::min(n, kPiece) * values));
-  float* floats = piece.data();                                     // (piece, 64, 64, nc)
-  unsigned char* pixels = static_cast<unsigned char*>(out.images);  // (n, 64, 64, 3)
+  float* floats = piece.data();                                     // (piece, S, S, nc)
+  unsigned char* pixels = static_cast<unsigned char*>(out.images);  // (n, S, S, 3)
   for (int64_t first = 0; first < n; first += kPiece) {
     const int64_t count = std::min(kPiece, n - first);
     generate(latents + first * out.latent_dim, count, floats);
     scan_images(floats, count, values, threads, out.flags + first);
     parallel_for(count, threads, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i)
-        image_to_rgb8(floats + i * values, out.channels, pixels + (first + i) * kRgb8ImageBytes);
+        image_to_rgb8(floats + i * values, out.channels, out.size, pixels + (first + i) * rgb_bytes);
     });
   }
 }

@@ -1,7 +1,7 @@
 // backend.hpp: the engines that turn latents into images, on the CPU or on a CUDA GPU.
 //
-// A backend takes any number of latents (n, nz) in host memory and fills images (n, 64, 64, nc),
-// C fastest, in host memory (nz, nc: the network's ModelSpec). It splits the work into batches of its own choosing; each image
+// A backend takes any number of latents (n, nz) in host memory and fills images (n, S, S, nc),
+// C fastest, in host memory (nz, S, nc: the network's ModelSpec). It splits the work into batches of its own choosing; each image
 // depends only on its own latent, so results are the same for any batch size or split.
 #pragma once
 
@@ -40,8 +40,8 @@ struct BackendOptions {
   bool sleep_while_waiting = false;
 };
 
-// Where generate_checked() puts n images: their float32 values (n, 64, 64, nc) or 8-bit RGB pixels
-// (n, 64, 64, 3) (image_run.hpp), and each image's scan flags (n) (generator/finite_check.hpp).
+// Where generate_checked() puts n images: their float32 values (n, S, S, nc) or 8-bit RGB pixels
+// (n, S, S, 3) (image_run.hpp), and each image's scan flags (n) (generator/finite_check.hpp).
 // `encoded` (8-bit only, from a backend that makes_encoded_runs()): each of its runs is filled in
 // from the images, planned for these n (formats/encoded_run.hpp); the pixels go to `images` only
 // where it asks for them too.
@@ -51,6 +51,7 @@ struct ImageTarget {
   uint8_t* flags;
   int latent_dim;  // nz
   int channels;    // nc
+  int size;        // S, pixels a side
   const EncodedRuns* encoded = nullptr;
 };
 

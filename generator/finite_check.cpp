@@ -104,7 +104,7 @@ void scan_images(const float* images, int64_t count, int values, int threads, ui
 std::string first_non_finite_layer(const Network& net, const float* latent) {
   const int threads = 1;  // one image, on the error path only
   std::string bad_layer;
-  std::vector<float> image(static_cast<size_t>(net.spec().image_values()));  // (64, 64, nc)
+  std::vector<float> image(static_cast<size_t>(net.spec().image_values()));  // (S, S, nc)
   reference_forward(net, latent, 1, image.data(), threads,
                     [&](const std::string& layer, const std::vector<float>& values) {
                       if (all_finite(values)) return true;

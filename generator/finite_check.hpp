@@ -33,7 +33,7 @@ uint8_t scan_image(const float* image, int values);  // image: (values)
 // flags[i] = scan_image(image i) for images (count, values), on `threads` threads (<= 0: every CPU).
 void scan_images(const float* images, int64_t count, int values, int threads, uint8_t* flags);
 
-// images (count, 64, 64, nc) were computed from latents (count, nz) by `net`, and their scan found
+// images (count, S, S, nc) were computed from latents (count, nz) by `net`, and their scan found
 // `flags` (count); `first_index` is the index of image 0 in the whole run, `source` names the model
 // file. Throws UserError on a non-finite value, naming the lowest-numbered bad image. The latents'
 // scan is split over `threads` (<= 0: every CPU available_cpus() finds); what it decides does not

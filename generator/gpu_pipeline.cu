@@ -22,11 +22,11 @@ ImageTransfer image_transfer(Precision precision, ImageEncoding encoding) {
 
 namespace {
 
-size_t transfer_bytes_per_image(ImageTransfer transfer, int image_values) {
+size_t transfer_bytes_per_image(ImageTransfer transfer, int image_values, int channels) {
   switch (transfer) {
     case ImageTransfer::Float32: return sizeof(float) * image_values;
     case ImageTransfer::Float16: return sizeof(uint16_t) * image_values;
-    case ImageTransfer::Rgb8: return static_cast<size_t>(kRgb8ImageBytes);
+    case ImageTransfer::Rgb8: return static_cast<size_t>(image_values / channels * 3);
   }
   return 0;
 }
@@ -42,7 +42,7 @@ gpu::ImageOutput finish_output(ImageTransfer transfer) {
 
 }  // namespace
 
-size_t PinnedImages::bytes() const { return transfer_bytes_per_image(format, values_per_image) * count; }
+size_t PinnedImages::bytes() const { return transfer_bytes_per_image(format, values_per_image, channels) * count; }
 
 float PinnedImages::value(size_t i) const {
   if (format == ImageTransfer::Rgb8) throw std::logic_error("8-bit pixels are not float values");
@@ -59,7 +59,7 @@ void PinnedImages::to_floats(size_t begin, size_t end, float* out) const {
 GpuPipeline::GpuPipeline(const float* network_floats, const ModelSpec& spec, Precision precision, int max_batch,
                          int device, ImageEncoding encoding)
     : spec_(spec), latent_dim_(spec.latent_dim), image_values_(spec.image_values()),
-      transfer_(image_transfer(precision, encoding)), transfer_bytes_per_image_(transfer_bytes_per_image(transfer_, image_values_)),
+      transfer_(image_transfer(precision, encoding)), transfer_bytes_per_image_(transfer_bytes_per_image(transfer_, image_values_, spec.image_channels)),
       round_half_(precision == Precision::Bf16), max_batch_(max_batch), device_(device) {
   if (max_batch < 1) throw std::invalid_argument("max_batch must be at least 1");
   chunks_ = (max_batch + kChunkImages - 1) / kChunkImages;
@@ -71,7 +71,7 @@ GpuPipeline::GpuPipeline(const float* network_floats, const ModelSpec& spec, Pre
   CUDA_CHECK(cudaStreamCreateWithPriority(&upload_, cudaStreamNonBlocking, greatest_priority));
   CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&download_, cudaStreamNonBlocking));
-  for (int s = 0; s < 4; ++s) {
+  for (int s = 0; s < spec.stages(); ++s) {
     const size_t per_image = net_->activation_bytes_per_image(s);
     CUDA_CHECK(cudaMalloc(&act_[s], per_image * max_batch));
   }
@@ -126,8 +126,8 @@ GpuPipeline::~GpuPipeline() {
 void GpuPipeline::forward(int slot, int n, bool for_download) {
   net_->forward(d_latents_[slot], n, act_, d_images_[slot], compute_);
   if (for_download) {
-    gpu::launch_finish_images(d_images_[slot], n, image_values_, finish_output(transfer_), round_half_, d_out_[slot],
-                              d_flags_[slot], compute_);
+    gpu::launch_finish_images(d_images_[slot], n, image_values_, spec_.image_channels, finish_output(transfer_),
+                              round_half_, d_out_[slot], d_flags_[slot], compute_);
   }
 }
 
@@ -354,7 +354,7 @@ int GpuPipeline::begin_encoded_job(const EncodedRuns& runs, int64_t n) {
     throw std::logic_error("GpuPipeline: encoded runs asked of a pipeline that makes no 8-bit pixels");
   }
   for (const EncodedRun* run : runs.runs) {
-    if (run->height != ModelSpec::stage_size(4) || run->width != ModelSpec::stage_size(4)) {
+    if (run->height != spec_.image_size || run->width != spec_.image_size) {
       throw std::logic_error("GpuPipeline: encoded runs planned for images of another size than the network's");
     }
   }
@@ -373,7 +373,8 @@ void GpuPipeline::copy_out_batch(int64_t sequence, int nb,
     const int first = kChunkImages * c;
     CUDA_CHECK(cudaEventSynchronize(chunk_landed_[pin][c]));
     const PinnedImages chunk{static_cast<const char*>(h_images_[pin]) + transfer_bytes_per_image_ * first, transfer_,
-                             std::min(kChunkImages, nb - first), image_values_, h_flags_[pin] + first};
+                             std::min(kChunkImages, nb - first), image_values_, spec_.image_channels,
+                             h_flags_[pin] + first};
     consume(first, chunk);
   }
 }

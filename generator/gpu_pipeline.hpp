@@ -65,13 +65,14 @@ ImageTransfer image_transfer(Precision precision, ImageEncoding encoding = Image
 bool is_page_locked(const void* p);
 
 // One download chunk of images where it landed in a pinned slot: count images of values_per_image
-// values each, (count, 64, 64, nc), in `format` (Rgb8: (count, 64, 64, 3) bytes), and their scan flags
+// values each, (count, S, S, nc), in `format` (Rgb8: (count, S, S, 3) bytes), and their scan flags
 // (count) (generator/finite_check.hpp).
 struct PinnedImages {
   const void* data;
   ImageTransfer format;
   int count;
   int values_per_image;
+  int channels;  // nc
   const uint8_t* flags;
 
   size_t values() const { return size_t(count) * values_per_image; }
@@ -102,10 +103,10 @@ class GpuPipeline {
   const DeviceNetwork& network() const { return *net_; }
   cudaStream_t compute_stream() const { return compute_; }
 
-  // latents (n, nz) -> images (n, 64, 64, nc), both in host memory (pageable or pinned). Not for a
+  // latents (n, nz) -> images (n, S, S, nc), both in host memory (pageable or pinned). Not for a
   // pipeline of 8-bit RGB images.
   void generate(const float* latents, int64_t n, float* images);
-  // latents (n, nz) -> the images in the pipeline's encoding (float32 values, or (n, 64, 64, 3) bytes)
+  // latents (n, nz) -> the images in the pipeline's encoding (float32 values, or (n, S, S, 3) bytes)
   // and each image's scan flags (n), all in host memory.
   void generate_checked(const float* latents, int64_t n, void* images, uint8_t* flags);
 
@@ -201,7 +202,7 @@ class GpuPipeline {
   std::unique_ptr<GpuRunEncoder> encoder_;  // made with the first job that asks for encoded runs
   std::unique_ptr<DeviceLatents> drawn_;  // made at the first job of drawn latents
   cudaStream_t upload_ = nullptr, compute_ = nullptr, download_ = nullptr;
-  void* act_[4] = {};
+  void* act_[kMaxStages] = {};  // the network's activations, spec_.stages() of them
   float* d_latents_[kDeviceSlots] = {};
   float* d_images_[kDeviceSlots] = {};
   void* d_out_[kDeviceSlots] = {};       // float16 images or 8-bit pixels; not for ImageTransfer::Float32

@@ -26,9 +26,9 @@ static_assert(sizeof(float) == 4, "network.bin holds IEEE-754 binary32 values");
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "network.bin is little-endian; this code reads it with plain memory copies");
 
-void check_stage(int stage) {
-  if (stage < 0 || stage >= kNumStages) {
-    throw std::out_of_range("network stage " + std::to_string(stage) + " is not in 0..3");
+void check_stage(const ModelSpec& spec, int stage) {
+  if (stage < 0 || stage >= spec.stages()) {
+    throw std::out_of_range("network stage " + std::to_string(stage) + " is not in 0.." + std::to_string(spec.stages() - 1));
   }
 }
 
@@ -73,7 +73,7 @@ std::vector<Block> layout_blocks(const Network& net) {
   blocks.push_back({"proj weight", net.proj_weight_offset(), int64_t{spec.latent_dim} * spec.proj_outputs()});
   blocks.push_back({"proj bias", net.proj_bias_offset(), spec.proj_outputs()});
   static const char* const kBatchNormParts[4] = {"beta", "gamma", "mean", "var"};
-  for (int stage = 0; stage < kNumStages; ++stage) {
+  for (int stage = 0; stage < spec.stages(); ++stage) {
     const int channels = spec.stage_channels(stage);
     for (int part = 0; part < 4; ++part) {
       blocks.push_back({"bn" + std::to_string(stage) + " " + kBatchNormParts[part],
@@ -119,7 +119,8 @@ std::string describe_spec(const ModelSpec& spec) {
   const std::string k = std::to_string(spec.kernel_size);
   return "nz " + std::to_string(spec.latent_dim) + ", ngf " + std::to_string(spec.base_channels) + ", nc " +
          std::to_string(spec.image_channels) + ", " + k + "x" + k + " kernels, " +
-         (spec.has_bias ? "with biases" : "no biases");
+         (spec.has_bias ? "with biases" : "no biases") + ", " + std::to_string(spec.image_size) + "x" +
+         std::to_string(spec.image_size) + " images";
 }
 
 int64_t Network::float_count(const ModelSpec& spec) { return WeightOffsets(spec).total; }
@@ -140,17 +141,17 @@ Network::Network(const ModelSpec& spec, std::vector<float> floats) : spec_(spec)
 int64_t Network::proj_bias_offset() const { return WeightOffsets(spec_).proj_bias; }
 
 int64_t Network::batchnorm_offset(int stage) const {
-  check_stage(stage);
+  check_stage(spec_, stage);
   return WeightOffsets(spec_).bn[stage];
 }
 
 int64_t Network::tconv_weight_offset(int stage) const {
-  check_stage(stage);
+  check_stage(spec_, stage);
   return WeightOffsets(spec_).tconv_weight[stage];
 }
 
 int64_t Network::tconv_bias_offset(int stage) const {
-  check_stage(stage);
+  check_stage(spec_, stage);
   return WeightOffsets(spec_).tconv_bias[stage];
 }
 
@@ -158,14 +159,14 @@ const float* Network::proj_weight() const { return floats_.data() + proj_weight_
 const float* Network::proj_bias() const { return floats_.data() + proj_bias_offset(); }
 
 BatchNormView Network::batchnorm(int stage) const {
-  check_stage(stage);
+  check_stage(spec_, stage);
   const int channels = spec_.stage_channels(stage);
   const float* base = floats_.data() + batchnorm_offset(stage);
   return {base, base + channels, base + 2 * channels, base + 3 * channels, channels};
 }
 
 TConvView Network::tconv(int stage) const {
-  check_stage(stage);
+  check_stage(spec_, stage);
   return {floats_.data() + tconv_weight_offset(stage), floats_.data() + tconv_bias_offset(stage),
           spec_.stage_channels(stage), spec_.stage_channels(stage + 1), ModelSpec::stage_size(stage),
           spec_.kernel_size};
@@ -263,7 +264,7 @@ void validate_network(const Network& net, const std::string& source) {
                       (std::isnan(values[i]) ? "NaN" : values[i] > 0 ? "+Inf" : "-Inf"));
     }
   }
-  for (int stage = 0; stage < kNumStages; ++stage) {
+  for (int stage = 0; stage < net.spec().stages(); ++stage) {
     const BatchNormView bn = net.batchnorm(stage);
     for (int c = 0; c < bn.channels; ++c) {
       if (!(bn.var[c] + kBatchNormEps > 0.0f)) {
@@ -302,7 +303,7 @@ Network make_random_network(const ModelSpec& spec, uint64_t seed) {
   fill_normal(f + net.proj_weight_offset(), int64_t{spec.latent_dim} * spec.proj_outputs(),
               1.0 / std::sqrt(double(spec.latent_dim)), &state);
   if (spec.has_bias) fill_normal(f + net.proj_bias_offset(), spec.proj_outputs(), 0.01, &state);
-  for (int stage = 0; stage < kNumStages; ++stage) {
+  for (int stage = 0; stage < spec.stages(); ++stage) {
     const int channels = spec.stage_channels(stage);
     float* bn = f + net.batchnorm_offset(stage);
     fill_normal(bn, channels, 0.1, &state);                   // beta
@@ -310,7 +311,7 @@ Network make_random_network(const ModelSpec& spec, uint64_t seed) {
     fill_normal(bn + 2 * channels, channels, 0.1, &state);    // mean
     fill_uniform(bn + 3 * channels, channels, 0.8, 1.2, &state);  // var
 
-    const double gain = stage == kNumStages - 1 ? 0.6 : 1.0;
+    const double gain = stage == spec.stages() - 1 ? 0.6 : 1.0;
     fill_normal(f + net.tconv_weight_offset(stage), tconv_weight_floats(spec, stage),
                 gain * std::sqrt(2.0 / (taps_per_output * channels)), &state);
     if (spec.has_bias) fill_normal(f + net.tconv_bias_offset(stage), spec.stage_channels(stage + 1), 0.01, &state);

@@ -1,16 +1,15 @@
 // network.hpp: a generator's weights and its shape (ModelSpec), in one flat float vector.
 //
-// The internal layout is the network.bin layout, generalised to any ModelSpec (nz, g, nc, k; C0 = 8g,
-// C1 = 4g, C2 = 2g, C3 = g, C4 = nc):
+// The internal layout is the network.bin layout, generalised to any ModelSpec (nz, g, nc, k and S =
+// spec.stages() stages; C_i = spec.stage_channels(i), C_S = nc):
 //   proj weight (nz, 16 C0) (in, out), outputs in (4, 4, C0) HWC order; proj bias (16 C0)
-//   bn0 beta, gamma, mean, var (C0 each)
-//   tconv1 weight (k, k, C1, C0) (kh, kw, out, in), bias (C1)
-//   bn1 (C1 each), tconv2 (k, k, C2, C1) + (C2), bn2 (C2 each), tconv3 (k, k, C3, C2) + (C3),
-//   bn3 (C3 each), tconv4 (k, k, C4, C3) + (C4)
+//   then for each stage i = 0..S-1: bn_i beta, gamma, mean, var (C_i each),
+//   tconv_{i+1} weight (k, k, C_{i+1}, C_i) (kh, kw, out, in), bias (C_{i+1})
 // A model without biases stores them as zeros. For the SHPC network (kShpcSpec) this is exactly a
 // network.bin file: 5,137,283 floats. Forward pass for one latent z (nz): x = z·W + b viewed as
-// (4, 4, C0); for i = 0..3: x = tconv_i(relu(bn_i(x))); then tanh. Feature maps are (H, W, C),
-// C fastest: (4, 4, C0) -> (8, 8, C1) -> (16, 16, C2) -> (32, 32, C3) -> (64, 64, nc).
+// (4, 4, C0); for i = 0..S-1: x = tconv_i(relu(bn_i(x))); then tanh. Feature maps are (H, W, C),
+// C fastest, doubling H and W at each stage: (4, 4, C0) -> ... -> (image_size, image_size, nc)
+// (common/model_spec.hpp lists each size's chain).
 #pragma once
 
 #include <cstdint>
@@ -34,8 +33,8 @@ class Network {
 
   const float* proj_weight() const;  // (nz, 16 C0), out fastest
   const float* proj_bias() const;    // (16 C0)
-  BatchNormView batchnorm(int stage) const;  // stage 0..3: the batch norm before tconv `stage`
-  TConvView tconv(int stage) const;          // stage 0..3: tconv1..tconv4
+  BatchNormView batchnorm(int stage) const;  // stage 0..S-1: the batch norm before tconv `stage`
+  TConvView tconv(int stage) const;          // stage 0..S-1: tconv1..tconvS
 
   const std::vector<float>& floats() const { return floats_; }
   std::vector<float>& mutable_floats() { return floats_; }
@@ -55,7 +54,7 @@ class Network {
   std::vector<float> floats_;
 };
 
-// The spec in words, e.g. "nz 100, ngf 64, nc 3, 5x5 kernels, with biases".
+// The spec in words, e.g. "nz 100, ngf 64, nc 3, 5x5 kernels, with biases, 64x64 images".
 std::string describe_spec(const ModelSpec& spec);
 
 // The shape of the model in an open model file, without reading its weights, for what must be sized

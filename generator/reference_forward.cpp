@@ -18,7 +18,7 @@ bool reference_forward(const Network& net, const float* latents, int64_t n, floa
                  threads);
   if (stop_after("proj", x)) return false;
   std::vector<float> y;
-  for (int stage = 0; stage < kNumStages; ++stage) {
+  for (int stage = 0; stage < spec.stages(); ++stage) {
     const BatchNormView bn = net.batchnorm(stage);
     const int size = ModelSpec::stage_size(stage);
     batchnorm_relu_cpu(x.data(), n * size * size, bn.channels, bn.beta, bn.gamma, bn.mean, bn.var, x.data(),
@@ -31,7 +31,7 @@ bool reference_forward(const Network& net, const float* latents, int64_t n, floa
     x.swap(y);
     if (stop_after("tconv" + std::to_string(stage + 1), x)) return false;
   }
-  tanh_cpu(x.data(), static_cast<int64_t>(x.size()), x.data(), threads);  // (n, 64, 64, nc)
+  tanh_cpu(x.data(), static_cast<int64_t>(x.size()), x.data(), threads);  // (n, size, size, nc)
   if (stop_after("tanh", x)) return false;
   std::copy(x.begin(), x.end(), images);
   return true;

@@ -1,7 +1,7 @@
 // reference_forward.hpp: the whole generator through the CPU reference layers, for any ModelSpec.
 //
-// latents (n, nz) -> projection -> (n, 4, 4, C0) -> [batch norm + ReLU -> tconv] x 4 -> tanh ->
-// images (n, 64, 64, nc), C fastest (generator/network.hpp has the formulas). The CPU backend runs
+// latents (n, nz) -> projection -> (n, 4, 4, C0) -> [batch norm + ReLU -> tconv] x S -> tanh ->
+// images (n, size, size, nc), C fastest (S, size: the spec's stages() and image_size) (generator/network.hpp has the formulas). The CPU backend runs
 // models its fast kernels do not take through this, and the finite check traces one latent with it.
 #pragma once
 

@@ -1,7 +1,7 @@
 // safetensors_model.cpp: the safetensors container (header, offsets, coverage), the generator's
 // tensors in it (names, shapes, metadata), and their conversion to and from the internal layout.
 //
-// Layouts, PyTorch's -> internal (network.hpp), C0 = 8g:
+// Layouts, PyTorch's -> internal (network.hpp), C0 = g * 2^(S-1) (8g at 64x64):
 //   main.0.weight (nz, C0, 4, 4) [c][o][y][x]     -> proj weight (nz, 16 C0) [c][(y * 4 + x) C0 + o]
 //   main.0.bias, dcgan (C0) [o]                   -> proj bias (16 C0), the same for each of the 16 pixels
 //   main.0.bias, shpc (C0, 4, 4) [o][y][x]        -> proj bias (16 C0) [(y * 4 + x) C0 + o]
@@ -224,6 +224,7 @@ ModelSpec spec_from_metadata(const Container& c, const std::string& source) {
                      ", but it must be \"true\" or \"false\"");
   }
   spec.has_bias = bias->second == "true";
+  if (c.metadata.count("image_size")) spec.image_size = metadata_int(c, "image_size", source);
   const std::string problem = model_spec_problem(spec);
   if (!problem.empty()) fail(source, "__metadata__ " + problem);
   return spec;
@@ -248,7 +249,7 @@ std::vector<Slot> generator_slots(const Network& net) {
   if (spec.has_bias && k == 5) {
     slots.push_back({"main.0.bias", {c0, 4, 4}, Place::ProjBiasPixels, net.proj_bias_offset()});
   }
-  for (int i = 0; i < kNumStages; ++i) {
+  for (int i = 0; i < spec.stages(); ++i) {
     const int64_t c_in = spec.stage_channels(i), c_out = spec.stage_channels(i + 1);
     const std::string bn = "main." + std::to_string(3 * i + 1) + ".";
     const int64_t at = net.batchnorm_offset(i);  // beta, gamma, mean, var
@@ -263,8 +264,8 @@ std::vector<Slot> generator_slots(const Network& net) {
   return slots;
 }
 
-bool is_batches_tracked(const std::string& key) {
-  for (int i = 0; i < kNumStages; ++i)
+bool is_batches_tracked(const ModelSpec& spec, const std::string& key) {
+  for (int i = 0; i < spec.stages(); ++i)
     if (key == "main." + std::to_string(3 * i + 1) + ".num_batches_tracked") return true;
   return false;
 }
@@ -403,7 +404,8 @@ std::string safetensors_bytes(const Network& net) {
                             {"ngf", std::to_string(spec.base_channels)},
                             {"nc", std::to_string(spec.image_channels)},
                             {"kernel_size", std::to_string(spec.kernel_size)},
-                            {"bias", spec.has_bias ? "true" : "false"}};
+                            {"bias", spec.has_bias ? "true" : "false"},
+                            {"image_size", std::to_string(spec.image_size)}};
   std::string data;
   for (const Slot& slot : generator_slots(net)) {
     const std::vector<float> v = take_tensor(slot, net.floats(), spec);
@@ -437,7 +439,7 @@ Network parse_safetensors_network(const std::string& bytes, const std::string& s
     }
   }
   for (const auto& [key, entry] : c.tensors) {
-    if (is_batches_tracked(key)) {
+    if (is_batches_tracked(spec, key)) {
       if (entry.dtype != "I64" || !entry.shape.empty()) {
         fail(source, "tensor '" + key + "' is " + entry.dtype + " " + shape_text(entry.shape) +
                          ", but a batch norm's num_batches_tracked is an int64 scalar (I64, shape ())");

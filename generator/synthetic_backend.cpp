@@ -83,9 +83,14 @@ class SyntheticBackend : public Backend {
   }
 
   // The scan and the 8-bit pixels from the period alone: every value of an image is one of its
-  // period's, and each of those appears in it, so the period's scan is the image's.
-  void generate_checked(const float* latents, int64_t n, const ImageTarget& out, int) override {
-    if (out.channels != 3) throw std::logic_error("synthetic images have 3 channels");
+  // period's, and each of those appears in it, so the period's scan is the image's. Encoded runs
+  // (FACEGEN_TEST_HOST_ENCODERS=1) as every host backend makes them: Backend's, from these pixels.
+  void generate_checked(const float* latents, int64_t n, const ImageTarget& out, int threads) override {
+    if (out.encoded) {
+      Backend::generate_checked(latents, n, out, threads);
+      return;
+    }
+    if (out.channels != 3 || out.size != kImageSize) throw std::logic_error("synthetic images are 64 x 64 with 3 channels");
     parallel_for(n, threads_, [&](int64_t begin, int64_t end) {
       float period[kPeriod];
       unsigned char bytes[kPeriod];
@@ -96,7 +101,7 @@ class SyntheticBackend : public Backend {
           repeat_period(period, static_cast<float*>(out.images) + image * kImageValues, kImageValues);
         } else {
           for (int i = 0; i < kPeriod; ++i) bytes[i] = channel_to_byte(period[i]);
-          repeat_period(bytes, static_cast<unsigned char*>(out.images) + image * kRgb8ImageBytes, static_cast<int>(kRgb8ImageBytes));
+          repeat_period(bytes, static_cast<unsigned char*>(out.images) + image * rgb8_image_bytes(kImageSize), static_cast<int>(rgb8_image_bytes(kImageSize)));
         }
       }
     });

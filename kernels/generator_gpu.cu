@@ -3,10 +3,10 @@
 // kernels/generator_gpu_any.cu). The kernels and their launchers live one layer per file:
 //   projection     kernels/projection.cuh (FFMA), kernels/projection_mma.cuh (tensor cores),
 //                  kernels/projection_any.cuh (any nz and width)
-//   tconv1-3       kernels/phase_gemm.cuh (mma.sync or FFMA, with their tile shapes),
+//   hidden tconvs  kernels/phase_gemm.cuh (mma.sync or FFMA, with their tile shapes),
 //                  kernels/phase_gemm_wgmma.cuh (sm_90a row tiles), kernels/phase_gemm_wgmma_image.cuh
 //                  (sm_90a, over whole images), kernels/tconv_any.cuh (any width)
-//   tconv4 + tanh  kernels/tconv_output.cuh (direct), kernels/tconv_output_mma.cuh (tensor cores),
+//   last + tanh    kernels/tconv_output.cuh (direct), kernels/tconv_output_mma.cuh (tensor cores),
 //                  kernels/tconv_output_any.cuh (any width, 1 or 3 channels)
 #include "kernels/generator_gpu.hpp"
 
@@ -62,6 +62,23 @@ uint32_t* setup_output_mma(int ksize, const float* weight) {
   return ksize == 4 ? setup_output_mma<M, 4>(weight) : setup_output_mma<M, 5>(weight);
 }
 
+// Whether a hidden layer (c_in -> c_out channels on an h x h input) is the shape that the fixed-shape
+// kernels compile as their stage S (kernels/phase_gemm.cuh PhaseGemmStage; phase_gemm_wgmma.cu's
+// WgmmaStage compiles the same shapes under the same numbers).
+template <int S>
+constexpr bool is_fixed_stage(int c_in, int c_out, int h) {
+  using C = gpu::PhaseGemmStage<Math::Fp32, S, false>;
+  return C::C_IN == c_in && C::C_OUT == c_out && C::H == h;
+}
+
+// The fixed-shape stage compiled for this hidden layer's shape, or -1 where none is.
+int fixed_stage_for(int c_in, int c_out, int h) {
+  if (is_fixed_stage<0>(c_in, c_out, h)) return 0;
+  if (is_fixed_stage<1>(c_in, c_out, h)) return 1;
+  if (is_fixed_stage<2>(c_in, c_out, h)) return 2;
+  return -1;
+}
+
 }  // namespace
 
 const char* gemm_kernel_name(GemmKernel k) { return k == GemmKernel::Wgmma ? "wgmma" : "mma.sync"; }
@@ -90,15 +107,17 @@ DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision pr
   }
   gpu::with_math(math_, [](auto m) { gpu::configure_phase_gemms<decltype(m)::value>(); });
   if (wgmma_available_) {
-    wgmma_weights_.reset(new gpu::PhaseWeightMaps[3]);
+    wgmma_weights_.reset(new gpu::PhaseWeightMaps[kMaxStages]);
     if (math_ == Math::Tf32x3) {
       gpu::configure_wgmma_tf32x3();
-      for (int s = 0; s < 3; ++s)
-        if (fixed_[s + 1]) gpu::make_tf32x3_weight_maps(s, ksize_, tconv_weight_split_[s], &wgmma_weights_[s]);
+      for (int s = 0; s + 1 < spec_.stages(); ++s)
+        if (fixed_[s + 1])
+          gpu::make_tf32x3_weight_maps(fixed_stage_[s], ksize_, tconv_weight_split_[s], &wgmma_weights_[s]);
     } else {
       gpu::configure_wgmma(math_);
-      for (int s = 0; s < 3; ++s)
-        if (fixed_[s + 1]) gpu::make_phase_weight_maps(math_, s, ksize_, tconv_weight_[s], &wgmma_weights_[s]);
+      for (int s = 0; s + 1 < spec_.stages(); ++s)
+        if (fixed_[s + 1])
+          gpu::make_phase_weight_maps(math_, fixed_stage_[s], ksize_, tconv_weight_[s], &wgmma_weights_[s]);
     }
   }
   gemm_ = wgmma_available_ ? GemmKernel::Wgmma : GemmKernel::MmaSync;
@@ -135,11 +154,15 @@ void DeviceNetwork::choose_fp32_kernel(int device, bool wgmma_device) {
 }
 
 void DeviceNetwork::choose_layer_kernels() {
-  // The fixed-shape kernels' shapes (the file comment of generator_gpu.hpp).
-  const bool width = spec_.base_channels == kStageChannels[3];
-  fixed_[0] = width && spec_.latent_dim == kLatentDim;
-  fixed_[1] = fixed_[2] = fixed_[3] = width;
-  fixed_[4] = width && spec_.image_channels == kStageChannels[4];
+  // The fixed-shape kernels' shapes (the file comment of generator_gpu.hpp), layer by layer.
+  const int stages = spec_.stages();
+  fixed_[0] = spec_.latent_dim == kLatentDim && spec_.proj_outputs() == kProjOutputs;
+  for (int s = 0; s + 1 < stages; ++s) {
+    fixed_stage_[s] = fixed_stage_for(spec_.stage_channels(s), spec_.stage_channels(s + 1), ModelSpec::stage_size(s));
+    fixed_[s + 1] = fixed_stage_[s] >= 0;
+  }
+  fixed_[stages] = spec_.stage_channels(stages - 1) == kStageChannels[3] &&
+                   ModelSpec::stage_size(stages - 1) == kStageSize[3] && spec_.image_channels == kStageChannels[4];
   if (const char* kernels = std::getenv("FACEGEN_GPU_KERNELS")) {
     const std::string k = kernels;
     if (k != "any" && k != "auto") throw std::invalid_argument("FACEGEN_GPU_KERNELS must be any or auto, not '" + k + "'");
@@ -164,7 +187,8 @@ void DeviceNetwork::upload_weights(const float* f) {
   fold_batchnorm(f + L.bn[0], spec_.stage_channels(0), f + L.proj_bias, k_out, &scale, &shift);
   proj_scale_ = upload(scale);
   proj_shift_ = upload(shift);
-  for (int s = 0; s < 3; ++s) {
+  const int last = spec_.stages() - 1;  // the last tconv's stage
+  for (int s = 0; s < last; ++s) {
     const int c_in = spec_.stage_channels(s), c_out = spec_.stage_channels(s + 1);
     const float* tw = f + L.tconv_weight[s];
     if (math_ == Math::Bf16)
@@ -177,13 +201,14 @@ void DeviceNetwork::upload_weights(const float* f) {
     tconv_scale_[s] = upload(scale);
     tconv_shift_[s] = upload(shift);
   }
-  const float* ow = f + L.tconv_weight[3];
-  const int64_t out_w = int64_t{ksize_} * ksize_ * spec_.stage_channels(4) * spec_.stage_channels(3);
+  const float* ow = f + L.tconv_weight[last];
+  const int64_t out_w = int64_t{ksize_} * ksize_ * spec_.stage_channels(last + 1) * spec_.stage_channels(last);
   out_weight_ = upload(std::vector<float>(ow, ow + out_w));
-  out_bias_ = upload(std::vector<float>(f + L.tconv_bias[3], f + L.tconv_bias[3] + spec_.stage_channels(4)));
-  if (fixed_[4] && math_ == Math::Bf16) out_weight_fragments_ = setup_output_mma<Math::Bf16>(ksize_, ow);
-  if (fixed_[4] && math_ == Math::Tf32) out_weight_fragments_ = setup_output_mma<Math::Tf32>(ksize_, ow);
-  if (fixed_[4] && math_ == Math::Tf32x3) out_weight_fragments_ = setup_output_mma<Math::Tf32x3>(ksize_, ow);
+  out_bias_ = upload(std::vector<float>(f + L.tconv_bias[last], f + L.tconv_bias[last] + spec_.stage_channels(last + 1)));
+  const bool fixed_out = fixed_[last + 1];
+  if (fixed_out && math_ == Math::Bf16) out_weight_fragments_ = setup_output_mma<Math::Bf16>(ksize_, ow);
+  if (fixed_out && math_ == Math::Tf32) out_weight_fragments_ = setup_output_mma<Math::Tf32>(ksize_, ow);
+  if (fixed_out && math_ == Math::Tf32x3) out_weight_fragments_ = setup_output_mma<Math::Tf32x3>(ksize_, ow);
   output_mma_possible_ = output_mma_ = out_weight_fragments_ != nullptr;
 }
 
@@ -201,14 +226,14 @@ void DeviceNetwork::use_fp32_wgmma_schedule(int schedule) {
 }
 
 void DeviceNetwork::use_wgmma_image(int stage, bool on, int ring) {
-  if (stage < 0 || stage > 2 || ring < 0 || ring > 1)
-    throw std::invalid_argument("the wgmma image kernel runs tconv stages 0..2 in rings 0 and 1");
+  if (stage < 0 || stage + 1 >= spec_.stages() || ring < 0 || ring > 1)
+    throw std::invalid_argument("the wgmma image kernel runs the hidden tconv stages in rings 0 and 1");
   wgmma_image_[stage] = on ? ImageUse::Always : ImageUse::Never;
   image_ring_[stage] = ring;
 }
 
 void DeviceNetwork::use_wgmma_image_by_grid() {
-  for (int s = 0; s < 3; ++s) {
+  for (int s = 0; s < kMaxStages; ++s) {
     wgmma_image_[s] = ImageUse::ByGrid;
     image_ring_[s] = 0;
   }
@@ -220,7 +245,7 @@ DeviceNetwork::~DeviceNetwork() {
   cudaFree(proj_weight_fragments_);
   cudaFree(proj_scale_);
   cudaFree(proj_shift_);
-  for (int s = 0; s < 3; ++s) {
+  for (int s = 0; s < kMaxStages; ++s) {
     cudaFree(tconv_weight_[s]);
     cudaFree(tconv_weight_split_[s]);
     cudaFree(tconv_scale_[s]);
@@ -262,18 +287,20 @@ void DeviceNetwork::projection(const float* z, int n, void* act0, cudaStream_t s
 }
 
 void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const {
-  if (stage < 0 || stage > 2) throw std::logic_error("tconv stage must be 0, 1 or 2");
+  if (stage < 0 || stage + 1 >= spec_.stages())
+    throw std::logic_error("tconv stage must be a hidden one, 0 to " + std::to_string(spec_.stages() - 2));
   if (n <= 0) return;
   if (!fixed_shape(stage + 1)) {
     tconv_any(stage, in, n, out, stream);
     return;
   }
+  const int fixed = fixed_stage_[stage];  // the compiled shape's number
   if (gemm_ == GemmKernel::Wgmma && math_ == Math::Tf32x3) {
     // fp32 on tensor cores: the row tiles alone (one block an SM in either shape), Small where the
     // Large grid would leave half the SMs idle (tconv1 at batch 64), Large elsewhere and under
     // FACEGEN_GPU_TILES=image; the same bits in every shape and schedule.
-    const bool small = tiles_ == 0 ? 2 * gpu::wgmma_tf32x3_large_blocks(stage, n) < int64_t{sm_count_} : tiles_ == 1;
-    gpu::launch_tconv_wgmma_tf32x3(stage, small, fp32_wgmma_schedule_, static_cast<const float*>(in), n,
+    const bool small = tiles_ == 0 ? 2 * gpu::wgmma_tf32x3_large_blocks(fixed, n) < int64_t{sm_count_} : tiles_ == 1;
+    gpu::launch_tconv_wgmma_tf32x3(fixed, small, fp32_wgmma_schedule_, static_cast<const float*>(in), n,
                                    wgmma_weights_[stage], tconv_scale_[stage], tconv_shift_[stage],
                                    static_cast<float*>(out), stream);
     return;
@@ -284,23 +311,23 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
   // same bits (the GPU tests compare their bytes), so the batch size still decides nothing about the values.
   const ImageUse use = wgmma_image_[stage];
   const bool image = use == ImageUse::Always ||
-                     (use == ImageUse::ByGrid && (tiles_ == 3 || (tiles_ == 0 && gpu::wgmma_image_blocks(stage, n) >= sm_count_)));
+                     (use == ImageUse::ByGrid && (tiles_ == 3 || (tiles_ == 0 && gpu::wgmma_image_blocks(fixed, n) >= sm_count_)));
   if (gemm_ == GemmKernel::Wgmma && image) {
-    gpu::launch_tconv_wgmma_image(math_, stage, image_ring_[stage], in, n, wgmma_weights_[stage],
+    gpu::launch_tconv_wgmma_image(math_, fixed, image_ring_[stage], in, n, wgmma_weights_[stage],
                                   tconv_scale_[stage], tconv_shift_[stage], out, stream);
     return;
   }
   if (gemm_ == GemmKernel::Wgmma) {
     // Same Small/Large rule as below: Small when the Large grid would leave SMs without two blocks.
-    const bool small = tiles_ == 0 ? gpu::wgmma_large_blocks(stage, n) < 2 * int64_t{sm_count_} : tiles_ == 1;
+    const bool small = tiles_ == 0 ? gpu::wgmma_large_blocks(fixed, n) < 2 * int64_t{sm_count_} : tiles_ == 1;
     // (FACEGEN_GPU_TILES=image: Large where the image kernel does not run.)
-    gpu::launch_tconv_wgmma(math_, stage, small, in, n, wgmma_weights_[stage], tconv_scale_[stage],
+    gpu::launch_tconv_wgmma(math_, fixed, small, in, n, wgmma_weights_[stage], tconv_scale_[stage],
                             tconv_shift_[stage], out, stream);
     return;
   }
   const int rows = tiles_ == 3 ? 2 : tiles_;  // the mma.sync kernels have no image form: Large
   gpu::with_math(math_, [&](auto m) {
-    gpu::launch_tconv_phase_gemm<decltype(m)::value>(stage, ksize_, sm_count_, rows, in, n, tconv_weight_[stage],
+    gpu::launch_tconv_phase_gemm<decltype(m)::value>(fixed, ksize_, sm_count_, rows, in, n, tconv_weight_[stage],
                                                      tconv_scale_[stage], tconv_shift_[stage], out, stream);
   });
 }
@@ -322,18 +349,18 @@ void DeviceNetwork::output_layer_k(const void* act3, int n, float* images, cudaS
     gpu::launch_tconv_output_tanh<Math::Fp32, KS>(act3, n, out_weight_, out_bias_, images, stream);
 }
 
-void DeviceNetwork::output_layer(const void* act3, int n, float* images, cudaStream_t stream) const {
+void DeviceNetwork::output_layer(const void* act_last, int n, float* images, cudaStream_t stream) const {
   if (n <= 0) return;
-  if (!fixed_shape(4)) output_layer_any(act3, n, images, stream);
-  else if (ksize_ == 4) output_layer_k<4>(act3, n, images, stream);
-  else output_layer_k<5>(act3, n, images, stream);
+  if (!fixed_shape(spec_.stages())) output_layer_any(act_last, n, images, stream);
+  else if (ksize_ == 4) output_layer_k<4>(act_last, n, images, stream);
+  else output_layer_k<5>(act_last, n, images, stream);
 }
 
-void DeviceNetwork::forward(const float* z, int n, void* const act[4], float* images,
-                            cudaStream_t stream) const {
+void DeviceNetwork::forward(const float* z, int n, void* const* act, float* images, cudaStream_t stream) const {
+  const int last = spec_.stages() - 1;
   projection(z, n, act[0], stream);
-  for (int s = 0; s < 3; ++s) tconv(s, act[s], n, act[s + 1], stream);
-  output_layer(act[3], n, images, stream);
+  for (int s = 0; s < last; ++s) tconv(s, act[s], n, act[s + 1], stream);
+  output_layer(act[last], n, images, stream);
 }
 
 double layer_flops_per_image(const ModelSpec& spec, int layer) {

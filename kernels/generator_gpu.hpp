@@ -1,24 +1,26 @@
 // generator_gpu.hpp: the generator on a CUDA GPU, every network of the family (common/model_spec.hpp:
-// nz 1..1024, ngf 16..256 a multiple of 16, nc 1 or 3, 4x4 or 5x5 kernels), one layer at a time,
-// each transposed convolution as phase GEMMs with fused epilogues.
+// nz 1..1024, ngf 16..256 a multiple of 16, nc 1 or 3, 4x4 or 5x5 kernels, 32x32, 64x64 or 128x128
+// images), one layer at a time, each transposed convolution as phase GEMMs with fused epilogues.
 //
 // DeviceNetwork holds one network's weights on the device, rearranged once for one precision:
 // batch norms folded into per-channel scale/shift epilogues of the layer before them, transposed
 // convolution weights split into the four phase GEMM matrices (kernels/phase_weights.hpp). Each
-// layer has two kinds of kernels, and the layer's shape picks:
-//   fixed-shape kernels, compiled for the SHPC network's and the PyTorch tutorial's widths (nz 100,
-//     ngf 64, nc 3): the projection (kernels/projection.cuh, projection_mma.cuh), tconv1-3
-//     (kernels/phase_gemm.cuh, and wgmma with TMA on Hopper: phase_gemm_wgmma.cuh,
-//     phase_gemm_wgmma_image.cuh) and tconv4 (tconv_output.cuh, tconv_output_mma.cuh); the
-//     projection where nz is 100 and ngf 64, tconv1-3 where ngf is 64, tconv4 where ngf is 64 and nc 3;
+// layer has two kinds of kernels, and the layer's shape picks (choose_layer_kernels):
+//   fixed-shape kernels, compiled for the layer shapes of the SHPC network and the PyTorch tutorial
+//     (nz 100, ngf 64, nc 3): the projection (kernels/projection.cuh, projection_mma.cuh), the hidden
+//     transposed convolutions (kernels/phase_gemm.cuh, and wgmma with TMA on Hopper:
+//     phase_gemm_wgmma.cuh, phase_gemm_wgmma_image.cuh) and the last one (tconv_output.cuh,
+//     tconv_output_mma.cuh): the projection where nz is 100 and C0 512, a hidden layer where its
+//     (c_in, c_out, input size) is one they are compiled for, the last where it maps 32x32x64 to 3
+//     channels, whatever the network's image size;
 //   any-shape kernels, sizes known at run time (kernels/projection_any.cuh, tconv_any.cuh,
 //     tconv_output_any.cuh), for every other layer, at about a quarter of the bf16 rate.
 // FACEGEN_GPU_KERNELS=any runs every layer on the any-shape kernels (the benchmark's and the tests'
 // comparison). --precision fp32 runs on the tensor cores as float32 (Fp32Kernel below) or on FFMA.
 // Activations between layers are (n, H, W, C), C fastest, float32 (fp32, tf32 rounded for tf32) or
-// bfloat16 (bf16), g = ngf:
-//   z (n, nz) -> act0 (n, 4, 4, 8g) -> act1 (n, 8, 8, 4g) -> act2 (n, 16, 16, 2g)
-//   -> act3 (n, 32, 32, g) -> images (n, 64, 64, nc) float32
+// bfloat16 (bf16), S = spec.stages() of them, C_i = spec.stage_channels(i):
+//   z (n, nz) -> act0 (n, 4, 4, C0) -> act1 (n, 8, 8, C1) -> ... -> act_{S-1} (n, size/2, size/2, g)
+//   -> images (n, size, size, nc) float32
 // Every output value's arithmetic is the same for any batch size and position in the batch.
 #pragma once
 
@@ -59,8 +61,10 @@ const char* gemm_kernel_name(GemmKernel k);
 enum class Fp32Kernel { TensorCores, Ffma };
 constexpr bool kFp32TensorCoresOnWgmma = true;
 
-// The layers of DeviceNetwork: 0 the projection, 1..3 tconv1-3, 4 the last tconv.
+// The layers of DeviceNetwork: 0 the projection, 1..S-1 the hidden transposed convolutions, S the
+// last one (S = spec.stages()): kGpuLayers for a 64x64 network, at most kMaxGpuLayers.
 constexpr int kGpuLayers = 5;
+constexpr int kMaxGpuLayers = kMaxStages + 1;
 
 class DeviceNetwork {
  public:
@@ -77,7 +81,8 @@ class DeviceNetwork {
   // arithmetic is on tensor cores).
   Fp32Kernel fp32_kernel() const { return fp32_kernel_; }
   const ModelSpec& spec() const { return spec_; }
-  // Whether layer l (0..kGpuLayers-1) runs its fixed-shape kernels: where its shape is theirs, unless
+  int layers() const { return spec_.stages() + 1; }  // projection, hidden tconvs, the last tconv
+  // Whether layer l (0..layers()-1) runs its fixed-shape kernels: where its shape is theirs, unless
   // FACEGEN_GPU_KERNELS=any or use_any_shape_kernels said otherwise.
   bool fixed_shape(int layer) const { return fixed_[layer] && !any_shape_only_; }
   // For the benchmark and the tests: every layer on the any-shape kernels (on), or each on the
@@ -99,7 +104,7 @@ class DeviceNetwork {
   // the row tiles (off) for one stage; use_wgmma_image_by_grid restores the default.
   void use_wgmma_image(int stage, bool on, int ring = 0);
   void use_wgmma_image_by_grid();
-  // Bytes of one image's activation before stage s (0: after the projection .. 3: before the last tconv).
+  // Bytes of one image's activation before stage s (0: after the projection .. S-1: before the last tconv).
   size_t activation_bytes_per_image(int stage) const;
 
   // tf32, bf16 and fp32 on tensor cores: the projection on tensor cores (kernels/projection_mma.cuh,
@@ -109,7 +114,7 @@ class DeviceNetwork {
   bool projection_mma() const { return projection_mma_; }
   // z (n, nz) float32 -> act0.
   void projection(const float* z, int n, void* act0, cudaStream_t stream) const;
-  // act_s -> act_{s+1} for s = 0, 1, 2: relu(bn_{s+1}(tconv_s(act_s) + bias_s)). Small batches get
+  // act_s -> act_{s+1} for s = 0..S-2: relu(bn_{s+1}(tconv_s(act_s) + bias_s)). Small batches get
   // smaller tiles (more blocks); the bits of every output stay the same.
   void tconv(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
   // bf16, tf32 and fp32 on tensor cores: tconv4 on tensor cores (kernels/tconv_output_mma.cuh, the
@@ -118,10 +123,10 @@ class DeviceNetwork {
   // and the tests; fp32 on FFMA runs FFMA.
   void use_output_mma(bool on) { output_mma_ = on && output_mma_possible_; }
   bool output_mma() const { return output_mma_; }
-  // act3 -> images: tanh(tconv_3(act3) + bias_3).
-  void output_layer(const void* act3, int n, float* images, cudaStream_t stream) const;
-  // All five layers; act holds the four activations, each sized for n images.
-  void forward(const float* z, int n, void* const act[4], float* images, cudaStream_t stream) const;
+  // act_{S-1} -> images: tanh(tconv_{S-1}(act_{S-1}) + bias_{S-1}).
+  void output_layer(const void* act_last, int n, float* images, cudaStream_t stream) const;
+  // Every layer; act holds the S activations (act[s] of activation_bytes_per_image(s) * n bytes).
+  void forward(const float* z, int n, void* const* act, float* images, cudaStream_t stream) const;
 
  private:
   // Construction: how fp32 computes (fp32_kernel_, math_, FACEGEN_GPU_FP32), which layers run the
@@ -135,14 +140,17 @@ class DeviceNetwork {
   static void configure_any_shape_kernels(gpu::Math math);
   void projection_any(const float* z, int n, void* act0, cudaStream_t stream) const;
   void tconv_any(int stage, const void* in, int n, void* out, cudaStream_t stream) const;
-  void output_layer_any(const void* act3, int n, float* images, cudaStream_t stream) const;
+  void output_layer_any(const void* act_last, int n, float* images, cudaStream_t stream) const;
 
   ModelSpec spec_;
   int ksize_;                     // spec_.kernel_size: 5 or 4
   Precision precision_;
   Fp32Kernel fp32_kernel_ = Fp32Kernel::Ffma;
   gpu::Math math_;                // the kernels' flavour: precision_, and for fp32 fp32_kernel_
-  bool fixed_[kGpuLayers] = {};   // the layer's shape is the fixed-shape kernels' (see the file comment)
+  bool fixed_[kMaxGpuLayers] = {};  // the layer's shape is the fixed-shape kernels' (see the file comment)
+  // Hidden layer s + 1 (tconv stage s) with fixed_ set: which of the fixed-shape kernels' compiled
+  // layer shapes it is (kernels/phase_gemm.cuh PhaseGemmStage, phase_gemm_wgmma.cu WgmmaStage).
+  int fixed_stage_[kMaxStages] = {};
   bool any_shape_only_ = false;   // FACEGEN_GPU_KERNELS=any, use_any_shape_kernels
   int sm_count_ = 0;              // of the device the network lives on; picks tile shapes (tconv)
   int tiles_ = 0;                 // FACEGEN_GPU_TILES: 0 auto, by grid size; 1 always Small; 2 always
@@ -150,8 +158,9 @@ class DeviceNetwork {
   bool wgmma_available_ = false;  // sm_90, sm_90a code in the binary, and a precision wgmma runs (not fp32 FFMA)
   GemmKernel gemm_ = GemmKernel::MmaSync;
   enum class ImageUse { ByGrid, Always, Never };
-  ImageUse wgmma_image_[3] = {ImageUse::ByGrid, ImageUse::ByGrid, ImageUse::ByGrid};
-  int image_ring_[3] = {};
+  ImageUse wgmma_image_[kMaxStages] = {ImageUse::ByGrid, ImageUse::ByGrid, ImageUse::ByGrid, ImageUse::ByGrid,
+                                       ImageUse::ByGrid};
+  int image_ring_[kMaxStages] = {};
   int fp32_wgmma_schedule_ = 0;   // use_fp32_wgmma_schedule
   bool output_mma_possible_ = false;  // bf16 or tf32, and enough shared memory per block for it
   bool output_mma_ = false;       // tconv4 on tensor cores
@@ -162,16 +171,16 @@ class DeviceNetwork {
   uint32_t* proj_weight_fragments_ = nullptr;  // fixed shape on tensor cores: the same as mma fragments (projection_mma.cuh)
   float* proj_scale_ = nullptr;   // (16 * 8g)
   float* proj_shift_ = nullptr;   // (16 * 8g)
-  void* tconv_weight_[3] = {};    // four phase B matrices each, see phase_gemm.cuh
-  float* tconv_weight_split_[3] = {};  // fp32 on wgmma, fixed shape: the same as tf32 parts (phase_b_split_matrices)
-  float* tconv_scale_[3] = {};
-  float* tconv_shift_[3] = {};
+  void* tconv_weight_[kMaxStages] = {};  // hidden stages 0..S-2: four phase B matrices each, see phase_gemm.cuh
+  float* tconv_weight_split_[kMaxStages] = {};  // fp32 on wgmma, fixed shape: the same as tf32 parts (phase_b_split_matrices)
+  float* tconv_scale_[kMaxStages] = {};
+  float* tconv_shift_[kMaxStages] = {};
   float* out_weight_ = nullptr;   // (k, k, nc, g)
   float* out_bias_ = nullptr;     // (nc)
   uint32_t* out_weight_fragments_ = nullptr;  // fixed shape on tensor cores: the same weights as mma fragments (tconv_output_mma.cuh)
 };
 
-// Floating-point operations of one image, per layer (0: projection, 1..3: phase GEMMs, 4: the last
+// Floating-point operations of one image, per layer (0: projection, 1..S-1: phase GEMMs, S: the last
 // tconv), counted as 2 * input pixels * k^2 taps * c_in * c_out (the SHPC network's 326 MFLOP per
 // image, the tutorial generator's 209; taps that fall outside the output, about 11% of them for
 // k 5, are counted too).

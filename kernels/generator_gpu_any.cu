@@ -29,11 +29,11 @@ void configure_math() {
 template <Math O>
 void launch_output(const ModelSpec& s, const void* in, int n, const float* w, const float* b, float* images,
                    cudaStream_t stream) {
-  const int c_in = s.stage_channels(3);
-  if (s.kernel_size == 4 && s.image_channels == 1) gpu::launch_tconv_output_any<O, 4, 1>(in, n, c_in, w, b, images, stream);
-  else if (s.kernel_size == 4) gpu::launch_tconv_output_any<O, 4, 3>(in, n, c_in, w, b, images, stream);
-  else if (s.image_channels == 1) gpu::launch_tconv_output_any<O, 5, 1>(in, n, c_in, w, b, images, stream);
-  else gpu::launch_tconv_output_any<O, 5, 3>(in, n, c_in, w, b, images, stream);
+  const int last = s.stages() - 1, h = ModelSpec::stage_size(last), c_in = s.stage_channels(last);
+  if (s.kernel_size == 4 && s.image_channels == 1) gpu::launch_tconv_output_any<O, 4, 1>(in, n, h, c_in, w, b, images, stream);
+  else if (s.kernel_size == 4) gpu::launch_tconv_output_any<O, 4, 3>(in, n, h, c_in, w, b, images, stream);
+  else if (s.image_channels == 1) gpu::launch_tconv_output_any<O, 5, 1>(in, n, h, c_in, w, b, images, stream);
+  else gpu::launch_tconv_output_any<O, 5, 3>(in, n, h, c_in, w, b, images, stream);
 }
 
 }  // namespace
@@ -59,9 +59,9 @@ void DeviceNetwork::tconv_any(int stage, const void* in, int n, void* out, cudaS
   });
 }
 
-void DeviceNetwork::output_layer_any(const void* act3, int n, float* images, cudaStream_t stream) const {
-  if (precision_ == Precision::Bf16) launch_output<Math::Bf16>(spec_, act3, n, out_weight_, out_bias_, images, stream);
-  else launch_output<Math::Fp32>(spec_, act3, n, out_weight_, out_bias_, images, stream);
+void DeviceNetwork::output_layer_any(const void* act_last, int n, float* images, cudaStream_t stream) const {
+  if (precision_ == Precision::Bf16) launch_output<Math::Bf16>(spec_, act_last, n, out_weight_, out_bias_, images, stream);
+  else launch_output<Math::Fp32>(spec_, act_last, n, out_weight_, out_bias_, images, stream);
 }
 
 }  // namespace facegen

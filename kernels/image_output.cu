@@ -36,13 +36,12 @@ __device__ __forceinline__ void scan_value(float v, uint32_t& non_finite, uint32
 template <ImageOutput kOutput>
 __global__ void __launch_bounds__(kThreads)
 finish_images(const float* __restrict__ images,  // (n, values)
-              int values, bool round_half,
-              void* __restrict__ out,             // (n, values) float16, (n, 64, 64, 3) bytes, or unused
+              int values, bool grey, bool round_half,
+              void* __restrict__ out,             // (n, values) float16, (n, S, S, 3) bytes, or unused
               uint8_t* __restrict__ flags) {      // (n)
   const int64_t image = blockIdx.x;
   const float4* in = reinterpret_cast<const float4*>(images + image * values);
   const int groups = values / 4;
-  const bool grey = values == 4096;
   uint32_t non_finite = 0, not_one = 0;
   for (int g = threadIdx.x; g < groups; g += kThreads) {
     float4 v = in[g];
@@ -59,7 +58,8 @@ finish_images(const float* __restrict__ images,  // (n, values)
           make_uint2(half_bits(v.x) | half_bits(v.y) << 16, half_bits(v.z) | half_bits(v.w) << 16);
     } else if constexpr (kOutput == ImageOutput::Rgb8) {
       const uint32_t a = channel_byte(v.x), b = channel_byte(v.y), c = channel_byte(v.z), d = channel_byte(v.w);
-      uint32_t* rgb = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(out) + image * 64 * 64 * 3);
+      const int64_t pixels = grey ? values : values / 3;
+      uint32_t* rgb = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(out) + image * pixels * 3);
       if (grey) {  // four grey pixels: a a a b | b b c c | c d d d
         rgb[3 * g + 0] = a | a << 8 | a << 16 | b << 24;
         rgb[3 * g + 1] = b | b << 8 | c << 16 | c << 24;
@@ -78,13 +78,14 @@ finish_images(const float* __restrict__ images,  // (n, values)
 
 }  // namespace
 
-void launch_finish_images(const float* images, int n, int values, ImageOutput output, bool round_half, void* out,
-                          uint8_t* flags, cudaStream_t stream) {
+void launch_finish_images(const float* images, int n, int values, int channels, ImageOutput output, bool round_half,
+                          void* out, uint8_t* flags, cudaStream_t stream) {
   if (n <= 0) return;
+  const bool grey = channels == 1;
   switch (output) {
-    case ImageOutput::None: finish_images<ImageOutput::None><<<n, kThreads, 0, stream>>>(images, values, round_half, out, flags); break;
-    case ImageOutput::Float16: finish_images<ImageOutput::Float16><<<n, kThreads, 0, stream>>>(images, values, true, out, flags); break;
-    case ImageOutput::Rgb8: finish_images<ImageOutput::Rgb8><<<n, kThreads, 0, stream>>>(images, values, round_half, out, flags); break;
+    case ImageOutput::None: finish_images<ImageOutput::None><<<n, kThreads, 0, stream>>>(images, values, grey, round_half, out, flags); break;
+    case ImageOutput::Float16: finish_images<ImageOutput::Float16><<<n, kThreads, 0, stream>>>(images, values, grey, true, out, flags); break;
+    case ImageOutput::Rgb8: finish_images<ImageOutput::Rgb8><<<n, kThreads, 0, stream>>>(images, values, grey, round_half, out, flags); break;
   }
   CUDA_CHECK_LAUNCH();
 }

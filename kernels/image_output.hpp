@@ -16,16 +16,17 @@ namespace gpu {
 enum class ImageOutput {
   None,     // nothing: the float32 images download as they are
   Float16,  // out (n, values) float16, to nearest, ties to even
-  Rgb8,     // out (n, 64, 64, 3) bytes: channel_to_byte of each value, a grey value repeated
+  Rgb8,     // out (n, S, S, 3) bytes: channel_to_byte of each value, a grey value repeated
 };
 
-// images (n, values) float32 in device memory, values = 64 * 64 * nc (nc 1 or 3). For each image i:
+// images (n, values) float32 in device memory, values = S * S * channels (channels 1 or 3, S the
+// images' pixels a side). For each image i:
 // flags[i] = scan_image of the values the host receives (the float16-rounded ones where round_half),
 // and out's image i as `output` says. round_half: Rgb8 converts the float16-rounded values (a bf16 run's
 // 8-bit pixels equal those made on the host from its float16 download); Float16 implies it. out,
 // images: 16-byte aligned.
-void launch_finish_images(const float* images, int n, int values, ImageOutput output, bool round_half, void* out,
-                          uint8_t* flags, cudaStream_t stream);
+void launch_finish_images(const float* images, int n, int values, int channels, ImageOutput output, bool round_half,
+                          void* out, uint8_t* flags, cudaStream_t stream);
 
 }  // namespace gpu
 }  // namespace facegen

@@ -241,6 +241,7 @@ int RankJob::run_steps() {
   // nothing replaced that facegen did not write (commit/output_guard.hpp).
   SinkOptions sink_options = request_.sinks;
   sink_options.image_channels = spec_.image_channels;
+  sink_options.image_size = spec_.image_size;
   sink_options.facts = sample_facts(request_);
   RankStatus output_status;
   total_ = total;
@@ -403,7 +404,7 @@ void RankJob::run_share(LatentSource& reader, RankStatus& status) {
   for (auto& sink : sinks_) outputs.push_back(sink.get());
   const OutputOptions layout = output_options(request_.sinks);
   const JobFlow flow = job_flow(request_.formats, layout, total_, cpu_threads_,
-                                image_bytes(encoding, spec_.image_channels), request_.chunk_images,
+                                image_bytes(encoding, spec_.image_channels, spec_.image_size), request_.chunk_images,
                                 needs_image_order(request_.formats, reader.random_access()));
   // The share is whole blocks, each whole units where the units are files (a block is a multiple of
   // every output's file); where the unit is all of N (one file, a folder of PNGs) the share is one.
@@ -416,6 +417,7 @@ void RankJob::run_share(LatentSource& reader, RankStatus& status) {
   engine_options.threads = cpu_threads_;
   engine_options.encoding = encoding;
   engine_options.image_channels = spec_.image_channels;
+  engine_options.image_size = spec_.image_size;
   engine_options.allocate = [this](size_t bytes) { return backend_->allocate_host(bytes); };
   engine_options.encoded_runs = backend_->makes_encoded_runs();
   attempt(status, [&] {

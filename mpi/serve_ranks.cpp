@@ -40,7 +40,7 @@ class RankBackend : public Backend {
   void generate(const float* latents, int64_t n, float* images) override {
     send(&n, 1, MPI_INT64_T, rank_, kCountTag, comm_);
     send(latents, n * spec_.latent_dim, MPI_FLOAT, rank_, kLatentTag, comm_);
-    receive(images, n * spec_.image_values(), MPI_FLOAT, rank_, kImageTag, comm_);  // (n, 64, 64, nc)
+    receive(images, n * spec_.image_values(), MPI_FLOAT, rank_, kImageTag, comm_);  // (n, S, S, nc)
   }
 
  private:
@@ -57,7 +57,7 @@ void generate_for_rank0(MPI_Comm comm, const Network& net, Backend& backend) {
     receive(&n, 1, MPI_INT64_T, 0, kCountTag, comm);
     if (n < 0) return;
     latents.resize(static_cast<size_t>(n * net.spec().latent_dim));   // (n, nz)
-    images.resize(static_cast<size_t>(n * net.spec().image_values()));  // (n, 64, 64, nc)
+    images.resize(static_cast<size_t>(n * net.spec().image_values()));  // (n, S, S, nc)
     receive(latents.data(), n * net.spec().latent_dim, MPI_FLOAT, 0, kLatentTag, comm);
     backend.generate(latents.data(), n, images.data());
     send(images.data(), n * net.spec().image_values(), MPI_FLOAT, 0, kImageTag, comm);

@@ -2,7 +2,7 @@
 // the HTTP service, and every rank, rank 0 included, generates on its own device (the GPU of its
 // node-local rank, or the CPU). Rank 0's batcher gets one worker for its own backend and one for each
 // other rank, whose backend forwards each batch: the latents (n, nz) go to that rank, which
-// generates them and sends back the images (n, 64, 64, nc). When the service stops, rank 0 tells
+// generates them and sends back the images (n, S, S, nc). When the service stops, rank 0 tells
 // every rank to end and all leave MPI together. Ranks other than 0 never stop on a signal of their
 // own: the launcher's SIGTERM reaches rank 0, which ends them once its requests are answered.
 #pragma once

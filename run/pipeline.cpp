@@ -108,11 +108,11 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   for (const std::string& sentence : finish_dead_commits(directory_of(request.output_prefix))) {
     if (request.on_notice) request.on_notice(sentence);
   }
-  const int channels = run.net.spec().image_channels;
+  const ModelSpec& spec = run.net.spec();
   SinkOptions sink_options = run.sink_options;
   const OutputOptions layout_options = output_options(sink_options);
   const JobFlow flow = job_flow(request.formats, layout_options, run.total, resolve_threads(sink_options.threads),
-                                image_bytes(encoding, channels), request.chunk_images,
+                                image_bytes(encoding, spec.image_channels, spec.image_size), request.chunk_images,
                                 needs_image_order(request.formats, run.reader.random_access()));
   // --resume: the files of the job that an earlier run finished are kept; only the others are made.
   std::unique_ptr<ResumeFiles> resume;
@@ -138,7 +138,8 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
   options.buffers = flow.buffers;
   options.threads = sink_options.threads;
   options.encoding = encoding;
-  options.image_channels = channels;
+  options.image_channels = spec.image_channels;
+  options.image_size = spec.image_size;
   options.allocate = [&backend](size_t bytes) { return backend->allocate_host(bytes); };
   options.encoded_runs = backend->makes_encoded_runs();
   OutputEngine engine(outputs, options);
@@ -211,6 +212,7 @@ RunSummary run_generation(const GenerateRequest& request) {
   SinkOptions sink_options = request.sinks;
   if (!sink_options.on_notice) sink_options.on_notice = request.on_notice;
   sink_options.image_channels = net.spec().image_channels;
+  sink_options.image_size = net.spec().image_size;
   sink_options.facts = sample_facts(request);
   const OutputGuard guard(request.output_prefix, request.formats, total, output_options(sink_options),
                           request.summary_json_path);

@@ -101,6 +101,7 @@ JobDescription resume_job_description(const GenerateRequest& request, const std:
       {"--png-level", has(OutputFormat::Png) || has(OutputFormat::Tar) ? std::to_string(options.png_level) : kNotUsed},
       {"--png-layout", has(OutputFormat::Png) ? png_layout_name(options.png_layout) : kNotUsed},
       {"image-channels", std::to_string(options.image_channels)},
+      {"image-size", std::to_string(options.image_size)},
       {"unit-images", std::to_string(unit_images)},
   };
   return job;

@@ -13,6 +13,7 @@ namespace {
 OutputOptions options_for(const GenerateSpec& spec, const ServiceFacts& facts) {
   OutputOptions options;
   options.image_channels = facts.spec.image_channels;
+  options.image_size = facts.spec.image_size;
   options.grid_columns = spec.columns;
   options.grid_padding = spec.padding;
   options.png_level = facts.png_level;
@@ -58,9 +59,9 @@ bool answer_is_gathered(const GenerateSpec& spec, const ServiceFacts& facts) {
   return format == OutputFormat::Npy || format == OutputFormat::NpyU8 || (format == OutputFormat::Png && facts.png_level == 0);
 }
 
-void check_answer(const GenerateSpec& spec) {
+void check_answer(const GenerateSpec& spec, int image_size) {
   if (spec.format.format != OutputFormat::MosaicPng) return;
-  const MosaicGrid grid = mosaic_grid(spec.count, spec.columns, spec.padding);
+  const MosaicGrid grid = mosaic_grid(spec.count, spec.columns, spec.padding, image_size);
   const int64_t bytes = grid.width() * grid.height() * 3;
   if (bytes > kMaxMosaicPixelBytes) {
     throw RequestError(400, "the mosaic would be " + std::to_string(grid.width()) + " x " + std::to_string(grid.height()) +
@@ -71,12 +72,14 @@ void check_answer(const GenerateSpec& spec) {
 
 void answer_made(const GenerateSpec& spec, const MadeImages& made, const ServiceFacts& facts, HttpResponse& response) {
   response.set(200, spec.format.content_type, "");
-  const int channels = facts.spec.image_channels;
+  const int channels = facts.spec.image_channels, size = facts.spec.image_size;
+  const size_t rgb_bytes = static_cast<size_t>(rgb8_image_bytes(size));
   switch (spec.format.format) {
     case OutputFormat::Npy:
-      return gather(made, npy_header(spec.count, channels), static_cast<size_t>(image_bytes(ImageEncoding::Float32, channels)), response);
+      return gather(made, npy_header(spec.count, channels, size),
+                    static_cast<size_t>(image_bytes(ImageEncoding::Float32, channels, size)), response);
     case OutputFormat::NpyU8:
-      return gather(made, npy_u8_header(spec.count), static_cast<size_t>(kRgb8ImageBytes), response);
+      return gather(made, npy_u8_header(spec.count, size), rgb_bytes, response);
     case OutputFormat::Png:
       if (made.product == ImageProduct::Png) {  // one image: its PNG as the batcher left it
         const ImagePiece& piece = made.pieces.at(0);
@@ -88,15 +91,15 @@ void answer_made(const GenerateSpec& spec, const MadeImages& made, const Service
     default:
       break;
   }
-  check_answer(spec);
-  std::unique_ptr<unsigned char[]> pixels(new unsigned char[static_cast<size_t>(spec.count * kRgb8ImageBytes)]);  // (count, 64, 64, 3)
-  made.copy_to(pixels.get(), static_cast<size_t>(kRgb8ImageBytes));
-  response.body = encode_file(spec, ImageRun::rgb8(pixels.get(), channels), facts);
+  check_answer(spec, size);
+  std::unique_ptr<unsigned char[]> pixels(new unsigned char[static_cast<size_t>(spec.count) * rgb_bytes]);  // (count, S, S, 3)
+  made.copy_to(pixels.get(), rgb_bytes);
+  response.body = encode_file(spec, ImageRun::rgb8(pixels.get(), channels, size), facts);
 }
 
 std::string encode_answer(const GenerateSpec& spec, const float* images, const ServiceFacts& facts) {
-  check_answer(spec);
-  return encode_file(spec, ImageRun::floats(images, facts.spec.image_channels), facts);
+  check_answer(spec, facts.spec.image_size);
+  return encode_file(spec, ImageRun::floats(images, facts.spec.image_channels, facts.spec.image_size), facts);
 }
 
 }  // namespace facegen::serve

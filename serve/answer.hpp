@@ -26,7 +26,7 @@ namespace facegen::serve {
 struct ServiceFacts {
   std::string model;      // the model file as given on the command line ("" for synthetic images)
   std::string precision;  // "fp32", "tf32", "bf16"
-  ModelSpec spec;         // nz, nc
+  ModelSpec spec;         // nz, nc, image size
   int png_level = kDefaultPngLevel;  // the PNGs of png, tar and mosaic answers (formats/png_encoder.hpp)
 };
 
@@ -39,15 +39,16 @@ ImageProduct answer_product(const GenerateSpec& spec, const ServiceFacts& facts)
 // Whether the answer is the slots' bytes behind a header (npy, npy-u8, a stored PNG): made in
 // microseconds on any thread. Otherwise it is encoded (a request thread's work).
 bool answer_is_gathered(const GenerateSpec& spec, const ServiceFacts& facts);
-// What can be refused before the images are made: a mosaic larger than kMaxMosaicPixelBytes
-// (RequestError 400).
-void check_answer(const GenerateSpec& spec);
+// What can be refused before the images are made: a mosaic of image_size tiles larger than
+// kMaxMosaicPixelBytes (RequestError 400).
+void check_answer(const GenerateSpec& spec, int image_size);
 // The answer (status 200, its type, its body) to `spec` from its images, made as answer_product()
 // asked.
 void answer_made(const GenerateSpec& spec, const MadeImages& made, const ServiceFacts& facts, HttpResponse& response);
 
-// The answer's bytes for images (spec.count, 64, 64, nc) floats, all in one string (for tests, and
-// for comparing with the answers above).
+// The answer's bytes for images (spec.count, S, S, nc) floats, all in one string (for tests, and
+// for comparing with the answers above). Throws RequestError (400) for a mosaic larger than
+// kMaxMosaicPixelBytes.
 std::string encode_answer(const GenerateSpec& spec, const float* images, const ServiceFacts& facts);
 
 }  // namespace facegen::serve

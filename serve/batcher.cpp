@@ -21,11 +21,11 @@ int kind_of(ImageProduct product) { return product == ImageProduct::Floats ? 0 :
 
 void no_free(void*) {}
 
-// The bytes of one image's PNG at level 0 (stored: the same for every 64 x 64 picture).
-size_t stored_png_bytes() {
-  const std::vector<unsigned char> black(static_cast<size_t>(kRgb8ImageBytes), 0);
+// The bytes of one image's PNG at level 0 (stored: the same for every size x size picture).
+size_t stored_png_bytes(int size) {
+  const std::vector<unsigned char> black(static_cast<size_t>(rgb8_image_bytes(size)), 0);
   std::string png;
-  PngEncoder(0).encode(black.data(), 64, 64, png);
+  PngEncoder(0).encode(black.data(), size, size, png);
   return png.size();
 }
 
@@ -64,7 +64,7 @@ struct Batcher::Slot {
   int64_t capacity = 0;                // images
   std::vector<float> latents;          // (capacity, nz)
   HostBuffer floats{nullptr, no_free};  // (capacity, image_values) float32, made on first use
-  HostBuffer pixels{nullptr, no_free};  // (capacity, 64, 64, 3), made on first use
+  HostBuffer pixels{nullptr, no_free};  // (capacity, S, S, 3), made on first use
   HostBuffer flags{nullptr, no_free};   // (capacity): the backend's scan of each image
   // ImageProduct::Png: image i's PNG at png[i * stride], png_bytes[i] bytes, made from the pixels
   // here; a backend that made them itself (a GPU encoder of the png format's bytes) would deliver them
@@ -116,7 +116,7 @@ Batcher::Batcher(std::vector<std::unique_ptr<Backend>> backends, const BatcherOp
     : options_(options), on_batch_(std::move(on_batch)), backends_(std::move(backends)) {
   if (backends_.empty()) throw std::invalid_argument("Batcher: no backend");
   if (options_.max_batch < 1 || options_.max_queue < 1) throw std::invalid_argument("Batcher: bad limits");
-  png_stride_ = stored_png_bytes() + (options_.png_level > 0 ? 256 : 0);  // compressed: never past stored + a block's head
+  png_stride_ = stored_png_bytes(options_.image_size) + (options_.png_level > 0 ? 256 : 0);  // compressed: never past stored + a block's head
   for (auto& backend : backends_) {
     auto worker = std::make_unique<Worker>();
     worker->backend = backend.get();
@@ -210,7 +210,7 @@ void Batcher::generate(const float* latents, int64_t count, float* images) {
   std::unique_lock<std::mutex> lock(mutex);
   landed.wait(lock, [&] { return done; });
   if (made.error) std::rethrow_exception(made.error);
-  made.copy_to(images, static_cast<size_t>(options_.image_values) * sizeof(float));
+  made.copy_to(images, static_cast<size_t>(options_.image_values()) * sizeof(float));
 }
 
 int Batcher::next_kind(const Worker& worker) const {
@@ -283,11 +283,11 @@ bool Batcher::next_batch(Worker& worker, StreamJob& job) {
   if (kind < 0) return false;
   int64_t count = 0;
   for (const Slice& s : worker.taking) count += s.count;
-  const int size = size_class(count);
-  const int64_t capacity = class_capacity(size);
-  const int channels = static_cast<int>(options_.image_values / 4096);
-  const int64_t slot_bytes = capacity * image_bytes(ImageEncoding::Float32, channels);
-  std::unique_ptr<Slot> slot = worker.pool->take(static_cast<size_t>(size), static_cast<size_t>(std::max<int64_t>(4, kKeptSlotBytes / slot_bytes)));
+  const int slot_class = size_class(count);
+  const int64_t capacity = class_capacity(slot_class);
+  const int channels = options_.image_channels, size = options_.image_size;
+  const int64_t slot_bytes = capacity * image_bytes(ImageEncoding::Float32, channels, size);
+  std::unique_ptr<Slot> slot = worker.pool->take(static_cast<size_t>(slot_class), static_cast<size_t>(std::max<int64_t>(4, kKeptSlotBytes / slot_bytes)));
   if (!slot) {
     slot = std::make_unique<Slot>();
     slot->capacity = capacity;
@@ -301,7 +301,7 @@ bool Batcher::next_batch(Worker& worker, StreamJob& job) {
   HostBuffer& images = slot->encoding == ImageEncoding::Rgb8 ? slot->pixels : slot->floats;
   if (!images) {
     // From the backend (page-locked for a GPU), so that its downloads land here with no copy.
-    images = worker.backend->allocate_host(static_cast<size_t>(capacity * image_bytes(slot->encoding, channels)));
+    images = worker.backend->allocate_host(static_cast<size_t>(capacity * image_bytes(slot->encoding, channels, size)));
   }
   const int64_t nz = options_.latent_dim;
   int64_t at = 0;
@@ -312,7 +312,7 @@ bool Batcher::next_batch(Worker& worker, StreamJob& job) {
   slot->count = at;
   job.latents = slot->latents.data();
   job.n = at;
-  job.out = ImageTarget{slot->encoding, images.get(), static_cast<uint8_t*>(slot->flags.get()), options_.latent_dim, channels};
+  job.out = ImageTarget{slot->encoding, images.get(), static_cast<uint8_t*>(slot->flags.get()), options_.latent_dim, channels, size};
   worker.in_flight.push_back(std::move(slot));
   return true;
 }
@@ -321,14 +321,15 @@ bool Batcher::next_batch(Worker& worker, StreamJob& job) {
 // float32 (a backend that makes float32 only), and the PNG of each image of ImageProduct::Png.
 void Batcher::make_pixels_and_pngs(Slot& slot) {
   if (slot.slices.empty() || slot.slices.front().job->result.product == ImageProduct::Floats) return;
-  const int channels = static_cast<int>(options_.image_values / 4096);
+  const int channels = options_.image_channels, size = options_.image_size;
+  const int64_t values = options_.image_values(), rgb_bytes = rgb8_image_bytes(size);
   if (slot.encoding == ImageEncoding::Float32) {
-    if (!slot.pixels) slot.pixels = plain_host_buffer(static_cast<size_t>(slot.capacity * kRgb8ImageBytes));
+    if (!slot.pixels) slot.pixels = plain_host_buffer(static_cast<size_t>(slot.capacity * rgb_bytes));
     const float* floats = static_cast<const float*>(slot.floats.get());
     auto* pixels = static_cast<unsigned char*>(slot.pixels.get());
     const int threads = static_cast<int>(std::clamp<int64_t>(slot.count / 64, 1, 4));
     parallel_for(slot.count, threads, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) image_to_rgb8(floats + i * options_.image_values, channels, pixels + i * kRgb8ImageBytes);
+      for (int64_t i = begin; i < end; ++i) image_to_rgb8(floats + i * values, channels, size, pixels + i * rgb_bytes);
     });
   }
   int64_t at = 0;
@@ -341,7 +342,7 @@ void Batcher::make_pixels_and_pngs(Slot& slot) {
       thread_local std::string png;
       const auto* pixels = static_cast<const unsigned char*>(slot.pixels.get());
       for (int64_t i = at; i < at + s.count; ++i) {
-        thread_png_encoder(options_.png_level).encode(pixels + i * kRgb8ImageBytes, 64, 64, png);
+        thread_png_encoder(options_.png_level).encode(pixels + i * rgb_bytes, size, size, png);
         if (png.size() > png_stride_) throw std::logic_error("Batcher: a PNG larger than its place in the slot");
         std::memcpy(slot.png.get() + static_cast<size_t>(i) * png_stride_, png.data(), png.size());
         slot.png_bytes[static_cast<size_t>(i)] = static_cast<uint32_t>(png.size());
@@ -386,9 +387,9 @@ void Batcher::finish_batch(Worker& worker, std::exception_ptr error) {
         piece.count = s.count;
         piece.flags = static_cast<const uint8_t*>(slot.flags.get()) + at;
         if (result.product == ImageProduct::Floats) {
-          piece.images = static_cast<const float*>(slot.floats.get()) + at * options_.image_values;
+          piece.images = static_cast<const float*>(slot.floats.get()) + at * options_.image_values();
         } else {
-          piece.images = static_cast<const unsigned char*>(slot.pixels.get()) + at * kRgb8ImageBytes;
+          piece.images = static_cast<const unsigned char*>(slot.pixels.get()) + at * rgb8_image_bytes(options_.image_size);
         }
         if (result.product == ImageProduct::Png) {
           piece.png = slot.png.get() + static_cast<size_t>(at) * png_stride_;

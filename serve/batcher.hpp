@@ -1,7 +1,7 @@
 // batcher.hpp: concurrent requests' images merged into backend batches, by a few workers per backend.
 //
 // A request hands in its latents (count, nz) and says what it wants of its images (ImageProduct): their
-// float32 values, their 8-bit RGB pixels, or each image's PNG. It returns at once; once every image
+// float32 values (count, S, S, nc), their 8-bit RGB pixels, or each image's PNG. It returns at once; once every image
 // is made, its callback is told, on a worker's thread, where they lie: pieces of the page-locked
 // slots the backend delivered them into, each piece holding its slot (a reference-counted lease)
 // until the last copy of it goes, when the slot goes back to its worker. Nothing is copied on the way
@@ -53,14 +53,16 @@ struct BatcherOptions {
   double max_delay_ms = 2;         // the longest an image waits for its batch to fill
   int64_t max_queue = 16384;       // images queued at once
   int latent_dim = 100;            // nz
-  int64_t image_values = 64 * 64 * 3;  // floats per image: 64 * 64 * nc
+  int image_channels = 3;          // nc
+  int image_size = kDefaultImageSize;  // S, pixels a side
+  int64_t image_values() const { return int64_t{image_size} * image_size * image_channels; }  // floats per image
   int png_level = kDefaultPngLevel;    // the PNGs of ImageProduct::Png
 };
 
 // What a request wants of its images.
 enum class ImageProduct {
-  Floats,  // float32 values (64, 64, nc) an image
-  Pixels,  // 8-bit RGB (64, 64, 3) an image (image_run.hpp: a grey value repeated)
+  Floats,  // float32 values (S, S, nc) an image
+  Pixels,  // 8-bit RGB (S, S, 3) an image (image_run.hpp: a grey value repeated)
   Png      // the pixels and each image's PNG (the png format's file, at png_level)
 };
 
@@ -77,7 +79,7 @@ struct ImagePiece {
   std::shared_ptr<const void> hold;  // the batch's slot: its memory stays while a copy of this lives
   int64_t first = 0;
   int64_t count = 0;
-  const void* images = nullptr;      // Floats: (count, image_values) float32; else (count, 64, 64, 3) bytes
+  const void* images = nullptr;      // Floats: (count, image_values) float32; else (count, S, S, 3) bytes
   const uint8_t* flags = nullptr;    // (count): each image's scan (generator/finite_check.hpp)
   const char* png = nullptr;         // Png: image k's PNG at png + k * png_stride, png_bytes[k] bytes
   const uint32_t* png_bytes = nullptr;

@@ -30,7 +30,7 @@ void metrics_text(Service& service, const HttpRequest&, HttpResponse& res) {
 
 void generate(Service& service, const HttpRequest& req, HttpResponse& res) {
   auto spec = std::make_shared<const GenerateSpec>(parse_generate(req.body, service.facts.spec.latent_dim));
-  check_answer(*spec);
+  check_answer(*spec, service.facts.spec.image_size);
   answer_with_images(service, spec, answer_product(*spec, service.facts), answer_is_gathered(*spec, service.facts),
                      [spec, &facts = service.facts](const MadeImages& made, HttpResponse& r) { answer_made(*spec, made, facts, r); }, res);
 }
@@ -90,7 +90,8 @@ void v2_model_metadata(Service& service, const HttpRequest&, HttpResponse& res) 
 void v2_infer(Service& service, const HttpRequest& req, HttpResponse& res) {
   auto request = std::make_shared<const InferRequest>(parse_infer(req.body, req.header(kOipBinaryLengthField), service.facts.spec.latent_dim));
   answer_with_images(service, std::shared_ptr<const GenerateSpec>(request, &request->images), ImageProduct::Pixels, request->binary_output,
-                     [request](const MadeImages& made, HttpResponse& r) { answer_infer(*request, made, r); }, res);
+                     [request, &spec = service.facts.spec](const MadeImages& made, HttpResponse& r) { answer_infer(*request, made, spec, r); },
+                     res);
 }
 
 }  // namespace facegen::serve

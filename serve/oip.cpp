@@ -209,10 +209,11 @@ std::string oip_server_metadata(const std::string& version) {
 }
 
 std::string oip_model_metadata(const ModelSpec& spec) {
+  const std::string side = std::to_string(spec.image_size);
   return std::string("{\"name\": \"") + kOipModelName + "\", \"versions\": [\"" + kOipModelVersion +
          "\"], \"platform\": \"facegen\", \"inputs\": [{\"name\": \"latents\", \"datatype\": \"FP32\", \"shape\": [-1, " +
          std::to_string(spec.latent_dim) + "]}, {\"name\": \"seeds\", \"datatype\": \"UINT64\", \"shape\": [-1]}], "
-         "\"outputs\": [{\"name\": \"images\", \"datatype\": \"UINT8\", \"shape\": [-1, 64, 64, 3]}]}\n";
+         "\"outputs\": [{\"name\": \"images\", \"datatype\": \"UINT8\", \"shape\": [-1, " + side + ", " + side + ", 3]}]}\n";
 }
 
 InferRequest parse_infer(const std::string& body, const std::string& json_length, int nz) {

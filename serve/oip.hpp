@@ -3,8 +3,9 @@
 //
 //   inputs   latents  FP32   [N, nz]   the latents themselves, or
 //            seeds    UINT64 [N]       each seed's latent (as --seeds), exactly one of the two
-//   output   images   UINT8  [N, 64, 64, 3]   8-bit RGB, the bytes of `facegen --formats npy-u8` after
-//                                       its header (channel_to_byte; a grey model's value repeated)
+//   output   images   UINT8  [N, S, S, 3]   8-bit RGB, S the model's image size, the bytes of `facegen
+//                                     --formats npy-u8` after its header (channel_to_byte; a grey
+//                                     model's value repeated)
 // N from 1 to 4,096. Tensor data as JSON ("data": flat in row-major order, or nested as the shape) or,
 // with the binary tensor data extension, as little-endian bytes after the JSON: the JSON's length in
 // the Inference-Header-Content-Length field, each binary input's bytes in its "binary_data_size"
@@ -49,10 +50,11 @@ struct InferAnswer {
   std::string json_length;   // Inference-Header-Content-Length's value with binary output, else ""
 };
 
-// The answer to `request` for its images (count, 64, 64, nc) floats (oip_answer.cpp).
-InferAnswer encode_infer(const InferRequest& request, const float* images, int channels);
-// The same answer from the images' 8-bit pixels as the batcher made them (ImageProduct::Pixels): with
-// binary output the JSON, then the pixels as they lie (HttpResponse::slices, no copy).
-void answer_infer(const InferRequest& request, const MadeImages& made, HttpResponse& response);
+// The answer to `request` for its images (count, S, S, nc) floats of a model of this spec (oip_answer.cpp).
+InferAnswer encode_infer(const InferRequest& request, const float* images, const ModelSpec& spec);
+// The same answer from the images' 8-bit pixels (count, S, S, 3) as the batcher made them
+// (ImageProduct::Pixels): with binary output the JSON, then the pixels as they lie
+// (HttpResponse::slices, no copy).
+void answer_infer(const InferRequest& request, const MadeImages& made, const ModelSpec& spec, HttpResponse& response);
 
 }  // namespace facegen::serve

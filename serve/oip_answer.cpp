@@ -25,20 +25,22 @@ const char* const kByteText[256] = {
 
 namespace {
 
-// The answer's JSON before its data: the model, the id, the output's name, type and shape; with binary
-// output, its size in bytes, and the JSON ends here.
-std::string answer_head(const InferRequest& request, bool binary, size_t pixel_bytes) {
+// The answer's JSON before its data: the model, the id, the output's name, type and shape (count, S,
+// S, 3); with binary output, its size in bytes, and the JSON ends here.
+std::string answer_head(const InferRequest& request, int size, bool binary, size_t pixel_bytes) {
   const int64_t count = request.images.count;
+  const std::string side = std::to_string(size);
   std::string head = std::string("{\"model_name\": \"") + kOipModelName + "\", \"model_version\": \"" + kOipModelVersion + "\"";
   if (request.has_id) head += ", \"id\": " + json::quote(request.id);
-  head += ", \"outputs\": [{\"name\": \"images\", \"datatype\": \"UINT8\", \"shape\": [" + std::to_string(count) + ", 64, 64, 3]";
+  head += ", \"outputs\": [{\"name\": \"images\", \"datatype\": \"UINT8\", \"shape\": [" + std::to_string(count) + ", " + side +
+          ", " + side + ", 3]";
   if (binary) head += ", \"parameters\": {\"binary_data_size\": " + std::to_string(pixel_bytes) + "}}]}";
   return head;
 }
 
 // The JSON answer: the head, then every pixel as a number.
-std::string json_answer(const InferRequest& request, const unsigned char* pixels, size_t bytes) {
-  std::string out = answer_head(request, false, bytes);
+std::string json_answer(const InferRequest& request, int size, const unsigned char* pixels, size_t bytes) {
+  std::string out = answer_head(request, size, false, bytes);
   out.reserve(out.size() + bytes * 4 + 32);
   out += ", \"data\": [";
   for (size_t k = 0; k < bytes; ++k) {
@@ -51,38 +53,43 @@ std::string json_answer(const InferRequest& request, const unsigned char* pixels
 
 }  // namespace
 
-InferAnswer encode_infer(const InferRequest& request, const float* images, int channels) {
+InferAnswer encode_infer(const InferRequest& request, const float* images, const ModelSpec& spec) {
   const int64_t count = request.images.count;
-  std::string pixels(static_cast<size_t>(count * kRgb8ImageBytes), '\0');  // (count, 64, 64, 3)
+  const int size = spec.image_size;
+  const int64_t rgb_bytes = rgb8_image_bytes(size);
+  std::string pixels(static_cast<size_t>(count * rgb_bytes), '\0');  // (count, S, S, 3)
   for (int64_t k = 0; k < count; ++k) {
-    image_to_rgb8(images + k * 4096 * channels, channels, reinterpret_cast<unsigned char*>(&pixels[static_cast<size_t>(k * kRgb8ImageBytes)]));
+    image_to_rgb8(images + k * spec.image_values(), spec.image_channels, size,
+                  reinterpret_cast<unsigned char*>(&pixels[static_cast<size_t>(k * rgb_bytes)]));
   }
   InferAnswer answer;
   if (request.binary_output) {
-    std::string head = answer_head(request, true, pixels.size());
+    std::string head = answer_head(request, size, true, pixels.size());
     answer.json_length = std::to_string(head.size());
     answer.content_type = "application/octet-stream";
     answer.body = std::move(head) + pixels;
     return answer;
   }
-  answer.body = json_answer(request, reinterpret_cast<const unsigned char*>(pixels.data()), pixels.size());
+  answer.body = json_answer(request, size, reinterpret_cast<const unsigned char*>(pixels.data()), pixels.size());
   answer.content_type = "application/json";
   return answer;
 }
 
-void answer_infer(const InferRequest& request, const MadeImages& made, HttpResponse& response) {
-  const size_t bytes = static_cast<size_t>(request.images.count * kRgb8ImageBytes);
+void answer_infer(const InferRequest& request, const MadeImages& made, const ModelSpec& spec, HttpResponse& response) {
+  const int size = spec.image_size;
+  const size_t image_bytes = static_cast<size_t>(rgb8_image_bytes(size));
+  const size_t bytes = static_cast<size_t>(request.images.count) * image_bytes;
   if (!request.binary_output) {
-    std::unique_ptr<unsigned char[]> pixels(new unsigned char[bytes]);  // (count, 64, 64, 3)
-    made.copy_to(pixels.get(), static_cast<size_t>(kRgb8ImageBytes));
-    response.set(200, "application/json", json_answer(request, pixels.get(), bytes));
+    std::unique_ptr<unsigned char[]> pixels(new unsigned char[bytes]);  // (count, S, S, 3)
+    made.copy_to(pixels.get(), image_bytes);
+    response.set(200, "application/json", json_answer(request, size, pixels.get(), bytes));
     return;
   }
-  std::string head = answer_head(request, true, bytes);
+  std::string head = answer_head(request, size, true, bytes);
   response.fields.push_back({kOipBinaryLengthField, std::to_string(head.size())});
   response.set(200, "application/octet-stream", std::move(head));
   for (const ImagePiece& piece : made.pieces) {  // the pixels as the batcher left them
-    response.slices.push_back({static_cast<const char*>(piece.images), static_cast<size_t>(piece.count * kRgb8ImageBytes)});
+    response.slices.push_back({static_cast<const char*>(piece.images), static_cast<size_t>(piece.count) * image_bytes});
     response.holds.push_back(piece.hold);
   }
 }

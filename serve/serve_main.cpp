@@ -241,7 +241,8 @@ int run_service(const ServeFlags& flags, const Network& net, const sigset_t& sig
                 std::vector<std::unique_ptr<Backend>> backends) {
   BatcherOptions batcher_options = flags.batcher;
   batcher_options.latent_dim = net.spec().latent_dim;
-  batcher_options.image_values = net.spec().image_values();
+  batcher_options.image_channels = net.spec().image_channels;
+  batcher_options.image_size = net.spec().image_size;
   batcher_options.png_level = flags.png_level;
   Metrics metrics(batcher_options.max_batch);
   const std::string described = backends.front()->describe();

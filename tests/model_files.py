@@ -185,7 +185,7 @@ def tutorial_models(root, tmp, rng, exporter):
                 run(exporter + [pth, st])
                 meta, tensors = read_safetensors(st)
                 expected = {"format": "pt", "architecture": "dcgan", "nz": str(nz), "ngf": str(ngf), "nc": str(nc),
-                            "kernel_size": "4", "bias": "false"}
+                            "kernel_size": "4", "bias": "false", "image_size": "64"}
                 report(meta == expected, f"{name}: __metadata__ {meta}")
                 back = Generator(nz, ngf, nc)
                 back.load_state_dict(tensors, strict=True)

@@ -29,15 +29,17 @@ using namespace facegen::serve;
 namespace {
 
 constexpr int kNz = 2;
+constexpr int kSize = 64;          // pixels a side, but where a test says otherwise
 constexpr int64_t kValues = 4096;  // floats per image: 64 x 64, one channel
+constexpr int64_t kPixelBytes = rgb8_image_bytes(kSize);
 
-// Image i of latents (n, nz): (latent[0] + latent[1], latent[0], 7, 0, 0, ...).
-void fake_images(const float* latents, int64_t n, float* images) {
-  std::memset(images, 0, static_cast<size_t>(n * kValues) * sizeof(float));
+// Image i of latents (n, nz): (latent[0] + latent[1], latent[0], 7, 0, 0, ...), `values` floats.
+void fake_images(const float* latents, int64_t n, float* images, int64_t values = kValues) {
+  std::memset(images, 0, static_cast<size_t>(n * values) * sizeof(float));
   for (int64_t i = 0; i < n; ++i) {
-    images[i * kValues + 0] = latents[i * kNz] + latents[i * kNz + 1];
-    images[i * kValues + 1] = latents[i * kNz];
-    images[i * kValues + 2] = 7;
+    images[i * values + 0] = latents[i * kNz] + latents[i * kNz + 1];
+    images[i * values + 1] = latents[i * kNz];
+    images[i * values + 2] = 7;
   }
 }
 
@@ -48,10 +50,11 @@ class RecordingBackend : public Backend {
   void generate(const float* latents, int64_t n, float* images) override {
     if (fail) throw std::runtime_error("the backend failed");
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-    fake_images(latents, n, images);
+    fake_images(latents, n, images, int64_t{size} * size);
     std::lock_guard<std::mutex> lock(mutex);
     batches.push_back(n);
   }
+  int size = kSize;  // of the images: one channel of size x size
   std::mutex mutex;
   std::vector<int64_t> batches;
   std::atomic<bool> fail{false};
@@ -88,13 +91,14 @@ class LookaheadBackend : public Backend {
   int fail_at = -1;              // the batch (counted from 1) that throws
 };
 
-BatcherOptions options(int64_t max_batch, double delay_ms, int64_t max_queue = 1 << 20) {
+BatcherOptions options(int64_t max_batch, double delay_ms, int64_t max_queue = 1 << 20, int size = kSize) {
   BatcherOptions o;
   o.max_batch = max_batch;
   o.max_delay_ms = delay_ms;
   o.max_queue = max_queue;
   o.latent_dim = kNz;
-  o.image_values = kValues;
+  o.image_channels = 1;
+  o.image_size = size;  // kValues where kSize
   return o;
 }
 
@@ -254,18 +258,20 @@ class OneEncodingBackend : public RecordingBackend {
   ImageEncoding only_;
 };
 
-// The images a request of `count` latents of request `id` must get, in `product`'s bytes.
-std::vector<unsigned char> expected_bytes(int id, int64_t count, ImageProduct product) {
+// The images (count, size, size, 1) a request of `count` latents of request `id` must get, in
+// `product`'s bytes.
+std::vector<unsigned char> expected_bytes(int id, int64_t count, ImageProduct product, int size = kSize) {
   const std::vector<float> latents = latents_of(id, count);
-  std::vector<float> floats(static_cast<size_t>(count * kValues));
-  fake_images(latents.data(), count, floats.data());
+  const int64_t values = int64_t{size} * size, pixel_bytes = rgb8_image_bytes(size);
+  std::vector<float> floats(static_cast<size_t>(count * values));
+  fake_images(latents.data(), count, floats.data(), values);
   if (product == ImageProduct::Floats) {
     std::vector<unsigned char> bytes(floats.size() * sizeof(float));
     std::memcpy(bytes.data(), floats.data(), bytes.size());
     return bytes;
   }
-  std::vector<unsigned char> pixels(static_cast<size_t>(count * kRgb8ImageBytes));
-  for (int64_t i = 0; i < count; ++i) image_to_rgb8(floats.data() + i * kValues, 1, pixels.data() + i * kRgb8ImageBytes);
+  std::vector<unsigned char> pixels(static_cast<size_t>(count * pixel_bytes));
+  for (int64_t i = 0; i < count; ++i) image_to_rgb8(floats.data() + i * values, 1, size, pixels.data() + i * pixel_bytes);
   return pixels;
 }
 
@@ -312,30 +318,36 @@ std::vector<std::unique_ptr<Backend>> backends_of(std::unique_ptr<Backend> a, st
 }  // namespace
 
 TEST_CASE("batcher: each product comes back as pieces of the slots, told once, on a worker's thread") {
-  for (const ImageProduct product : {ImageProduct::Floats, ImageProduct::Pixels, ImageProduct::Png}) {
-    CAPTURE(static_cast<int>(product));
-    Batcher batcher(backends_of(std::make_unique<RecordingBackend>(), std::make_unique<RecordingBackend>()), options(5, 0));
-    for (int64_t count : {int64_t{1}, int64_t{5}, int64_t{13}}) {  // one batch; a full one; split over several
-      CAPTURE(count);
-      const int id = static_cast<int>(count);
-      const Waited waited = submit_and_wait(batcher, latents_of(id, count), count, product);
-      CHECK(waited.calls == 1);
-      CHECK((waited.thread != std::this_thread::get_id()));
-      CHECK(!waited.made.error);
-      CHECK(waited.made.product == product);
-      CHECK(!waited.made.non_finite());
-      const size_t image_bytes = product == ImageProduct::Floats ? kValues * sizeof(float) : kRgb8ImageBytes;
-      const std::vector<unsigned char> want = expected_bytes(id, count, product);
-      CHECK(pieces_hold(waited.made, count, image_bytes, want));
-      std::vector<unsigned char> gathered(want.size(), 0xA5);
-      waited.made.copy_to(gathered.data(), image_bytes);
-      CHECK(gathered == want);
-      if (product == ImageProduct::Png) {  // each image's PNG: the png format's file of its pixels
-        for (const ImagePiece& piece : waited.made.pieces) {
-          for (int64_t k = 0; k < piece.count; ++k) {
-            std::string png;
-            encode_tile_png(want.data() + (piece.first + k) * kRgb8ImageBytes, 0, png);
-            CHECK(std::string(piece.png + k * piece.png_stride, piece.png_bytes[k]) == png);
+  for (const int size : kImageSizes) {  // the models' image sizes
+    for (const ImageProduct product : {ImageProduct::Floats, ImageProduct::Pixels, ImageProduct::Png}) {
+      CAPTURE(size);
+      CAPTURE(static_cast<int>(product));
+      auto first = std::make_unique<RecordingBackend>(), second = std::make_unique<RecordingBackend>();
+      first->size = second->size = size;
+      Batcher batcher(backends_of(std::move(first), std::move(second)), options(5, 0, 1 << 20, size));
+      for (int64_t count : {int64_t{1}, int64_t{5}, int64_t{13}}) {  // one batch; a full one; split over several
+        CAPTURE(count);
+        const int id = static_cast<int>(count);
+        const Waited waited = submit_and_wait(batcher, latents_of(id, count), count, product);
+        CHECK(waited.calls == 1);
+        CHECK((waited.thread != std::this_thread::get_id()));
+        CHECK(!waited.made.error);
+        CHECK(waited.made.product == product);
+        CHECK(!waited.made.non_finite());
+        const int64_t pixel_bytes = rgb8_image_bytes(size);
+        const size_t image_bytes = product == ImageProduct::Floats ? size * size * sizeof(float) : pixel_bytes;
+        const std::vector<unsigned char> want = expected_bytes(id, count, product, size);
+        CHECK(pieces_hold(waited.made, count, image_bytes, want));
+        std::vector<unsigned char> gathered(want.size(), 0xA5);
+        waited.made.copy_to(gathered.data(), image_bytes);
+        CHECK(gathered == want);
+        if (product == ImageProduct::Png) {  // each image's PNG: the png format's file of its pixels
+          for (const ImagePiece& piece : waited.made.pieces) {
+            for (int64_t k = 0; k < piece.count; ++k) {
+              std::string png;
+              encode_tile_png(want.data() + (piece.first + k) * pixel_bytes, size, 0, png);
+              CHECK(std::string(piece.png + k * piece.png_stride, piece.png_bytes[k]) == png);
+            }
           }
         }
       }
@@ -353,7 +365,7 @@ TEST_CASE("batcher: PNGs at a compressing level are the png format's at that lev
   for (const ImagePiece& piece : waited.made.pieces) {
     for (int64_t k = 0; k < piece.count; ++k, ++checked) {
       std::string png;
-      encode_tile_png(want.data() + (piece.first + k) * kRgb8ImageBytes, 6, png);
+      encode_tile_png(want.data() + (piece.first + k) * kPixelBytes, kSize, 6, png);
       CHECK(std::string(piece.png + k * piece.png_stride, piece.png_bytes[k]) == png);
     }
   }
@@ -366,7 +378,7 @@ TEST_CASE("batcher: a backend of one encoding: float32 only makes pixels too (on
     CHECK(batcher.makes(ImageProduct::Pixels));
     for (const ImageProduct product : {ImageProduct::Pixels, ImageProduct::Png, ImageProduct::Floats}) {
       const Waited waited = submit_and_wait(batcher, latents_of(5, 9), 9, product);
-      const size_t image_bytes = product == ImageProduct::Floats ? kValues * sizeof(float) : kRgb8ImageBytes;
+      const size_t image_bytes = product == ImageProduct::Floats ? kValues * sizeof(float) : kPixelBytes;
       CHECK(pieces_hold(waited.made, 9, image_bytes, expected_bytes(5, 9, product)));
     }
   }
@@ -375,12 +387,12 @@ TEST_CASE("batcher: a backend of one encoding: float32 only makes pixels too (on
     CHECK(!alone.makes(ImageProduct::Floats));
     const std::vector<float> latents = latents_of(1, 3);
     CHECK_THROWS_AS(alone.submit(latents.data(), 3, ImageProduct::Floats, [](MadeImages) { FAIL("told"); }), std::logic_error);
-    CHECK(pieces_hold(submit_and_wait(alone, latents, 3, ImageProduct::Pixels).made, 3, kRgb8ImageBytes, expected_bytes(1, 3, ImageProduct::Pixels)));
+    CHECK(pieces_hold(submit_and_wait(alone, latents, 3, ImageProduct::Pixels).made, 3, kPixelBytes, expected_bytes(1, 3, ImageProduct::Pixels)));
     Batcher both(backends_of(std::make_unique<OneEncodingBackend>(ImageEncoding::Rgb8), std::make_unique<OneEncodingBackend>(ImageEncoding::Float32)),
                  options(4, 0));
     for (int round = 0; round < 5; ++round) {
       CHECK(pieces_hold(submit_and_wait(both, latents, 3, ImageProduct::Floats).made, 3, kValues * sizeof(float), expected_bytes(1, 3, ImageProduct::Floats)));
-      CHECK(pieces_hold(submit_and_wait(both, latents, 3, ImageProduct::Pixels).made, 3, kRgb8ImageBytes, expected_bytes(1, 3, ImageProduct::Pixels)));
+      CHECK(pieces_hold(submit_and_wait(both, latents, 3, ImageProduct::Pixels).made, 3, kPixelBytes, expected_bytes(1, 3, ImageProduct::Pixels)));
     }
   }
 }
@@ -394,7 +406,7 @@ TEST_CASE("batcher: held pieces keep their bytes while later batches run; let go
     const Waited other = submit_and_wait(batcher, latents_of(id, 3), 3, ImageProduct::Pixels);
     CHECK(other.made.pieces.at(0).images != held_at);  // never the held slot
   }
-  CHECK(pieces_hold(held.made, 3, kRgb8ImageBytes, want));
+  CHECK(pieces_hold(held.made, 3, kPixelBytes, want));
   held.made.pieces.clear();  // let go: the slot goes back to the worker
   bool reused = false;
   for (int id = 40; id < 80 && !reused; ++id) reused = submit_and_wait(batcher, latents_of(id, 3), 3, ImageProduct::Pixels).made.pieces.at(0).images == held_at;
@@ -429,7 +441,7 @@ TEST_CASE("batcher: many requests of every product at once, over three workers, 
       const ImageProduct product = static_cast<ImageProduct>(id % 3);
       const int64_t count = 1 + id % 11;
       const Waited waited = submit_and_wait(batcher, latents_of(id, count), count, product);
-      const size_t image_bytes = product == ImageProduct::Floats ? kValues * sizeof(float) : kRgb8ImageBytes;
+      const size_t image_bytes = product == ImageProduct::Floats ? kValues * sizeof(float) : kPixelBytes;
       return waited.calls == 1 && !waited.made.error && pieces_hold(waited.made, count, image_bytes, expected_bytes(id, count, product));
     }));
   }

@@ -47,24 +47,25 @@ struct RunMemory {
   }
 };
 
-// Images [first, first + count) of `layout` encoded from their pixels (count, 64, 64, 3).
+// Images [first, first + count) of `layout` encoded from their pixels (count, S, S, 3).
 struct EncodedImages {
   RunMemory memory;
   EncodedRun run;
+  int size;  // S
   EncodedImages(const OutputLayout& layout, int64_t first, int64_t count, const unsigned char* pixels, int threads)
-      : memory(layout.encoded_capacity(std::max<int64_t>(count, 1))) {
+      : memory(layout.encoded_capacity(std::max<int64_t>(count, 1))), size(layout.image_size()) {
     layout.plan_encoded_run(first, count, memory.memory(), run, threads);
     encode_run_on_host(run, pixels, threads);
   }
   ImageRun images() const {  // no pixels: the writers must take the encoded bytes
-    ImageRun only{ImageEncoding::Rgb8, nullptr, 3};
+    ImageRun only{ImageEncoding::Rgb8, nullptr, 3, size};
     only.encoded = &run;
     return only;
   }
 };
 
 struct Case {
-  const char* name;
+  std::string name;
   OutputFormat format;
   OutputOptions options;
 };
@@ -77,9 +78,11 @@ SampleFacts seeded_facts() {
   return facts;
 }
 
-std::vector<Case> cases() {
+// The cases for images of size x size pixels (padding up to a quarter of a tile: encoded runs).
+std::vector<Case> cases(int size) {
   std::vector<Case> all;
   OutputOptions plain;
+  plain.image_size = size;
   all.push_back({"png", OutputFormat::Png, plain});
   all.push_back({"tar", OutputFormat::Tar, plain});
   OutputOptions shards = plain;
@@ -101,9 +104,11 @@ std::vector<Case> cases() {
   all.push_back({"mosaic-png, 7 columns, padding 2", OutputFormat::MosaicPng, grid});
   OutputOptions split = plain;
   split.mosaic_tiles = 4;
-  split.grid_padding = 16;
-  all.push_back({"bmp split at 16 tiles, padding 16", OutputFormat::Bmp, split});
-  all.push_back({"mosaic-png split at 16 tiles, padding 16", OutputFormat::MosaicPng, split});
+  split.grid_padding = size / 4;
+  const std::string padded = "split at 16 tiles, padding " + std::to_string(split.grid_padding);
+  all.push_back({"bmp " + padded, OutputFormat::Bmp, split});
+  all.push_back({"mosaic-png " + padded, OutputFormat::MosaicPng, split});
+  for (Case& c : all) c.name += ", " + std::to_string(size) + "x" + std::to_string(size);
   return all;
 }
 
@@ -151,20 +156,22 @@ TEST_CASE("encoded runs: the stored layout names the encoder's own bytes") {
 }
 
 TEST_CASE("encoded runs: every format's files from encoded runs equal those written from the pixels") {
-  for (const Case& c : cases()) {
-    for (int64_t count : {1, 3, 23, 127}) {
-      CAPTURE(std::string(c.name));
-      CAPTURE(count);
-      const OutputLayout layout(c.format, "r", count, c.options);
-      REQUIRE(layout.encoded_kind() != EncodedKind::None);
-      const std::vector<unsigned char> pixels = random_pixels(count * kRgb8ImageBytes, static_cast<uint64_t>(count) * 7 + 1);
-      const std::vector<std::string> want = encode_in_memory(layout, ImageRun::rgb8(pixels.data(), 3), 2);
-      const EncodedImages encoded(layout, 0, count, pixels.data(), 3);
-      const std::vector<std::string> got = encode_in_memory(layout, encoded.images(), 2);
-      REQUIRE(got.size() == want.size());
-      for (size_t k = 0; k < want.size(); ++k) {
-        CAPTURE(k);
-        CHECK(got[k] == want[k]);
+  for (const int size : kImageSizes) {
+    for (const Case& c : cases(size)) {
+      for (int64_t count : {1, 3, 23, 127}) {
+        CAPTURE(c.name);
+        CAPTURE(count);
+        const OutputLayout layout(c.format, "r", count, c.options);
+        REQUIRE(layout.encoded_kind() != EncodedKind::None);
+        const std::vector<unsigned char> pixels = random_pixels(count * rgb8_image_bytes(size), static_cast<uint64_t>(count) * 7 + 1);
+        const std::vector<std::string> want = encode_in_memory(layout, ImageRun::rgb8(pixels.data(), 3, size), 2);
+        const EncodedImages encoded(layout, 0, count, pixels.data(), 3);
+        const std::vector<std::string> got = encode_in_memory(layout, encoded.images(), 2);
+        REQUIRE(got.size() == want.size());
+        for (size_t k = 0; k < want.size(); ++k) {
+          CAPTURE(k);
+          CHECK(got[k] == want[k]);
+        }
       }
     }
   }
@@ -172,50 +179,54 @@ TEST_CASE("encoded runs: every format's files from encoded runs equal those writ
 
 TEST_CASE("encoded runs: a job cut into runs anywhere writes the files its pixels write") {
   std::mt19937_64 random(11);
-  for (const Case& c : cases()) {
-    for (int64_t total : {1, 3, 127}) {
-      CAPTURE(std::string(c.name));
-      CAPTURE(total);
-      const std::vector<unsigned char> pixels = random_pixels(total * kRgb8ImageBytes, static_cast<uint64_t>(total) + 5);
-      SinkOptions options;
-      options.threads = 2;
-      options.mosaic_tiles = c.options.mosaic_tiles;
-      options.grid_columns = c.options.grid_columns;
-      options.grid_padding = c.options.grid_padding;
-      options.shard_images = c.options.shard_images;
-      options.facts = c.options.facts;
-      TempDir from_pixels, from_runs;
-      auto want = make_sink(c.format, from_pixels.path + "/r", total, options);
-      want->append(ImageRun::rgb8(pixels.data(), 3), 0, total);
-      want->commit();
-      auto got = make_sink(c.format, from_runs.path + "/r", total, options);
-      REQUIRE(got->layout() != nullptr);
-      // Runs of random lengths, each planned for its own images, across shard and mosaic edges.
-      for (int64_t first = 0; first < total;) {
-        const int64_t count = std::min<int64_t>(total - first, 1 + static_cast<int64_t>(random() % 40));
-        const EncodedImages encoded(*got->layout(), first, count, pixels.data() + first * kRgb8ImageBytes, 2);
-        got->append(encoded.images(), first, count);
-        first += count;
-      }
-      got->commit();
-      // The final names (a mosaic PNG's scratch pixels stay until its sink goes).
-      auto finals = [](std::vector<std::string> names) {
-        names.erase(std::remove_if(names.begin(), names.end(),
-                                   [](const std::string& n) { return n.find(".tmp-") != std::string::npos; }),
-                    names.end());
-        return names;
-      };
-      const std::vector<std::string> names = finals(from_pixels.names());
-      REQUIRE(finals(from_runs.names()) == names);
-      for (const std::string& name : names) {
-        CAPTURE(name);
-        if (c.format == OutputFormat::Png) {
-          for (int64_t i = 0; i < total; ++i) {
-            const std::string file = name + "/" + png_file_name(i, total);
-            CHECK(read_file(from_runs.file(file)) == read_file(from_pixels.file(file)));
+  for (const int size : kImageSizes) {
+    for (const Case& c : cases(size)) {
+      for (int64_t total : {1, 3, 127}) {
+        CAPTURE(c.name);
+        CAPTURE(total);
+        const int64_t image_bytes = rgb8_image_bytes(size);
+        const std::vector<unsigned char> pixels = random_pixels(total * image_bytes, static_cast<uint64_t>(total) + 5);
+        SinkOptions options;
+        options.image_size = size;
+        options.threads = 2;
+        options.mosaic_tiles = c.options.mosaic_tiles;
+        options.grid_columns = c.options.grid_columns;
+        options.grid_padding = c.options.grid_padding;
+        options.shard_images = c.options.shard_images;
+        options.facts = c.options.facts;
+        TempDir from_pixels, from_runs;
+        auto want = make_sink(c.format, from_pixels.path + "/r", total, options);
+        want->append(ImageRun::rgb8(pixels.data(), 3, size), 0, total);
+        want->commit();
+        auto got = make_sink(c.format, from_runs.path + "/r", total, options);
+        REQUIRE(got->layout() != nullptr);
+        // Runs of random lengths, each planned for its own images, across shard and mosaic edges.
+        for (int64_t first = 0; first < total;) {
+          const int64_t count = std::min<int64_t>(total - first, 1 + static_cast<int64_t>(random() % 40));
+          const EncodedImages encoded(*got->layout(), first, count, pixels.data() + first * image_bytes, 2);
+          got->append(encoded.images(), first, count);
+          first += count;
+        }
+        got->commit();
+        // The final names (a mosaic PNG's scratch pixels stay until its sink goes).
+        auto finals = [](std::vector<std::string> names) {
+          names.erase(std::remove_if(names.begin(), names.end(),
+                                     [](const std::string& n) { return n.find(".tmp-") != std::string::npos; }),
+                      names.end());
+          return names;
+        };
+        const std::vector<std::string> names = finals(from_pixels.names());
+        REQUIRE(finals(from_runs.names()) == names);
+        for (const std::string& name : names) {
+          CAPTURE(name);
+          if (c.format == OutputFormat::Png) {
+            for (int64_t i = 0; i < total; ++i) {
+              const std::string file = name + "/" + png_file_name(i, total);
+              CHECK(read_file(from_runs.file(file)) == read_file(from_pixels.file(file)));
+            }
+          } else {
+            CHECK(read_file(from_runs.file(name)) == read_file(from_pixels.file(name)));
           }
-        } else {
-          CHECK(read_file(from_runs.file(name)) == read_file(from_pixels.file(name)));
         }
       }
     }
@@ -232,8 +243,13 @@ TEST_CASE("encoded runs: which outputs have them, and their plans' limits") {
   CHECK(OutputLayout(OutputFormat::Npy, "r", 5, {}).encoded_kind() == EncodedKind::None);
   CHECK(OutputLayout(OutputFormat::Text, "r", 5, {}).encoded_kind() == EncodedKind::None);
   OutputOptions wide;
-  wide.grid_padding = 17;  // more than a quarter of a tile: written from the pixels
-  CHECK(OutputLayout(OutputFormat::Bmp, "r", 5, wide).encoded_kind() == EncodedKind::None);
+  for (const int size : kImageSizes) {  // more than a quarter of a tile: written from the pixels
+    wide.image_size = size;
+    wide.grid_padding = size / 4;
+    CHECK(OutputLayout(OutputFormat::Bmp, "r", 5, wide).encoded_kind() == EncodedKind::Parts);
+    wide.grid_padding = size / 4 + 1;
+    CHECK(OutputLayout(OutputFormat::Bmp, "r", 5, wide).encoded_kind() == EncodedKind::None);
+  }
   // A plan for more images than its memory was sized for is refused.
   const OutputLayout tar(OutputFormat::Tar, "r", 100, {});
   RunMemory small(tar.encoded_capacity(3));
@@ -284,61 +300,68 @@ TEST_CASE("encoded runs: the output engine plans each piece's runs, and its file
   // of 7 in a ring of 3 (two to a tar shard: a piece never spans a file of records, as the engine's
   // plan makes them), filled as a backend that makes encoded runs would (the CPU model).
   const int64_t total = 61;
-  const std::vector<unsigned char> pixels = random_pixels(total * kRgb8ImageBytes, 61);
-  const std::vector<OutputFormat> formats = {OutputFormat::Tar, OutputFormat::Png, OutputFormat::Bmp, OutputFormat::NpyU8};
   SinkOptions options;
   options.threads = 2;
   options.shard_images = 14;
   options.grid_columns = 9;
-  auto write_job = [&](const std::string& folder, bool encoded) {
-    std::vector<std::unique_ptr<ImageSink>> sinks;
-    std::vector<ImageSink*> outputs;
-    for (OutputFormat format : formats) {
-      sinks.push_back(make_sink(format, folder + "/r", total, options));
-      outputs.push_back(sinks.back().get());
-    }
-    EngineOptions engine_options;
-    engine_options.piece_images = 7;
-    engine_options.buffers = 3;
-    engine_options.threads = 2;
-    engine_options.encoding = ImageEncoding::Rgb8;
-    engine_options.encoded_runs = encoded;
-    OutputEngine engine(outputs, engine_options);
-    for (int64_t first = 0; first < total; first += 7) {
-      const int64_t count = std::min<int64_t>(7, total - first);
-      const PieceBuffer buffer = engine.acquire();
-      std::memset(buffer.images, kPoison, static_cast<size_t>(count * kRgb8ImageBytes));
-      const EncodedRuns* runs = engine.plan_encoded(buffer, first, count);
-      const unsigned char* from = pixels.data() + first * kRgb8ImageBytes;
-      REQUIRE((runs != nullptr) == encoded);
-      if (runs) {
-        CHECK(runs->pixels);  // npy-u8 takes them
-        CHECK(runs->runs.size() == 3);
-        for (const EncodedRun* run : runs->runs) encode_run_on_host(*run, from, 1);
+  for (const int size : kImageSizes) {
+    CAPTURE(size);
+    const int64_t image_bytes = rgb8_image_bytes(size);
+    const std::vector<unsigned char> pixels = random_pixels(total * image_bytes, 61 + size);
+    const std::vector<OutputFormat> formats = {OutputFormat::Tar, OutputFormat::Png, OutputFormat::Bmp, OutputFormat::NpyU8};
+    options.image_size = size;
+    auto write_job = [&](const std::string& folder, bool encoded) {
+      std::vector<std::unique_ptr<ImageSink>> sinks;
+      std::vector<ImageSink*> outputs;
+      for (OutputFormat format : formats) {
+        sinks.push_back(make_sink(format, folder + "/r", total, options));
+        outputs.push_back(sinks.back().get());
       }
-      std::memcpy(buffer.images, from, static_cast<size_t>(count * kRgb8ImageBytes));
-      engine.submit(buffer.images, first, count);
-    }
-    engine.finish();
-    commit_sinks(outputs);
-  };
-  TempDir from_pixels, from_runs;
-  write_job(from_pixels.path, false);
-  write_job(from_runs.path, true);
-  const std::vector<std::string> names = from_pixels.names();
-  REQUIRE(from_runs.names() == names);
-  for (const std::string& name : names) {
-    CAPTURE(name);
-    if (name == "r") {
-      for (int64_t i = 0; i < total; ++i) {
-        const std::string file = "r/" + png_file_name(i, total);
-        CHECK(read_file(from_runs.file(file)) == read_file(from_pixels.file(file)));
+      EngineOptions engine_options;
+      engine_options.piece_images = 7;
+      engine_options.buffers = 3;
+      engine_options.threads = 2;
+      engine_options.encoding = ImageEncoding::Rgb8;
+      engine_options.image_size = size;
+      engine_options.encoded_runs = encoded;
+      OutputEngine engine(outputs, engine_options);
+      for (int64_t first = 0; first < total; first += 7) {
+        const int64_t count = std::min<int64_t>(7, total - first);
+        const PieceBuffer buffer = engine.acquire();
+        std::memset(buffer.images, kPoison, static_cast<size_t>(count * image_bytes));
+        const EncodedRuns* runs = engine.plan_encoded(buffer, first, count);
+        const unsigned char* from = pixels.data() + first * image_bytes;
+        REQUIRE((runs != nullptr) == encoded);
+        if (runs) {
+          CHECK(runs->pixels);  // npy-u8 takes them
+          CHECK(runs->runs.size() == 3);
+          for (const EncodedRun* run : runs->runs) encode_run_on_host(*run, from, 1);
+        }
+        std::memcpy(buffer.images, from, static_cast<size_t>(count * image_bytes));
+        engine.submit(buffer.images, first, count);
       }
-    } else {
-      CHECK(read_file(from_runs.file(name)) == read_file(from_pixels.file(name)));
+      engine.finish();
+      commit_sinks(outputs);
+    };
+    TempDir from_pixels, from_runs;
+    write_job(from_pixels.path, false);
+    write_job(from_runs.path, true);
+    const std::vector<std::string> names = from_pixels.names();
+    REQUIRE(from_runs.names() == names);
+    for (const std::string& name : names) {
+      CAPTURE(name);
+      if (name == "r") {
+        for (int64_t i = 0; i < total; ++i) {
+          const std::string file = "r/" + png_file_name(i, total);
+          CHECK(read_file(from_runs.file(file)) == read_file(from_pixels.file(file)));
+        }
+      } else {
+        CHECK(read_file(from_runs.file(name)) == read_file(from_pixels.file(name)));
+      }
     }
   }
   // A piece submitted for other images than those planned is a logic error.
+  options.image_size = kDefaultImageSize;
   TempDir other;
   auto tar = make_sink(OutputFormat::Tar, other.path + "/r", total, options);
   EngineOptions engine_options;

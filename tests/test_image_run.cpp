@@ -22,9 +22,9 @@ using namespace facegen_test;
 
 namespace {
 
-// (n, 64, 64, nc) seeded values, some beyond (-1, 1) and some on the bytes' edges (k / 127.5 - 1).
-std::vector<float> seeded_images(int64_t n, int nc, uint64_t seed) {
-  std::vector<float> images(static_cast<size_t>(n) * 4096 * nc);
+// (n, size, size, nc) seeded values, some beyond (-1, 1) and some on the bytes' edges (k / 127.5 - 1).
+std::vector<float> seeded_images(int64_t n, int nc, int size, uint64_t seed) {
+  std::vector<float> images(static_cast<size_t>(n) * size * size * nc);
   for (size_t i = 0; i < images.size(); ++i) {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
     const float u = static_cast<float>(seed >> 40) * 0x1.0p-24f;
@@ -33,11 +33,11 @@ std::vector<float> seeded_images(int64_t n, int nc, uint64_t seed) {
   return images;
 }
 
-// image_to_rgb8 of every image: (n, 64, 64, 3).
-std::vector<unsigned char> rgb8_of(const std::vector<float>& images, int nc) {
-  const int64_t n = static_cast<int64_t>(images.size()) / (4096 * nc);
-  std::vector<unsigned char> rgb(static_cast<size_t>(n * kRgb8ImageBytes), 0xA5);
-  for (int64_t i = 0; i < n; ++i) image_to_rgb8(images.data() + i * 4096 * nc, nc, rgb.data() + i * kRgb8ImageBytes);
+// image_to_rgb8 of every image: (n, size, size, 3).
+std::vector<unsigned char> rgb8_of(const std::vector<float>& images, int nc, int size) {
+  const int64_t values = int64_t{size} * size * nc, n = static_cast<int64_t>(images.size()) / values;
+  std::vector<unsigned char> rgb(static_cast<size_t>(n * rgb8_image_bytes(size)), 0xA5);
+  for (int64_t i = 0; i < n; ++i) image_to_rgb8(images.data() + i * values, nc, size, rgb.data() + i * rgb8_image_bytes(size));
   return rgb;
 }
 
@@ -71,17 +71,18 @@ TEST_CASE("image runs: 8-bit only where every format is 8-bit") {
   CHECK(image_encoding_for({F::NpyU8, F::Npy}) == ImageEncoding::Float32);
   CHECK(image_encoding_for({F::Text}) == ImageEncoding::Float32);
   CHECK(image_encoding_for({}) == ImageEncoding::Float32);
-  CHECK_THROWS_AS(ImageRun::rgb8(nullptr, 3).values(), std::logic_error);  // txt and npy never get pixels
+  CHECK_THROWS_AS(ImageRun::rgb8(nullptr, 3, 64).values(), std::logic_error);  // txt and npy never get pixels
 }
 
 TEST_CASE("image runs: every 8-bit format writes the same bytes from 8-bit pixels as from the floats") {
-  for (int nc : {3, 1}) {
+  for (const auto& [nc, size] : {std::pair{3, 64}, std::pair{1, 64}, std::pair{3, 32}, std::pair{1, 128}}) {
     const int64_t n = 23;
-    const std::vector<float> images = seeded_images(n, nc, 40 + nc);
-    const std::vector<unsigned char> rgb = rgb8_of(images, nc);
+    const std::vector<float> images = seeded_images(n, nc, size, 40 + nc + size);
+    const std::vector<unsigned char> rgb = rgb8_of(images, nc, size);
     SinkOptions options;
     options.threads = 3;
     options.image_channels = nc;
+    options.image_size = size;
     options.shard_images = 5;
     options.mosaic_tiles = 4;  // numbered mosaics, a part-filled last one
     options.grid_padding = 2;
@@ -92,11 +93,12 @@ TEST_CASE("image runs: every 8-bit format writes the same bytes from 8-bit pixel
                                 OutputFormat::NpyU8}) {
       for (int64_t chunk : {int64_t{1}, int64_t{7}, n}) {
         CAPTURE(nc);
+        CAPTURE(size);
         const std::string name = format_name(format);
         CAPTURE(name);
         CAPTURE(chunk);
-        const auto from_floats = write_format(format, ImageRun::floats(images.data(), nc), n, chunk, options);
-        const auto from_pixels = write_format(format, ImageRun::rgb8(rgb.data(), nc), n, chunk, options);
+        const auto from_floats = write_format(format, ImageRun::floats(images.data(), nc, size), n, chunk, options);
+        const auto from_pixels = write_format(format, ImageRun::rgb8(rgb.data(), nc, size), n, chunk, options);
         REQUIRE(!from_floats.empty());
         CHECK(from_pixels.size() == from_floats.size());
         for (const auto& [file, bytes] : from_floats) {
@@ -115,10 +117,10 @@ namespace {
 // image, 2 an Inf, 3 every value exactly +-1, 4 every value +-1 but one.
 class ScriptedBackend : public Backend {
  public:
-  ScriptedBackend(int nz, int nc) : nz_(nz), nc_(nc) {}
+  ScriptedBackend(int nz, int nc, int size) : nz_(nz), nc_(nc), size_(size) {}
   std::string describe() const override { return "scripted"; }
   void generate(const float* latents, int64_t n, float* images) override {
-    const int64_t values = 4096 * nc_;
+    const int64_t values = int64_t{size_} * size_ * nc_;
     for (int64_t i = 0; i < n; ++i) {
       float* image = images + i * values;
       const float* z = latents + i * nz_;
@@ -135,33 +137,35 @@ class ScriptedBackend : public Backend {
   }
 
  private:
-  int nz_, nc_;
+  int nz_, nc_, size_;
 };
 
 }  // namespace
 
 TEST_CASE("generate_checked on the host: scan_image's flags and image_to_rgb8's pixels, piece after piece") {
-  for (int nc : {3, 1}) {
+  for (const auto& [nc, size] : {std::pair{3, 64}, std::pair{1, 64}, std::pair{3, 32}, std::pair{1, 128}}) {
     const int nz = 5;
     const int64_t n = 601;  // three pieces, the last part-filled
+    const int64_t values = int64_t{size} * size * nc;
     std::vector<float> latents(static_cast<size_t>(n * nz));
     for (int64_t i = 0; i < n; ++i) {
       latents[i * nz] = static_cast<float>((i * 7) % 5);
       latents[i * nz + 1] = 0.37f * static_cast<float>(i);
     }
-    ScriptedBackend backend(nz, nc);
-    std::vector<float> floats(static_cast<size_t>(n * 4096 * nc));
+    ScriptedBackend backend(nz, nc, size);
+    std::vector<float> floats(static_cast<size_t>(n * values));
     backend.generate(latents.data(), n, floats.data());
-    const std::vector<unsigned char> expected_rgb = rgb8_of(floats, nc);
+    const std::vector<unsigned char> expected_rgb = rgb8_of(floats, nc, size);
 
     for (ImageEncoding encoding : {ImageEncoding::Float32, ImageEncoding::Rgb8}) {
       CAPTURE(nc);
+      CAPTURE(size);
       CAPTURE(encoding == ImageEncoding::Rgb8);
-      const int64_t bytes = n * image_bytes(encoding, nc);
+      const int64_t bytes = n * image_bytes(encoding, nc, size);
       std::vector<unsigned char> images(static_cast<size_t>(bytes) + 64, 0xEE);  // poisoned, 64 bytes past the end
       std::vector<uint8_t> flags(static_cast<size_t>(n) + 8, 0xEE);
-      backend.generate_checked(latents.data(), n, {encoding, images.data(), flags.data(), nz, nc}, 2);
-      for (int64_t i = 0; i < n; ++i) CHECK(flags[i] == scan_image(floats.data() + i * 4096 * nc, 4096 * nc));
+      backend.generate_checked(latents.data(), n, {encoding, images.data(), flags.data(), nz, nc, size}, 2);
+      for (int64_t i = 0; i < n; ++i) CHECK(flags[i] == scan_image(floats.data() + i * values, values));
       // Image i is of kind (7 i) mod 5: each kind's flags, so the scan above cannot pass by finding nothing.
       CHECK(flags[0] == 0);                // ordinary
       CHECK(flags[3] == kImageNonFinite);  // a NaN

@@ -194,7 +194,7 @@ Network small_random_network(uint64_t seed, const ModelSpec& spec = kShpcSpec) {
   const float proj_scale = std::sqrt(3.0f / spec.latent_dim);
   fill(net.proj_weight_offset(), int64_t(spec.latent_dim) * spec.proj_outputs(), -proj_scale, proj_scale);
   if (spec.has_bias) fill(net.proj_bias_offset(), spec.proj_outputs(), -0.1f, 0.1f);
-  for (int s = 0; s < kNumStages; ++s) {
+  for (int s = 0; s < spec.stages(); ++s) {
     const int c = spec.stage_channels(s), c_out = spec.stage_channels(s + 1);
     const int64_t bn = net.batchnorm_offset(s);
     fill(bn, c, -0.2f, 0.2f);              // beta
@@ -209,13 +209,13 @@ Network small_random_network(uint64_t seed, const ModelSpec& spec = kShpcSpec) {
   return net;
 }
 
-// The whole forward pass for one latent (nz) in double -> image (64, 64, nc).
+// The whole forward pass for one latent (nz) in double -> image (size, size, nc).
 std::vector<double> forward_ref(const Network& net, const float* latent) {
   const ModelSpec& spec = net.spec();
   std::vector<float> z(latent, latent + spec.latent_dim);
   std::vector<double> x = projection_ref(z, 1, spec.latent_dim, spec.proj_outputs(), net.proj_weight(),
                                          net.proj_bias());
-  for (int s = 0; s < kNumStages; ++s) {
+  for (int s = 0; s < spec.stages(); ++s) {
     const BatchNormView bn = net.batchnorm(s);
     const TConvView tc = net.tconv(s);
     // The float64 references take float inputs; run them on the double values directly here.
@@ -307,9 +307,12 @@ TEST_CASE("CPU backend gives identical bits for any thread count and batch split
 }
 
 TEST_CASE("CPU backend and the reference forward pass run any ModelSpec, against a float64 forward pass") {
-  // nz, ngf, nc, k, biases: the PyTorch tutorial's generator and odd neighbours of it.
-  const ModelSpec specs[] = {{100, 16, 3, 4, false}, {7, 16, 1, 4, false}, {128, 32, 1, 5, true},
-                             {1, 16, 3, 5, false}, {100, 16, 1, 4, true}};
+  // nz, ngf, nc, k, biases, image size: the PyTorch tutorial's generator and odd neighbours of it, at
+  // every image size (the 32x32 networks' last layer is narrower than an AVX-512 step, which the
+  // packing takes into account).
+  const ModelSpec specs[] = {{100, 16, 3, 4, false}, {7, 16, 1, 4, false},       {128, 32, 1, 5, true},
+                             {1, 16, 3, 5, false},   {100, 16, 1, 4, true},       {100, 48, 3, 4, false, 32},
+                             {13, 16, 1, 5, true, 32}, {100, 16, 3, 4, false, 128}, {9, 16, 1, 5, true, 128}};
   uint64_t seed = 30;
   for (const ModelSpec& spec : specs) {
     INFO(describe_spec(spec));

@@ -76,7 +76,8 @@ void remove_tensor(Parts& parts, const std::string& key) {
 
 TEST_CASE("safetensors: every kind of spec survives the round trip bit for bit") {
   for (const ModelSpec& spec : {kTutorialGrey, ModelSpec{7, 32, 3, 4, true}, ModelSpec{100, 16, 3, 5, true},
-                                ModelSpec{1, 16, 1, 5, false}}) {
+                                ModelSpec{1, 16, 1, 5, false}, ModelSpec{9, 48, 3, 4, false, 32},
+                                ModelSpec{5, 16, 1, 4, true, 128}, ModelSpec{3, 32, 3, 5, true, 32}}) {
     CAPTURE(describe_spec(spec));
     const Network net = make_random_network(spec, 9);
     const std::string bytes = safetensors_bytes(net);
@@ -90,6 +91,46 @@ TEST_CASE("safetensors: every kind of spec survives the round trip bit for bit")
     }
     CHECK(std::memcmp(back.floats().data(), net.floats().data(), net.floats().size() * 4) == 0);
   }
+}
+
+TEST_CASE("safetensors: the image size is the metadata's, 64 without it, and the layers must be its own") {
+  const ModelSpec small{9, 16, 3, 4, false, 32};
+  Parts parts = split(safetensors_bytes(make_random_network(small, 4)));
+  CHECK(parts.header["__metadata__"]["image_size"] == "32");
+  CHECK(parse_safetensors_network(join(parts), "m").spec().stages() == 3);
+
+  // A file of the 64x64 family without image_size (as every file was before the other sizes) is 64x64.
+  Parts old = split(safetensors_bytes(make_random_network(kTutorialGrey, 3)));
+  old.header["__metadata__"].erase("image_size");
+  CHECK(parse_safetensors_network(join(old), "m").spec() == kTutorialGrey);
+
+  // The metadata's size and the tensors disagree: one sentence names the first tensor that differs.
+  CHECK(error_after([](Parts& p) { p.header["__metadata__"]["image_size"] = "32"; }) ==
+        "model file m.safetensors: tensor 'main.0.weight' has shape (100, 128, 4, 4), but the generator of nz 100, "
+        "ngf 16, nc 1, 4x4 kernels, no biases, 32x32 images has (100, 64, 4, 4)");
+  CHECK(error_after([](Parts& p) { p.header["__metadata__"]["image_size"] = "128"; }) ==
+        "model file m.safetensors: tensor 'main.0.weight' has shape (100, 128, 4, 4), but the generator of nz 100, "
+        "ngf 16, nc 1, 4x4 kernels, no biases, 128x128 images has (100, 256, 4, 4)");
+  CHECK(error_after([](Parts& p) { p.header["__metadata__"]["image_size"] = "48"; }) ==
+        "model file m.safetensors: __metadata__ image_size is 48, but it must be 32, 64 or 128");
+  CHECK(error_after([](Parts& p) { p.header["__metadata__"]["image_size"] = "sixty"; }) ==
+        "model file m.safetensors: __metadata__ image_size is \"sixty\", but it must be a whole number");
+  // A layer the size does not have: the 64x64 file with a fifth transposed convolution.
+  CHECK(contains(error_after([](Parts& p) {
+                   const uint64_t end = p.data.size();
+                   p.data.append(16 * 16 * 4, '\0');
+                   p.header["main.15.weight"] = {{"dtype", "F32"}, {"shape", {16, 1, 4, 4}}, {"data_offsets", {end, end + 16 * 16 * 4}}};
+                 }),
+                 "it has a tensor 'main.15.weight' that the generator of nz 100, ngf 16, nc 1, 4x4 kernels, no biases, "
+                 "64x64 images does not have"));
+}
+
+TEST_CASE("safetensors: a first layer wider than 2048 channels is refused, with the largest ngf of its size") {
+  Parts parts = split(safetensors_bytes(make_random_network(ModelSpec{4, 16, 1, 4, false, 128}, 2)));
+  parts.header["__metadata__"]["ngf"] = "256";
+  CHECK(user_error_of([&] { parse_safetensors_network(join(parts), "m"); }) ==
+        "model file m: __metadata__ ngf is 256, but a 128x128 generator's first layer then has 4096 channels, more "
+        "than 2048: ngf must be at most 128 at this size");
 }
 
 TEST_CASE("safetensors: a dcgan bias is one per channel, the same at each of the 16 projection pixels") {
@@ -208,17 +249,17 @@ TEST_CASE("safetensors: metadata that is missing or wrong is named") {
 TEST_CASE("safetensors: missing, extra, mistyped and misshapen tensors are named with what was expected") {
   CHECK(error_after([](Parts& p) { remove_tensor(p, "main.4.running_var"); }) ==
         "model file m.safetensors: it has no tensor 'main.4.running_var', (64) float32 in the generator of nz 100, "
-        "ngf 16, nc 1, 4x4 kernels, no biases");
+        "ngf 16, nc 1, 4x4 kernels, no biases, 64x64 images");
   CHECK(contains(error_after([](Parts& p) {
                    p.header["main.0.bias"] = {{"dtype", "F32"}, {"shape", {0}}, {"data_offsets", {0, 0}}};
                  }),
-                 "it has a tensor 'main.0.bias' that the generator of nz 100, ngf 16, nc 1, 4x4 kernels, no biases "
-                 "does not have (its __metadata__ bias is \"false\")"));
+                 "it has a tensor 'main.0.bias' that the generator of nz 100, ngf 16, nc 1, 4x4 kernels, no biases, "
+                 "64x64 images does not have (its __metadata__ bias is \"false\")"));
   CHECK(contains(error_after([](Parts& p) { p.header["main.3.weight"]["dtype"] = "I32"; }),
                  "tensor 'main.3.weight' has dtype I32, but the generator's tensors are float32 (F32)"));
   CHECK(contains(error_after([](Parts& p) { p.header["main.3.weight"]["shape"] = json::array({64, 128, 4, 4}); }),
                  "tensor 'main.3.weight' has shape (64, 128, 4, 4), but the generator of nz 100, ngf 16, nc 1, 4x4 "
-                 "kernels, no biases has (128, 64, 4, 4)"));
+                 "kernels, no biases, 64x64 images has (128, 64, 4, 4)"));
   CHECK(contains(error_after([](Parts& p) { p.header["__metadata__"]["nz"] = "50"; }),
                  "tensor 'main.0.weight' has shape (100, 128, 4, 4), but the generator of nz 50"));
   CHECK(contains(error_after([](Parts& p) {

@@ -269,7 +269,7 @@ TEST_CASE("network: specs outside the supported ranges are refused in words") {
   CHECK(model_spec_problem({100, 64, 2, 5, true}) == "nc is 2, but it must be 1 (grey) or 3 (RGB)");
   CHECK(model_spec_problem({100, 64, 3, 3, true}) == "kernel_size is 3, but it must be 4 or 5");
   CHECK_THROWS_AS(Network(ModelSpec{100, 64, 3, 3, true}), std::invalid_argument);
-  CHECK(describe_spec({128, 32, 1, 4, false}) == "nz 128, ngf 32, nc 1, 4x4 kernels, no biases");
+  CHECK(describe_spec({128, 32, 1, 4, false}) == "nz 128, ngf 32, nc 1, 4x4 kernels, no biases, 64x64 images");
 }
 
 TEST_CASE("network: random weights of any spec validate; no biases means zero biases; network.bin is SHPC only") {

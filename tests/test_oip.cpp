@@ -137,33 +137,40 @@ TEST_CASE("oip: the binary part must be exactly what the input says") {
 TEST_CASE("oip: the answer holds channel_to_byte of each value, as JSON or as bytes after the JSON") {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> value(-1.2f, 1.2f);
-  for (const int channels : {3, 1}) {
+  for (const auto& [channels, size] : {std::pair{3, 64}, std::pair{1, 64}, std::pair{3, 32}, std::pair{1, 128}}) {
+    ModelSpec spec = kTutorialSpec;
+    spec.image_channels = channels;
+    spec.image_size = size;
+    const int pixels = size * size;
+    const int64_t rgb_bytes = rgb8_image_bytes(size);
     InferRequest request;
     request.images.count = 3;
     request.id = "a\"b";
     request.has_id = true;
-    std::vector<float> images(static_cast<size_t>(3 * 4096 * channels));
+    std::vector<float> images(static_cast<size_t>(3 * pixels * channels));
     for (float& v : images) v = value(rng);
-    std::string want(3 * kRgb8ImageBytes, '\0');
+    std::string want(static_cast<size_t>(3 * rgb_bytes), '\0');
     for (int k = 0; k < 3; ++k) {
-      for (int p = 0; p < 4096; ++p) {
-        for (int c = 0; c < 3; ++c) want[static_cast<size_t>(k * kRgb8ImageBytes + p * 3 + c)] = static_cast<char>(channel_to_byte(images[static_cast<size_t>((k * 4096 + p) * channels + (channels == 3 ? c : 0))]));
+      for (int p = 0; p < pixels; ++p) {
+        for (int c = 0; c < 3; ++c) want[static_cast<size_t>(k * rgb_bytes + p * 3 + c)] = static_cast<char>(channel_to_byte(images[static_cast<size_t>((k * pixels + p) * channels + (channels == 3 ? c : 0))]));
       }
     }
-    const InferAnswer as_json = encode_infer(request, images.data(), channels);
+    const InferAnswer as_json = encode_infer(request, images.data(), spec);
     CHECK(as_json.json_length.empty());
     const json::Value root = json::parse(as_json.body);
     CHECK(root.find("id")->text == "a\"b");
     const json::Value& output = root.find("outputs")->items.at(0);
     CHECK(output.find("datatype")->text == "UINT8");
-    CHECK(output.find("shape")->items.size() == 4);
+    REQUIRE(output.find("shape")->items.size() == 4);
+    CHECK(output.find("shape")->items[1].text == std::to_string(size));
+    CHECK(output.find("shape")->items[2].text == std::to_string(size));
     const auto& data = output.find("data")->items;
     REQUIRE(data.size() == want.size());
     size_t wrong = 0;
     for (size_t k = 0; k < data.size(); ++k) wrong += std::stoi(data[k].text) != static_cast<unsigned char>(want[k]);
     CHECK(wrong == 0);
     request.binary_output = true;
-    const InferAnswer as_binary = encode_infer(request, images.data(), channels);
+    const InferAnswer as_binary = encode_infer(request, images.data(), spec);
     const size_t head = std::stoul(as_binary.json_length);
     CHECK(as_binary.body.substr(head) == want);
     const json::Value binary_root = json::parse(as_binary.body.substr(0, head));

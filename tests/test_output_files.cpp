@@ -61,7 +61,7 @@ TEST_CASE("OutputFiles: npy runs from several threads give the header and the ra
     files.mark_committed();
   }
   CHECK(read_file(dir.file("r.npy")) ==
-        npy_header(n) + std::string(reinterpret_cast<const char*>(images.data()), images.size() * sizeof(float)));
+        npy_header(n, 3, 64) + std::string(reinterpret_cast<const char*>(images.data()), images.size() * sizeof(float)));
 }
 
 TEST_CASE("OutputFiles: text past ulimit -f fails with the file named, and no file is left") {
@@ -83,7 +83,8 @@ TEST_CASE("OutputFiles: text past ulimit -f fails with the file named, and no fi
         return at;
       };
       for (int64_t first = 0; first < n; first += 16) {
-        write_text_run(images.data() + first * kImageValues, std::min<int64_t>(16, n - first), 1, blocks, place, files);
+        write_text_run(images.data() + first * kImageValues, std::min<int64_t>(16, n - first), 1, blocks, place, files,
+                       3, 64);
       }
     });
   }
@@ -111,11 +112,11 @@ TEST_CASE("npy and text sinks: long runs and a short run after keep every byte")
     text->append(images.data() + first * kImageValues, first, std::min(text_run, text_n - first));
   commit_sinks({npy.get(), text.get()});
   CHECK(read_file(dir.file("r.npy")) ==
-        npy_header(n) + std::string(reinterpret_cast<const char*>(images.data()), images.size() * sizeof(float)));
+        npy_header(n, 3, 64) + std::string(reinterpret_cast<const char*>(images.data()), images.size() * sizeof(float)));
   std::string expected = std::to_string(text_n) + "\n";
-  std::vector<char> line(kMaxImageTextBytes);
+  std::vector<char> line(max_image_text_bytes(kImageValues));
   for (int64_t k = 0; k < text_n; ++k) {
-    expected.append(line.data(), format_image_text(images.data() + k * kImageValues, line.data()));
+    expected.append(line.data(), format_image_text(images.data() + k * kImageValues, line.data(), kImageValues));
   }
   CHECK(read_file(dir.file("r.txt")) == expected);
 }

@@ -372,6 +372,7 @@ struct RecordingSink : ImageSink {
   RecordingSink(std::vector<float>* s, int64_t f, bool* c) : seen(s), fail_at(f), was_committed(c) {}
   using ImageSink::append;
   int image_channels() const override { return 3; }
+  int image_size() const override { return 64; }
   void append(const ImageRun& images, int64_t first, int64_t count) override {
     if (first >= fail_at) throw UserError("disk full at " + std::to_string(first));
     for (int64_t k = 0; k < count; ++k) seen->push_back(images.values()[k * kImageValues]);
@@ -572,7 +573,7 @@ TEST_CASE("formats at an offset: runs written in any order, by any split, give t
       const float* run = images.data() + first * kImageValues;
       if (format == OutputFormat::Text) {
         auto place = [&](int64_t bytes) { return std::exchange(text_end, text_end + bytes); };
-        write_text_run(run, count, 3, blocks, place, memory);
+        write_text_run(run, count, 3, blocks, place, memory, 3, 64);
       } else {
         layout.write_run(run, first, count, memory);
       }

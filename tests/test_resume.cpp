@@ -350,7 +350,7 @@ TEST_CASE("sinks with --resume: each shard in place and recorded as it is finish
   std::unique_ptr<ImageSink> sink = make_sink(OutputFormat::NpyU8, prefix, n, options);
   CHECK(dir.names() == std::vector<std::string>{"r.facegen-resume", "w-000000.u8.npy", "w-000001.u8.npy",
                                                 "w-000002.u8.npy"});  // nothing made before its images
-  const ImageRun run = ImageRun::floats(images.data(), 3);
+  const ImageRun run = ImageRun::floats(images.data(), 3, 64);
   sink->write_run(run, 0, 3, RecordRun(), 0, 1);
   CHECK(::access((prefix + "-000000.u8.npy").c_str(), F_OK) != 0);  // 3 of 4 images
   sink->write_run(run.skip(3), 3, 1, RecordRun(), 0, 1);

@@ -172,7 +172,7 @@ void check_npy(const Written& written, OutputFormat format, const std::vector<fl
     REQUIRE(written.files.count(name) == 1);
     const std::string& bytes = written.files.at(name);
     const int64_t first = k * s, count = s == 0 ? n : std::min(s, n - first);
-    const std::string header = u8 ? npy_u8_header(count) : npy_header(count, nc);
+    const std::string header = u8 ? npy_u8_header(count, 64) : npy_header(count, nc, 64);
     CHECK(header.find(u8 ? "'descr': '|u1'" : "'descr': '<f4'") != std::string::npos);
     CHECK(header.find("'shape': (" + std::to_string(count) + ", 64, 64, " + std::to_string(u8 ? 3 : nc) + ")") !=
           std::string::npos);
@@ -299,12 +299,12 @@ TEST_CASE("job flow: units are the files of the outputs of many files; txt or a 
 
   // Lanes: half the threads, at most the units; one where order is needed. Buffers: two a lane and
   // two more, at least 4, within the bytes in flight.
-  const JobFlow tar = job_flow({OutputFormat::Tar}, OutputOptions{}, 1000000, 16, kRgb8ImageBytes, 0, false);
+  const JobFlow tar = job_flow({OutputFormat::Tar}, OutputOptions{}, 1000000, 16, rgb8_image_bytes(64), 0, false);
   CHECK(tar.unit_images == kDefaultShardImages);
-  CHECK(tar.piece_images == kDefaultPieceBytes / kRgb8ImageBytes);
+  CHECK(tar.piece_images == kDefaultPieceBytes / rgb8_image_bytes(64));
   CHECK(tar.lanes == 8);
   CHECK(tar.buffers == 18);
-  CHECK(job_flow({OutputFormat::Tar}, OutputOptions{}, 25000, 16, kRgb8ImageBytes, 0, false).lanes == 3);
+  CHECK(job_flow({OutputFormat::Tar}, OutputOptions{}, 25000, 16, rgb8_image_bytes(64), 0, false).lanes == 3);
   const JobFlow text = job_flow({OutputFormat::Text}, OutputOptions{}, 100, 16, 49152, 0, true);
   CHECK(text.lanes == 1);
   CHECK(text.buffers == 4);

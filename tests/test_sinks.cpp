@@ -244,13 +244,13 @@ TEST_CASE("text formatter: identical to snprintf(\"%.4f \") on edges and million
 
 TEST_CASE("text formatter: one image line is its values and a newline") {
   const std::vector<float> image = random_images(1, 9, -1.0f, 1.0f);
-  std::vector<char> out(kMaxImageTextBytes);
-  const size_t n = format_image_text(image.data(), out.data());
+  std::vector<char> out(max_image_text_bytes(kImageValues));
+  const size_t n = format_image_text(image.data(), out.data(), kImageValues);
   CHECK(std::string(out.data(), n) == printf_line(image.data()));
 
   // The bound holds for the longest values there are.
   std::vector<float> longest(kImageValues, -FLT_MAX);
-  CHECK(format_image_text(longest.data(), out.data()) == kMaxImageTextBytes);
+  CHECK(format_image_text(longest.data(), out.data(), kImageValues) == max_image_text_bytes(kImageValues));
 }
 
 TEST_CASE("bmp sink: exact bytes for 1, 2 and 5 images (1x1, 2x2 and 3x3 tiles, black where unused)") {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/model_shape.hpp"
 #include "common/errors.hpp"
 #include "commit/existing_outputs.hpp"
 #include "formats/tar_shard.hpp"
@@ -96,9 +97,9 @@ inline std::string earlier_output(facegen::WrittenKind kind, const std::string& 
       return bytes + tag;
     }
     case facegen::WrittenKind::Npy:
-      return facegen::npy_header(1) + tag;
+      return facegen::npy_header(1, 3, 64) + tag;
     case facegen::WrittenKind::NpyU8:
-      return facegen::npy_u8_header(1) + tag;
+      return facegen::npy_u8_header(1, 64) + tag;
     case facegen::WrittenKind::Tar:
       return facegen::tar_header("000000000.png", static_cast<int64_t>(tag.size())) + tag;
     case facegen::WrittenKind::Png:

@@ -57,10 +57,10 @@ TEST_CASE("synthetic backend: the period's images, flags and pixels are the form
       const std::vector<float> z = odd_latents(n, 11 + static_cast<uint64_t>(n) * 31 + static_cast<uint64_t>(threads));
       const std::vector<float> want = formula_images(z, n);
       std::vector<uint8_t> want_flags(static_cast<size_t>(n));
-      std::vector<unsigned char> want_rgb(static_cast<size_t>(n * kRgb8ImageBytes));
+      std::vector<unsigned char> want_rgb(static_cast<size_t>(n * rgb8_image_bytes(kImageSize)));
       for (int64_t k = 0; k < n; ++k) {
         want_flags[static_cast<size_t>(k)] = scan_image(want.data() + k * kImageValues, kImageValues);
-        image_to_rgb8(want.data() + k * kImageValues, 3, want_rgb.data() + k * kRgb8ImageBytes);
+        image_to_rgb8(want.data() + k * kImageValues, 3, kImageSize, want_rgb.data() + k * rgb8_image_bytes(kImageSize));
       }
 
       std::vector<float> floats(want.size(), -7.5f);  // poisoned
@@ -69,13 +69,13 @@ TEST_CASE("synthetic backend: the period's images, flags and pixels are the form
 
       std::vector<float> checked(want.size(), 3.25f);
       std::vector<uint8_t> flags(static_cast<size_t>(n), 0xEE);
-      backend->generate_checked(z.data(), n, {ImageEncoding::Float32, checked.data(), flags.data(), 100, 3}, threads);
+      backend->generate_checked(z.data(), n, {ImageEncoding::Float32, checked.data(), flags.data(), 100, 3, kImageSize}, threads);
       CHECK(same_bits(checked.data(), want.data(), want.size()));
       CHECK(flags == want_flags);
 
       std::vector<unsigned char> rgb(want_rgb.size(), 0xA5);
       std::vector<uint8_t> rgb_flags(static_cast<size_t>(n), 0xEE);
-      backend->generate_checked(z.data(), n, {ImageEncoding::Rgb8, rgb.data(), rgb_flags.data(), 100, 3}, threads);
+      backend->generate_checked(z.data(), n, {ImageEncoding::Rgb8, rgb.data(), rgb_flags.data(), 100, 3, kImageSize}, threads);
       CHECK(rgb == want_rgb);
       CHECK(rgb_flags == want_flags);
     }
@@ -89,9 +89,9 @@ TEST_CASE("synthetic backend: the flags can say non-finite and saturated") {
   std::vector<float> z(200, 0.25f);
   z[17] = std::numeric_limits<float>::quiet_NaN();  // image 0: non-finite
   for (int i = 100; i < 200; ++i) z[static_cast<size_t>(i)] = 1e30f;  // image 1: every value exactly 1
-  std::vector<unsigned char> rgb(2 * kRgb8ImageBytes);
+  std::vector<unsigned char> rgb(2 * rgb8_image_bytes(kImageSize));
   std::vector<uint8_t> flags(2, 0);
-  backend->generate_checked(z.data(), 2, {ImageEncoding::Rgb8, rgb.data(), flags.data(), 100, 3}, 1);
+  backend->generate_checked(z.data(), 2, {ImageEncoding::Rgb8, rgb.data(), flags.data(), 100, 3, kImageSize}, 1);
   CHECK(flags[0] == kImageNonFinite);
   CHECK(flags[1] == kImageSaturated);
 }

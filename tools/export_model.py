@@ -6,12 +6,14 @@
 IN is either
   - a PyTorch state_dict of the DCGAN tutorial's generator (torch.save(netG.state_dict(), ...); keys
     main.0.weight, main.1.weight, ..., a `module.` prefix from DataParallel accepted), read with
-    torch.load(weights_only=True): nz, ngf and nc come from the tensor shapes, the kernel size (4: the
-    tutorial's "dcgan"; 5: the SHPC alignment, "shpc") from main.3.weight, biases from main.0.bias; or
+    torch.load(weights_only=True): the image size from the number of transposed convolutions (main.0,
+    main.3, ..., main.3S: S = 3, 4 or 5 stride-2 ones after the first, 32x32, 64x64 or 128x128), nz, ngf
+    and nc from the tensor shapes, the kernel size (4: the tutorial's "dcgan"; 5: the SHPC alignment,
+    "shpc") from main.3.weight, biases from main.0.bias; or
   - a network.bin (the SHPC facegen network, exactly 20,549,132 bytes of float32), converted from its
     (in, out) and (kh, kw, out, in) layouts to PyTorch's.
 OUT holds the tensors under PyTorch's own names and layouts (float32; num_batches_tracked int64) and
-the architecture in __metadata__ (architecture, nz, ngf, nc, kernel_size, bias), so that
+the architecture in __metadata__ (architecture, nz, ngf, nc, kernel_size, bias, image_size), so that
 safetensors.torch.load_file + load_state_dict work; it is written atomically (a temporary file in the
 same folder, then a rename). The format is written here in plain Python: an 8-byte little-endian
 header length, the JSON header (padded with spaces to a multiple of 8), then the data.
@@ -29,16 +31,18 @@ import numpy as np
 
 SHPC_BYTES = 20549132  # network.bin: 5,137,283 float32 values
 SHPC_NZ, SHPC_NGF, SHPC_NC = 100, 64, 3
+IMAGE_SIZES = {3: 32, 4: 64, 5: 128}  # stride-2 transposed convolutions -> pixels a side
+MAX_FIRST_CHANNELS = 2048  # C0, the widest feature map facegen runs
 
 
 class ExportError(Exception):
     """A problem with the input, said in one sentence."""
 
 
-def generator_keys(kernel, has_bias):
+def generator_keys(kernel, has_bias, stages=4):
     """The tensor names of the generator, in state_dict order, with the role of each."""
     keys = ["main.0.weight"] + (["main.0.bias"] if has_bias else [])
-    for i in range(4):
+    for i in range(stages):
         bn = f"main.{3 * i + 1}"
         keys += [f"{bn}.weight", f"{bn}.bias", f"{bn}.running_mean", f"{bn}.running_var", f"{bn}.num_batches_tracked"]
         conv = f"main.{3 * i + 3}"
@@ -46,13 +50,18 @@ def generator_keys(kernel, has_bias):
     return keys
 
 
-def expected_shapes(nz, ngf, nc, kernel, has_bias):
+def stage_channels(ngf, nc, stages):
+    """C_0 .. C_S: ngf * 2^(S-1), ..., 2 ngf, ngf, then nc."""
+    return [ngf << (stages - 1 - i) for i in range(stages)] + [nc]
+
+
+def expected_shapes(nz, ngf, nc, kernel, has_bias, stages=4):
     """Key -> shape of the generator with these sizes."""
-    c = [ngf * 8, ngf * 4, ngf * 2, ngf, nc]
+    c = stage_channels(ngf, nc, stages)
     shapes = {"main.0.weight": (nz, c[0], 4, 4)}
     if has_bias:
         shapes["main.0.bias"] = (c[0], 4, 4) if kernel == 5 else (c[0],)
-    for i in range(4):
+    for i in range(stages):
         bn, conv = f"main.{3 * i + 1}", f"main.{3 * i + 3}"
         for part in ("weight", "bias", "running_mean", "running_var"):
             shapes[f"{bn}.{part}"] = (c[i],)
@@ -63,8 +72,22 @@ def expected_shapes(nz, ngf, nc, kernel, has_bias):
     return shapes
 
 
-def describe(nz, ngf, nc, kernel, has_bias):
-    return f"nz {nz}, ngf {ngf}, nc {nc}, {kernel}x{kernel} kernels, {'with' if has_bias else 'no'} biases"
+def describe(nz, ngf, nc, kernel, has_bias, size=64):
+    return (f"nz {nz}, ngf {ngf}, nc {nc}, {kernel}x{kernel} kernels, {'with' if has_bias else 'no'} biases, "
+            f"{size}x{size} images")
+
+
+def count_stages(path, tensors):
+    """S, the stride-2 transposed convolutions after the first: main.3S.weight is the last 4-d main.{3j}.weight
+    (a gap before it is a missing tensor, named when the shapes are checked)."""
+    convs = sorted(int(m.group(1)) // 3 for key, value in tensors.items()
+                   if (m := re.fullmatch(r"main\.(\d+)\.weight", key)) and int(m.group(1)) % 3 == 0 and value.dim() == 4)
+    stages = convs[-1] if convs else 0
+    if stages not in IMAGE_SIZES:
+        raise ExportError(f"{path}: its last transposed convolution is main.{3 * stages}.weight, so it has {stages + 1} "
+                          "of them, but a generator facegen runs has 4, 5 or 6 (32x32, 64x64 or 128x128 images: the "
+                          "first from 1x1 to 4x4, each next one stride 2)")
+    return stages
 
 
 def from_state_dict(path):
@@ -95,20 +118,19 @@ def from_state_dict(path):
         shown = ", ".join(list(tensors)[:6]) + (", ..." if len(tensors) > 6 else "")
         raise ExportError(f"{path} has no tensor main.0.weight (the DCGAN tutorial generator's first layer); "
                           f"its keys are {shown or 'none'}")
-    first, third, last = tensors["main.0.weight"], tensors.get("main.3.weight"), tensors.get("main.12.weight")
-    if first.dim() != 4 or first.shape[2:] != (4, 4) or first.shape[1] % 8 != 0:
-        raise ExportError(f"{path}: main.0.weight has shape {tuple(first.shape)}, but the generator's first layer is "
-                          "(nz, 8 ngf, 4, 4)")
-    if third is None or third.dim() != 4 or third.shape[2] not in (4, 5):
-        shape = "missing" if third is None else f"of shape {tuple(third.shape)}"
-        raise ExportError(f"{path}: main.3.weight is {shape}, but it must be (8 ngf, 4 ngf, k, k) with k 4 or 5")
-    if last is None or last.dim() != 4:
-        shape = "missing" if last is None else f"of shape {tuple(last.shape)}"
-        raise ExportError(f"{path}: main.12.weight is {shape}, but it must be (ngf, nc, k, k)")
-    nz, ngf, nc, kernel = first.shape[0], first.shape[1] // 8, last.shape[1], third.shape[2]
+    first, third = tensors["main.0.weight"], tensors.get("main.3.weight")
+    stages = count_stages(path, tensors)
+    last_key = f"main.{3 * stages}.weight"
+    last, widths = tensors[last_key], 1 << (stages - 1)  # C0 = ngf * widths
+    if first.dim() != 4 or first.shape[2:] != (4, 4) or first.shape[1] % widths != 0:
+        raise ExportError(f"{path}: main.0.weight has shape {tuple(first.shape)}, but the first layer of a generator of "
+                          f"{IMAGE_SIZES[stages]}x{IMAGE_SIZES[stages]} images is (nz, {widths} ngf, 4, 4)")
+    if third.shape[2] not in (4, 5):
+        raise ExportError(f"{path}: main.3.weight has shape {tuple(third.shape)}, but its kernel must be 4x4 or 5x5")
+    nz, ngf, nc, kernel = first.shape[0], first.shape[1] // widths, last.shape[1], third.shape[2]
     has_bias = "main.0.bias" in tensors
-    expected = expected_shapes(nz, ngf, nc, kernel, has_bias)
-    what = f"the generator of {describe(nz, ngf, nc, kernel, has_bias)}"
+    expected = expected_shapes(nz, ngf, nc, kernel, has_bias, stages)
+    what = f"the generator of {describe(nz, ngf, nc, kernel, has_bias, IMAGE_SIZES[stages])}"
     for key, shape in expected.items():
         if key not in tensors:
             if key.endswith("num_batches_tracked"):
@@ -120,7 +142,7 @@ def from_state_dict(path):
         if key not in expected:
             raise ExportError(f"{path} has a tensor {key} that {what} does not have")
     arrays = {}
-    for key in generator_keys(kernel, has_bias):
+    for key in generator_keys(kernel, has_bias, stages):
         if key.endswith("num_batches_tracked"):
             value = tensors.get(key, torch.tensor(0, dtype=torch.int64))
             arrays[key] = np.asarray(value.to(torch.int64).numpy(), dtype="<i8")
@@ -129,7 +151,7 @@ def from_state_dict(path):
         if not value.is_floating_point():
             raise ExportError(f"{path}: {key} is {value.dtype}, but the generator's weights are floating point")
         arrays[key] = value.detach().to(torch.float32).numpy().astype("<f4", order="C")
-    return metadata(nz, ngf, nc, kernel, has_bias), arrays
+    return metadata(nz, ngf, nc, kernel, has_bias, IMAGE_SIZES[stages]), arrays
 
 
 def from_network_bin(path):
@@ -163,19 +185,25 @@ def from_network_bin(path):
     return metadata(SHPC_NZ, SHPC_NGF, SHPC_NC, 5, True), ordered
 
 
-def metadata(nz, ngf, nc, kernel, has_bias):
+def metadata(nz, ngf, nc, kernel, has_bias, size=64):
     return {"format": "pt", "architecture": "dcgan" if kernel == 4 else "shpc", "nz": str(nz), "ngf": str(ngf),
-            "nc": str(nc), "kernel_size": str(kernel), "bias": "true" if has_bias else "false"}
+            "nc": str(nc), "kernel_size": str(kernel), "bias": "true" if has_bias else "false",
+            "image_size": str(size)}
 
 
 def check_values(path, meta, arrays):
     """What facegen refuses, refused here first: NaN or Inf, a batch-norm variance + 1e-5 <= 0, sizes it
     does not run."""
-    nz, ngf, nc = int(meta["nz"]), int(meta["ngf"]), int(meta["nc"])
+    nz, ngf, nc, size = int(meta["nz"]), int(meta["ngf"]), int(meta["nc"]), int(meta["image_size"])
     if not 1 <= nz <= 1024:
         raise ExportError(f"{path}: nz is {nz}, but facegen runs nz 1 to 1024")
     if not (16 <= ngf <= 256 and ngf % 16 == 0):
         raise ExportError(f"{path}: ngf is {ngf}, but facegen runs ngf a multiple of 16 from 16 to 256")
+    first = ngf * size // 8  # C0 = ngf * 2^(S-1), S = log2(size) - 2
+    if first > MAX_FIRST_CHANNELS:
+        raise ExportError(f"{path}: ngf is {ngf}, so the first layer of this {size}x{size} generator has {first} "
+                          f"channels, but facegen runs at most {MAX_FIRST_CHANNELS} (ngf at most "
+                          f"{MAX_FIRST_CHANNELS * 8 // size} at this size)")
     if nc not in (1, 3):
         raise ExportError(f"{path}: nc is {nc}, but facegen runs nc 1 (grey) or 3 (RGB)")
     for key, a in arrays.items():
@@ -250,7 +278,7 @@ def main(argv):
         print(f"export_model: error: {e}", file=sys.stderr)
         return 1
     print(f"wrote {argv[2]}: architecture {meta['architecture']}, "
-          f"{describe(int(meta['nz']), int(meta['ngf']), int(meta['nc']), int(meta['kernel_size']), meta['bias'] == 'true')}")
+          f"{describe(int(meta['nz']), int(meta['ngf']), int(meta['nc']), int(meta['kernel_size']), meta['bias'] == 'true', int(meta['image_size']))}")
     return 0
 
 

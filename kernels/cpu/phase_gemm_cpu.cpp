@@ -98,6 +98,11 @@ PackedLayer pack_tconv(const TConvView& tc, const BatchNormView* next_bn, CpuIsa
   if (tc.kernel_size != 4 && tc.kernel_size != 5)
     throw std::logic_error("phase_gemm_cpu: kernel size " + std::to_string(tc.kernel_size) +
                            " is neither 4 nor 5");
+  // The last layer's vectors run along its input columns: a map narrower than a step of this
+  // instruction set's kernel (16 columns against AVX-512's 32, for 32x32 images) takes the next
+  // narrower one, whose results differ by rounding only.
+  while (!next_bn && isa != CpuIsa::Sse2 && tc.size_in % kernels_for(isa).tanh_columns != 0)
+    isa = static_cast<CpuIsa>(static_cast<int>(isa) - 1);
   PackedLayer layer;
   layer.isa = isa;
   layer.c_in = tc.c_in;

@@ -257,15 +257,17 @@ inline void check_fp32_tensor_cores_as_exact(const std::vector<float>& net, cons
   std::vector<GemmKernel> forms = {dn.gemm_kernel()};
   if (forms[0] == GemmKernel::Wgmma) forms.push_back(GemmKernel::MmaSync);
   std::vector<float> images[2];
-  const char* layers[kGpuLayers + 1] = {"projection", "tconv1", "tconv2", "tconv3", "tconv4+tanh", "network"};
+  const int layers = spec.stages() + 1;
   for (size_t f = 0; f < forms.size(); ++f) {
     dn.use_gemm_kernel(forms[f]);
     const NetworkErrors tc = measure_layer_errors(dn, ref, &images[f]);
-    for (int l = 0; l <= kGpuLayers; ++l) {
-      const ErrorStats& a = l < kGpuLayers ? ffma.layer[l] : ffma.network;
-      const ErrorStats& b = l < kGpuLayers ? tc.layer[l] : tc.network;
-      const double limit = l >= kGpuLayers - 1 ? image_tol : 1e-4;
-      const std::string at = what + " " + layers[l] + " (tensor cores on " + gemm_kernel_name(forms[f]) + ")";
+    for (int l = 0; l <= layers; ++l) {
+      const ErrorStats& a = l < layers ? ffma.layer[l] : ffma.network;
+      const ErrorStats& b = l < layers ? tc.layer[l] : tc.network;
+      const double limit = l >= layers - 1 ? image_tol : 1e-4;
+      const std::string name = l == 0 ? "projection" : l < layers - 1 ? "tconv" + std::to_string(l)
+                             : l == layers - 1 ? "tconv" + std::to_string(l) + "+tanh" : "network";
+      const std::string at = what + " " + name + " (tensor cores on " + gemm_kernel_name(forms[f]) + ")";
       MESSAGE(at << ": |error| vs float64 over " << n << " images, worst / mean: tensor cores " << b.worst << " / "
                  << b.mean() << ", FFMA " << a.worst << " / " << a.mean());
       CHECK_MESSAGE(b.not_finite + a.not_finite == 0, at << ": values not written or not finite: tensor cores "

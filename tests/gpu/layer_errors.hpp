@@ -5,8 +5,9 @@
 // the GPU stores activations: z for the projection, then each layer's float64 output (after its batch
 // norm and ReLU) for the next; its output is compared with the float64 layer on that same input. The
 // whole network is DeviceNetwork::forward from z against the float64 forward pass without any
-// rounding between layers (tests/gpu/reference.hpp). Layer outputs, per image:
-//   0 projection + bn + relu (4, 4, 8g)   1..3 tconv1-3 + bn + relu (8..32, .., 4g..g)   4 tconv4 + tanh (64, 64, nc)
+// rounding between layers (tests/gpu/reference.hpp). Layer outputs, per image (S = spec.stages()):
+//   0 projection + bn + relu (4, 4, C0)   1..S-1 the hidden tconvs + bn + relu (8.., C1..g)
+//   S the last tconv + tanh (size, size, nc)
 // fp32 networks only (FFMA or tensor cores): their activations are float32.
 #pragma once
 
@@ -40,13 +41,13 @@ struct ErrorStats {
 };
 
 struct NetworkErrors {
-  ErrorStats layer[kGpuLayers];
+  ErrorStats layer[kMaxGpuLayers];  // the network's spec.stages() + 1 layers
   ErrorStats network;
 };
 
 // Values per image of layer l's output.
 inline size_t layer_values(const ModelSpec& spec, int l) {
-  if (l == kGpuLayers - 1) return static_cast<size_t>(spec.image_values());
+  if (l == spec.stages()) return static_cast<size_t>(spec.image_values());
   const size_t h = ModelSpec::stage_size(l);
   return h * h * spec.stage_channels(l);
 }
@@ -56,8 +57,8 @@ inline size_t layer_values(const ModelSpec& spec, int l) {
 struct LayerReference {
   ModelSpec spec;
   int n = 0;
-  std::vector<float> input[kGpuLayers];    // (n, values of the layer's input); input[0] is z
-  std::vector<double> output[kGpuLayers];  // (n, layer_values(l))
+  std::vector<float> input[kMaxGpuLayers];    // (n, values of the layer's input); input[0] is z
+  std::vector<double> output[kMaxGpuLayers];  // (n, layer_values(l))
   std::vector<double> images;              // (n, image values)
 };
 
@@ -68,7 +69,8 @@ inline LayerReference make_layer_reference(const std::vector<float>& net, const 
   r.n = n;
   const reference::Offsets o(spec);
   r.input[0].assign(z, z + size_t(n) * spec.latent_dim);
-  for (int l = 0; l < kGpuLayers; ++l) {
+  const int layers = spec.stages() + 1;
+  for (int l = 0; l < layers; ++l) {
     r.output[l].resize(size_t(n) * layer_values(spec, l));
     if (l > 0) r.input[l].resize(size_t(n) * layer_values(spec, l - 1));
   }
@@ -85,7 +87,7 @@ inline LayerReference make_layer_reference(const std::vector<float>& net, const 
     reference::bn_relu(x, &net[o.bn[0]], spec.stage_channels(0));
     for (int l = 0;; ++l) {
       std::copy(x.begin(), x.end(), r.output[l].begin() + img * x.size());
-      if (l == kGpuLayers - 1) break;
+      if (l == layers - 1) break;
       std::vector<double> in(x.size());
       for (size_t i = 0; i < x.size(); ++i) {
         const float f = static_cast<float>(x[i]);
@@ -95,7 +97,7 @@ inline LayerReference make_layer_reference(const std::vector<float>& net, const 
       const int s = l;  // tconv stage
       x = reference::tconv(in, ModelSpec::stage_size(s), spec.stage_channels(s), &net[o.tconv_weight[s]],
                            &net[o.tconv_bias[s]], spec.stage_channels(s + 1), spec.kernel_size);
-      if (s < 3) reference::bn_relu(x, &net[o.bn[s + 1]], spec.stage_channels(s + 1));
+      if (s + 1 < spec.stages()) reference::bn_relu(x, &net[o.bn[s + 1]], spec.stage_channels(s + 1));
       else
         for (double& v : x) v = std::tanh(v);
     }
@@ -154,8 +156,8 @@ inline ErrorStats measure_network_errors(const DeviceNetwork& dn, const LayerRef
                                          std::vector<float>* images_out = nullptr) {
   PoisonedBuffers b;
   const int n = ref.n;
-  void* act[4];
-  for (int s = 0; s < 4; ++s) act[s] = b.make(dn.activation_bytes_per_image(s) * n);
+  void* act[kMaxStages];
+  for (int s = 0; s < ref.spec.stages(); ++s) act[s] = b.make(dn.activation_bytes_per_image(s) * n);
   float* images = static_cast<float*>(b.make(size_t(n) * ref.spec.image_values() * 4));
   dn.forward(static_cast<const float*>(b.upload(ref.input[0])), n, act, images, nullptr);
   ErrorStats e;
@@ -173,14 +175,15 @@ inline NetworkErrors measure_layer_errors(const DeviceNetwork& dn, const LayerRe
   void* act0 = b.make(dn.activation_bytes_per_image(0) * n);
   dn.projection(static_cast<const float*>(b.upload(ref.input[0])), n, act0, nullptr);
   add_errors(act0, ref.output[0], e.layer[0]);
-  for (int s = 0; s < 3; ++s) {
+  const int last = ref.spec.stages();  // the last layer
+  for (int s = 0; s + 1 < last; ++s) {
     void* out = b.make(dn.activation_bytes_per_image(s + 1) * n);
     dn.tconv(s, b.upload(ref.input[s + 1]), n, out, nullptr);
     add_errors(out, ref.output[s + 1], e.layer[s + 1]);
   }
   float* images = static_cast<float*>(b.make(size_t(n) * ref.spec.image_values() * 4));
-  dn.output_layer(b.upload(ref.input[4]), n, images, nullptr);
-  add_errors(images, ref.output[4], e.layer[4]);
+  dn.output_layer(b.upload(ref.input[last]), n, images, nullptr);
+  add_errors(images, ref.output[last], e.layer[last]);
   e.network = measure_network_errors(dn, ref, network_images);
   return e;
 }

@@ -34,7 +34,7 @@ inline std::vector<float> random_network(uint64_t seed, const ModelSpec& spec = 
   fill(o.proj_weight, int64_t{spec.latent_dim} * spec.proj_outputs(), -a0, a0);
   fill(o.proj_bias, spec.proj_outputs(), -bias, bias);
   const float taps = 0.25f * spec.kernel_size * spec.kernel_size;  // taps per output pixel, on average
-  for (int s = 0; s < kNumStages; ++s) {
+  for (int s = 0; s < spec.stages(); ++s) {
     const int c = spec.stage_channels(s), k = spec.stage_channels(s + 1);
     fill(o.bn[s], c, -0.2f, 0.2f);              // beta
     fill(o.bn[s] + c, c, 0.7f, 1.3f);           // gamma
@@ -89,7 +89,7 @@ inline std::vector<double> tconv(const std::vector<double>& in, int h, int c_in,
 using StoredRounding = double (*)(double);
 inline double kept_exact(double v) { return v; }
 
-// One image: z (nz) -> (64, 64, nc). `stored` rounds the activations that enter each transposed
+// One image: z (nz) -> (size, size, nc). `stored` rounds the activations that enter each transposed
 // convolution (after batch norm and ReLU, where the GPU stores them); rounding weights is the caller's.
 inline std::vector<double> forward(const std::vector<float>& net, const float* z, const ModelSpec& spec = kShpcSpec,
                                    StoredRounding stored = kept_exact) {
@@ -101,7 +101,7 @@ inline std::vector<double> forward(const std::vector<float>& net, const float* z
     for (int k = 0; k < nz; ++k) s += static_cast<double>(z[k]) * net[o.proj_weight + int64_t{k} * k_out + j];
     x[j] = s;
   }
-  for (int s = 0; s < kNumStages; ++s) {
+  for (int s = 0; s < spec.stages(); ++s) {
     bn_relu(x, &net[o.bn[s]], spec.stage_channels(s));
     if (stored != kept_exact)
       for (double& v : x) v = stored(v);

@@ -44,10 +44,16 @@ const ModelSpec kSpecs[] = {
     {100, 64, 1, 4, false}, {128, 16, 3, 5, true}, {1024, 32, 3, 4, true},  {1, 128, 3, 4, false},
 };
 const ModelSpec kWidest{100, 256, 3, 5, false};  // layers only, at 1 and 3 images (its reference is slow)
+// {nz, base_channels, nc, kernel size, biases, image size}: the other image sizes, with widths that
+// meet the fixed-shape kernels' layers (32x32 of ngf 128, 128x128 of ngf 32) and widths that do not.
+const ModelSpec kSizeSpecs[] = {
+    {37, 48, 1, 5, true, 32}, {100, 128, 3, 4, false, 32}, {100, 32, 3, 4, false, 128}, {64, 16, 1, 5, true, 128},
+};
 
 std::string describe(const ModelSpec& s) {
   return "nz " + std::to_string(s.latent_dim) + " g " + std::to_string(s.base_channels) + " nc " +
-         std::to_string(s.image_channels) + " k " + std::to_string(s.kernel_size) + (s.has_bias ? " bias" : "");
+         std::to_string(s.image_channels) + " k " + std::to_string(s.kernel_size) + (s.has_bias ? " bias" : "") +
+         " " + std::to_string(s.image_size) + "px";
 }
 
 std::vector<int> layer_batch_sizes(int cap) {
@@ -127,7 +133,8 @@ void check_layers_on(const ModelSpec& spec, int cap, uint64_t seed, bool any_sha
         check(download(out, p), n, k_out, ref, layer_tolerance(p), std::string("projection ") + kArithmetics[i].name + " " + at);
       }
     }
-    for (int stage = 0; stage < 3; ++stage) {  // tconv + bn + relu
+    const int last = spec.stages() - 1;  // the last tconv's stage
+    for (int stage = 0; stage < last; ++stage) {  // tconv + bn + relu
       const int h = ModelSpec::stage_size(stage), c_in = spec.stage_channels(stage), c_out = spec.stage_channels(stage + 1);
       const size_t in_per = size_t(h) * h * c_in, out_per = size_t(4) * h * h * c_out;
       const auto in = bf16_exact_values(in_per * n, rng);
@@ -148,12 +155,12 @@ void check_layers_on(const ModelSpec& spec, int cap, uint64_t seed, bool any_sha
       }
     }
     {  // last tconv + bias + tanh
-      const int c_in = spec.stage_channels(3), nc = spec.image_channels;
-      const size_t in_per = size_t(32) * 32 * c_in, out_per = size_t(64) * 64 * nc;
+      const int c_in = spec.stage_channels(last), nc = spec.image_channels, h = ModelSpec::stage_size(last);
+      const size_t in_per = size_t(h) * h * c_in, out_per = size_t(spec.image_values());
       const auto in = bf16_exact_values(in_per * n, rng);
       const auto ref = reference_images(sampled_images(n), [&](int img) {
         std::vector<double> x(in.begin() + img * in_per, in.begin() + (img + 1) * in_per);
-        auto y = reference::tconv(x, 32, c_in, &net[o.tconv_weight[3]], &net[o.tconv_bias[3]], nc, k);
+        auto y = reference::tconv(x, h, c_in, &net[o.tconv_weight[last]], &net[o.tconv_bias[last]], nc, k);
         for (double& v : y) v = std::tanh(v);
         return y;
       });
@@ -167,7 +174,7 @@ void check_layers_on(const ModelSpec& spec, int cap, uint64_t seed, bool any_sha
         // bf16 terms (within 2^-18 of itself): its exact bound, 1e-5 + 2^-17 of each output's sum of
         // |products|, is checked in test_generator_gpu.cu; here, with sums of |products| up to about
         // 5, 1e-4.
-        const bool bf16_terms = p == Precision::Bf16 && dn[i]->fixed_shape(4) && dn[i]->output_mma();
+        const bool bf16_terms = p == Precision::Bf16 && dn[i]->fixed_shape(last + 1) && dn[i]->output_mma();
         check(download(out, Precision::Fp32), n, out_per, ref, Tolerance{bf16_terms ? 1e-4 : 1e-5, 0},
               std::string("output layer ") + kArithmetics[i].name + " " + at);
       }
@@ -191,7 +198,7 @@ void check_layers(const ModelSpec& spec, int cap, uint64_t seed) {
   const auto net = reference::random_network(seed, spec);
   const DeviceNetwork dn(net.data(), spec, Precision::Fp32);
   bool some_fixed = false;
-  for (int l = 0; l < kGpuLayers; ++l) some_fixed = some_fixed || dn.fixed_shape(l);
+  for (int l = 0; l < dn.layers(); ++l) some_fixed = some_fixed || dn.fixed_shape(l);
   if (some_fixed) check_layers_on(spec, cap, seed, true);
 }
 
@@ -218,45 +225,60 @@ TEST_CASE("any-shape kernels in every tile shape, k 4 and 5, at a few images (th
   check_layers(ModelSpec{128, 16, 3, 5, true}, 3, seed + 10);
 }
 
+namespace {
+
+// A pipeline of `spec` against float64 in every arithmetic, at n_max images and at every smaller batch
+// size (the same bits), and again in batches of 127 (both device slots, the graphs).
+void check_pipeline(const ModelSpec& spec, int n_max, uint64_t seed) {
+  const auto net = reference::random_network(seed, spec);
+  std::mt19937_64 rng(seed + 1);
+  const auto z = random_latents(size_t(n_max) * spec.latent_dim, rng);
+  const size_t per_image = spec.image_values();
+  const auto ref = reference_images(sampled_images(n_max), [&](int img) {
+    return reference::forward(net, &z[size_t(img) * spec.latent_dim], spec);
+  });
+  for (const Arithmetic& a : kArithmetics) {
+    const Precision p = a.precision;
+    const Fp32KernelScope fp32_kernel(a.fp32_kernel);
+    const std::string what = std::string("pipeline ") + a.name + " " + describe(spec);
+    const double emulated = emulated_rounding_error(net, spec, p, sampled_images(n_max), z, ref);
+    const double usual = p == Precision::Fp32 ? fp32_image_tolerance(spec) : image_tolerance(p).atol;
+    const Tolerance tol{std::max(usual, 2 * emulated), 0};
+    GpuPipeline pipe(net.data(), spec, p, n_max, 0);
+    std::vector<float> all(size_t(n_max) * per_image, std::numeric_limits<float>::quiet_NaN());
+    pipe.generate(z.data(), n_max, all.data());
+    const double worst = check(all, n_max, per_image, ref, tol, what);
+    if (p != Precision::Fp32)
+      MESSAGE(what << ": worst error " << worst << ", the emulated rounding's " << emulated << ", tolerance " << tol.atol);
+    for (int n : batch_sizes()) {
+      if (n >= n_max) continue;
+      std::vector<float> part(size_t(n) * per_image, std::numeric_limits<float>::quiet_NaN());
+      pipe.generate(z.data(), n, part.data());
+      CHECK_MESSAGE(std::memcmp(part.data(), all.data(), part.size() * 4) == 0,
+                    what << ": images of a batch of " << n << " differ from the same images in a batch of " << n_max);
+    }
+    // Several batches per call (a partial last one), through both device slots and the graphs.
+    GpuPipeline small(net.data(), spec, p, std::min(127, n_max), 0);
+    std::vector<float> again(all.size(), std::numeric_limits<float>::quiet_NaN());
+    small.generate(z.data(), n_max, again.data());
+    CHECK_MESSAGE(std::memcmp(again.data(), all.data(), all.size() * 4) == 0,
+                  what << ": " << n_max << " images in batches of " << small.max_batch() << " differ from one batch");
+  }
+}
+
+}  // namespace
+
 TEST_CASE("pipeline images of every shape match the float64 reference and do not depend on the batch size") {
   const int n_max = std::min(1000, batch_sizes().back());
   uint64_t seed = test_seed() + 200;
-  for (const ModelSpec& spec : {kSpecs[0], kSpecs[2], kSpecs[3], kSpecs[6]}) {
-    const auto net = reference::random_network(seed += 10, spec);
-    std::mt19937_64 rng(seed + 1);
-    const auto z = random_latents(size_t(n_max) * spec.latent_dim, rng);
-    const size_t per_image = spec.image_values();
-    const auto ref = reference_images(sampled_images(n_max), [&](int img) {
-      return reference::forward(net, &z[size_t(img) * spec.latent_dim], spec);
-    });
-    for (const Arithmetic& a : kArithmetics) {
-      const Precision p = a.precision;
-      const Fp32KernelScope fp32_kernel(a.fp32_kernel);
-      const std::string what = std::string("pipeline ") + a.name + " " + describe(spec);
-      const double emulated = emulated_rounding_error(net, spec, p, sampled_images(n_max), z, ref);
-      const double usual = p == Precision::Fp32 ? fp32_image_tolerance(spec) : image_tolerance(p).atol;
-      const Tolerance tol{std::max(usual, 2 * emulated), 0};
-      GpuPipeline pipe(net.data(), spec, p, n_max, 0);
-      std::vector<float> all(size_t(n_max) * per_image, std::numeric_limits<float>::quiet_NaN());
-      pipe.generate(z.data(), n_max, all.data());
-      const double worst = check(all, n_max, per_image, ref, tol, what);
-      if (p != Precision::Fp32)
-        MESSAGE(what << ": worst error " << worst << ", the emulated rounding's " << emulated << ", tolerance " << tol.atol);
-      for (int n : batch_sizes()) {
-        if (n >= n_max) continue;
-        std::vector<float> part(size_t(n) * per_image, std::numeric_limits<float>::quiet_NaN());
-        pipe.generate(z.data(), n, part.data());
-        CHECK_MESSAGE(std::memcmp(part.data(), all.data(), part.size() * 4) == 0,
-                      what << ": images of a batch of " << n << " differ from the same images in a batch of " << n_max);
-      }
-      // Several batches per call (a partial last one), through both device slots and the graphs.
-      GpuPipeline small(net.data(), spec, p, std::min(127, n_max), 0);
-      std::vector<float> again(all.size(), std::numeric_limits<float>::quiet_NaN());
-      small.generate(z.data(), n_max, again.data());
-      CHECK_MESSAGE(std::memcmp(again.data(), all.data(), all.size() * 4) == 0,
-                    what << ": " << n_max << " images in batches of " << small.max_batch() << " differ from one batch");
-    }
-  }
+  for (const ModelSpec& spec : {kSpecs[0], kSpecs[2], kSpecs[3], kSpecs[6]}) check_pipeline(spec, n_max, seed += 10);
+}
+
+TEST_CASE("32x32 and 128x128 networks: every layer and the pipeline's images match the float64 reference") {
+  uint64_t seed = test_seed() + 250;
+  for (const ModelSpec& spec : kSizeSpecs) check_layers(spec, 127, seed += 10);
+  const int n_max = std::min(300, batch_sizes().back());
+  for (const ModelSpec& spec : kSizeSpecs) check_pipeline(spec, n_max, seed += 10);
 }
 
 TEST_CASE("the any-shape kernels agree with the fixed-shape ones on the networks of the fixed shape") {
@@ -275,9 +297,12 @@ TEST_CASE("the any-shape kernels agree with the fixed-shape ones on the networks
     any.use_any_shape_kernels(true);
     std::vector<float> images[2];
     for (int k = 0; k < 2; ++k) {
-      DeviceBuffer act[4] = {DeviceBuffer(fixed.activation_bytes_per_image(0) * n), DeviceBuffer(fixed.activation_bytes_per_image(1) * n),
-                             DeviceBuffer(fixed.activation_bytes_per_image(2) * n), DeviceBuffer(fixed.activation_bytes_per_image(3) * n)};
-      void* const a[4] = {act[0].p, act[1].p, act[2].p, act[3].p};
+      std::vector<std::unique_ptr<DeviceBuffer>> act;
+      void* a[kMaxStages] = {};
+      for (int s = 0; s < spec.stages(); ++s) {
+        act.push_back(std::make_unique<DeviceBuffer>(fixed.activation_bytes_per_image(s) * n));
+        a[s] = act.back()->p;
+      }
       DeviceBuffer out(size_t(n) * spec.image_values() * 4);
       out.poison();
       if (k == 0) fixed.forward(static_cast<const float*>(dz.p), n, a, static_cast<float*>(out.p), nullptr);

@@ -171,7 +171,7 @@ TEST_CASE("CUDA backend: a stream of jobs gives each job generate_checked's byte
       options.precision = precision;
       options.images = encoding;
       auto gpu = make_cuda_backend(net, options);
-      const int64_t bytes_per_image = image_bytes(encoding, 3);
+      const int64_t bytes_per_image = image_bytes(encoding, 3, 64);
       std::mt19937_64 rng(400 + static_cast<int>(precision) * 2 + static_cast<int>(encoding));
       struct Job {
         std::vector<float> latents;
@@ -193,7 +193,7 @@ TEST_CASE("CUDA backend: a stream of jobs gives each job generate_checked's byte
         job.got_flags = locked ? gpu->allocate_host(static_cast<size_t>(n)) : plain_host_buffer(static_cast<size_t>(n));
         std::memset(job.got.get(), 0xCD, static_cast<size_t>(n * bytes_per_image));
         std::memset(job.got_flags.get(), 0x77, static_cast<size_t>(n));
-        gpu->generate_checked(job.latents.data(), n, {encoding, job.want.data(), job.want_flags.data(), kLatentDim, 3}, 0);
+        gpu->generate_checked(job.latents.data(), n, {encoding, job.want.data(), job.want_flags.data(), kLatentDim, 3, 64}, 0);
         jobs.push_back(std::move(job));
       }
       size_t next = 0, done = 0;
@@ -202,7 +202,7 @@ TEST_CASE("CUDA backend: a stream of jobs gives each job generate_checked's byte
           [&](StreamJob& job) {
             if (next == jobs.size()) return false;
             Job& j = jobs[next++];
-            job = StreamJob{j.latents.data(), j.n, {encoding, j.got.get(), static_cast<uint8_t*>(j.got_flags.get()), kLatentDim, 3}};
+            job = StreamJob{j.latents.data(), j.n, {encoding, j.got.get(), static_cast<uint8_t*>(j.got_flags.get()), kLatentDim, 3, 64}};
             return true;
           },
           [&](const StreamJob& job) {

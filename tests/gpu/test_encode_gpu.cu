@@ -92,14 +92,16 @@ bool untouched(const HostBytes& memory, int64_t from) {
 }
 
 struct Case {
-  const char* name;
+  std::string name;
   OutputFormat format;
   OutputOptions options;
 };
 
-std::vector<Case> cases() {
+// The cases for images of size x size pixels (padding up to a quarter of a tile: encoded runs).
+std::vector<Case> cases(int size) {
   std::vector<Case> all;
   OutputOptions plain;
+  plain.image_size = size;
   all.push_back({"png", OutputFormat::Png, plain});
   all.push_back({"tar", OutputFormat::Tar, plain});
   OutputOptions shards = plain;
@@ -119,8 +121,9 @@ std::vector<Case> cases() {
   all.push_back({"bmp, 7 columns, padding 2", OutputFormat::Bmp, grid});
   OutputOptions split = plain;
   split.mosaic_tiles = 4;
-  split.grid_padding = 16;
-  all.push_back({"mosaic-png split at 16 tiles, padding 16", OutputFormat::MosaicPng, split});
+  split.grid_padding = size / 4;
+  all.push_back({"mosaic-png split at 16 tiles, padding " + std::to_string(split.grid_padding), OutputFormat::MosaicPng, split});
+  for (Case& c : all) c.name += ", " + std::to_string(size) + "x" + std::to_string(size);
   return all;
 }
 
@@ -170,38 +173,40 @@ TEST_CASE("GPU encoders: every format's runs equal the CPU model's, and whole ou
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreate(&stream));
   int variant = 0;
-  for (const Case& c : cases()) {
-    for (int64_t count : {1, 3, 127}) {
-      // A whole output (first 0, total count), and a run from inside the output (first 7 of
-      // count + 11 images: inside a shard of 5, across shard and mosaic edges).
-      for (int64_t first : {0, 7}) {
-        ++variant;
-        INFO(c.name << ": images [" << first << ", " << first + count << ")");
-        const int64_t total = first == 0 ? count : first + count + 4;
-        const OutputLayout layout(c.format, "r", total, c.options);
-        REQUIRE(layout.encoded_kind() != EncodedKind::None);
-        const std::vector<unsigned char> pixels = random_bytes(count * kRgb8ImageBytes, test_seed() * 7 + variant);
-        const DeviceBytes device(pixels);
-        const EncodedCapacity capacity = layout.encoded_capacity(count);
-        RunMemory on_gpu(capacity, variant % 2 == 0), on_host(capacity, false);
-        EncodedRun gpu_run, host_run;
-        layout.plan_encoded_run(first, count, on_gpu.memory(), gpu_run, 2);
-        layout.plan_encoded_run(first, count, on_host.memory(), host_run, 2);
-        encoder.encode(EncodedRuns{false, {&gpu_run}}, device.p, count, stream);
-        encode_run_on_host(host_run, pixels.data(), 2);
-        REQUIRE(gpu_run.used == host_run.used);
-        const int64_t at = first_difference(gpu_run.bytes, host_run.bytes, gpu_run.used);
-        CHECK_MESSAGE(at == -1, "the GPU's bytes differ from the CPU model's first at byte " << at << " of " << gpu_run.used);
-        CHECK_MESSAGE(untouched(on_gpu.bytes, gpu_run.used), "bytes written past the run's end");
-        if (first == 0) {
-          ImageRun encoded{ImageEncoding::Rgb8, nullptr, 3};
-          encoded.encoded = &gpu_run;
-          const std::vector<std::string> want = encode_in_memory(layout, ImageRun::rgb8(pixels.data(), 3), 2);
-          const std::vector<std::string> got = encode_in_memory(layout, encoded, 2);
-          REQUIRE(got.size() == want.size());
-          int differing = 0;
-          for (size_t k = 0; k < want.size(); ++k) differing += got[k] != want[k];
-          CHECK_MESSAGE(differing == 0, differing << " of " << want.size() << " files differ from the formats' own");
+  for (const int size : kImageSizes) {
+    for (const Case& c : cases(size)) {
+      for (int64_t count : {1, 3, 127}) {
+        // A whole output (first 0, total count), and a run from inside the output (first 7 of
+        // count + 11 images: inside a shard of 5, across shard and mosaic edges).
+        for (int64_t first : {0, 7}) {
+          ++variant;
+          INFO(c.name << ": images [" << first << ", " << first + count << ")");
+          const int64_t total = first == 0 ? count : first + count + 4;
+          const OutputLayout layout(c.format, "r", total, c.options);
+          REQUIRE(layout.encoded_kind() != EncodedKind::None);
+          const std::vector<unsigned char> pixels = random_bytes(count * rgb8_image_bytes(size), test_seed() * 7 + variant);
+          const DeviceBytes device(pixels);
+          const EncodedCapacity capacity = layout.encoded_capacity(count);
+          RunMemory on_gpu(capacity, variant % 2 == 0), on_host(capacity, false);
+          EncodedRun gpu_run, host_run;
+          layout.plan_encoded_run(first, count, on_gpu.memory(), gpu_run, 2);
+          layout.plan_encoded_run(first, count, on_host.memory(), host_run, 2);
+          encoder.encode(EncodedRuns{false, {&gpu_run}}, device.p, count, stream);
+          encode_run_on_host(host_run, pixels.data(), 2);
+          REQUIRE(gpu_run.used == host_run.used);
+          const int64_t at = first_difference(gpu_run.bytes, host_run.bytes, gpu_run.used);
+          CHECK_MESSAGE(at == -1, "the GPU's bytes differ from the CPU model's first at byte " << at << " of " << gpu_run.used);
+          CHECK_MESSAGE(untouched(on_gpu.bytes, gpu_run.used), "bytes written past the run's end");
+          if (first == 0) {
+            ImageRun encoded{ImageEncoding::Rgb8, nullptr, 3, size};
+            encoded.encoded = &gpu_run;
+            const std::vector<std::string> want = encode_in_memory(layout, ImageRun::rgb8(pixels.data(), 3, size), 2);
+            const std::vector<std::string> got = encode_in_memory(layout, encoded, 2);
+            REQUIRE(got.size() == want.size());
+            int differing = 0;
+            for (size_t k = 0; k < want.size(); ++k) differing += got[k] != want[k];
+            CHECK_MESSAGE(differing == 0, differing << " of " << want.size() << " files differ from the formats' own");
+          }
         }
       }
     }
@@ -209,30 +214,36 @@ TEST_CASE("GPU encoders: every format's runs equal the CPU model's, and whole ou
   CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
-TEST_CASE("GPU pipeline: jobs with encoded runs get the CPU model's bytes of the pipeline's own pixels") {
-  // Jobs of odd sizes around the batch of 64 (one batch, several, a ragged last one), consecutive
-  // images of a tar in shards of 5, a png folder and a bmp mosaic; every other job also asks for its
-  // pixels; targets page-locked and plain by turns; everything poisoned.
-  const auto net = reference::random_network(test_seed() + 21);
+namespace {
+
+// A stream of jobs with encoded runs on a pipeline of `spec`'s network (see the test below).
+void check_encoded_jobs(const ModelSpec& spec) {
+  const auto net = reference::random_network(test_seed() + 21 + spec.image_size, spec);
+  const int size = spec.image_size;
+  const int64_t image_bytes = rgb8_image_bytes(size);
   const std::vector<int64_t> sizes = {1, 3, 63, 64, 65, 130, 7};
   int64_t total = 0;
   for (int64_t n : sizes) total += n;
   std::mt19937_64 rng(test_seed() + 22);
   std::normal_distribution<float> normal;
-  std::vector<float> z(static_cast<size_t>(total * kLatentDim));
+  std::vector<float> z(static_cast<size_t>(total * spec.latent_dim));
   for (auto& v : z) v = normal(rng);
   OutputOptions tar_options;
+  tar_options.image_size = size;
   tar_options.shard_images = 5;
+  OutputOptions png_options;
+  png_options.image_size = size;
   OutputOptions grid_options;
+  grid_options.image_size = size;
   grid_options.grid_columns = 7;
   grid_options.grid_padding = 2;
   const std::vector<OutputLayout> layouts = {OutputLayout(OutputFormat::Tar, "r", total, tar_options),
-                                             OutputLayout(OutputFormat::Png, "r", total, {}),
+                                             OutputLayout(OutputFormat::Png, "r", total, png_options),
                                              OutputLayout(OutputFormat::Bmp, "r", total, grid_options)};
   for (Precision p : kPrecisions) {
-    INFO(name(p));
-    GpuPipeline pipeline(net.data(), kShpcSpec, p, 64, 0, ImageEncoding::Rgb8);
-    std::vector<unsigned char> pixels(static_cast<size_t>(total * kRgb8ImageBytes));
+    INFO(name(p) << ", " << size << "x" << size);
+    GpuPipeline pipeline(net.data(), spec, p, 64, 0, ImageEncoding::Rgb8);
+    std::vector<unsigned char> pixels(static_cast<size_t>(total * image_bytes));
     std::vector<uint8_t> flags(static_cast<size_t>(total));
     pipeline.generate_checked(z.data(), total, pixels.data(), flags.data());
     struct Job {
@@ -250,7 +261,7 @@ TEST_CASE("GPU pipeline: jobs with encoded runs get the CPU model's bytes of the
       job.first = first;
       job.n = sizes[k];
       job.locked = k % 2 == 1;
-      job.images = std::make_unique<HostBytes>(job.n * kRgb8ImageBytes, job.locked);
+      job.images = std::make_unique<HostBytes>(job.n * image_bytes, job.locked);
       job.flags = std::make_unique<HostBytes>(job.n, job.locked);
       job.runs.resize(layouts.size());
       job.encoded.pixels = k % 2 == 0;
@@ -266,8 +277,8 @@ TEST_CASE("GPU pipeline: jobs with encoded runs get the CPU model's bytes of the
         [&](StreamJob& job) {
           if (next == jobs.size()) return false;
           Job& j = jobs[next++];
-          job = StreamJob{z.data() + j.first * kLatentDim, j.n,
-                          {ImageEncoding::Rgb8, j.images->p, j.flags->p, kLatentDim, 3, &j.encoded}};
+          job = StreamJob{z.data() + j.first * spec.latent_dim, j.n,
+                          {ImageEncoding::Rgb8, j.images->p, j.flags->p, spec.latent_dim, spec.image_channels, size, &j.encoded}};
           return true;
         },
         [&](const StreamJob&) { ++done; });
@@ -278,8 +289,8 @@ TEST_CASE("GPU pipeline: jobs with encoded runs get the CPU model's bytes of the
                   << (job.locked ? "page-locked" : "plain") << (job.encoded.pixels ? ", with its pixels" : ""));
       CHECK(std::memcmp(job.flags->p, flags.data() + job.first, static_cast<size_t>(job.n)) == 0);
       if (job.encoded.pixels) {
-        CHECK(std::memcmp(job.images->p, pixels.data() + job.first * kRgb8ImageBytes,
-                          static_cast<size_t>(job.n * kRgb8ImageBytes)) == 0);
+        CHECK(std::memcmp(job.images->p, pixels.data() + job.first * image_bytes,
+                          static_cast<size_t>(job.n * image_bytes)) == 0);
       } else {
         CHECK_MESSAGE(untouched(*job.images, 0), "pixels delivered where the job did not ask for them");
       }
@@ -288,13 +299,27 @@ TEST_CASE("GPU pipeline: jobs with encoded runs get the CPU model's bytes of the
         RunMemory host(layouts[o].encoded_capacity(job.n), false);
         EncodedRun want;
         layouts[o].plan_encoded_run(job.first, job.n, host.memory(), want, 1);
-        encode_run_on_host(want, pixels.data() + job.first * kRgb8ImageBytes, 2);
+        encode_run_on_host(want, pixels.data() + job.first * image_bytes, 2);
         REQUIRE(job.runs[o].used == want.used);
         const int64_t at = first_difference(job.runs[o].bytes, want.bytes, want.used);
         CHECK_MESSAGE(at == -1, "first difference at byte " << at << " of " << want.used);
         CHECK(untouched(job.memory[o]->bytes, want.used));
       }
     }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("GPU pipeline: jobs with encoded runs get the CPU model's bytes of the pipeline's own pixels") {
+  // Jobs of odd sizes around the batch of 64 (one batch, several, a ragged last one), consecutive
+  // images of a tar in shards of 5, a png folder and a bmp mosaic; every other job also asks for its
+  // pixels; targets page-locked and plain by turns; everything poisoned. Networks of every image size,
+  // grey ones among them.
+  for (const ModelSpec& spec : {kShpcSpec, ModelSpec{100, 128, 3, 4, false, 32}, ModelSpec{37, 16, 1, 5, true, 32},
+                                ModelSpec{100, 32, 3, 4, false, 128}, ModelSpec{64, 16, 1, 5, true, 128}}) {
+    CAPTURE(spec.image_size);
+    check_encoded_jobs(spec);
   }
 }
 

@@ -503,17 +503,17 @@ TEST_CASE("a run hands over its network's images: bf16's rounded to float16, fp3
 
 namespace {
 
-// n images (n, 4096 nc) whose kinds cycle: tanh of normals; specials (float16 ties, the bytes' edges
+// n images (n, size * size * nc) whose kinds cycle: tanh of normals; specials (float16 ties, the bytes' edges
 // k / 127.5 - 1, the largest half and beyond, zeros, NaN, Inf) among them; any bits; every value
 // exactly +-1; every value +-1 but one.
-std::vector<float> finish_inputs(int n, int nc, std::mt19937_64& rng) {
+std::vector<float> finish_inputs(int n, int nc, int size, std::mt19937_64& rng) {
   std::normal_distribution<float> nd;
   std::uniform_int_distribution<uint32_t> any_bits;
   const float specials[] = {0.f, -0.f, 1.f, -1.f, 1.f + 0x1p-11f, 1.f + 3 * 0x1p-11f, 0x1p-25f, 0x1p-20f, 65504.f,
                             65520.f, -70000.f, std::numeric_limits<float>::infinity(),
                             std::numeric_limits<float>::quiet_NaN(), 1.f / 127.5f - 1.f, 128.f / 127.5f - 1.f,
                             254.f / 127.5f - 1.f, 0x1p-140f};
-  const int values = 4096 * nc;
+  const int values = size * size * nc;
   std::vector<float> in(size_t(n) * values);
   for (int i = 0; i < n; ++i) {
     float* image = &in[size_t(i) * values];
@@ -537,22 +537,23 @@ std::vector<float> finish_inputs(int n, int nc, std::mt19937_64& rng) {
 
 TEST_CASE("finish_images: flags as scan_image, float16 as float_to_half, bytes as image_to_rgb8, nothing past n") {
   std::mt19937_64 rng(test_seed() + 14);
-  for (int nc : {3, 1}) {
-    const int values = 4096 * nc;
+  for (const auto& [nc, size] : {std::pair{3, 64}, std::pair{1, 64}, std::pair{3, 32}, std::pair{1, 32},
+                                std::pair{3, 128}, std::pair{1, 128}}) {
+    const int values = size * size * nc;
     for (int n : {1, 3, 77}) {
-      const std::vector<float> in = finish_inputs(n, nc, rng);
+      const std::vector<float> in = finish_inputs(n, nc, size, rng);
       DeviceBuffer d_in(in.size() * 4);
       CUDA_CHECK(cudaMemcpy(d_in.p, in.data(), in.size() * 4, cudaMemcpyHostToDevice));
       for (gpu::ImageOutput output : {gpu::ImageOutput::None, gpu::ImageOutput::Float16, gpu::ImageOutput::Rgb8}) {
         for (bool round_half : {false, true}) {
           const bool rounded = round_half || output == gpu::ImageOutput::Float16;
           const size_t image_bytes = output == gpu::ImageOutput::Float16 ? size_t(values) * 2
-                                     : output == gpu::ImageOutput::Rgb8 ? size_t(kRgb8ImageBytes) : 0;
+                                     : output == gpu::ImageOutput::Rgb8 ? size_t(rgb8_image_bytes(size)) : 0;
           constexpr int kGuard = 2;  // images past n whose poison must stay
           DeviceBuffer d_out(std::max<size_t>(1, image_bytes * (n + kGuard))), d_flags(n + 64);
           d_out.poison();
           d_flags.poison();
-          gpu::launch_finish_images(static_cast<const float*>(d_in.p), n, values, output, round_half, d_out.p,
+          gpu::launch_finish_images(static_cast<const float*>(d_in.p), n, values, nc, output, round_half, d_out.p,
                                     static_cast<uint8_t*>(d_flags.p), nullptr);
           CUDA_CHECK(cudaDeviceSynchronize());
           std::vector<unsigned char> out(image_bytes * (n + kGuard));
@@ -560,8 +561,8 @@ TEST_CASE("finish_images: flags as scan_image, float16 as float_to_half, bytes a
           CUDA_CHECK(cudaMemcpy(out.data(), d_out.p, out.size(), cudaMemcpyDeviceToHost));
           CUDA_CHECK(cudaMemcpy(flags.data(), d_flags.p, flags.size(), cudaMemcpyDeviceToHost));
           int wrong_flags = 0, wrong_images = 0, seen_flags[4] = {};
-          std::vector<float> host(values);  // (64, 64, nc): what the host would receive
-          std::vector<unsigned char> rgb(kRgb8ImageBytes);
+          std::vector<float> host(values);  // (size, size, nc): what the host would receive
+          std::vector<unsigned char> rgb(rgb8_image_bytes(size));
           for (int i = 0; i < n; ++i) {
             const float* image = &in[size_t(i) * values];
             for (int v = 0; v < values; ++v) host[v] = rounded ? half_to_float(float_to_half(image[v])) : image[v];
@@ -570,7 +571,7 @@ TEST_CASE("finish_images: flags as scan_image, float16 as float_to_half, bytes a
             ++seen_flags[want & 3];
             const unsigned char* got = out.data() + image_bytes * i;
             if (output == gpu::ImageOutput::Rgb8) {
-              image_to_rgb8(host.data(), nc, rgb.data());
+              image_to_rgb8(host.data(), nc, size, rgb.data());
               wrong_images += std::memcmp(got, rgb.data(), rgb.size()) != 0;
             } else if (output == gpu::ImageOutput::Float16) {
               for (int v = 0; v < values; ++v) {
@@ -584,7 +585,7 @@ TEST_CASE("finish_images: flags as scan_image, float16 as float_to_half, bytes a
               }
             }
           }
-          const std::string what = "nc " + std::to_string(nc) + ", n " + std::to_string(n) + ", output " +
+          const std::string what = "nc " + std::to_string(nc) + ", size " + std::to_string(size) + ", n " + std::to_string(n) + ", output " +
                                    std::to_string(int(output)) + ", round_half " + std::to_string(round_half);
           CHECK_MESSAGE(wrong_flags == 0, what << ": " << wrong_flags << " images flagged otherwise than scan_image");
           CHECK_MESSAGE(wrong_images == 0, what << ": " << wrong_images << " images differ from the CPU's conversion");
@@ -601,42 +602,56 @@ TEST_CASE("finish_images: flags as scan_image, float16 as float_to_half, bytes a
   }
 }
 
-TEST_CASE("8-bit runs: the pipeline's pixels and flags equal the host's conversion and scan of its float images") {
-  const auto net = reference::random_network(test_seed() + 15);
+namespace {
+
+// One network's 8-bit run against its float run: pixels and flags as the host makes them from the floats.
+void check_eight_bit_run(const ModelSpec& spec) {
+  const auto net = reference::random_network(test_seed() + 15, spec);
   const int n_max = batch_sizes().back();
   const int batch = std::min(n_max, GpuPipeline::kChunkImages + 5);  // two download chunks, a graph and a ragged batch
   const int n = std::min(n_max, 2 * batch + 3);
+  const int values = spec.image_values();
+  const int64_t rgb_bytes = rgb8_image_bytes(spec.image_size);
   std::mt19937_64 rng(test_seed() + 16);
   std::normal_distribution<float> nd;
-  std::vector<float> z(size_t(n) * kLatentDim);
+  std::vector<float> z(size_t(n) * spec.latent_dim);
   for (auto& v : z) v = nd(rng);
   for (Precision p : kPrecisions) {
-    GpuPipeline floats(net.data(), kShpcSpec, p, batch, 0);
-    GpuPipeline pixels(net.data(), kShpcSpec, p, batch, 0, ImageEncoding::Rgb8);
+    const std::string what = std::string(name(p)) + ", " + std::to_string(spec.image_size) + "x" + std::to_string(spec.image_size);
+    GpuPipeline floats(net.data(), spec, p, batch, 0);
+    GpuPipeline pixels(net.data(), spec, p, batch, 0, ImageEncoding::Rgb8);
     CHECK(pixels.transfer() == ImageTransfer::Rgb8);
-    std::vector<float> images(size_t(n) * kImageValues);
+    std::vector<float> images(size_t(n) * values);
     std::vector<uint8_t> float_flags(n, 0xee), pixel_flags(n + 16, 0xee);
     floats.generate_checked(z.data(), n, images.data(), float_flags.data());
-    std::vector<unsigned char> got(size_t(n + 1) * kRgb8ImageBytes, 0xee), want(size_t(n) * kRgb8ImageBytes);
+    std::vector<unsigned char> got(size_t(n + 1) * rgb_bytes, 0xee), want(size_t(n) * rgb_bytes);
     pixels.generate_checked(z.data(), n, got.data(), pixel_flags.data());
     int wrong_flags = 0;
     for (int i = 0; i < n; ++i) {
-      image_to_rgb8(&images[size_t(i) * kImageValues], 3, &want[size_t(i) * kRgb8ImageBytes]);
-      const uint8_t scanned = scan_image(&images[size_t(i) * kImageValues], kImageValues);
+      image_to_rgb8(&images[size_t(i) * values], spec.image_channels, spec.image_size, &want[size_t(i) * rgb_bytes]);
+      const uint8_t scanned = scan_image(&images[size_t(i) * values], values);
       wrong_flags += (float_flags[i] != scanned) + (pixel_flags[i] != scanned);
     }
-    CHECK_MESSAGE(wrong_flags == 0, name(p) << ": " << wrong_flags << " flags differ from scan_image");
-    CHECK_MESSAGE(std::memcmp(got.data(), want.data(), want.size()) == 0, name(p) << ": pixels differ from image_to_rgb8");
+    CHECK_MESSAGE(wrong_flags == 0, what << ": " << wrong_flags << " flags differ from scan_image");
+    CHECK_MESSAGE(std::memcmp(got.data(), want.data(), want.size()) == 0, what << ": pixels differ from image_to_rgb8");
     for (size_t k = want.size(); k < got.size(); ++k) REQUIRE(got[k] == 0xee);
     for (int k = n; k < n + 16; ++k) REQUIRE(pixel_flags[k] == 0xee);
     CHECK_THROWS_AS(pixels.generate(z.data(), 1, images.data()), std::logic_error);
   }
 }
 
+}  // namespace
+
+TEST_CASE("8-bit runs: the pipeline's pixels and flags equal the host's conversion and scan of its float images") {
+  // The SHPC network, and grey and RGB networks of the other image sizes.
+  for (const ModelSpec& spec : {kShpcSpec, ModelSpec{37, 16, 1, 4, false, 32}, ModelSpec{100, 16, 3, 4, false, 128}})
+    check_eight_bit_run(spec);
+}
+
 TEST_CASE("each layer runs the fixed-shape kernels exactly where its shape is theirs") {
   struct Case {
     ModelSpec spec;
-    bool fixed[kGpuLayers];  // projection, tconv1-3, tconv4
+    std::vector<bool> fixed;  // projection, the hidden tconvs, the last tconv
   };
   const Case cases[] = {{kShpcSpec, {true, true, true, true, true}},
                         {kTutorialSpec, {true, true, true, true, true}},
@@ -644,15 +659,19 @@ TEST_CASE("each layer runs the fixed-shape kernels exactly where its shape is th
                         {ModelSpec{128, 64, 3, 4, false}, {false, true, true, true, true}},
                         {ModelSpec{100, 64, 1, 4, false}, {true, true, true, true, false}},
                         {ModelSpec{100, 32, 3, 4, false}, {false, false, false, false, false}},
-                        {ModelSpec{100, 128, 3, 5, true}, {false, false, false, false, false}}};
+                        {ModelSpec{100, 128, 3, 5, true}, {false, false, false, false, false}},
+                        // 32x32 of ngf 128 and 128x128 of ngf 32: the 64x64 tutorial's layers where they meet.
+                        {ModelSpec{100, 128, 3, 4, false, 32}, {true, true, true, false}},
+                        {ModelSpec{100, 32, 3, 4, false, 128}, {true, true, true, true, false, false}},
+                        {ModelSpec{100, 64, 3, 4, false, 32}, {false, false, false, false}}};
   for (const Case& c : cases) {
     const auto net = reference::random_network(test_seed() + 20, c.spec);
     DeviceNetwork dn(net.data(), c.spec, Precision::Bf16);
-    for (int l = 0; l < kGpuLayers; ++l)
-      CHECK_MESSAGE(dn.fixed_shape(l) == c.fixed[l], "nz " << c.spec.latent_dim << " ngf " << c.spec.base_channels << " nc "
-                                                            << c.spec.image_channels << ": layer " << l);
+    REQUIRE(dn.layers() == static_cast<int>(c.fixed.size()));
+    for (int l = 0; l < dn.layers(); ++l)
+      CHECK_MESSAGE(dn.fixed_shape(l) == c.fixed[l], describe_spec(c.spec) << ": layer " << l);
     dn.use_any_shape_kernels(true);
-    for (int l = 0; l < kGpuLayers; ++l) CHECK(!dn.fixed_shape(l));
+    for (int l = 0; l < dn.layers(); ++l) CHECK(!dn.fixed_shape(l));
   }
   // FACEGEN_GPU_KERNELS=any does the same for every network made while it is set; a bad value is one sentence.
   const auto net = reference::random_network(test_seed() + 21);

@@ -195,7 +195,7 @@ TEST_CASE("CUDA backend: jobs of drawn latents given as recipes give the bytes o
       options.images = encoding;
       auto gpu = make_cuda_backend(net, options);
       REQUIRE(gpu->draws_latents());
-      const int64_t bytes_per_image = image_bytes(encoding, 3);
+      const int64_t bytes_per_image = image_bytes(encoding, 3, kImageSize);
       const double truncation = (rng() % 2) ? 0.0 : 0.9;
       auto random = make_random_latents(5000, rng(), 0, kLatentDim, truncation);
       auto listed = make_seed_latents(random_seed_list(rng, 1100), kLatentDim, truncation);
@@ -233,7 +233,7 @@ TEST_CASE("CUDA backend: jobs of drawn latents given as recipes give the bytes o
               Job& j = jobs[next++];
               void* images = recipes ? j.images.get() : j.want.get();
               uint8_t* flags = static_cast<uint8_t*>(recipes ? j.flags.get() : j.want_flags.get());
-              job = StreamJob{recipes ? nullptr : j.latents.data(), j.n, {encoding, images, flags, kLatentDim, 3},
+              job = StreamJob{recipes ? nullptr : j.latents.data(), j.n, {encoding, images, flags, kLatentDim, 3, kImageSize},
                               recipes ? &j.recipe : nullptr};
               return true;
             },

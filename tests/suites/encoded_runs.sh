@@ -6,6 +6,9 @@
 #               npy-u8, alone and together, for N = 1, 3, 127 and 1001 and pieces (--chunk) of 1, 64
 #               and 300 images: the same files with the encoders on and off
 #   level 1     png and tar at --png-level 1 (written from the pixels) beside bmp (encoded): the same
+#   sizes       models of 32x32 (grey) and 128x128 images (common/model_spec.hpp): every encoded format,
+#               padding a quarter of a tile, the same files on and off (on the cpu backend where the
+#               device is synthetic, whose images are 64x64)
 #   non-finite  a finite model whose images are NaN: the same sentence and exit status on and off,
 #               nothing written
 #   ranks       two MPI ranks (where mpirun runs): the same files on and off
@@ -86,6 +89,23 @@ for p in $precisions; do
     --png-level 1 --chunk 64
 done
 same "seeds: tar in shards of 5, png" --seeds 3,1,4,1,5,9,2,6 --formats tar,png --shard-images 5
+
+# Generators of the other image sizes: the encoders take the model's size.
+saved_device=$device saved_model=("${model[@]}")
+[ "$device" = cuda ] || device=cpu
+"$build/make-random-network" --seed 32 --output "$work/m32.safetensors" --image-size 32 --nz 37 --ngf 48 --nc 1 \
+  --kernel-size 5 --bias=true > /dev/null &&
+"$build/make-random-network" --seed 128 --output "$work/m128.safetensors" --image-size 128 --ngf 16 > /dev/null ||
+  { echo "encoded_runs: make-random-network failed"; exit 1; }
+for size in 32 128; do
+  model=(--model "$work/m$size.safetensors")
+  for p in $precisions; do
+    same "$size x $size, $p, 127 images: tar in shards of 5, png, bmp, mosaic-png, npy-u8, padding $((size / 4))" \
+      --precision "$p" --random 127 --seed 5 --formats tar,png,bmp,mosaic-png,npy-u8 --shard-images 5 \
+      --grid-columns 37 --grid-padding $((size / 4)) --chunk 64
+  done
+done
+device=$saved_device model=("${saved_model[@]}")
 
 # A finite model whose first layer overflows (tests/lib/overflowing_model.py): the images are NaN, and
 # the run stops with the same sentence whichever makes the bytes.
