@@ -181,7 +181,7 @@ class FormatSink : public ImageSink {
       group_images_.erase(unit);
     }
     std::vector<std::string> names;
-    for (int64_t i = unit_first; i < unit_end; ++i) names.push_back(png_file_name(i, layout_.total_images()));
+    for (int64_t i = unit_first; i < unit_end; ++i) names.push_back(png_file_name(i, layout_.total_images(), layout_.facts()));
     files_.place_in_folder(0, names);
     resume_->record(OutputFormat::Png, unit);
   }

@@ -106,7 +106,12 @@ std::vector<OutputFormat> parse_formats(const std::string& list) {
     } else {
       throw UserError("unknown output format '" + name + "' in --formats '" + list + "' (" + kExpected + ")");
     }
-    if (std::find(formats.begin(), formats.end(), format) == formats.end()) formats.push_back(format);
+    if (std::find(formats.begin(), formats.end(), format) != formats.end()) {
+      throw UserError("--formats '" + list + "' lists " + format_name(format) + " twice" +
+                      (name == "text" || (format == OutputFormat::Text && list.find("text") != std::string::npos)
+                           ? " (text is txt)" : "") + "; list each format once");
+    }
+    formats.push_back(format);
   }
   if (formats.empty()) throw UserError(std::string("--formats is empty (") + kExpected + ")");
   return formats;
@@ -531,7 +536,7 @@ void OutputLayout::write_png_files(const ImageRun& images, int64_t first, int64_
   thread_local std::string png;
   for (int64_t i = 0; i < count; ++i) {
     encode_tile_png(images.rgb8_image(i, scratch), options_.png_level, png);
-    const std::string name = png_file_name(first + i, total_);
+    const std::string name = png_file_name(first + i, total_, options_.facts);
     out.write_in_folder(0, name, prefix_ + "/" + name, png);
     out.add_bytes(0, static_cast<int64_t>(png.size()));
   }
@@ -681,7 +686,14 @@ std::string mosaic_path(const std::string& prefix, const char* extension, int64_
   return prefix + number + extension;
 }
 
-std::string png_file_name(int64_t index, int64_t total_images) {
+std::string seed_image_key(uint64_t seed) {
+  char key[32];
+  std::snprintf(key, sizeof key, "seed%04llu", static_cast<unsigned long long>(seed));
+  return key;
+}
+
+std::string png_file_name(int64_t index, int64_t total_images, const SampleFacts& facts) {
+  if (facts.named_by_seed) return seed_image_key(facts.image_seed(index)) + ".png";
   int digits = 6;
   for (int64_t limit = 1000000; limit < total_images; limit *= 10) ++digits;
   char name[40];

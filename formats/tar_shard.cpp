@@ -64,7 +64,8 @@ void append_tar_member(std::string& archive, const std::string& name, const std:
   if (tail != 0) archive.append(kTarBlockBytes - tail, '\0');
 }
 
-std::string sample_key(int64_t index) {
+std::string sample_key(int64_t index, const SampleFacts& facts) {
+  if (facts.named_by_seed) return seed_image_key(facts.image_seed(index));
   char key[32];
   std::snprintf(key, sizeof key, "%09lld", static_cast<long long>(index));
   return key;
@@ -75,12 +76,13 @@ std::string sample_json(int64_t index, const SampleFacts& facts) {
   if (facts.image_seed) json += ", \"seed\": " + std::to_string(facts.image_seed(index));
   else if (facts.random) json += ", \"random_seed\": " + std::to_string(facts.random_seed);
   json += ", \"model\": " + (facts.model.empty() ? std::string("null") : json_quoted(facts.model));
+  json += ", \"model_xxh3\": " + (facts.model_xxh3.empty() ? std::string("null") : json_quoted(facts.model_xxh3));
   json += ", \"precision\": " + json_quoted(facts.precision) + "}\n";
   return json;
 }
 
 void append_tar_sample(std::string& archive, int64_t index, const std::string& png, const SampleFacts& facts) {
-  const std::string key = sample_key(index);
+  const std::string key = sample_key(index, facts);
   append_tar_member(archive, key + ".png", png);
   append_tar_member(archive, key + ".json", sample_json(index, facts));
 }
