@@ -21,13 +21,13 @@ const char* const kByteText[256] = {
 
 }  // namespace
 
-InferAnswer encode_infer(const InferRequest& request, const float* images, int channels) {
+InferAnswer encode_infer(const InferRequest& request, const float* images, int channels, const std::string& model) {
   const int64_t count = request.images.count;
   std::string pixels(static_cast<size_t>(count * kRgb8ImageBytes), '\0');  // (count, 64, 64, 3)
   for (int64_t k = 0; k < count; ++k) {
     image_to_rgb8(images + k * 4096 * channels, channels, reinterpret_cast<unsigned char*>(&pixels[static_cast<size_t>(k * kRgb8ImageBytes)]));
   }
-  std::string head = std::string("{\"model_name\": \"") + kOipModelName + "\", \"model_version\": \"" + kOipModelVersion + "\"";
+  std::string head = "{\"model_name\": " + json::quote(model) + ", \"model_version\": \"" + kOipModelVersion + "\"";
   if (request.has_id) head += ", \"id\": " + json::quote(request.id);
   head += ", \"outputs\": [{\"name\": \"images\", \"datatype\": \"UINT8\", \"shape\": [" + std::to_string(count) + ", 64, 64, 3]";
   InferAnswer answer;
