@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -94,8 +93,7 @@ OutputFiles::Slot& OutputFiles::slot(size_t file) {
 void OutputFiles::make(size_t file, Slot& slot) {
   const OutputFile& spec = slot.spec;
   if (spec.kind == OutputFile::Kind::Folder) {
-    // "/000000.png", or the longest name by seed: "/seed18446744073709551615.png"
-    const size_t inner = 1 + std::max(png_file_name(spec.count, spec.count, SampleFacts()).size(), kLongestSeedPngName);
+    const size_t inner = 1 + spec.longest_name;  // "/000000.png"
     slot.temp = make_temp_folder(spec.path, inner, &slot.listed);
     return;
   }

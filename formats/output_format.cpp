@@ -288,8 +288,12 @@ OutputFile OutputLayout::file(size_t index) const {
       const int64_t bytes = u8 ? count * 4096 * 3 : count * image_values() * 4;
       return {Kind::Data, path, header, static_cast<int64_t>(header.size()) + bytes, first, count, {}, format_};
     }
-    case OutputFormat::Png:
-      return {Kind::Folder, prefix_, "", -1, 0, total_, {}, format_};
+    case OutputFormat::Png: {
+      // By seed: the longest a seed's name can be, whatever the seeds (the layout does not list them).
+      const size_t longest = options_.facts.named_by_seed ? kLongestSeedPngName
+                                                          : png_file_name(total_, total_, options_.facts).size();
+      return {Kind::Folder, prefix_, "", -1, 0, total_, {}, format_, longest};
+    }
     case OutputFormat::Bmp:
     case OutputFormat::MosaicPng:
       break;

@@ -120,6 +120,7 @@ struct OutputFile {
   int64_t count = 0;
   MosaicGrid grid;       // mosaics: where the tiles go
   OutputFormat format = OutputFormat::Text;  // the output it belongs to
+  size_t longest_name = 0;  // a folder: the longest name its files may have (png_file_name)
 };
 
 // Where a format's bytes go: the temporary files of the output's files(), by index. Both drivers
