@@ -216,7 +216,11 @@ RunSummary run_generation(const GenerateRequest& request) {
   // The backends keep their own copy (host or device); this one names the layer of a non-finite image.
   std::unique_ptr<InputFile> model_file;
   if (device != DeviceKind::Synthetic) model_file = std::make_unique<InputFile>(request.model_path, InputKind::Model);
+  // The model's digest is read before its weights, so that the load's last check covers both reads,
+  // and the file is read no more once loaded (a change after that no longer touches the run).
+  SampleFacts facts = sample_facts(request, model_file.get());
   const Network net = model_file ? load_network(*model_file) : Network();
+  model_file.reset();
   summary.load_seconds = seconds_since(start);
   summary.startup.push_back({"model", summary.load_seconds, 0, ""});
 
@@ -232,9 +236,8 @@ RunSummary run_generation(const GenerateRequest& request) {
   SinkOptions sink_options = request.sinks;
   if (!sink_options.on_notice) sink_options.on_notice = request.on_notice;
   sink_options.image_channels = net.spec().image_channels;
-  sink_options.facts = sample_facts(request, model_file.get());
+  sink_options.facts = std::move(facts);
   summary.model_xxh3 = sink_options.facts.model_xxh3;
-  model_file.reset();
   const OutputGuard guard(request.output_prefix, request.formats, total, output_options(sink_options),
                           request.summary_json_path);
   summary.stale = guard.stale();

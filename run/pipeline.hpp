@@ -49,8 +49,8 @@ struct GenerateRequest {
 
 // What each tar sample's json says of the run: its model (`model_file`'s name and XXH3-128; null for
 // synthetic images), precision and (drawn latents) seed; and, with --seeds, that images are named by
-// seed. Reads the model file once more for its digest (a regular file; one read from a pipe cannot be
-// repeated, and leaves the digest unknown).
+// seed. Reads the model file for its digest (a regular file; a pipe's bytes are for the loader, and
+// its digest stays unknown): call it before the load, whose last check then covers this read too.
 SampleFacts sample_facts(const GenerateRequest& request, const InputFile* model_file);
 
 // --seeds with png or tar, which name each image by its seed: a seed listed twice is refused

@@ -222,9 +222,11 @@ struct LoadedModel {
 
 LoadedModel load_model(const ModelFlag& flag, const ServeFlags& flags) {
   const InputFile file(flag.path, InputKind::Model);
+  // The digest first (a pipe's bytes are the loader's alone): the load's last check covers both reads.
+  const std::string digest = file.regular() ? file.digest().hex() : "";
   LoadedModel model{flag.name, load_network(file), {}, ""};
   model.facts.model = base_name(flag.path);
-  if (file.regular()) model.facts.model_xxh3 = file.digest().hex();  // a pipe's bytes are read once
+  model.facts.model_xxh3 = digest;
   model.facts.precision = precision_name(flags.backend.precision);
   model.facts.spec = model.net.spec();
   model.facts.png_level = flags.png_level;
