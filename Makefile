@@ -25,7 +25,8 @@
 #   make bench-latents   the latent text parser in MB/s and images/s per thread count (BENCH_LATENTS_ARGS=--images N)
 #   make bench-split     float32 on tensor cores emulated on the CPU: each layer's |error| against float64 in
 #                        FFMA, tf32 and 3xTF32 orders (BENCH_SPLIT_ARGS="models/facegen-faces.safetensors 16 2";
-#                        MODEL IMAGES ALIGN_BITS, MODEL a file or random:NGF:K:SEED)
+#                        MODEL IMAGES ALIGN_BITS [SCHEMES], MODEL a file or random:NGF:K:SEED, SCHEMES
+#                        the names of the rows to compute, comma-separated)
 #   make bench-scaling   (2-GPU machine) the user's jobs on 1 GPU, 2 GPUs and 2 ranks per GPU against the
 #                        file systems' write ceilings (bench/scaling.sh; DEVICE=cpu SCALE=tiny anywhere)
 #   make clean

@@ -5,7 +5,7 @@
 #   ./run_parallel.sh --input inputs/input1.txt --output outputs/output1 --ranks-per-node 4 \
 #                     [--model PATH] [--hosts a,b | --hosts FILE] [--program PATH] [-- facegen flags]
 #   (--random N [--seed S] or --interpolate K [--seed S] instead of --input: drawn latents; --seeds LIST:
-#   one image per seed)
+#   one image per seed; --truncation T with any of them)
 #   make run_parallel INPUT=input1 OUTPUT=output1 NGPUS=4 [MODEL=path] [HOSTS=...] [ARGS='--verbose']
 #   ./run_parallel.sh --serve --ranks-per-node 4 [--model PATH] [--hosts a,b] [-- facegen serve flags]
 #   (the HTTP service over every rank: rank 0 listens, every rank generates; docs/service.md)
@@ -92,7 +92,7 @@ die() {
 
 while [ $# -gt 0 ]; do
   case $1 in
-    --input|--random|--interpolate|--seed|--seeds) latent_args+=("$1" "${2:?}"); shift 2 ;;
+    --input|--random|--interpolate|--seed|--seeds|--truncation) latent_args+=("$1" "${2:?}"); shift 2 ;;
     --output) output=${2:?}; shift 2 ;;
     --serve) serve=1; shift ;;
     --ranks-per-node) ranks_per_node=${2:?}; shift 2 ;;

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
@@ -180,6 +181,23 @@ std::shared_ptr<const facegen::SeedList> seeds_flag(const cxxopts::ParseResult& 
   return std::make_shared<const facegen::SeedList>(facegen::SeedList::parse(args["seeds"].as<std::string>()));
 }
 
+// --truncation T: drawn latents within [-T, T] (common/latent_draw.hpp); 0 where not given. Any T > 0
+// is taken: from 8.58 up no draw lies outside, and the latents are the untruncated ones exactly.
+double truncation_flag(const cxxopts::ParseResult& args) {
+  if (!args.count("truncation")) return 0;
+  if (args.count("input")) {
+    throw facegen::UserError("--truncation applies to drawn latents (--random, --seeds, --interpolate), but --input "
+                             "reads them from a file as they are");
+  }
+  const std::string text = args["truncation"].as<std::string>();
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(value) || !(value > 0)) {
+    throw facegen::UserError("--truncation expects a finite number greater than 0, got '" + text + "'");
+  }
+  return value;
+}
+
 double seconds_flag(const cxxopts::ParseResult& args, const char* name) {
   const std::string text = args[name].as<std::string>();
   char* end = nullptr;
@@ -206,6 +224,9 @@ cxxopts::Options command_line() {
        value<std::string>(), "LIST")
       ("s,seed", "seed of --random and --interpolate (same seed, same images)", value<std::string>()->default_value("1"),
        "S")
+      ("truncation", "drawn latents (--random, --seeds, --interpolate's ends) within [-T, T]: each value redrawn "
+       "from its own stream until it lies there, the same for any batch size, rank count or device",
+       value<std::string>(), "T")
       ("m,model", "the generator: a safetensors file of any DCGAN generator of the family "
        "(tools/export_model.py makes one from a PyTorch state_dict) or an SHPC network.bin (default: the "
        "shipped faces model, found from the program's location)", value<std::string>(), "PATH");
@@ -493,6 +514,7 @@ facegen::GenerateRequest request_from_flags(const cxxopts::ParseResult& args, bo
   if (args.count("random")) request.latents.random_count = int_flag(args, "random", 1, facegen::kMaxImages);
   if (args.count("interpolate")) request.latents.interpolate_side = int_flag(args, "interpolate", 1, 1000);
   if (args.count("seeds")) request.latents.seeds = seeds_flag(args);
+  request.latents.truncation = truncation_flag(args);
   request.output_prefix = args["output"].as<std::string>();
   request.formats = facegen::parse_formats(args["formats"].as<std::string>());
   facegen::refuse_unused_flags(args, request.formats, parallel_job);

@@ -9,8 +9,9 @@
 // timeline of a few batches showing downloads overlapped with compute; then the PyTorch DCGAN
 // tutorial's generator on both kinds of kernel (bench/tutorial_bench.cuh; --tutorial-only runs
 // that section alone). --fp32-tc runs, after the probe, only fp32 on tensor cores beside FFMA, tf32
-// and bf16 with 1,000 images of the faces model against float64 (bench/fp32_tc_bench.cuh; kept out of
-// the full run, which bench/run_round.sh times within its deadline). Writes network.bin,
+// and bf16 with their errors against float64 (bench/fp32_tc_bench.cuh; kept out of the full run,
+// which bench/run_round.sh times within its deadline); --fp32-tc-layer MODEL:VARIANT:STAGE:BATCH only
+// runs one tconv stage three times, for a profiler. Writes network.bin,
 // latents.bin, images_<precision>.bin (first 256 images of a batch of 8192) and results.json into
 // --out for bench/pytorch_reference.py, which adds PyTorch and the errors vs float64.
 #include <cublas_v2.h>
@@ -385,13 +386,16 @@ void write_file(const std::string& path, const void* data, size_t bytes) {
 int main(int argc, char** argv) {
   std::string out = "build/bench-run";
   bool quick = false, tutorial_only = false, fp32_tc_only = false;
+  std::string fp32_tc_layer;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--tutorial-only")) tutorial_only = true;  // the tutorial network's section alone
     else if (!std::strcmp(argv[i], "--fp32-tc")) fp32_tc_only = true;         // fp32 on tensor cores' section alone
+    else if (!std::strcmp(argv[i], "--fp32-tc-layer") && i + 1 < argc) fp32_tc_layer = argv[++i];  // one layer, for a profiler
   }
   try {
+    if (!fp32_tc_layer.empty()) return fp32_tc_profile_layer(fp32_tc_layer, reference::random_network(1));
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, %.0f MB L2\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);

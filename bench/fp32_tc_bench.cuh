@@ -1,31 +1,33 @@
-// fp32_tc_bench.cuh: float32 on tensor cores (3xTF32, kernels/cuda_helpers.cuh) beside float32 FFMA,
-// tf32 and bf16, for build/facegen-bench (`facegen-bench --fp32-tc` runs this section alone).
+// fp32_tc_bench.cuh: float32 on tensor cores (3xTF32: kernels/cuda_helpers.cuh on mma.sync,
+// kernels/phase_gemm_wgmma_tf32x3.cuh on wgmma) beside float32 FFMA, tf32 and bf16, for
+// build/facegen-bench (`facegen-bench --fp32-tc` runs this section alone).
 //
-// For the default model (models/facegen-faces.safetensors, 4x4 kernels) and the SHPC network (the
-// benchmark's random network.bin, 5x5 kernels, biases):
+// The fp32 variants: 1 FFMA (FACEGEN_GPU_FP32=ffma), 2 tensor cores on mma.sync (tc with
+// FACEGEN_GPU_GEMM=mma), 3 tensor cores on wgmma (tc; the default on an H100 or H200), and, per layer
+// and in the errors only, variant 3 in its other schedules: 4 one column slice a warpgroup (the same
+// bits), 5 an FADD every two k steps (other bits, emulated as "wgmma R2"). For the
+// default model (models/facegen-faces.safetensors, 4x4 kernels) and the SHPC network (the benchmark's
+// random network.bin, 5x5 kernels, biases):
 //   1. validates each arithmetic first: 8 images against float64 within the GPU tests' image
 //      tolerances, and a batch of 64's bytes equal to the same images in a batch of 8192;
 //   2. times the kernels alone (latents and images on the device, graph replays) at batch 64, 512
-//      and 8192 and prints them side by side: fp32 FFMA (variant 1), fp32 on tensor cores (variant 2),
-//      tf32, bf16;
-//   3. per layer at batch 8192 and 64: fp32 variant 1 (FFMA) and 2 (tensor cores) on the same
-//      activations, variant 2 first compared with variant 1 (the GPU tests' fp32 layer tolerance).
-// Then 1,000 images of the faces model against float64 (tests/gpu/layer_errors.hpp), worst and mean
-// |error| layer by layer and whole, for both fp32 variants (and the whole network in tf32 and bf16).
-// Writes faces_network.bin (the flat float layout of generator/network.hpp) and faces_latents.bin
-// (the 1,000 latents) into the output folder, and every figure into results.json, for
-// bench/pytorch_reference.py --fp32-tc, which adds PyTorch's errors on the same images.
+//      and 8192 and prints them side by side: fp32 variants 1-3, tf32, bf16;
+//   3. per layer at batch 8192, 512 and 64: variants 1-5 on the same activations, each compared with
+//      variant 1 (the GPU tests' fp32 layer tolerance), 4's bytes with 3's (they must be equal), 3's
+//      with 2's (printed: the same sums, expected the same bits), and at 512 and 64 variant 3 in both
+//      tile shapes.
+// Then the errors against float64 (bench/fp32_tc_accuracy.cuh). `facegen-bench --fp32-tc-layer
+// MODEL:VARIANT:STAGE:BATCH` runs one tconv stage three times and nothing else, for a profiler
+// (bench/fp32_wgmma_round.sh).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -33,35 +35,17 @@
 #include <thread>
 #include <vector>
 
+#include "bench/fp32_tc_accuracy.cuh"
 #include "common/cuda_check.cuh"
 #include "common/model_spec.hpp"
 #include "generator/gpu_pipeline.hpp"
 #include "generator/network.hpp"
 #include "kernels/generator_gpu.hpp"
+#include "kernels/weight_folding.hpp"
 #include "tests/gpu/layer_errors.hpp"
 #include "tests/gpu/reference.hpp"
 
 namespace facegen {
-
-// FACEGEN_GPU_FP32 for the networks made in one scope (kernels/generator_gpu.hpp); unset after.
-struct ScopedFp32Kernel {
-  explicit ScopedFp32Kernel(const char* kernel) { setenv("FACEGEN_GPU_FP32", kernel, 1); }
-  ~ScopedFp32Kernel() { unsetenv("FACEGEN_GPU_FP32"); }
-};
-
-struct BenchArithmetic {
-  Precision precision;
-  const char* fp32_kernel;  // FACEGEN_GPU_FP32
-  const char* name;         // in the table
-  const char* key;          // in results.json
-  double image_tol;         // the GPU tests' tolerance against float64
-};
-inline const BenchArithmetic kBenchArithmetics[] = {
-    {Precision::Fp32, "ffma", "fp32 FFMA (variant 1)", "fp32_ffma", 1e-5},
-    {Precision::Fp32, "tc", "fp32 tensor cores (variant 2)", "fp32_tc", 1e-5},
-    {Precision::Tf32, "auto", "tf32", "tf32", 5e-3},
-    {Precision::Bf16, "auto", "bf16", "bf16", 5e-2},
-};
 
 struct BenchModel {
   std::string name, key;
@@ -80,7 +64,7 @@ inline int fp32_tc_validate(const BenchModel& m, const BenchArithmetic& a, const
   std::vector<float> img[2];
   int i = 0;
   for (int batch : {kSmall, kLarge}) {
-    const ScopedFp32Kernel use(a.fp32_kernel);
+    const ScopedGpuSettings use(a.fp32_kernel, a.gemm);
     GpuPipeline pipe(m.floats.data(), m.spec, a.precision, batch, 0);
     CUDA_CHECK(cudaMemcpy(pipe.device_latents(0), z.data(), size_t(batch) * m.spec.latent_dim * 4, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemset(pipe.device_images(0), 0xff, size_t(batch) * per_image * 4));
@@ -106,121 +90,148 @@ inline int fp32_tc_validate(const BenchModel& m, const BenchArithmetic& a, const
   return (bad > 0) + !same;
 }
 
-// Step 3 for one model: fp32 variants 1 and 2 layer by layer. Returns the number of mismatching layers.
+// The five fp32 variants of step 3 as networks: kBenchArithmetics' three, and 4 and 5 on 3's network
+// in its schedules 1 (the same bits) and 2 (an FADD every two k steps).
+struct Fp32Variants {
+  static constexpr int kCount = kFp32Variants + 2;
+  std::unique_ptr<DeviceNetwork> dn[kFp32Variants];
+  std::unique_ptr<DeviceNetwork> shape[2];  // variant 3 in the Small and the Large tiles (FACEGEN_GPU_TILES)
+
+  explicit Fp32Variants(const BenchModel& m) {
+    for (int v = 0; v < kFp32Variants; ++v) {
+      const ScopedGpuSettings use(kBenchArithmetics[v].fp32_kernel, kBenchArithmetics[v].gemm);
+      dn[v] = std::make_unique<DeviceNetwork>(m.floats.data(), m.spec, Precision::Fp32);
+    }
+    const BenchArithmetic& v3 = kBenchArithmetics[kFp32Variants - 1];
+    for (int t = 0; t < 2; ++t) {
+      const ScopedGpuSettings use(v3.fp32_kernel, v3.gemm);
+      setenv("FACEGEN_GPU_TILES", t == 0 ? "small" : "large", 1);
+      shape[t] = std::make_unique<DeviceNetwork>(m.floats.data(), m.spec, Precision::Fp32);
+      unsetenv("FACEGEN_GPU_TILES");
+    }
+  }
+  static std::string key(int v) { return v < kFp32Variants ? kBenchArithmetics[v].key : v == 3 ? "fp32_wgmma1" : "fp32_wgmma_r2"; }
+  // Variant v's network, in v's schedule.
+  DeviceNetwork& operator[](int v) {
+    if (v >= kFp32Variants - 1) dn[kFp32Variants - 1]->use_fp32_wgmma_schedule(v - (kFp32Variants - 1));
+    return *dn[std::min(v, kFp32Variants - 1)];
+  }
+};
+
+// Step 3 for one model: fp32 variants 1-4 layer by layer. Returns the number of mismatching layers.
 template <typename Timer, typename Add>
 int fp32_tc_layers(const BenchModel& m, const std::vector<float>& z, Timer time_ms, Add add) {
-  constexpr int kN = 8192;
-  std::unique_ptr<DeviceNetwork> dn[2];
-  for (int v = 0; v < 2; ++v) {
-    const ScopedFp32Kernel use(v == 0 ? "ffma" : "tc");
-    dn[v] = std::make_unique<DeviceNetwork>(m.floats.data(), m.spec, Precision::Fp32);
-  }
+  constexpr int kN = 8192, kBatches[3] = {8192, 512, 64};
+  Fp32Variants dn(m);
   PoisonedBuffers buffers;
   void* act[4];
   size_t largest = size_t(m.spec.image_values()) * 4;  // bytes of one image's largest layer output
   for (int s = 0; s < 4; ++s) {
-    act[s] = buffers.make(dn[0]->activation_bytes_per_image(s) * kN);
-    largest = std::max(largest, dn[0]->activation_bytes_per_image(s));
+    act[s] = buffers.make(dn[0].activation_bytes_per_image(s) * kN);
+    largest = std::max(largest, dn[0].activation_bytes_per_image(s));
   }
   const float* zd = static_cast<const float*>(
       buffers.upload(std::vector<float>(z.begin(), z.begin() + size_t(kN) * m.spec.latent_dim)));
-  void* out[2];
+  void* out[Fp32Variants::kCount];
   for (void*& o : out) o = buffers.make(largest * kN);
-  dn[0]->projection(zd, kN, act[0], nullptr);
-  for (int s = 0; s < 3; ++s) dn[0]->tconv(s, act[s], kN, act[s + 1], nullptr);
+  dn[0].projection(zd, kN, act[0], nullptr);
+  for (int s = 0; s < 3; ++s) dn[0].tconv(s, act[s], kN, act[s + 1], nullptr);
   const char* names[kGpuLayers] = {"projection+bn+relu", "tconv1", "tconv2", "tconv3", "tconv4+tanh"};
   auto run = [&](int v, int l, int n, void* o) {
-    if (l == 0) dn[v]->projection(zd, n, o, nullptr);
-    else if (l < 4) dn[v]->tconv(l - 1, act[l - 1], n, o, nullptr);
-    else dn[v]->output_layer(act[3], n, static_cast<float*>(o), nullptr);
+    DeviceNetwork& d = dn[v];
+    if (l == 0) d.projection(zd, n, o, nullptr);
+    else if (l < 4) d.tconv(l - 1, act[l - 1], n, o, nullptr);
+    else d.output_layer(act[3], n, static_cast<float*>(o), nullptr);
   };
   int mismatches = 0;
   for (int l = 0; l < kGpuLayers; ++l) {
-    const size_t count = (l < 4 ? dn[0]->activation_bytes_per_image(l) / 4 : size_t(m.spec.image_values())) * kN;
-    std::vector<float> got[2];
-    float ms[2][2];
-    for (int v = 0; v < 2; ++v) {
+    const size_t count = (l < 4 ? dn[0].activation_bytes_per_image(l) / 4 : size_t(m.spec.image_values())) * kN;
+    std::vector<float> got[Fp32Variants::kCount];
+    for (int v = 0; v < Fp32Variants::kCount; ++v) {
       CUDA_CHECK(cudaMemset(out[v], 0xff, count * 4));
       run(v, l, kN, out[v]);
       got[v].resize(count);
       CUDA_CHECK(cudaMemcpy(got[v].data(), out[v], count * 4, cudaMemcpyDeviceToHost));
     }
-    double worst = 0;
-    size_t bad = 0;
-    for (size_t i = 0; i < count; ++i) {
-      const double d = std::fabs(double(got[1][i]) - got[0][i]);
-      worst = std::max(worst, std::isfinite(d) ? d : INFINITY);
-      bad += !(d <= 1e-4 + 1e-4 * std::fabs(got[0][i]));
+    std::string verdict;
+    for (int v = 1; v < Fp32Variants::kCount; ++v) {
+      double worst = 0;
+      size_t bad = 0;
+      for (size_t i = 0; i < count; ++i) {
+        const double d = std::fabs(double(got[v][i]) - got[0][i]);
+        worst = std::max(worst, std::isfinite(d) ? d : INFINITY);
+        bad += !(d <= 1e-4 + 1e-4 * std::fabs(got[0][i]));
+      }
+      mismatches += bad > 0;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " v%d-v1 %.1e%s", v + 1, worst, bad ? " MISMATCH" : "");
+      verdict += buf;
     }
-    mismatches += bad > 0;
-    for (int v = 0; v < 2; ++v) {
-      ms[v][0] = time_ms([&] { run(v, l, kN, out[v]); }, 10, nullptr);
-      ms[v][1] = time_ms([&] { run(v, l, 64, out[v]); }, 50, nullptr);
-    }
+    const bool same34 = std::memcmp(got[2].data(), got[3].data(), count * 4) == 0;
+    const bool same23 = std::memcmp(got[1].data(), got[2].data(), count * 4) == 0;
+    mismatches += !same34;
+    verdict += std::string("; v4 ") + (same34 ? "==" : "!= (MISMATCH)") + " v3; v3 " + (same23 ? "==" : "!=") + " v2";
+    std::printf("  %-13s %-18s%s\n", m.name.c_str(), names[l], verdict.c_str());
     const double flop = layer_flops_per_image(m.spec, l);
-    std::printf("  %-13s %-18s batch 8192: variant 1 FFMA %7.3f ms, variant 2 tensor cores %7.3f ms (%5.1f TFLOP/s, %.2fx) | "
-                "batch 64: %6.3f / %6.3f ms (%.2fx) | max |v2 - v1| %.2e%s\n",
-                m.name.c_str(), names[l], ms[0][0], ms[1][0], flop * kN / ms[1][0] / 1e9, ms[0][0] / ms[1][0], ms[0][1],
-                ms[1][1], ms[0][1] / ms[1][1], worst, bad ? "  MISMATCH" : "");
-    for (int v = 0; v < 2; ++v) {
-      const std::string key = m.key + (v == 0 ? "_fp32_ffma_layer" : "_fp32_tc_layer") + std::to_string(l);
-      add(key + "_ms", ms[v][0]);
-      add(key + "_b64_ms", ms[v][1]);
+    for (int b : kBatches) {
+      std::printf("  %-13s %-18s batch %4d:", "", "", b);
+      double ms[Fp32Variants::kCount];
+      for (int v = 0; v < Fp32Variants::kCount; ++v) {
+        ms[v] = time_ms([&] { run(v, l, b, out[v]); }, b == kN ? 10 : 30, nullptr);
+        std::printf(" v%d %7.3f ms", v + 1, ms[v]);
+        add(m.key + "_" + Fp32Variants::key(v) + "_layer" + std::to_string(l) + "_b" + std::to_string(b) + "_ms", ms[v]);
+      }
+      std::printf(" | v3 %5.1f TFLOP/s, %.2fx v1, %.2fx v2; v4, v5 %.2fx, %.2fx v3", flop * b / ms[2] / 1e9, ms[0] / ms[2],
+                  ms[1] / ms[2], ms[2] / ms[3], ms[2] / ms[4]);
+      if (l >= 1 && l <= 3 && b < kN) {  // v3's two tile shapes, one of which it picked by the grid
+        for (int t = 0; t < 2; ++t) {
+          const float shape_ms = time_ms([&] { dn.shape[t]->tconv(l - 1, act[l - 1], b, out[2], nullptr); }, 30, nullptr);
+          std::printf("; %s %.3f ms", t == 0 ? "Small" : "Large", shape_ms);
+          add(m.key + "_fp32_wgmma_" + (t == 0 ? "small" : "large") + "_layer" + std::to_string(l) + "_b" + std::to_string(b) + "_ms",
+              shape_ms);
+        }
+      }
+      std::printf("\n");
     }
   }
   return mismatches;
 }
 
-// The accuracy section: 1,000 images of the faces model against float64.
-template <typename Add>
-int fp32_tc_accuracy(const BenchModel& faces, const std::string& out, Add add) {
-  constexpr int kImages = 1000;
-  std::vector<float> z(size_t(kImages) * faces.spec.latent_dim);
-  std::mt19937_64 rng(27);
-  std::normal_distribution<float> nd;
-  for (float& v : z) v = nd(rng);
-  auto write = [&](const std::string& name, const std::vector<float>& v) {
-    std::ofstream f(out + "/" + name, std::ios::binary);
-    f.write(reinterpret_cast<const char*>(v.data()), v.size() * 4);
-    if (!f) throw std::runtime_error("cannot write " + out + "/" + name);
-  };
-  write("faces_network.bin", faces.floats);
-  write("faces_latents.bin", z);
-  const auto t0 = std::chrono::steady_clock::now();
-  const LayerReference ref = make_layer_reference(faces.floats, faces.spec, z.data(), kImages);
-  const double ref_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  NetworkErrors e[2];
-  for (int v = 0; v < 2; ++v) {
-    const ScopedFp32Kernel use(v == 0 ? "ffma" : "tc");
-    const DeviceNetwork dn(faces.floats.data(), faces.spec, Precision::Fp32);
-    e[v] = measure_layer_errors(dn, ref);
-  }
-  std::printf("\n%d images of the faces model against float64 (float64 on the CPU in %.1f s), |error| worst / mean:\n", kImages, ref_s);
-  std::printf("  %-20s %-25s %-25s %s\n", "layer", "fp32 FFMA (variant 1)", "fp32 tensor cores (v2)", "v2 / v1 worst, mean");
-  const char* names[kGpuLayers + 1] = {"projection+bn+relu", "tconv1+bn+relu", "tconv2+bn+relu", "tconv3+bn+relu", "tconv4+tanh",
-                                       "network (images)"};
-  int failed = 0;
-  for (int l = 0; l <= kGpuLayers; ++l) {
-    const ErrorStats& a = l < kGpuLayers ? e[0].layer[l] : e[0].network;
-    const ErrorStats& b = l < kGpuLayers ? e[1].layer[l] : e[1].network;
-    failed += a.not_finite + b.not_finite > 0;
-    std::printf("  %-20s %10.3e / %10.3e  %10.3e / %10.3e  %5.2f, %5.2f%s\n", names[l], a.worst, a.mean(), b.worst, b.mean(),
-                b.worst / a.worst, b.mean() / a.mean(), a.not_finite + b.not_finite ? "  NOT FINITE" : "");
-    const std::string layer = l < kGpuLayers ? "layer" + std::to_string(l) : "network";
-    add("faces_fp32_ffma_" + layer + "_worst", a.worst);
-    add("faces_fp32_ffma_" + layer + "_mean", a.mean());
-    add("faces_fp32_tc_" + layer + "_worst", b.worst);
-    add("faces_fp32_tc_" + layer + "_mean", b.mean());
-  }
-  for (Precision p : {Precision::Tf32, Precision::Bf16}) {
-    const DeviceNetwork dn(faces.floats.data(), faces.spec, p);
-    const ErrorStats s = measure_network_errors(dn, ref);
-    std::printf("  %-20s %s: %10.3e / %10.3e (whole network only)\n", "network (images)", precision_name(p), s.worst, s.mean());
-    add(std::string("faces_") + precision_name(p) + "_network_worst", s.worst);
-    add(std::string("faces_") + precision_name(p) + "_network_mean", s.mean());
-    failed += s.not_finite > 0;
-  }
-  return failed;
+// `--fp32-tc-layer MODEL:VARIANT:STAGE:BATCH`: tconv stage STAGE (0..2) of MODEL (faces, shpc) at
+// BATCH images, three times on random activations, in VARIANT (a key of kBenchArithmetics, or
+// fp32_wgmma1: variant 3 in schedule 1). For a profiler, which then sees three launches of the stage's
+// kernel and little else.
+inline int fp32_tc_profile_layer(const std::string& what, const std::vector<float>& shpc) {
+  char model[16] = {}, variant[32] = {};
+  int stage = -1, batch = 0;
+  if (std::sscanf(what.c_str(), "%15[a-z]:%31[a-z0-9_]:%d:%d", model, variant, &stage, &batch) != 4 || stage < 0 || stage > 2 ||
+      batch < 1)
+    throw std::invalid_argument("--fp32-tc-layer takes MODEL:VARIANT:STAGE:BATCH (faces or shpc, a variant, 0..2, a count), not '" +
+                                what + "'");
+  const std::string v = variant;
+  const BenchArithmetic& a = bench_arithmetic(v == "fp32_wgmma1" ? "fp32_wgmma" : v);
+  const Network faces = load_network("models/facegen-faces.safetensors");
+  const bool is_faces = std::string(model) == "faces";
+  const ModelSpec spec = is_faces ? faces.spec() : kShpcSpec;
+  const std::vector<float>& floats = is_faces ? faces.floats() : shpc;
+  const ScopedGpuSettings use(a.fp32_kernel, a.gemm);
+  DeviceNetwork dn(floats.data(), spec, a.precision);
+  if (v == "fp32_wgmma1") dn.use_fp32_wgmma_schedule(1);
+  PoisonedBuffers b;
+  const size_t in_bytes = dn.activation_bytes_per_image(stage) * batch;
+  std::vector<float> x(in_bytes / 4);
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> u(0.f, 1.5f);
+  for (float& f : x) f = a.precision == Precision::Fp32 ? u(rng) : round_to_tf32(u(rng));
+  void* in = b.make(in_bytes);
+  if (a.precision != Precision::Bf16) CUDA_CHECK(cudaMemcpy(in, x.data(), in_bytes, cudaMemcpyHostToDevice));
+  else CUDA_CHECK(cudaMemset(in, 0x3f, in_bytes));  // every bfloat16 0.74609375
+  void* out = b.make(dn.activation_bytes_per_image(stage + 1) * batch);
+  for (int r = 0; r < 3; ++r) dn.tconv(stage, in, batch, out, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::printf("ran tconv%d of the %s model in %s (%s) at batch %d three times\n", stage + 1, model, v.c_str(),
+              gemm_kernel_name(dn.gemm_kernel()), batch);
+  return 0;
 }
 
 // The whole section. time_ms(f, reps, stream): the median milliseconds of f; add(key, value): a figure
@@ -250,7 +261,7 @@ int bench_fp32_tensor_cores(const std::string& out, const std::vector<float>& z,
       double rate[3];
       for (int b = 0; b < 3; ++b) {
         const int B = batches[b];
-        const ScopedFp32Kernel use(a.fp32_kernel);
+        const ScopedGpuSettings use(a.fp32_kernel, a.gemm);
         GpuPipeline pipe(m.floats.data(), m.spec, a.precision, B, 0);
         CUDA_CHECK(cudaMemcpy(pipe.device_latents(0), z.data(), size_t(B) * m.spec.latent_dim * 4, cudaMemcpyHostToDevice));
         const int inner = std::max(1, 8192 / B);  // ~8192 images per timed repetition
@@ -261,14 +272,16 @@ int bench_fp32_tensor_cores(const std::string& out, const std::vector<float>& z,
       }
       if (std::string(a.key) == "fp32_ffma") std::copy(rate, rate + 3, ffma);
       std::printf("  %-13s %-30s %10.0f   %10.0f   %10.0f", m.name.c_str(), a.name, rate[0], rate[1], rate[2]);
-      if (std::string(a.key) == "fp32_tc")
+      if (a.precision == Precision::Fp32 && std::string(a.key) != "fp32_ffma")
         std::printf("   (%.2fx, %.2fx, %.2fx FFMA's)", rate[0] / ffma[0], rate[1] / ffma[1], rate[2] / ffma[2]);
       std::printf("\n");
     }
   }
-  std::printf("\nfp32 layer by layer, variant 1 FFMA and variant 2 tensor cores on the same activations:\n");
+  std::printf("\nfp32 layer by layer, variants 1 FFMA, 2 tensor cores on mma.sync, 3 on wgmma, 4 on wgmma in schedule 1,\n"
+              "5 on wgmma with an FADD every two k steps, on the same activations (max |vN - v1|; bytes of v4 against\n"
+              "v3 and v3 against v2), then their times:\n");
   for (const BenchModel& m : models) failed += fp32_tc_layers(m, z, time_ms, add);
-  failed += fp32_tc_accuracy(models[0], out, add);
+  failed += fp32_tc_accuracy(models[0].floats, models[0].spec, models[1].floats, out, add);
   std::printf("fp32 on tensor cores: %s\n", failed ? "MISMATCH or non-finite values (see above)" : "every check passed");
   return failed;
 }

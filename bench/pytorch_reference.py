@@ -14,12 +14,14 @@ Then the same for the PyTorch DCGAN tutorial's generator (tutorial_network.bin, 
 BatchNorm2d, ReLU, Tanh): facegen's fixed-shape and any-shape kernels against eager and torch.compile on the same
 latents, and both against float64; --tutorial-only runs that part alone.
 
---fp32-tc (after facegen-bench --fp32-tc) runs only PyTorch's side of that section: the faces model's
-1,000 images (faces_network.bin, faces_latents.bin) against float64, layer by layer (each layer on the
-float64 pass's own input rounded to float32, as facegen-bench measures it) and whole, in fp32 (cuDNN,
-TF32 off) and tf32, eager fp32 images/s, and beside them facegen's fp32 FFMA and fp32 on tensor cores
-from results.json, with the verdict: the tensor cores' worst and mean error within 1.5 times the better
-of PyTorch fp32's and FFMA's, every layer and the whole network.
+--fp32-tc (after facegen-bench --fp32-tc) runs only PyTorch's side of that section: for each network it
+wrote (KEY_network.bin, KEY_latents.bin: the faces model's 1,000 images, a random faces-shaped
+network's and the random SHPC network's 200) the errors against float64, layer by layer (each layer on
+the float64 pass's own input rounded to float32, as facegen-bench measures it) and whole, in fp32
+(cuDNN, TF32 off; the faces model in tf32 too), eager fp32 images/s, and beside them facegen's fp32
+FFMA and fp32 on tensor cores (mma.sync, wgmma) from results.json, with the verdict: the wgmma form's
+(the default on an H100 or H200) worst and mean error within 1.5 times the better of PyTorch fp32's and
+FFMA's, every layer and the whole network of every network.
 """
 import argparse
 import sys
@@ -226,68 +228,112 @@ class Stats:
         return self.sum / max(self.count, 1)
 
 
+def shpc_layers(g):
+    """facegen's five layers of the SHPC Generator g: the projection with the first batch norm and
+    ReLU, each transposed convolution (cropped) with the next batch norm and ReLU, the last with tanh."""
+    def projection(z):
+        return F.relu(g.bns[0](g.proj(z).view(-1, 4, 4, 512).permute(0, 3, 1, 2)))
+
+    def tconv(s):
+        def layer(x):
+            h = 2 * SIZE[s]
+            y = g.convs[s](x)[:, :, :h, :h]
+            return F.relu(g.bns[s + 1](y)) if s < 3 else torch.tanh(y)
+        return layer
+    return [projection] + [tconv(s) for s in range(4)]
+
+
+def tutorial_layers(g):
+    """facegen's five layers of the tutorial's nn.Sequential g (z as (n, nz, 1, 1))."""
+    return [g[a:b] for a, b in [(0, 3), (3, 6), (6, 9), (9, 12), (12, 14)]]
+
+
+# facegen-bench --fp32-tc's networks: results.json key, what, architecture
+FP32_NETWORKS = [("faces", "the faces model", "tutorial"),
+                 ("rfaces", "a random network of the faces model's shape", "tutorial"),
+                 ("rshpc", "the random SHPC network", "shpc")]
+FP32_VARIANTS = [("fp32_ffma", "facegen FFMA (v1)"), ("fp32_tc", "facegen tc mma.sync (v2)"), ("fp32_wgmma", "facegen tc wgmma (v3)"),
+                 ("fp32_wgmma_r2", "wgmma FADD / 2 steps (v5)")]
+DEFAULT_VARIANT = 2  # fp32_wgmma: the default on an H100 or H200, which the verdict judges
+LAYER_NAMES = ["projection+bn+relu", "tconv1+bn+relu", "tconv2+bn+relu", "tconv3+bn+relu", "tconv4+tanh", "network (images)"]
+
+
+def pytorch_errors(arch, path, z, prec, dev):
+    """PyTorch's |error| against its own float64 in precision prec: per layer (each on the float64
+    pass's own input rounded to float32) and whole. Returns (layer Stats list, whole Stats)."""
+    def build():
+        if arch == "tutorial":
+            return load_tutorial(path, TUTORIAL_NZ, TUTORIAL_NGF, TUTORIAL_NC).to(dev)
+        return Generator(load_params(path)).to(dev)
+    layers_of = tutorial_layers if arch == "tutorial" else shpc_layers
+    g64 = build().double()
+    set_precision(prec)
+    g32 = build()
+    l64, l32 = layers_of(g64), layers_of(g32)
+    layer = [Stats() for _ in l64]
+    whole = Stats()
+    shape = (-1, z.shape[1], 1, 1) if arch == "tutorial" else (-1, z.shape[1])
+    with torch.no_grad():
+        for i in range(0, z.shape[0], 200):
+            zi = z[i:i + 200].view(*shape)
+            whole.add(g32(zi), g64(zi.double()))
+            x = zi.double()
+            for li in range(len(l64)):
+                x32 = x.float()
+                want = l64[li](x32.double())
+                layer[li].add(l32[li](x32), want)
+                x = want
+    set_precision("fp32")
+    return layer, whole
+
+
 def fp32_tc(args, ours):
     """PyTorch's side of facegen-bench --fp32-tc; returns the verdict's exit status."""
     dev = torch.device("cuda")
-    nz, ngf, nc = TUTORIAL_NZ, TUTORIAL_NGF, TUTORIAL_NC  # the faces model's shape
-    path = os.path.join(args.dir, "faces_network.bin")
-    z = torch.from_numpy(np.fromfile(os.path.join(args.dir, "faces_latents.bin"), dtype=np.float32).reshape(-1, nz)).to(dev)
-    n = z.shape[0]
-    g64 = load_tutorial(path, nz, ngf, nc).to(dev).double()
-    # facegen's layers: the projection, tconv1-3 (each with its batch norm and ReLU), tconv4 + tanh
-    blocks = [(0, 3), (3, 6), (6, 9), (9, 12), (12, 14)]
-    errors = {}
-    for prec in ["fp32", "tf32"]:
-        set_precision(prec)
-        g32 = load_tutorial(path, nz, ngf, nc).to(dev)
-        layer = [Stats() for _ in blocks]
-        whole = Stats()
-        with torch.no_grad():
-            for i in range(0, n, 200):
-                x = z[i:i + 200].view(-1, nz, 1, 1).double()
-                whole.add(g32(z[i:i + 200].view(-1, nz, 1, 1)), g64(x))
-                for li, (a, b) in enumerate(blocks):
-                    x32 = x.float()
-                    want = g64[a:b](x32.double())
-                    layer[li].add(g32[a:b](x32), want)
-                    x = want
-        errors[prec] = (layer, whole)
-    set_precision("fp32")
-    names = ["projection+bn+relu", "tconv1+bn+relu", "tconv2+bn+relu", "tconv3+bn+relu", "tconv4+tanh", "network (images)"]
-    print(f"\n{n} images of the faces model against float64, |error| worst / mean (facegen's from results.json):")
-    print(f"  {'layer':20s} {'PyTorch fp32':>23s} {'facegen fp32 FFMA':>23s} {'facegen fp32 tensor cores':>25s}"
-          "  tensor cores / best of PyTorch and FFMA: worst, mean")
     bad = []
-    for li, name in enumerate(names):
-        pt = errors["fp32"][0][li] if li < len(blocks) else errors["fp32"][1]
-        key = f"layer{li}" if li < len(blocks) else "network"
-        ffma = (ours.get(f"faces_fp32_ffma_{key}_worst", float("nan")), ours.get(f"faces_fp32_ffma_{key}_mean", float("nan")))
-        tc = (ours.get(f"faces_fp32_tc_{key}_worst", float("nan")), ours.get(f"faces_fp32_tc_{key}_mean", float("nan")))
-        r_worst = tc[0] / min(pt.worst, ffma[0])
-        r_mean = tc[1] / min(pt.mean(), ffma[1])
-        ok = r_worst <= 1.5 and r_mean <= 1.5  # false for NaN too
-        if not ok:
-            bad.append(name)
-        print(f"  {name:20s} {pt.worst:10.3e} / {pt.mean():10.3e} {ffma[0]:10.3e} / {ffma[1]:10.3e} {tc[0]:12.3e} / {tc[1]:10.3e}"
-              f"  {r_worst:5.2f}, {r_mean:5.2f}{'' if ok else '  OVER 1.5'}")
-    tw = errors["tf32"][1]
-    print(f"  {'network, tf32':20s} PyTorch {tw.worst:.3e} / {tw.mean():.3e}; facegen "
-          f"{ours.get('faces_tf32_network_worst', float('nan')):.3e} / {ours.get('faces_tf32_network_mean', float('nan')):.3e}")
-    print(f"  {'network, bf16':20s} facegen {ours.get('faces_bf16_network_worst', float('nan')):.3e} / "
-          f"{ours.get('faces_bf16_network_mean', float('nan')):.3e}")
-    model = load_tutorial(path, nz, ngf, nc).to(dev).to(memory_format=torch.channels_last)
-    print("PyTorch eager fp32 (cuDNN, TF32 off), faces model, images/s beside facegen's kernels alone:")
+    for key, what, arch in FP32_NETWORKS:
+        path = os.path.join(args.dir, f"{key}_network.bin")
+        if not os.path.exists(path):
+            print(f"\n{what}: no {path}, skipped")
+            continue
+        z = torch.from_numpy(np.fromfile(os.path.join(args.dir, f"{key}_latents.bin"), dtype=np.float32).reshape(-1, 100)).to(dev)
+        layer, whole = pytorch_errors(arch, path, z, "fp32", dev)
+        print(f"\n{z.shape[0]} images of {what} against float64, |error| worst / mean (facegen's from results.json), "
+              "and each tensor-core form against the better of PyTorch fp32's and FFMA's:")
+        print(f"  {'layer':20s} {'PyTorch fp32':>23s}" + "".join(f" {name:>25s}" for _, name in FP32_VARIANTS)
+              + "   v2, v3, v5: worst, mean")
+        for li, name in enumerate(LAYER_NAMES):
+            pt = layer[li] if li < len(layer) else whole
+            lk = f"layer{li}" if li < len(layer) else "network"
+            got = [(ours.get(f"{key}_{v}_{lk}_worst", float("nan")), ours.get(f"{key}_{v}_{lk}_mean", float("nan"))) for v, _ in FP32_VARIANTS]
+            ffma = got[0]
+            ratios = [(w / min(pt.worst, ffma[0]), m / min(pt.mean(), ffma[1])) for w, m in got[1:]]
+            judged = ratios[DEFAULT_VARIANT - 1]
+            ok = judged[0] <= 1.5 and judged[1] <= 1.5  # false for NaN too
+            if not ok:
+                bad.append(f"{key} {name}")
+            print(f"  {name:20s} {pt.worst:10.3e} / {pt.mean():10.3e}" + "".join(f" {w:11.3e} / {m:10.3e}" for w, m in got)
+                  + "   " + "; ".join(f"{w:5.2f}, {m:5.2f}" for w, m in ratios) + ("" if ok else "  OVER 1.5"))
+        if key == "faces":
+            _, tw = pytorch_errors(arch, path, z, "tf32", dev)
+            print(f"  {'network, tf32':20s} PyTorch {tw.worst:.3e} / {tw.mean():.3e}; facegen "
+                  f"{ours.get('faces_tf32_network_worst', float('nan')):.3e} / {ours.get('faces_tf32_network_mean', float('nan')):.3e}")
+            print(f"  {'network, bf16':20s} facegen {ours.get('faces_bf16_network_worst', float('nan')):.3e} / "
+                  f"{ours.get('faces_bf16_network_mean', float('nan')):.3e}")
+    path = os.path.join(args.dir, "faces_network.bin")
+    model = load_tutorial(path, TUTORIAL_NZ, TUTORIAL_NGF, TUTORIAL_NC).to(dev).to(memory_format=torch.channels_last)
+    print("\nPyTorch eager fp32 (cuDNN, TF32 off), faces model, images/s beside facegen's kernels alone:")
     for b in [64, 512, 8192]:
-        zb = torch.randn(b, nz, 1, 1, device=dev)
+        zb = torch.randn(b, TUTORIAL_NZ, 1, 1, device=dev)
         rate = time_images_per_s(lambda x: model(x), zb)
-        print(f"  batch {b:5d}: eager {rate:12,.0f}; facegen fp32 tensor cores {ours.get(f'faces_fp32_tc_b{b}_kernels', 0):12,.0f}, "
-              f"fp32 FFMA {ours.get(f'faces_fp32_ffma_b{b}_kernels', 0):12,.0f}")
+        print(f"  batch {b:5d}: eager {rate:12,.0f}; facegen" + ", ".join(
+            f" {name} {ours.get(f'faces_{v}_b{b}_kernels', 0):,.0f}" for v, name in FP32_VARIANTS[:3]))
     if bad:
-        print(f"\nverdict: FAIL: fp32 on tensor cores exceeds 1.5 times the better of PyTorch fp32's and FFMA's error in "
+        print(f"\nverdict: FAIL: fp32 on tensor cores (wgmma) exceeds 1.5 times the better of PyTorch fp32's and FFMA's error in "
               f"{', '.join(bad)}")
         return 1
-    print("\nverdict: OK: fp32 on tensor cores is within 1.5 times the better of PyTorch fp32's and FFMA's error, "
-          "worst and mean, every layer and the whole network")
+    print("\nverdict: OK: fp32 on tensor cores (wgmma) is within 1.5 times the better of PyTorch fp32's and FFMA's error, "
+          "worst and mean, every layer and the whole network of every network")
     return 0
 
 

@@ -1,6 +1,6 @@
 // split_products.cpp: how accurate float32 on tensor cores can be, emulated on the CPU before (and
-// beside) the kernels (`make bench-split`; build/facegen-bench-split [MODEL] [IMAGES] [ALIGN_BITS],
-// default the faces model, 16 images, 2). MODEL is a model file or random:NGF:K:SEED, a seeded
+// beside) the kernels (`make bench-split`; build/facegen-bench-split [MODEL] [IMAGES] [ALIGN_BITS]
+// [SCHEMES], default the faces model, 16 images, 2, every scheme). MODEL is a model file or random:NGF:K:SEED, a seeded
 // random network of the family (tests/gpu/reference.hpp; nz 100, nc 3, biases where K is 5).
 //
 // A tensor core multiplies tf32 operands (11 significant bits) exactly. "3xTF32" writes each float32
@@ -27,6 +27,18 @@
 //   3xfp16 taps     fp16 parts (mma m16n8k16, twice tf32's rate): hi = fp16(x), lo = fp16((x - hi) 2^11),
 //                   hi*hi and the two cross products in two zeroed accumulators per k step, then
 //                   sum += big; sum = fma(small, 2^-11, sum); per-tap sums. (Overflows for |x| > 65504.)
+//   wgmma R1        the order of the wgmma kernels (kernels/phase_gemm_wgmma_tf32x3.cuh): per k step of 8
+//                   (one wgmma m64nNk8 each) lo*hi with scale-d = 0 (the accumulator's old value
+//                   ignored: the same sum as from a zeroed one), then hi*lo and hi*hi into it; every R k
+//                   steps one round-to-nearest FADD into the tap's sum, the taps' sums added in order.
+//                   R = 1 is 'fresh/step taps', the mma.sync kernels' order, step for step.
+//   wgmma R2, R4    the same, FADD every 2 or 4 k steps (4: one K tile of 32 terms): fewer waits for the
+//                   tensor cores and fewer FADDs, at the accuracy these rows show
+//   wgmma big/small hi*hi per k step from scale-d = 0, FADD into the tap's sum; the cross products chained
+//                   in a second accumulator over the whole tap (2^-11 of the sum, so its truncation
+//                   counts little), added into the tap's sum at its end
+// A fourth argument picks schemes by name, comma-separated (default all), so a long run computes only
+// the rows it needs: e.g. "fp32 FFMA,wgmma R1,wgmma R2,wgmma R4".
 // It runs on this machine, not a GPU.
 #include <algorithm>
 #include <climits>
@@ -49,7 +61,7 @@ namespace {
 
 int g_align_bits = 2;  // bits below float32's ulp of the largest term that an mma keeps
 
-enum class Kind { Ffma, Tf32, SplitIdeal, SplitChain, SplitFresh };
+enum class Kind { Ffma, Tf32, SplitIdeal, SplitChain, SplitFresh, SplitBigSmall };
 enum class Parts { Tf32, Fp16 };
 struct Scheme {
   const char* name;
@@ -57,6 +69,9 @@ struct Scheme {
   Parts parts = Parts::Tf32;
   int fresh_steps = 1;    // SplitFresh: k steps into one zeroed accumulator before the FADD
   bool tap_sums = false;  // a sum per tap, the taps' sums added in order
+  // The wgmma rows: this order in tconv1-3 only; the projection and the last layer run the mma.sync
+  // kernels' order (fresh/step taps) there.
+  bool tconv13_only = false;
 };
 const Scheme kSchemes[] = {
     {"fp32 FFMA", Kind::Ffma, Parts::Tf32, 0, true},
@@ -67,8 +82,17 @@ const Scheme kSchemes[] = {
     {"fresh/step taps", Kind::SplitFresh, Parts::Tf32, 1, true},
     {"fresh/4 taps", Kind::SplitFresh, Parts::Tf32, 4, true},
     {"3xfp16 taps", Kind::SplitFresh, Parts::Fp16, 1, true},
+    {"wgmma R1", Kind::SplitFresh, Parts::Tf32, 1, true, true},
+    {"wgmma R2", Kind::SplitFresh, Parts::Tf32, 2, true, true},
+    {"wgmma R4", Kind::SplitFresh, Parts::Tf32, 4, true, true},
+    {"wgmma big/small", Kind::SplitBigSmall, Parts::Tf32, 1, true, true},
 };
-constexpr int kSchemeCount = sizeof(kSchemes) / sizeof(kSchemes[0]);
+const Scheme kMmaSyncOrder = {"fresh/step taps", Kind::SplitFresh, Parts::Tf32, 1, true};
+// The order scheme `sc` runs in layer `layer` (0 the projection, 1..4 tconv1-4).
+const Scheme* scheme_in_layer(const Scheme* sc, int layer) {
+  return sc && sc->tconv13_only && (layer == 0 || layer == 4) ? &kMmaSyncOrder : sc;
+}
+std::vector<const Scheme*> g_schemes;  // the schemes this run computes (argument 4), in table order
 
 float tf32(float x) {  // round to nearest, ties away (cvt.rna.tf32.f32): 10 explicit mantissa bits
   uint32_t u;
@@ -154,6 +178,18 @@ void add_tap(const Scheme& sc, Operand a, Operand b, int terms, Sum& sum) {
       for (int i = 0; i < count; ++i) p[i] = double(a.hi[k + i]) * b.hi[k + i];
       dest = add(dest, p, count);
     }
+  } else if (sc.kind == Kind::SplitBigSmall) {
+    float small = 0;
+    for (int k = 0; k < terms; k += 8) {
+      const int count = std::min(terms - k, 8);
+      for (int i = 0; i < count; ++i) p[i] = double(a.lo[k + i]) * b.hi[k + i];
+      small = mma_add(small, p, count);
+      for (int i = 0; i < count; ++i) p[i] = double(a.hi[k + i]) * b.lo[k + i];
+      small = mma_add(small, p, count);
+      for (int i = 0; i < count; ++i) p[i] = double(a.hi[k + i]) * b.hi[k + i];
+      dest += mma_add(0.0f, p, count);
+    }
+    dest += small;
   } else {
     const int step = sc.parts == Parts::Tf32 ? 8 : 16;
     float big = 0, small = 0;
@@ -302,6 +338,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "facegen-bench-split: IMAGES must be >= 1 and ALIGN_BITS 0..20\n");
     return 1;
   }
+  const std::string wanted = argc > 4 ? "," + std::string(argv[4]) + "," : "";
+  for (const Scheme& sc : kSchemes)
+    if (wanted.empty() || wanted.find("," + std::string(sc.name) + ",") != std::string::npos) g_schemes.push_back(&sc);
+  if (g_schemes.empty()) {
+    std::fprintf(stderr, "facegen-bench-split: no scheme is named in '%s'\n", argv[4]);
+    return 1;
+  }
+  const int kSchemeCount = static_cast<int>(g_schemes.size());
   Network net;
   int ngf = 0, ksize = 0;
   unsigned seed = 0;
@@ -319,7 +363,7 @@ int main(int argc, char** argv) {
   std::printf("%s (%s), %d images, mma alignment %d bits below the ulp; |error| against float64, worst / mean\n",
               model.c_str(), describe_spec(s).c_str(), n, g_align_bits);
   std::printf("%-8s", "layer");
-  for (const Scheme& sc : kSchemes) std::printf(" | %-21s", sc.name);
+  for (const Scheme* sc : g_schemes) std::printf(" | %-21s", sc->name);
   std::printf("\n");
 
   // Layer by layer: every arithmetic on the float64 pass's own input, rounded to float.
@@ -333,7 +377,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Error> errors;
   for (int m = 0; m < kSchemeCount; ++m) {
-    chained[m] = projection(net, z, n, &kSchemes[m]);
+    chained[m] = projection(net, z, n, scheme_in_layer(g_schemes[m], 0));
     errors.push_back(compare(chained[m], ref, false));
   }
   print_row("proj", errors);
@@ -341,10 +385,11 @@ int main(int argc, char** argv) {
     const std::vector<float> in = bn_relu(net.batchnorm(stage), ref);
     const std::vector<double> next = tconv(net.tconv(stage), in, n, nullptr);
     errors.clear();
-    for (int m = 0; m < kSchemeCount; ++m) errors.push_back(compare(tconv(net.tconv(stage), in, n, &kSchemes[m]), next, false));
+    for (int m = 0; m < kSchemeCount; ++m)
+      errors.push_back(compare(tconv(net.tconv(stage), in, n, scheme_in_layer(g_schemes[m], stage + 1)), next, false));
     print_row("tconv" + std::to_string(stage + 1), errors);
     for (int m = 0; m < kSchemeCount; ++m)
-      chained[m] = tconv(net.tconv(stage), bn_relu(net.batchnorm(stage), chained[m]), n, &kSchemes[m]);
+      chained[m] = tconv(net.tconv(stage), bn_relu(net.batchnorm(stage), chained[m]), n, scheme_in_layer(g_schemes[m], stage + 1));
     ref = next;
   }
   // The whole network: each arithmetic fed its own layers; the float64 chain fed the float-rounded

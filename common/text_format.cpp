@@ -2,6 +2,7 @@
 #include "common/text_format.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace facegen {
 
@@ -25,6 +26,15 @@ std::string human_bytes(double bytes) {
   }
   char text[32];
   std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
+  return text;
+}
+
+std::string shortest_decimal(double value) {
+  char text[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, value);
+    if (std::strtod(text, nullptr) == value) break;
+  }
   return text;
 }
 

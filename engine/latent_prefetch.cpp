@@ -8,14 +8,17 @@
 
 namespace facegen {
 
-LatentPrefetch::LatentPrefetch(LatentSource& source, PiecePlan& plan, int slots, int64_t piece_images, int latent_dim)
-    : source_(source), plan_(plan), latent_dim_(latent_dim) {
+LatentPrefetch::LatentPrefetch(LatentSource& source, PiecePlan& plan, int slots, int64_t piece_images, int latent_dim,
+                               bool recipes)
+    : source_(source), plan_(plan), latent_dim_(latent_dim), recipes_(recipes) {
   if (slots < 1 || piece_images < 1) throw std::invalid_argument("LatentPrefetch: no slots");
+  if (recipes && !source.drawn()) throw std::invalid_argument("LatentPrefetch: recipes of latents that are not drawn");
   free_.reserve(static_cast<size_t>(slots));
   queued_.reserve(static_cast<size_t>(slots));
   for (int s = 0; s < slots; ++s) {
     slots_.push_back(std::make_unique<Slot>());
-    slots_.back()->latents.resize(static_cast<size_t>(piece_images) * latent_dim);
+    if (recipes) slots_.back()->seeds.resize(static_cast<size_t>(piece_images));
+    else slots_.back()->latents.resize(static_cast<size_t>(piece_images) * latent_dim);
     free_.push_back(slots_.back().get());
   }
   Slot* slot;
@@ -56,7 +59,9 @@ void LatentPrefetch::post_read(Slot* slot) {
 void LatentPrefetch::read(Slot& slot) noexcept {
   std::exception_ptr error;
   try {
-    if (source_.random_access()) {
+    if (recipes_) {
+      slot.recipe = source_.recipe(slot.piece.first, slot.piece.count, slot.seeds.data());
+    } else if (source_.random_access()) {
       source_.read_range(slot.piece.first, slot.piece.count, slot.latents.data());
     } else if (source_.read(slot.latents.data(), slot.piece.count) != slot.piece.count) {
       throw std::logic_error("LatentPrefetch: the source ended before the plan");
@@ -76,7 +81,7 @@ void LatentPrefetch::read(Slot& slot) noexcept {
   post_read(next);
 }
 
-bool LatentPrefetch::next(PieceRange& piece, const float*& latents) {
+bool LatentPrefetch::next(PieceRange& piece, PieceLatents& latents) {
   const auto start = Clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] {
@@ -87,7 +92,7 @@ bool LatentPrefetch::next(PieceRange& piece, const float*& latents) {
   if (taken_ == queued_.size()) return false;
   Slot* slot = queued_[taken_++];
   piece = slot->piece;
-  latents = slot->latents.data();
+  latents = recipes_ ? PieceLatents{nullptr, &slot->recipe} : PieceLatents{slot->latents.data(), nullptr};
   return true;
 }
 

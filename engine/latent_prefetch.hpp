@@ -6,6 +6,10 @@
 // buffers of (piece_images, nz) floats; a slot is read again once the piece before it in the ring was
 // released. A source read in order only (a pipe) must be given a plan in image order
 // (needs_image_order). The first error of a read is rethrown by next().
+//
+// With `recipes` (a backend that draws latents itself, Backend::draws_latents, and a drawn source),
+// a slot holds the piece's recipe (LatentSource::recipe) instead of its latents: the host makes no
+// latent value, only each image's seed where the source is a seed list.
 #pragma once
 
 #include <condition_variable>
@@ -20,22 +24,31 @@
 
 namespace facegen {
 
+// A piece's latents as next() gives them: values (piece.count, nz), or a recipe (recipes only).
+struct PieceLatents {
+  const float* values = nullptr;
+  const LatentRecipe* recipe = nullptr;
+};
+
 class LatentPrefetch {
  public:
-  LatentPrefetch(LatentSource& source, PiecePlan& plan, int slots, int64_t piece_images, int latent_dim);
+  LatentPrefetch(LatentSource& source, PiecePlan& plan, int slots, int64_t piece_images, int latent_dim,
+                 bool recipes = false);
   ~LatentPrefetch();  // waits for the read in flight
   LatentPrefetch(const LatentPrefetch&) = delete;
   LatentPrefetch& operator=(const LatentPrefetch&) = delete;
 
-  // The next piece of the plan and its latents (piece.count, nz), valid until its release(); false
-  // once the plan is done. Waits while it is being read; rethrows a read's error.
-  bool next(PieceRange& piece, const float*& latents);
+  // The next piece of the plan and its latents, valid until its release(); false once the plan is
+  // done. Waits while it is being read; rethrows a read's error.
+  bool next(PieceRange& piece, PieceLatents& latents);
   void release();  // the oldest piece that next() gave is done with
   double wait_seconds() const;  // next() waiting for reads
 
  private:
   struct Slot {
-    std::vector<float> latents;  // (piece_images, nz)
+    std::vector<float> latents;   // (piece_images, nz); empty with recipes
+    std::vector<uint64_t> seeds;  // recipes: (piece_images), each image's seed where the recipe has them
+    LatentRecipe recipe;
     PieceRange piece;
     bool ready = false;
   };
@@ -48,6 +61,7 @@ class LatentPrefetch {
   LatentSource& source_;
   PiecePlan& plan_;
   int latent_dim_;
+  bool recipes_;
   std::vector<std::unique_ptr<Slot>> slots_;
 
   mutable std::mutex mutex_;

@@ -1,7 +1,8 @@
 // piece_loop.hpp: the loop that feeds a backend the pieces of a plan and hands their images to the
 // output engine, the same for one process and for each rank of an MPI job.
 //
-// Each piece's latents are read ahead on the pool (latent_prefetch.hpp); the backend takes the
+// Each piece's latents are read ahead on the pool (latent_prefetch.hpp), or, for a backend that
+// draws latents and a source of drawn ones, only their recipes (the backend makes them); the backend takes the
 // pieces as one stream (Backend::generate_stream: a GPU is kept busy from one piece to the next);
 // each piece's images are checked for NaN and Inf (generator/finite_check.hpp) and submitted to the
 // engine. Any error (a read, a non-finite image, the engine's first error) ends the loop by throwing.

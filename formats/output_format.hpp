@@ -160,6 +160,7 @@ struct SampleFacts {
   uint64_t random_seed = 0;
   // The image's own seed, where images have one (a seed per image): written as "seed". Unset: none.
   std::function<uint64_t(int64_t index)> image_seed;
+  double truncation = 0;  // drawn latents within [-T, T] (--truncation), written beside the seed; 0: none
   // The batch tool's --seeds: each image is named by its seed (seed_image_key) in the png folder and
   // as its tar sample's key, rather than by its index (image_seed is then set, and no seed repeats).
   bool named_by_seed = false;

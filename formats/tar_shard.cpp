@@ -5,6 +5,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/text_format.hpp"
+
 namespace facegen {
 namespace {
 
@@ -75,6 +77,9 @@ std::string sample_json(int64_t index, const SampleFacts& facts) {
   std::string json = "{\"index\": " + std::to_string(index);
   if (facts.image_seed) json += ", \"seed\": " + std::to_string(facts.image_seed(index));
   else if (facts.random) json += ", \"random_seed\": " + std::to_string(facts.random_seed);
+  if ((facts.image_seed || facts.random) && facts.truncation > 0) {
+    json += ", \"truncation\": " + shortest_decimal(facts.truncation);
+  }
   json += ", \"model\": " + (facts.model.empty() ? std::string("null") : json_quoted(facts.model));
   json += ", \"model_xxh3\": " + (facts.model_xxh3.empty() ? std::string("null") : json_quoted(facts.model_xxh3));
   json += ", \"precision\": " + json_quoted(facts.precision) + "}\n";

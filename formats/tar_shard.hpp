@@ -28,7 +28,8 @@ void append_tar_member(std::string& archive, const std::string& name, const std:
 std::string sample_key(int64_t index, const SampleFacts& facts);  // "000000123", or "seed0042"
 // A sample's json: {"index": 123, "random_seed": 1, "model": "m.bin", "model_xxh3": "9f86...e1",
 // "precision": "fp32"}, with "seed" where the image has its own, "random_seed" where latents were
-// drawn from the run's seed; "model" and "model_xxh3" null where there is none or it is unknown.
+// drawn from the run's seed, and "truncation" after either where the draws were truncated
+// (--truncation); "model" and "model_xxh3" null where there is none or it is unknown.
 std::string sample_json(int64_t index, const SampleFacts& facts);
 // Appends image `index`'s sample: its PNG (png, as the png format writes it) and its json.
 void append_tar_sample(std::string& archive, int64_t index, const std::string& png, const SampleFacts& facts);

@@ -56,6 +56,9 @@ HostBuffer plain_host_buffer(size_t bytes) {
 void Backend::generate_stream(const NextJob& next, const JobDone& done, int threads) {
   StreamJob job;
   while (next(job)) {
+    if (job.recipe != nullptr) {
+      throw std::logic_error("Backend::generate_stream: a recipe for a backend that does not draw latents");
+    }
     generate_checked(job.latents, job.n, job.out, threads);
     done(job);
   }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "common/latent_draw.hpp"
 #include "common/precision.hpp"
 #include "formats/image_run.hpp"
 #include "generator/network.hpp"
@@ -48,11 +49,13 @@ struct ImageTarget {
 using HostBuffer = std::unique_ptr<void, void (*)(void*)>;
 HostBuffer plain_host_buffer(size_t bytes);  // new[]: pages become resident as they are written
 
-// One job of a stream of jobs: n latents (n, nz) in, their images and scan flags out.
+// One job of a stream of jobs: n latents (n, nz) in, their images and scan flags out. For a backend
+// that draws latents (Backend::draws_latents) a job may instead give their recipe (latents null).
 struct StreamJob {
   const float* latents = nullptr;
   int64_t n = 0;
   ImageTarget out{};
+  const LatentRecipe* recipe = nullptr;  // drawn latents (common/latent_draw.hpp): the backend makes them
 };
 // next(job) fills in the stream's next job, or returns false where the stream ends; done(job) is told
 // once every image of a job is in its target, in the order the jobs came.
@@ -75,6 +78,9 @@ class Backend {
   // Memory for the targets of generate_stream's jobs: the CUDA backend gives page-locked memory, which
   // its downloads land in straight from the GPU (no copy on the host); by default plain memory.
   virtual HostBuffer allocate_host(size_t bytes) { return plain_host_buffer(bytes); }
+  // Whether generate_stream takes jobs of drawn latents by their recipe (StreamJob::recipe) and makes
+  // the latents itself, bit for bit the host's: the CUDA backend, on the GPU; not by default.
+  virtual bool draws_latents() const { return false; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Network& net, const BackendOptions& options);

@@ -5,11 +5,14 @@
 // allocated once, uploads, compute and downloads on three streams so batch b's images download
 // while batch b+1 computes. Every image's arithmetic is independent of max_batch and of its place
 // in the batch, so split runs (MPI ranks) give the same bytes as one run. The images' scan for NaN and
-// Inf, and their 8-bit pixels where every format is 8-bit, are made on the GPU too.
+// Inf, and their 8-bit pixels where every format is 8-bit, are made on the GPU too, and so are drawn
+// latents (--random, --seeds), given as recipes (generator/device_latents.hpp), unless
+// FACEGEN_GPU_LATENTS=host asks for them to be made on the host and uploaded (for comparisons).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -31,7 +34,7 @@ namespace {
 class CudaBackend : public Backend {
  public:
   CudaBackend(const Network& net, int device, int max_batch, Precision precision, ImageEncoding images)
-      : encoding_(images) {
+      : encoding_(images), draws_latents_(latents_on_device()) {
     CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
@@ -42,6 +45,7 @@ class CudaBackend : public Backend {
   }
 
   std::string describe() const override { return description_; }
+  bool draws_latents() const override { return draws_latents_; }
 
   void generate(const float* latents, int64_t n, float* images) override {
     pipeline_->generate(latents, n, images);
@@ -68,7 +72,16 @@ class CudaBackend : public Backend {
   }
 
  private:
+  // FACEGEN_GPU_LATENTS: device (the default) or host.
+  static bool latents_on_device() {
+    const char* where = std::getenv("FACEGEN_GPU_LATENTS");
+    if (where == nullptr || std::string(where) == "device") return true;
+    if (std::string(where) == "host") return false;
+    throw std::invalid_argument(std::string("FACEGEN_GPU_LATENTS must be device or host, not '") + where + "'");
+  }
+
   ImageEncoding encoding_;
+  bool draws_latents_;
   std::string description_;
   std::unique_ptr<GpuPipeline> pipeline_;
 };

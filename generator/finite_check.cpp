@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "common/errors.hpp"
@@ -120,6 +121,41 @@ void require_finite_images(const Network& net, const std::string& source, const 
   require_finite_flags(net, source, latents, flags.data(), count, first_index, threads);
 }
 
+namespace {
+
+// The images the check traces, in image order so that the message names the first bad image whatever
+// the thread count: the run's first (tanh hides an Inf before it), `extreme` (-1: none), each non-finite
+// one, and the first saturated one. found (count): each image's flags and kOutlier; latent_at(i): its latent (nz).
+void trace_in_order(const Network& net, const std::string& source, const uint8_t* found, int64_t count,
+                    int64_t first_index, int64_t extreme, const std::function<const float*(int64_t)>& latent_at) {
+  bool traced_saturated = false;  // a model may saturate every image: one such trace per chunk
+  for (int64_t i = 0; i < count; ++i) {
+    const bool saturated = found[i] & kSaturated;
+    const bool finite = !(found[i] & kNonFinite);
+    const bool first_of_run = first_index + i == 0;
+    if (finite && !first_of_run && i != extreme && (!saturated || traced_saturated)) continue;
+    traced_saturated |= saturated;
+    const std::string image_text = "image " + std::to_string(first_index + i);
+    const float* latent = latent_at(i);
+    const std::string layer = first_non_finite_layer(net, latent);
+    if (!layer.empty() || !finite) {
+      const std::string blame = blame_latent(net, latent, first_index + i, layer);
+      if (!blame.empty()) throw UserError(blame);
+    }
+    if (!layer.empty()) {
+      throw UserError(source + " is a bad model: its weights are finite but the output of layer " + layer +
+                      " is NaN or Inf for " + image_text);
+    }
+    if (!finite) {
+      throw UserError(source + " gives a NaN or Inf in " + image_text +
+                      " although every float32 reference layer is finite: its activations overflow the "
+                      "backend's arithmetic (try --precision fp32)");
+    }
+  }
+}
+
+}  // namespace
+
 void require_finite_flags(const Network& net, const std::string& source, const float* latents,
                           const uint8_t* flags, int64_t count, int64_t first_index, int threads) {
   std::vector<uint8_t> found(static_cast<size_t>(std::max<int64_t>(count, 0)));  // (count): the images' flags and kOutlier
@@ -139,31 +175,17 @@ void require_finite_flags(const Network& net, const std::string& source, const f
       extreme_value = value;
     }
   }
-  // In image order, so that the message names the first bad image whatever the thread count.
-  bool traced_saturated = false;  // a model may saturate every image: one such trace per chunk
-  for (int64_t i = 0; i < count; ++i) {
-    const bool saturated = found[i] & kSaturated;
-    const bool finite = !(found[i] & kNonFinite);
-    const bool first_of_run = first_index + i == 0;  // traced always: tanh hides an Inf before it
-    if (finite && !first_of_run && i != extreme && (!saturated || traced_saturated)) continue;
-    traced_saturated |= saturated;
-    const std::string image_text = "image " + std::to_string(first_index + i);
-    const float* latent = latents + i * nz;
-    const std::string layer = first_non_finite_layer(net, latent);
-    if (!layer.empty() || !finite) {
-      const std::string blame = blame_latent(net, latent, first_index + i, layer);
-      if (!blame.empty()) throw UserError(blame);
-    }
-    if (!layer.empty()) {
-      throw UserError(source + " is a bad model: its weights are finite but the output of layer " + layer +
-                      " is NaN or Inf for " + image_text);
-    }
-    if (!finite) {
-      throw UserError(source + " gives a NaN or Inf in " + image_text +
-                      " although every float32 reference layer is finite: its activations overflow the "
-                      "backend's arithmetic (try --precision fp32)");
-    }
-  }
+  trace_in_order(net, source, found.data(), count, first_index, extreme, [&](int64_t i) { return latents + i * nz; });
+}
+
+void require_finite_drawn(const Network& net, const std::string& source,
+                          const std::function<void(int64_t i, float* out)>& latent_of, const uint8_t* flags,
+                          int64_t count, int64_t first_index) {
+  std::vector<float> latent(static_cast<size_t>(net.spec().latent_dim));  // (nz): the image traced now
+  trace_in_order(net, source, flags, count, first_index, -1, [&](int64_t i) {
+    latent_of(i, latent.data());
+    return static_cast<const float*>(latent.data());
+  });
 }
 
 }  // namespace facegen

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,13 @@ void scan_images(const float* images, int64_t count, int values, int threads, ui
 // depend on the split.
 void require_finite_flags(const Network& net, const std::string& source, const float* latents,
                           const uint8_t* flags, int64_t count, int64_t first_index, int threads);
+// The same for drawn latents that are not in host memory (a backend made them: StreamJob::recipe):
+// latent_of(i, out) makes latent i (0 .. count-1) of the chunk (nz) for the images the check traces
+// (the run's first, the first non-finite or saturated one). A drawn value never passes kLatentBound
+// (|z| <= 8.58, common/latent_draw.hpp), so no image is blamed on its latent.
+void require_finite_drawn(const Network& net, const std::string& source,
+                          const std::function<void(int64_t i, float* out)>& latent_of, const uint8_t* flags,
+                          int64_t count, int64_t first_index);
 // scan_images, then require_finite_flags.
 void require_finite_images(const Network& net, const std::string& source, const float* latents,
                            const float* images, int64_t count, int64_t first_index, int threads);

@@ -9,6 +9,7 @@
 #include "common/cuda_check.cuh"
 #include "common/half_float.hpp"
 #include "common/threads.hpp"
+#include "generator/device_latents.hpp"
 #include "generator/network.hpp"
 #include "kernels/image_output.hpp"
 
@@ -65,7 +66,9 @@ GpuPipeline::GpuPipeline(const float* network_floats, const ModelSpec& spec, Pre
   CUDA_CHECK(cudaSetDevice(device));
   net_ = std::make_unique<DeviceNetwork>(network_floats, spec, precision);
   copier_ = std::make_unique<ThreadShare>(std::min(8, available_cpus()));
-  CUDA_CHECK(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
+  int least_priority = 0, greatest_priority = 0;
+  CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+  CUDA_CHECK(cudaStreamCreateWithPriority(&upload_, cudaStreamNonBlocking, greatest_priority));
   CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&download_, cudaStreamNonBlocking));
   for (int s = 0; s < 4; ++s) {
@@ -96,6 +99,7 @@ GpuPipeline::~GpuPipeline() {
   // Teardown errors cannot be reported from a destructor; a broken device shows up on the next call.
   cudaSetDevice(device_);
   cudaDeviceSynchronize();
+  drawn_.reset();
   for (int k = 0; k < kDeviceSlots; ++k) {
     for (cudaGraphExec_t g : graph_[k])
       if (g) cudaGraphExecDestroy(g);
@@ -233,7 +237,10 @@ void GpuPipeline::generate_stream(const NextJob& next, const JobDone& done) {
     const int nb = static_cast<int>(std::min<int64_t>(max_batch_, job.job.n - b * max_batch_));
     void* images_to = job.direct ? static_cast<char*>(job.job.out.images) + b * max_batch_ * out_bytes_per_image : nullptr;
     uint8_t* flags_to = job.direct ? job.job.out.flags + b * max_batch_ : nullptr;
-    enqueue_batch(sequence, job.job.latents + b * max_batch_ * latent_dim_, nb, nullptr, images_to, flags_to);
+    const BatchLatents latents = job.job.recipe != nullptr
+                                     ? BatchLatents{nullptr, job.job.recipe, b * max_batch_}
+                                     : BatchLatents{job.job.latents + b * max_batch_ * latent_dim_, nullptr, 0};
+    enqueue_batch(sequence, latents, nb, nullptr, images_to, flags_to);
     queued.push_back({live_base + live.size() - 1, b, sequence++});
   };
   // Jobs at the front whose every batch is out (or that have none) are done, in order.
@@ -278,7 +285,7 @@ bool is_page_locked(const void* p) {
   return attributes.type == cudaMemoryTypeHost;
 }
 
-void GpuPipeline::enqueue_batch(int64_t sequence, const float* latents, int nb, cudaEvent_t* marks, void* images_to,
+void GpuPipeline::enqueue_batch(int64_t sequence, const BatchLatents& latents, int nb, cudaEvent_t* marks, void* images_to,
                                 uint8_t* flags_to) {
   auto mark = [&](int which, cudaStream_t stream) {
     if (marks) CUDA_CHECK(cudaEventRecord(marks[which], stream));
@@ -286,12 +293,17 @@ void GpuPipeline::enqueue_batch(int64_t sequence, const float* latents, int nb, 
   const int slot = static_cast<int>(sequence % kDeviceSlots), pin = static_cast<int>(sequence % kPinnedSlots);
   // Pinned latents: read by the upload two batches back, which finished before the last batch's images did.
   CUDA_CHECK(cudaEventSynchronize(uploaded_[slot]));
-  std::memcpy(h_latents_[slot], latents, sizeof(float) * latent_dim_ * nb);
+  if (latents.host != nullptr) std::memcpy(h_latents_[slot], latents.host, sizeof(float) * latent_dim_ * nb);
   // Device latents: read by the projection two batches back (compute stream).
   CUDA_CHECK(cudaStreamWaitEvent(upload_, computed_[slot], 0));
   mark(0, upload_);
-  CUDA_CHECK(cudaMemcpyAsync(d_latents_[slot], h_latents_[slot], sizeof(float) * latent_dim_ * nb,
-                            cudaMemcpyHostToDevice, upload_));
+  if (latents.recipe != nullptr) {
+    if (!drawn_) drawn_ = std::make_unique<DeviceLatents>(max_batch_, latent_dim_);
+    drawn_->enqueue(*latents.recipe, latents.first, nb, d_latents_[slot], upload_);
+  } else {
+    CUDA_CHECK(cudaMemcpyAsync(d_latents_[slot], h_latents_[slot], sizeof(float) * latent_dim_ * nb,
+                              cudaMemcpyHostToDevice, upload_));
+  }
   mark(1, upload_);
   CUDA_CHECK(cudaEventRecord(uploaded_[slot], upload_));
   // Device images (and their float16 rounding): read by the download two batches back.
@@ -349,7 +361,8 @@ void GpuPipeline::generate_each(const float* latents, int64_t n, const Consumer&
   auto batch_size = [&](int64_t b) { return static_cast<int>(std::min<int64_t>(max_batch_, n - b * max_batch_)); };
   // Batch b is the pipeline's batch b of this call: its slots are b % 2 and b % 3, as in a stream.
   auto enqueue = [&](int64_t b) {
-    enqueue_batch(b, latents + b * max_batch_ * latent_dim_, batch_size(b), timeline_on_ ? &ev[6 * b] : nullptr);
+    enqueue_batch(b, BatchLatents{latents + b * max_batch_ * latent_dim_, nullptr, 0}, batch_size(b),
+                  timeline_on_ ? &ev[6 * b] : nullptr);
   };
   constexpr int64_t kAhead = kPinnedSlots - 1;  // batches queued beyond the one being copied out
   for (int64_t b = 0; b < std::min(kAhead, batches); ++b) enqueue(b);

@@ -25,6 +25,10 @@
 // in bf16), so the bytes are those of the host's conversion. Every batch's images are also scanned
 // on the GPU (kernels/image_output.hpp) and their flags (a byte an image) come down beside them, so
 // the host never reads the images to check them.
+//
+// A stream's job of drawn latents (StreamJob::recipe) has them made on the GPU instead of uploaded, on
+// the upload stream (created with the highest priority, so that the small kernels go ahead of the
+// network's), bit for bit the host's (generator/device_latents.hpp); the host makes no latent value.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -42,6 +46,7 @@
 
 namespace facegen {
 
+class DeviceLatents;
 class ThreadShare;
 
 // How a run's images cross PCIe: float32, float16 for bf16, or 8-bit RGB pixels for a run of 8-bit
@@ -130,6 +135,14 @@ class GpuPipeline {
   static constexpr int kChunkImages = 1024;  // images per download chunk (one event each)
 
  private:
+  // Where a batch's latents come from: nb host latents (nb, nz) at `host`, or job images [first,
+  // first + nb) of `recipe`, made on the GPU.
+  struct BatchLatents {
+    const float* host = nullptr;
+    const LatentRecipe* recipe = nullptr;
+    int64_t first = 0;
+  };
+
   // The network on slot's batch of n; with for_download, also its images' scan (into d_flags_) and
   // their float16 or 8-bit form (into d_out_) where the run downloads them so.
   void forward(int slot, int n, bool for_download);
@@ -139,12 +152,12 @@ class GpuPipeline {
   // What a batch's download reads: d_images_ or d_out_.
   const void* download_source(int slot) const;
   // Batch `sequence` of the pipeline's life (device slot sequence % 2, pinned slot sequence % 3): nb
-  // latents from `latents` up, computed, downloaded into its pinned slot. Only the host waits, and
-  // only for work two batches old.
+  // latents from `latents` up (or drawn on the GPU), computed, downloaded into its pinned slot. Only
+  // the host waits, and only for work two batches old.
   // marks: six events recorded at its steps' edges (the timeline), or null. images_to, flags_to:
   // page-locked memory that the batch's images and flags download into straight, or null for the
   // batch's pinned slot (which the host then copies from).
-  void enqueue_batch(int64_t sequence, const float* latents, int nb, cudaEvent_t* marks, void* images_to = nullptr,
+  void enqueue_batch(int64_t sequence, const BatchLatents& latents, int nb, cudaEvent_t* marks, void* images_to = nullptr,
                      uint8_t* flags_to = nullptr);
   // Waits for batch `sequence`'s last download chunk (a batch downloaded straight into its target).
   void wait_batch(int64_t sequence, int nb);
@@ -164,6 +177,7 @@ class GpuPipeline {
   int chunks_;  // download chunks of a full batch
   std::unique_ptr<DeviceNetwork> net_;
   std::unique_ptr<ThreadShare> copier_;  // copies out of pinned memory (one thread moves ~4-10 GB/s)
+  std::unique_ptr<DeviceLatents> drawn_;  // made at the first job of drawn latents
   cudaStream_t upload_ = nullptr, compute_ = nullptr, download_ = nullptr;
   void* act_[4] = {};
   float* d_latents_[kDeviceSlots] = {};

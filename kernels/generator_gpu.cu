@@ -72,8 +72,11 @@ DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision pr
   if (!why.empty()) throw std::invalid_argument("the CUDA kernels cannot run this network: " + why);
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  choose_fp32_kernel(device);
+  const bool wgmma_device = gpu::wgmma_available(device);
   choose_layer_kernels();
+  choose_fp32_kernel(device, wgmma_device);
+  // wgmma runs tf32, bf16 and fp32 on tensor cores, not fp32 on FFMA.
+  wgmma_available_ = wgmma_device && (precision != Precision::Fp32 || math_ == Math::Tf32x3);
   upload_weights(f);
   if (ksize_ == 4) gpu::configure_tconv_output_tanh<4>();
   else gpu::configure_tconv_output_tanh<5>();
@@ -86,12 +89,17 @@ DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision pr
     tiles_ = t == "small" ? 1 : t == "large" ? 2 : t == "image" ? 3 : 0;
   }
   gpu::with_math(math_, [](auto m) { gpu::configure_phase_gemms<decltype(m)::value>(); });
-  wgmma_available_ = precision != Precision::Fp32 && gpu::wgmma_available(device);
   if (wgmma_available_) {
-    gpu::configure_wgmma(math_);
     wgmma_weights_.reset(new gpu::PhaseWeightMaps[3]);
-    for (int s = 0; s < 3; ++s)
-      if (fixed_[s + 1]) gpu::make_phase_weight_maps(math_, s, ksize_, tconv_weight_[s], &wgmma_weights_[s]);
+    if (math_ == Math::Tf32x3) {
+      gpu::configure_wgmma_tf32x3();
+      for (int s = 0; s < 3; ++s)
+        if (fixed_[s + 1]) gpu::make_tf32x3_weight_maps(s, ksize_, tconv_weight_split_[s], &wgmma_weights_[s]);
+    } else {
+      gpu::configure_wgmma(math_);
+      for (int s = 0; s < 3; ++s)
+        if (fixed_[s + 1]) gpu::make_phase_weight_maps(math_, s, ksize_, tconv_weight_[s], &wgmma_weights_[s]);
+    }
   }
   gemm_ = wgmma_available_ ? GemmKernel::Wgmma : GemmKernel::MmaSync;
   if (const char* gemm = std::getenv("FACEGEN_GPU_GEMM")) {
@@ -102,14 +110,17 @@ DeviceNetwork::DeviceNetwork(const float* f, const ModelSpec& spec, Precision pr
   }
 }
 
-void DeviceNetwork::choose_fp32_kernel(int device) {
+void DeviceNetwork::choose_fp32_kernel(int device, bool wgmma_device) {
   int major = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   const bool tf32_mma = major >= 8;  // mma.sync with tf32 operands: sm_80 and later
-  // FFMA by default: the tensor-core form is as exact but only 1.07 times as fast at batch 8192 and
-  // 0.91 times at 64 (one H200, 2026-11-27, BENCHMARKS.md), and it gives other bytes than the
-  // float32 images every earlier run made.
-  Fp32Kernel kernel = Fp32Kernel::Ffma;
+  // By default fp32 runs on the tensor cores where its tconv stages run on wgmma (sm_90 with this
+  // binary's sm_90a code, and the fixed-shape kernels: kernels/phase_gemm_wgmma_tf32x3.cuh), FFMA
+  // elsewhere: on mma.sync the tensor-core form was as exact but only 1.07 times as fast at batch 8192
+  // and 0.91 times at 64 (one H200, 2026-11-27, BENCHMARKS.md), and the any-shape kernels' tensor-core
+  // form was not measured against FFMA. kFp32TensorCoresOnWgmma is the one switch.
+  const bool on_wgmma = wgmma_device && fixed_shape(1);
+  Fp32Kernel kernel = kFp32TensorCoresOnWgmma && on_wgmma ? Fp32Kernel::TensorCores : Fp32Kernel::Ffma;
   if (const char* choice = std::getenv("FACEGEN_GPU_FP32")) {  // checked whatever the precision
     const std::string c = choice;
     if (c != "tc" && c != "ffma" && c != "auto")
@@ -160,6 +171,8 @@ void DeviceNetwork::upload_weights(const float* f) {
       tconv_weight_[s] = upload(phase_b_matrices<__nv_bfloat16>(tw, c_in, c_out, ksize_, math_));
     else
       tconv_weight_[s] = upload(phase_b_matrices<float>(tw, c_in, c_out, ksize_, math_));
+    if (math_ == Math::Tf32x3 && wgmma_available_ && fixed_[s + 1])
+      tconv_weight_split_[s] = upload(phase_b_split_matrices(tw, c_in, c_out, ksize_));
     fold_batchnorm(f + L.bn[s + 1], c_out, f + L.tconv_bias[s], c_out, &scale, &shift);
     tconv_scale_[s] = upload(scale);
     tconv_shift_[s] = upload(shift);
@@ -176,10 +189,15 @@ void DeviceNetwork::upload_weights(const float* f) {
 
 void DeviceNetwork::use_gemm_kernel(GemmKernel k) {
   if (k == GemmKernel::Wgmma && !wgmma_available_)
-    throw std::invalid_argument(precision_ == Precision::Fp32
-                                    ? "the wgmma kernels run tf32 and bf16, not fp32"
+    throw std::invalid_argument(math_ == Math::Fp32
+                                    ? "the wgmma kernels run tf32, bf16 and fp32 on tensor cores, not fp32 on FFMA"
                                     : "the wgmma kernels need a compute capability 9.0 GPU and a build with 90a in CUDA_ARCH");
   gemm_ = k;
+}
+
+void DeviceNetwork::use_fp32_wgmma_schedule(int schedule) {
+  if (schedule < 0 || schedule > 2) throw std::invalid_argument("the fp32 wgmma kernels have schedules 0, 1 and 2");
+  fp32_wgmma_schedule_ = schedule;
 }
 
 void DeviceNetwork::use_wgmma_image(int stage, bool on, int ring) {
@@ -204,6 +222,7 @@ DeviceNetwork::~DeviceNetwork() {
   cudaFree(proj_shift_);
   for (int s = 0; s < 3; ++s) {
     cudaFree(tconv_weight_[s]);
+    cudaFree(tconv_weight_split_[s]);
     cudaFree(tconv_scale_[s]);
     cudaFree(tconv_shift_[s]);
   }
@@ -247,6 +266,16 @@ void DeviceNetwork::tconv(int stage, const void* in, int n, void* out, cudaStrea
   if (n <= 0) return;
   if (!fixed_shape(stage + 1)) {
     tconv_any(stage, in, n, out, stream);
+    return;
+  }
+  if (gemm_ == GemmKernel::Wgmma && math_ == Math::Tf32x3) {
+    // fp32 on tensor cores: the row tiles alone (one block an SM in either shape), Small where the
+    // Large grid would leave half the SMs idle (tconv1 at batch 64), Large elsewhere and under
+    // FACEGEN_GPU_TILES=image; the same bits in every shape and schedule.
+    const bool small = tiles_ == 0 ? 2 * gpu::wgmma_tf32x3_large_blocks(stage, n) < int64_t{sm_count_} : tiles_ == 1;
+    gpu::launch_tconv_wgmma_tf32x3(stage, small, fp32_wgmma_schedule_, static_cast<const float*>(in), n,
+                                   wgmma_weights_[stage], tconv_scale_[stage], tconv_shift_[stage],
+                                   static_cast<float*>(out), stream);
     return;
   }
   // The image kernel where its grid gives every SM a block (tconv1's groups of eight images and

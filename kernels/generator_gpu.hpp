@@ -38,21 +38,26 @@ struct PhaseWeightMaps;
 enum class Math;  // kernels/cuda_helpers.cuh
 }
 
-// Which kernels run the tconv stages' phase GEMMs in tf32 and bf16: mma.sync (kernels/phase_gemm.cuh,
-// any GPU from sm_80) or wgmma with TMA (kernels/phase_gemm_wgmma.cuh, sm_90a). fp32 runs mma.sync
-// (on tensor cores) or FFMA, below.
+// Which kernels run the tconv stages' phase GEMMs in tf32, bf16 and fp32 on tensor cores: mma.sync
+// (kernels/phase_gemm.cuh, any GPU from sm_80) or wgmma with TMA (kernels/phase_gemm_wgmma.cuh,
+// kernels/phase_gemm_wgmma_tf32x3.cuh; sm_90a). fp32 on FFMA runs the FFMA kernels.
 enum class GemmKernel { MmaSync, Wgmma };
 const char* gemm_kernel_name(GemmKernel k);
 
 // How --precision fp32 computes: on the tensor cores, each float32 operand split into two tf32 parts
 // and three products per term, every k step's products added into a per-tap sum in round-to-nearest
-// float32 (TensorCores, "3xTF32": kernels/cuda_helpers.cuh, mma_tf32x3_step; as accurate as FFMA,
-// docs/gpu.md), or by float32 FFMA (Ffma). Ffma by default (auto): the mma.sync form is as exact but
-// not yet faster enough to change the bytes of every float32 image (docs/gpu.md);
-// FACEGEN_GPU_FP32=tc|ffma|auto chooses when a network is made (tc where the GPU lacks tf32 mma, before
-// compute capability 8.0, is an error). The layers whose shape only the
-// any-shape kernels run keep FFMA for the projection and the last layer, as tf32 does.
+// float32 (TensorCores, "3xTF32": kernels/cuda_helpers.cuh, mma_tf32x3_step, and its wgmma form
+// kernels/phase_gemm_wgmma_tf32x3.cuh; as accurate as FFMA, docs/gpu.md), or by float32 FFMA (Ffma).
+// By default (auto) TensorCores where the tconv stages run the wgmma kernels (a compute capability
+// 9.0 GPU, a binary with sm_90a code, and a network whose tconv stages have the fixed-shape kernels'
+// width), Ffma elsewhere, where the mma.sync form is not fast enough to be worth other bytes
+// (docs/gpu.md); kFp32TensorCoresOnWgmma = false would make Ffma the default everywhere.
+// FACEGEN_GPU_FP32=tc|ffma|auto chooses when a network is made (tc where the GPU lacks tf32 mma,
+// before compute capability 8.0, is an error); on tensor cores the tconv stages run wgmma or mma.sync
+// as GemmKernel says (FACEGEN_GPU_GEMM=mma picks mma.sync on an H100 or H200). The layers whose shape
+// only the any-shape kernels run keep FFMA for the projection and the last layer, as tf32 does.
 enum class Fp32Kernel { TensorCores, Ffma };
+constexpr bool kFp32TensorCoresOnWgmma = true;
 
 // The layers of DeviceNetwork: 0 the projection, 1..3 tconv1-3, 4 the last tconv.
 constexpr int kGpuLayers = 5;
@@ -79,11 +84,15 @@ class DeviceNetwork {
   // fastest its shape allows (off, the default).
   void use_any_shape_kernels(bool on) { any_shape_only_ = on; }
   // Chosen at construction: Wgmma on a compute capability 9.0 device when this binary carries sm_90a
-  // code and the precision is tf32 or bf16, MmaSync otherwise; FACEGEN_GPU_GEMM=mma|wgmma|auto
-  // overrides (wgmma where it cannot run is an error).
+  // code and the precision is tf32, bf16 or fp32 on tensor cores, MmaSync otherwise;
+  // FACEGEN_GPU_GEMM=mma|wgmma|auto overrides (wgmma where it cannot run is an error).
   GemmKernel gemm_kernel() const { return gemm_; }
   // The same override for the benchmark and the tests; throws std::invalid_argument where Wgmma cannot run.
   void use_gemm_kernel(GemmKernel k);
+  // fp32 on tensor cores with Wgmma: schedule 0 (the default), 1 (the same bits) or 2 (an FADD every
+  // two k steps: other bits) of the kernels (kernels/phase_gemm_wgmma.hpp, launch_tconv_wgmma_tf32x3),
+  // for the benchmark and the tests. Throws std::invalid_argument for any other value.
+  void use_fp32_wgmma_schedule(int schedule);
   // With Wgmma, each tconv stage runs the image kernel (kernels/phase_gemm_wgmma_image.cuh) where its
   // grid gives every SM a block, the row tiles elsewhere (the default). For the benchmark and the
   // tests: use_wgmma_image forces the image kernel (on, in ring 0 or 1: launch_tconv_wgmma_image) or
@@ -118,7 +127,7 @@ class DeviceNetwork {
   // Construction: how fp32 computes (fp32_kernel_, math_, FACEGEN_GPU_FP32), which layers run the
   // fixed-shape kernels (fixed_, FACEGEN_GPU_KERNELS), and every weight on the device in the layout of
   // the kernels that read it.
-  void choose_fp32_kernel(int device);
+  void choose_fp32_kernel(int device, bool wgmma_device);
   void choose_layer_kernels();
   void upload_weights(const float* network_floats);
   template <int KS> void output_layer_k(const void* act3, int n, float* images, cudaStream_t stream) const;
@@ -138,11 +147,12 @@ class DeviceNetwork {
   int sm_count_ = 0;              // of the device the network lives on; picks tile shapes (tconv)
   int tiles_ = 0;                 // FACEGEN_GPU_TILES: 0 auto, by grid size; 1 always Small; 2 always
                                   // Large; 3 the wgmma image kernel where it runs, Large elsewhere
-  bool wgmma_available_ = false;  // the device is sm_90 and the binary has the sm_90a kernels
+  bool wgmma_available_ = false;  // sm_90, sm_90a code in the binary, and a precision wgmma runs (not fp32 FFMA)
   GemmKernel gemm_ = GemmKernel::MmaSync;
   enum class ImageUse { ByGrid, Always, Never };
   ImageUse wgmma_image_[3] = {ImageUse::ByGrid, ImageUse::ByGrid, ImageUse::ByGrid};
   int image_ring_[3] = {};
+  int fp32_wgmma_schedule_ = 0;   // use_fp32_wgmma_schedule
   bool output_mma_possible_ = false;  // bf16 or tf32, and enough shared memory per block for it
   bool output_mma_ = false;       // tconv4 on tensor cores
   bool projection_mma_ = false;   // the projection on tensor cores
@@ -153,6 +163,7 @@ class DeviceNetwork {
   float* proj_scale_ = nullptr;   // (16 * 8g)
   float* proj_shift_ = nullptr;   // (16 * 8g)
   void* tconv_weight_[3] = {};    // four phase B matrices each, see phase_gemm.cuh
+  float* tconv_weight_split_[3] = {};  // fp32 on wgmma, fixed shape: the same as tf32 parts (phase_b_split_matrices)
   float* tconv_scale_[3] = {};
   float* tconv_shift_[3] = {};
   float* out_weight_ = nullptr;   // (k, k, nc, g)

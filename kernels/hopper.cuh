@@ -1,6 +1,8 @@
-// hopper.cuh: the sm_90a building blocks of the wgmma phase GEMMs (kernels/phase_gemm_wgmma.cuh):
-// shared-memory matrix descriptors, the wgmma instructions and their fences, and the mbarrier and
-// bulk-tensor-copy calls (CCCL's cuda::ptx wrappers where they exist, inline PTX where they do not).
+// hopper.cuh: the sm_90a building blocks of the wgmma phase GEMMs (kernels/phase_gemm_wgmma.cuh,
+// kernels/phase_gemm_wgmma_tf32x3.cuh): shared-memory matrix descriptors, the wgmma instructions (A
+// from shared memory, and for tf32 from registers) and their fences, the warpgroups' register
+// reallocation, and the mbarrier and bulk-tensor-copy calls (CCCL's cuda::ptx wrappers where they
+// exist, inline PTX where they do not).
 //
 // Every function here compiles to Hopper instructions only inside `#if FACEGEN_WGMMA_ENABLED` code,
 // which is true in the sm_90a pass of nvcc alone; the other architectures' passes never see them.
@@ -180,6 +182,72 @@ template <> struct Wgmma<Math::Tf32, 256> {
         : "l"(a_desc), "l"(b_desc), "r"(1));
   }
 };
+
+// D (64 x N, f32) = A (64 x 8, tf32, registers) * B (8 x N, tf32, shared, K-major) + (accumulate ? D : 0):
+// the register-A form, for float32 on tensor cores (kernels/phase_gemm_wgmma_tf32x3.cuh), whose A
+// operand is split into its tf32 parts in registers. A's fragment: a[0], a[1] rows 16 * warp + lane / 4
+// and 8 further down, column lane % 4; a[2], a[3] the same rows, column lane % 4 + 4: mma.sync
+// m16n8k8's A fragment for each warp's 16 rows, as ldmatrix_x4 loads it. The registers of a must keep
+// their values until the instruction has completed (wgmma_wait): the caller fences them
+// (operand_fence) after the wait. D's layout as in Wgmma above. accumulate = 0 ignores D's old value.
+template <int N> struct WgmmaRs;
+template <> struct WgmmaRs<32> {
+  static __device__ __forceinline__ void mma(float (&d)[16], const uint32_t (&a)[4], uint64_t b_desc, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "{%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+  }
+};
+template <> struct WgmmaRs<64> {
+  static __device__ __forceinline__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+  }
+};
+template <> struct WgmmaRs<128> {
+  static __device__ __forceinline__ void mma(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+  }
+};
+
+// setmaxnreg: a warpgroup gives its registers above R a thread back to the block's pool (release), or
+// waits until the pool has enough to raise its own to R (claim). Every warp of the warpgroup runs it;
+// R a multiple of 8 in 24..256.
+template <int R> __device__ __forceinline__ void warpgroup_registers_release() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R> __device__ __forceinline__ void warpgroup_registers_claim() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+
+// Keeps the compiler from reusing an A fragment register of an in-flight wgmma before the wait.
+__device__ __forceinline__ void operand_fence(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
 
 __device__ __forceinline__ void barrier_init(uint64_t* bar, uint32_t count) { cuda::ptx::mbarrier_init(bar, count); }
 __device__ __forceinline__ void barrier_init_fence() {

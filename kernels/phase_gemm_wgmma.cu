@@ -15,6 +15,7 @@
 
 #include "common/cuda_check.cuh"
 #include "kernels/phase_gemm_wgmma.cuh"
+#include "kernels/wgmma_tensor_maps.hpp"
 #include "kernels/phase_gemm_wgmma_image.cuh"
 
 namespace facegen {
@@ -37,48 +38,6 @@ template <Math M, int S, bool Small>
 using WgmmaStageShape = WgmmaShape<M, WgmmaStage<M, S, Small>::C_IN, WgmmaStage<M, S, Small>::C_OUT,
                                    WgmmaStage<M, S, Small>::H, WgmmaStage<M, S, Small>::BN,
                                    WgmmaStage<M, S, Small>::CONSUMERS, WgmmaStage<M, S, Small>::STAGES>;
-
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-// cuTensorMapEncodeTiled from the driver, found through the runtime (no link against libcuda).
-EncodeTiled encode_tiled() {
-  static EncodeTiled fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || p == nullptr)
-      throw std::runtime_error("the CUDA driver has no cuTensorMapEncodeTiled (driver older than CUDA 12)");
-    return reinterpret_cast<EncodeTiled>(p);
-  }();
-  return fn;
-}
-
-// A 128-byte-swizzled tiled map: dims and box innermost first, strides (bytes) of dims 1.. .
-void encode(CUtensorMap* map, Math m, int rank, const void* base, const cuuint64_t* dims, const cuuint64_t* strides,
-            const cuuint32_t* box) {
-  const cuuint32_t unit[5] = {1, 1, 1, 1, 1};
-  const CUresult r = encode_tiled()(map, m == Math::Bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-                                    rank, const_cast<void*>(base), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw std::runtime_error("cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) +
-                             ") for a rank-" + std::to_string(rank) + " map");
-}
-
-// The map over a stage's input activations (n, H, H, C_IN) for the box of shape S: BK channels x H
-// columns x kBoxRows rows x kBoxImages images (whole images or whole rows of one).
-template <Math M, class C, class S>
-void encode_activations(const void* in, int n, CUtensorMap* map) {
-  using Act = typename MathTypes<M>::Act;
-  const cuuint64_t dims[4] = {C::C_IN, C::H, C::H, static_cast<cuuint64_t>(n)};
-  const cuuint64_t strides[3] = {C::C_IN * sizeof(Act), uint64_t{C::H} * C::C_IN * sizeof(Act),
-                                 uint64_t{C::H} * C::H * C::C_IN * sizeof(Act)};
-  const cuuint32_t box[4] = {S::BK, C::H, S::kBoxRows, S::kBoxImages};
-  encode(map, M, 4, in, dims, strides, box);
-}
 
 template <Math M, int S>
 void make_weight_maps(int ksize, const void* weight, PhaseWeightMaps* maps) {
@@ -219,7 +178,8 @@ void configure_math() {
 }
 
 void require_tensor_math(Math m) {
-  if (m == Math::Fp32) throw std::logic_error("the wgmma phase GEMMs run tf32 and bf16 only");
+  if (m != Math::Tf32 && m != Math::Bf16)
+    throw std::logic_error("these wgmma phase GEMMs run tf32 and bf16 only (float32: launch_tconv_wgmma_tf32x3)");
 }
 
 }  // namespace

@@ -39,24 +39,36 @@ struct WgmmaMaps {
   CUtensorMap b[4];
 };
 
+// Tf32x3 (float32 on tensor cores, kernels/phase_gemm_wgmma_tf32x3.cuh) differs in two places: its
+// weights come as two boxes per stage, the tf32 parts hi and lo (rows n0.. and C_OUT + n0.. of the
+// phase's (2 C_OUT, K) matrix), and each consumer thread keeps its outputs' running sums in shared
+// memory after the barriers (kTotalsBytes).
 template <Math M, int C_IN, int C_OUT, int H, int BN_, int CONSUMERS, int STAGES>
 struct WgmmaShape {
   using Act = typename MathTypes<M>::Act;
+  static constexpr bool kSplit = M == Math::Tf32x3;
   static constexpr int BM = 64 * CONSUMERS;
   static constexpr int BN = BN_;
   static constexpr int BK = 128 / static_cast<int>(sizeof(Act));  // one 128-byte swizzled row
   static constexpr int kStepK = 32 / static_cast<int>(sizeof(Act));  // one wgmma: 16 bf16, 8 tf32
   static constexpr int kStages = STAGES;
+  static constexpr int kConsumerThreads = 128 * CONSUMERS;
   static constexpr int kThreads = 128 * (CONSUMERS + 1);
   static constexpr int kABytes = BM * 128, kBBytes = BN * 128;
-  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kWeightParts = kSplit ? 2 : 1, kWeightPartRows = C_OUT;
+  static constexpr int kStageBytes = kABytes + kWeightParts * kBBytes;
   // Where the producer puts the activation and the weight box within a stage, and what wgmma reads as
   // its A (64 rows per consumer warpgroup, kConsumerABytes apart) and B (kWgmmaN rows): here A is the
-  // activation rows and B the weights; kernels/phase_gemm_wgmma_image.cuh swaps them.
+  // activation rows and B the weights; kernels/phase_gemm_wgmma_image.cuh swaps them. Weight part p
+  // (Tf32x3) lies kBBytes * p after kWeightOffset.
   static constexpr int kActOffset = 0, kWeightOffset = kABytes;
   static constexpr int kMmaAOffset = 0, kMmaBOffset = kABytes, kConsumerABytes = 64 * 128, kWgmmaN = BN;
-  // Stages, then one full and one empty barrier per stage; 1024 bytes of slack to align the tiles.
-  static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;
+  static constexpr int kTotalsBytes = kSplit ? kConsumerThreads * (BN / 2) * 4 : 0;
+  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  // Stages, then one full and one empty barrier per stage, then the totals (16-byte aligned); 1024
+  // bytes of slack to align the tiles.
+  static constexpr int kTotalsOffset = (kStages * kStageBytes + kBarrierBytes + 15) / 16 * 16;
+  static constexpr int kSmemBytes = kTotalsOffset + kTotalsBytes + 1024;
   // The A box: whole images when a block covers at least one, else whole rows of one image.
   static constexpr bool kWholeImages = BM >= H * H;
   static constexpr int kBoxImages = kWholeImages ? BM / (H * H) : 1;
@@ -66,6 +78,7 @@ struct WgmmaShape {
   static_assert(C_IN % BK == 0 && C_OUT % BN == 0, "tiles must not straddle taps or run past C_OUT");
   static_assert(BN % 64 == 0 && BN <= 128 && H <= 256 && kBoxRows <= 256 && kBoxImages <= 256, "box limits");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
+  static_assert(!kSplit || C_OUT % 8 == 0, "the lo part's rows follow the hi part's");
 };
 
 #if FACEGEN_WGMMA_ENABLED
@@ -84,7 +97,9 @@ __device__ __forceinline__ void produce_tiles(const WgmmaMaps& maps, const CUten
     unsigned char* stage = tiles + s * S::kStageBytes;
     barrier_arrive_expect_bytes(&full[s], S::kStageBytes);
     tensor_load_4d(stage + S::kActOffset, &maps.a, c0, dx, oy0 + dy, img0, &full[s]);
-    tensor_load_2d(stage + S::kWeightOffset, b_map, k0, n0, &full[s]);
+#pragma unroll
+    for (int p = 0; p < S::kWeightParts; ++p)
+      tensor_load_2d(stage + S::kWeightOffset + p * S::kBBytes, b_map, k0, n0 + p * S::kWeightPartRows, &full[s]);
   }
 }
 

@@ -56,6 +56,7 @@ struct WgmmaImageShape {
   static constexpr int kWeightBytes = C_OUT * 128, kActBytes = kPositions * 128;
   static constexpr int kStageBytes = kWeightBytes + kActBytes;
   static constexpr int kWeightOffset = 0, kActOffset = kWeightBytes;
+  static constexpr int kWeightParts = 1, kBBytes = kWeightBytes, kWeightPartRows = C_OUT;  // (produce_tiles)
   static constexpr int kMmaAOffset = kWeightOffset, kMmaBOffset = kActOffset, kConsumerABytes = 64 * 128;
   static constexpr int kWgmmaN = kPositions;
   static constexpr int kBoxImages = kImages, kBoxRows = H;

@@ -9,6 +9,10 @@
 //                        Tf32 values rounded to tf32, Bf16 rounded to nearest bfloat16, Tf32x3
 //                        float32 as they are (the kernels split them)
 // The phases' matrices follow one another, phase_k_offset(z, c_in, k) rows apart.
+// phase_b_split_matrices: the Tf32x3 layout again for the float32 wgmma kernels
+// (kernels/phase_gemm_wgmma_tf32x3.cuh), each phase as (2 c_out, K): hi = tf32(w) in rows 0..c_out-1,
+// lo = tf32(w - hi) in rows c_out.., 2 phase_k_offset(z, c_in, k) rows apart; the parts the mma.sync
+// kernels make in registers (split_tf32), made once.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -47,6 +51,24 @@ std::vector<T> phase_b_matrices(const float* w, int c_in, int c_out, int ksize, 
       }
   }
   return b;
+}
+
+// (4 phases x (2 c_out, K)) floats: see the file comment.
+inline std::vector<float> phase_b_split_matrices(const float* w, int c_in, int c_out, int ksize) {
+  const std::vector<float> b = phase_b_matrices<float>(w, c_in, c_out, ksize, gpu::Math::Tf32x3);
+  std::vector<float> split(2 * b.size());
+  for (int z = 0; z < 4; ++z) {
+    const size_t k_total = static_cast<size_t>(gpu::phase_k_total(z, c_in, ksize));
+    const size_t offset = static_cast<size_t>(gpu::phase_k_offset(z, c_in, ksize)) * c_out;
+    const float* bz = b.data() + offset;
+    float* hi = split.data() + 2 * offset;
+    float* lo = hi + k_total * c_out;
+    for (size_t i = 0; i < k_total * c_out; ++i) {
+      hi[i] = round_to_tf32(bz[i]);
+      lo[i] = round_to_tf32(bz[i] - hi[i]);
+    }
+  }
+  return split;
 }
 
 }  // namespace facegen

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -17,20 +18,22 @@
 namespace facegen {
 namespace {
 
-// The splitmix64 output function (Steele, Lea, Flood 2014): a well-mixed 64-bit hash of a counter.
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+// The truncation of a source's --truncation T (0: none).
+Truncation truncation_of(double limit) { return limit > 0 ? truncation_to(limit) : Truncation{}; }
 
-double unit_interval(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }  // [0, 1)
+// ", truncated to [-T, T]" for the descriptions, or "" for T = 0.
+std::string truncated_text(double limit) {
+  if (!(limit > 0)) return "";
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", limit);
+  return std::string(", truncated to [-") + text + ", " + text + "]";
+}
 
 class RandomLatents : public LatentSource {
  public:
-  RandomLatents(int64_t count, uint64_t seed, int64_t first, int latent_dim)
-      : count_(count), seed_(seed), next_(first), first_(first), latent_dim_(latent_dim) {}
+  RandomLatents(int64_t count, uint64_t seed, int64_t first, int latent_dim, double truncation)
+      : count_(count), seed_(seed), next_(first), first_(first), latent_dim_(latent_dim), limit_(truncation),
+        truncation_(truncation_of(truncation)) {}
   int64_t count() const override { return count_; }
   int64_t read(float* dst, int64_t max_images) override {
     const int64_t n = std::min(max_images, first_ + count_ - next_);
@@ -40,21 +43,29 @@ class RandomLatents : public LatentSource {
   }
   bool random_access() const override { return true; }
   void read_range(int64_t first, int64_t count, float* dst) override {
-    if (first < 0 || count < 0 || first + count > count_) throw std::invalid_argument("read_range: images out of range");
+    check(first, count);
     draw(first_ + first, count, dst);
+  }
+  bool drawn() const override { return true; }
+  LatentRecipe recipe(int64_t first, int64_t count, uint64_t*) const override {
+    check(first, count);
+    return LatentRecipe{seed_, first_ + first, nullptr, truncation_};
   }
   void finish() override {}
   std::string describe() const override {
-    return std::to_string(count_) + " random latents, N(0, 1), seed " + std::to_string(seed_);
+    return std::to_string(count_) + " random latents, N(0, 1)" + truncated_text(limit_) + ", seed " + std::to_string(seed_);
   }
 
  private:
+  void check(int64_t first, int64_t count) const {
+    if (first < 0 || count < 0 || first + count > count_) throw std::invalid_argument("read_range: images out of range");
+  }
   // Images [image, image + n) of the seed's sequence into dst, (n, nz).
   void draw(int64_t image, int64_t n, float* dst) const {
+    const LatentRecipe recipe{seed_, image, nullptr, truncation_};
     parallel_for(n, std::min(threads(), static_cast<int>(std::max<int64_t>(1, n / 64))), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i)
-        for (int v = 0; v < latent_dim_; ++v)
-          dst[i * latent_dim_ + v] = static_cast<float>(random_latent_value(seed_, image + i, v));
+        for (int v = 0; v < latent_dim_; ++v) dst[i * latent_dim_ + v] = recipe_value(recipe, i, v);
     });
   }
 
@@ -63,84 +74,113 @@ class RandomLatents : public LatentSource {
   int64_t next_;
   int64_t first_;
   int latent_dim_;  // nz
+  double limit_;    // --truncation T, 0: none
+  Truncation truncation_;
 };
 
 class SeedLatents : public RangeLatentSource {
  public:
-  SeedLatents(std::shared_ptr<const SeedList> seeds, int latent_dim) : seeds_(std::move(seeds)), latent_dim_(latent_dim) {}
+  SeedLatents(std::shared_ptr<const SeedList> seeds, int latent_dim, double truncation)
+      : seeds_(std::move(seeds)), latent_dim_(latent_dim), limit_(truncation) {}
   int64_t count() const override { return seeds_->count(); }
   void read_range(int64_t first, int64_t count, float* dst) override {
     check_range(first, count);
     const int threads_used = std::min(threads(), static_cast<int>(std::max<int64_t>(1, count / 64)));
     parallel_for(count, threads_used, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) seed_latent(seeds_->seed_at(first + i), latent_dim_, dst + i * latent_dim_);
+      for (int64_t i = begin; i < end; ++i)
+        seed_latent(seeds_->seed_at(first + i), latent_dim_, dst + i * latent_dim_, limit_);
     });
+  }
+  bool drawn() const override { return true; }
+  LatentRecipe recipe(int64_t first, int64_t count, uint64_t* seeds) const override {
+    check_range(first, count);
+    for (int64_t i = 0; i < count; ++i) seeds[i] = seeds_->seed_at(first + i);
+    return LatentRecipe{0, 0, seeds, truncation_of(limit_)};
   }
   void finish() override {}
   // The summary states the count beside this.
-  std::string describe() const override { return "N(0, 1) latents of " + seeds_->describe(false); }
+  std::string describe() const override {
+    return "N(0, 1) latents of " + seeds_->describe(false) + truncated_text(limit_);
+  }
 
  private:
   std::shared_ptr<const SeedList> seeds_;
   int latent_dim_;  // nz
+  double limit_;    // --truncation T, 0: none
 };
 
 class InterpolationLatents : public RangeLatentSource {
  public:
-  InterpolationLatents(int64_t side, uint64_t seed, int latent_dim) : side_(side), seed_(seed), latent_dim_(latent_dim) {}
+  InterpolationLatents(int64_t side, uint64_t seed, int latent_dim, double truncation)
+      : side_(side), seed_(seed), latent_dim_(latent_dim), limit_(truncation), truncation_(truncation_of(truncation)) {}
   int64_t count() const override { return side_ * side_; }
+  // Each row's arc is made once per read, then its images from it.
   void read_range(int64_t first, int64_t count, float* dst) override {
     check_range(first, count);
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t row = (first + i) / side_, step = (first + i) % side_;
-      const double t = side_ > 1 ? static_cast<double>(step) / static_cast<double>(side_ - 1) : 0.0;
-      slerp(2 * row, 2 * row + 1, t, dst + i * latent_dim_);
+    for (int64_t i = 0; i < count;) {
+      const int64_t row = (first + i) / side_;
+      const Arc arc(*this, row);
+      for (; i < count && (first + i) / side_ == row; ++i) {
+        const int64_t step = (first + i) % side_;
+        const double t = side_ > 1 ? static_cast<double>(step) / static_cast<double>(side_ - 1) : 0.0;
+        arc.point(t, dst + i * latent_dim_);
+      }
     }
   }
   void finish() override {}
   std::string describe() const override {
     return std::to_string(side_) + " interpolations of " + std::to_string(side_) + " steps, seed " +
-           std::to_string(seed_);
+           std::to_string(seed_) + truncated_text(limit_);
   }
 
  private:
-  // out (nz) = sin((1-t)w)/sin(w) a + sin(tw)/sin(w) b, w the angle between a and b.
-  void slerp(int64_t from, int64_t to, double t, float* out) const {
-    std::vector<double> a(static_cast<size_t>(latent_dim_)), b(a.size());
-    double dot = 0, na = 0, nb = 0;
-    for (int v = 0; v < latent_dim_; ++v) {
-      a[v] = random_latent_value(seed_, from, v);
-      b[v] = random_latent_value(seed_, to, v);
-      dot += a[v] * b[v];
-      na += a[v] * a[v];
-      nb += b[v] * b[v];
+  // Row r's great circle from random latent 2r (a) to 2r + 1 (b), both (nz), and the angle w between them.
+  class Arc {
+   public:
+    Arc(const InterpolationLatents& grid, int64_t row) : a_(static_cast<size_t>(grid.latent_dim_)), b_(a_.size()) {
+      double dot = 0, na = 0, nb = 0;
+      for (int v = 0; v < grid.latent_dim_; ++v) {
+        a_[v] = drawn_latent_value(grid.seed_, 2 * row, v, grid.truncation_);
+        b_[v] = drawn_latent_value(grid.seed_, 2 * row + 1, v, grid.truncation_);
+        dot += a_[v] * b_[v];
+        na += a_[v] * a_[v];
+        nb += b_[v] * b_[v];
+      }
+      const double cosine = std::clamp(dot / std::sqrt(na * nb), -1.0, 1.0);
+      omega_ = std::acos(cosine);
+      sin_omega_ = std::sin(omega_);
     }
-    const double cosine = std::clamp(dot / std::sqrt(na * nb), -1.0, 1.0);
-    const double omega = std::acos(cosine);
-    double wa = 1 - t, wb = t;  // nearly parallel: the straight line is the arc
-    if (std::sin(omega) > 1e-6) {
-      wa = std::sin((1 - t) * omega) / std::sin(omega);
-      wb = std::sin(t * omega) / std::sin(omega);
+    // out (nz) = sin((1-t)w)/sin(w) a + sin(tw)/sin(w) b.
+    void point(double t, float* out) const {
+      double wa = 1 - t, wb = t;  // nearly parallel: the straight line is the arc
+      if (sin_omega_ > 1e-6) {
+        wa = std::sin((1 - t) * omega_) / sin_omega_;
+        wb = std::sin(t * omega_) / sin_omega_;
+      }
+      for (size_t v = 0; v < a_.size(); ++v) out[v] = static_cast<float>(wa * a_[v] + wb * b_[v]);
     }
-    for (int v = 0; v < latent_dim_; ++v) out[v] = static_cast<float>(wa * a[v] + wb * b[v]);
-  }
+
+   private:
+    std::vector<double> a_, b_;
+    double omega_ = 0, sin_omega_ = 0;
+  };
 
   int64_t side_;
   uint64_t seed_;
   int latent_dim_;  // nz
+  double limit_;    // --truncation T, 0: none
+  Truncation truncation_;
 };
 
 }  // namespace
 
-double random_latent_value(uint64_t seed, uint64_t image, uint64_t value) {
-  const uint64_t key = mix64(mix64(mix64(seed) ^ image) ^ value);
-  const double u1 = 1.0 - unit_interval(mix64(key ^ 1));  // (0, 1]: log(u1) is finite
-  const double u2 = unit_interval(mix64(key ^ 2));
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+void seed_latent(uint64_t seed, int latent_dim, float* out, double truncation) {
+  const LatentRecipe recipe{seed, 0, nullptr, truncation_of(truncation)};
+  for (int v = 0; v < latent_dim; ++v) out[v] = recipe_value(recipe, 0, v);
 }
 
-void seed_latent(uint64_t seed, int latent_dim, float* out) {
-  for (int v = 0; v < latent_dim; ++v) out[v] = static_cast<float>(random_latent_value(seed, 0, v));
+LatentRecipe LatentSource::recipe(int64_t, int64_t, uint64_t*) const {
+  throw std::logic_error("recipe of " + describe() + ", whose latents are not drawn");
 }
 
 void LatentSource::read_range(int64_t, int64_t, float*) {
@@ -175,16 +215,17 @@ std::unique_ptr<LatentSource> open_latent_file(const std::string& path, int late
   return open_text_latents(std::move(file), latent_dim);
 }
 
-std::unique_ptr<LatentSource> make_random_latents(int64_t count, uint64_t seed, int64_t first, int latent_dim) {
-  return std::make_unique<RandomLatents>(count, seed, first, latent_dim);
+std::unique_ptr<LatentSource> make_random_latents(int64_t count, uint64_t seed, int64_t first, int latent_dim,
+                                                  double truncation) {
+  return std::make_unique<RandomLatents>(count, seed, first, latent_dim, truncation);
 }
 
-std::unique_ptr<LatentSource> make_interpolation_latents(int64_t side, uint64_t seed, int latent_dim) {
-  return std::make_unique<InterpolationLatents>(side, seed, latent_dim);
+std::unique_ptr<LatentSource> make_interpolation_latents(int64_t side, uint64_t seed, int latent_dim, double truncation) {
+  return std::make_unique<InterpolationLatents>(side, seed, latent_dim, truncation);
 }
 
-std::unique_ptr<LatentSource> make_seed_latents(std::shared_ptr<const SeedList> seeds, int latent_dim) {
-  return std::make_unique<SeedLatents>(std::move(seeds), latent_dim);
+std::unique_ptr<LatentSource> make_seed_latents(std::shared_ptr<const SeedList> seeds, int latent_dim, double truncation) {
+  return std::make_unique<SeedLatents>(std::move(seeds), latent_dim, truncation);
 }
 
 ImageSeeds LatentSpec::image_seeds() const {
@@ -194,9 +235,9 @@ ImageSeeds LatentSpec::image_seeds() const {
 
 std::unique_ptr<LatentSource> open_latents(const LatentSpec& spec) {
   const int latent_dim = spec.latent_dim;
-  if (spec.seeds) return make_seed_latents(spec.seeds, latent_dim);
-  if (spec.interpolate_side > 0) return make_interpolation_latents(spec.interpolate_side, spec.seed, latent_dim);
-  if (spec.random_count > 0) return make_random_latents(spec.random_count, spec.seed, 0, latent_dim);
+  if (spec.seeds) return make_seed_latents(spec.seeds, latent_dim, spec.truncation);
+  if (spec.interpolate_side > 0) return make_interpolation_latents(spec.interpolate_side, spec.seed, latent_dim, spec.truncation);
+  if (spec.random_count > 0) return make_random_latents(spec.random_count, spec.seed, 0, latent_dim, spec.truncation);
   return open_latent_file(spec.path, latent_dim);
 }
 

@@ -8,7 +8,9 @@
 // counter-based: value v of image n is a pure function of (seed, n, v), so the same seed gives the
 // same images whatever the batch size, the chunking or the number of ranks, and a rank can start at
 // any image without drawing the ones before it. The latent of a seed (--seeds) is image 0 of that seed's
-// sequence (seed_latent), so it depends on the seed alone, wherever it stands in the list.
+// sequence (seed_latent), so it depends on the seed alone, wherever it stands in the list. The drawn
+// values themselves, and --truncation, are defined in common/latent_draw.hpp; a backend that draws
+// them itself (the CUDA backend) is given their recipe instead (drawn(), recipe()).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/latent_draw.hpp"
 #include "common/model_shape.hpp"
 #include "latents/input_file.hpp"
 #include "latents/seed_list.hpp"
@@ -40,6 +43,14 @@ class LatentSource {
   // The regular file behind a random-access source, opened once (null: none), so that processes can
   // check they read one file.
   virtual const InputFile* input_file() const { return nullptr; }
+
+  // Whether the latents are drawn, each value a pure function of (seed, image, value) that a backend
+  // can make itself (Backend::draws_latents): --random and --seeds. recipe(first, count, seeds) then
+  // describes images [first, first + count) (read_range's numbering) as read_range would make them,
+  // filling seeds (room for count) where each image has a seed of its own, which the recipe points
+  // to. recipe() throws std::logic_error where !drawn().
+  virtual bool drawn() const { return false; }
+  virtual LatentRecipe recipe(int64_t first, int64_t count, uint64_t* seeds) const;
 
   // A text file first maps where its tokens start (latent_index.hpp). One process maps it on its
   // first read; processes that share the work each count part `part` of `parts` (map_part: integers,
@@ -81,18 +92,22 @@ class RangeLatentSource : public LatentSource {
 std::unique_ptr<LatentSource> open_latent_file(const std::string& path, int latent_dim = kLatentDim);
 
 // N images of N(0, 1) latents, images [first, first + count) of the sequence keyed by seed; value v
-// of an image does not depend on nz, so models of different nz share their first values.
+// of an image does not depend on nz, so models of different nz share their first values. truncation:
+// T > 0 draws each value within [-T, T] (latent_draw.hpp); 0: none. The same for the sources below.
 std::unique_ptr<LatentSource> make_random_latents(int64_t count, uint64_t seed, int64_t first = 0,
-                                                  int latent_dim = kLatentDim);
+                                                  int latent_dim = kLatentDim, double truncation = 0);
 
 // A side x side grid (N = side * side): row r walks in `side` steps along the great circle from
 // random latent 2r to random latent 2r + 1 of the seed (spherical interpolation, which keeps the
-// norm typical of a Gaussian latent), so each row of the mosaic is one interpolation.
-std::unique_ptr<LatentSource> make_interpolation_latents(int64_t side, uint64_t seed, int latent_dim = kLatentDim);
+// norm typical of a Gaussian latent), so each row of the mosaic is one interpolation. The endpoints
+// are the double values of the draws (drawn_latent_value), made once for each row a read touches.
+std::unique_ptr<LatentSource> make_interpolation_latents(int64_t side, uint64_t seed, int latent_dim = kLatentDim,
+                                                         double truncation = 0);
 
 // One latent per seed of the list, image k the latent of seeds->seed_at(k) (seed_latent): the same
 // image for a seed whatever the batch size, chunking, rank count or the seed's place in the list.
-std::unique_ptr<LatentSource> make_seed_latents(std::shared_ptr<const SeedList> seeds, int latent_dim = kLatentDim);
+std::unique_ptr<LatentSource> make_seed_latents(std::shared_ptr<const SeedList> seeds, int latent_dim = kLatentDim,
+                                               double truncation = 0);
 
 // What the command line asked for: a file, --random N, or --interpolate SIDE (with --seed), or
 // --seeds LIST.
@@ -103,6 +118,7 @@ struct LatentSpec {
   uint64_t seed = 1;
   std::shared_ptr<const SeedList> seeds;  // --seeds; shared, so that outputs can name each image's seed
   int latent_dim = kLatentDim;  // nz: values per latent, the model's (the drivers set it from the model file)
+  double truncation = 0;        // --truncation T (> 0, finite): drawn values within [-T, T]; 0: none
 
   // The seed of image k (0 <= k < N; std::out_of_range else) where the latents come from --seeds;
   // empty for every other source (image n of --random N --seed S is not the image of any one seed).
@@ -111,12 +127,10 @@ struct LatentSpec {
 };
 std::unique_ptr<LatentSource> open_latents(const LatentSpec& spec);
 
-// Value `value` (0..nz-1) of random latent `image` for `seed`: N(0, 1) by Box-Muller over a hash.
-double random_latent_value(uint64_t seed, uint64_t image, uint64_t value);
-
 // The latent of `seed` (nz values into out): image 0 of --random with --seed `seed`, i.e. value v is
-// random_latent_value(seed, 0, v). The one definition that --seeds, and anything else that makes an
-// image from a seed, uses: --seeds 7 and --random 1 --seed 7 give the same image.
-void seed_latent(uint64_t seed, int latent_dim, float* out);
+// random_latent_value(seed, 0, v) (common/latent_draw.hpp), drawn_latent_value's with a truncation
+// T > 0. The one definition that --seeds, and anything else that makes an image from a seed, uses:
+// --seeds 7 and --random 1 --seed 7 give the same image.
+void seed_latent(uint64_t seed, int latent_dim, float* out, double truncation = 0);
 
 }  // namespace facegen

@@ -592,6 +592,7 @@ RunSummary RankJob::gather_summary() {
   if (guard_) s.stale = guard_->stale();
   s.latents = latents_text_;
   s.seeds = request_.latents.seeds;
+  s.truncation = request_.latents.truncation;
   s.images = total;
   s.device = device_;
   s.precision = device_ == "cuda" ? precision_name(request_.backend.precision) : "fp32";

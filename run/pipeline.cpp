@@ -69,6 +69,7 @@ void summarize_run(const GenerateRequest& request, const Prepared& run, const st
   summary.images = run.total;
   summary.latents = run.reader.describe();
   summary.seeds = request.latents.seeds;
+  summary.truncation = request.latents.truncation;
   double written_bytes = 0;
   OutputOptions layout_options = output_options(run.sink_options);
   layout_options.on_notice = nullptr;  // told when the sinks were made
@@ -182,6 +183,7 @@ SampleFacts sample_facts(const GenerateRequest& request, const InputFile* model_
   facts.precision = precision_name(request.backend.precision);
   facts.random = request.latents.path.empty();  // --random, --interpolate: drawn from the seed
   facts.random_seed = request.latents.seed;
+  facts.truncation = request.latents.truncation;
   if (const ImageSeeds seed_of = request.latents.image_seeds(); seed_of && seed_of(0).has_value()) {
     facts.image_seed = [seed_of](int64_t index) { return seed_of(index).value_or(0); };  // --seeds: each its own
     facts.named_by_seed = true;

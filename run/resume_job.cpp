@@ -94,6 +94,7 @@ JobDescription resume_job_description(const GenerateRequest& request, const std:
       {"--interpolate", spec.interpolate_side > 0 ? std::to_string(spec.interpolate_side) : kNotUsed},
       {"--seeds", spec.seeds ? seeds_text(*spec.seeds) : kNotUsed},
       {"--seed", drawn ? std::to_string(spec.seed) : kNotUsed},
+      {"--truncation", spec.truncation > 0 ? shortest_decimal(spec.truncation) : kNotUsed},
       {"input-xxh3", latent_digest(spec, latents)},
       {"images", std::to_string(total_images)},
       {"--formats", formats},

@@ -177,6 +177,7 @@ json summary_head(const RunSummary& s) {
       {"model_xxh3", s.model_xxh3.empty() ? json(nullptr) : json(s.model_xxh3)},
       {"latents", s.latents},
       {"seeds", json::array()},
+      {"truncation", s.truncation},
       {"images", s.images},
       {"device", s.device},
       {"precision", s.precision},
@@ -213,6 +214,7 @@ json summary_head(const RunSummary& s) {
   } else {
     out.erase("seeds");
   }
+  if (!(s.truncation > 0)) out.erase("truncation");  // --truncation only
   if (!s.per_rank.empty()) {
     json ranks = json::array();
     for (const RankFigures& r : s.per_rank) {

@@ -20,6 +20,7 @@ OutputOptions options_for(const GenerateSpec& spec, const ServiceFacts& facts) {
   // --seeds: drawn (random) with each image's own seed; latents: read from a file.
   options.facts.random = !spec.seeds.empty();
   options.facts.random_seed = 1;
+  options.facts.truncation = spec.truncation;
   if (!spec.seeds.empty()) {
     const std::vector<uint64_t> seeds = spec.seeds;
     options.facts.image_seed = [seeds](int64_t index) { return seeds.at(static_cast<size_t>(index)); };

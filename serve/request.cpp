@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +52,21 @@ void refuse_repeated_seed_keys(const GenerateSpec& spec) {
   }
 }
 
+// truncation: a finite number above 0, for seeds only (--truncation's rules).
+void read_truncation(const json::Value& body, GenerateSpec& spec) {
+  const json::Value* truncation = body.find("truncation");
+  if (truncation == nullptr) return;
+  if (body.find("seeds") == nullptr) {
+    bad("\"truncation\" applies to the latents of \"seeds\", but the request gives \"latents\" as they are");
+  }
+  const double value = truncation->is(json::Value::Kind::Number) ? std::strtod(truncation->text.c_str(), nullptr) : 0;
+  if (!std::isfinite(value) || !(value > 0)) {
+    bad("\"truncation\" must be a finite number greater than 0, got " +
+        (truncation->is(json::Value::Kind::Number) ? truncation->text : json::kind_name(truncation->kind)));
+  }
+  spec.truncation = value;
+}
+
 // seeds: an array of whole numbers, each one image.
 void read_seeds(const json::Value& seeds, int nz, GenerateSpec& spec) {
   if (!seeds.is(json::Value::Kind::Array)) bad(std::string("\"seeds\" must be an array of whole numbers, got ") + json::kind_name(seeds.kind));
@@ -64,7 +80,7 @@ void read_seeds(const json::Value& seeds, int nz, GenerateSpec& spec) {
     const std::string where = element_of("seeds", k);
     if (!seed.is(json::Value::Kind::Number)) bad(where + " must be a whole number, got " + json::kind_name(seed.kind));
     spec.seeds.push_back(parse_seed(seed.text, where));
-    seed_latent(spec.seeds.back(), nz, spec.latents.data() + k * nz);  // (nz)
+    seed_latent(spec.seeds.back(), nz, spec.latents.data() + k * nz, spec.truncation);  // (nz)
   }
 }
 
@@ -130,8 +146,10 @@ GenerateSpec parse_generate(const std::string& body, int nz) {
   if (!root.is(json::Value::Kind::Object)) bad(std::string("the body must be a JSON object, got ") + json::kind_name(root.kind));
   for (const auto& member : root.members) {
     const std::string& key = member.first;
-    if (key != "seeds" && key != "latents" && key != "format" && key != "columns" && key != "padding") {
-      bad("unknown member \"" + json::printable(key) + "\" (expected seeds or latents, format, columns, padding)");
+    if (key != "seeds" && key != "latents" && key != "format" && key != "columns" && key != "padding" &&
+        key != "truncation") {
+      bad("unknown member \"" + json::printable(key) +
+          "\" (expected seeds or latents, format, columns, padding, truncation)");
     }
   }
   const json::Value* seeds = root.find("seeds");
@@ -141,6 +159,7 @@ GenerateSpec parse_generate(const std::string& body, int nz) {
         std::to_string(nz) + " numbers)");
   }
   GenerateSpec spec;
+  read_truncation(root, spec);
   if (seeds != nullptr) read_seeds(*seeds, nz, spec);
   else read_latents(*latents, nz, spec);
   read_format(root, spec);

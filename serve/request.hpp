@@ -35,14 +35,16 @@ struct GenerateSpec {
   std::vector<float> latents;   // (count, nz): given, or each seed's seed_latent
   int64_t count = 0;
   std::vector<uint64_t> seeds;  // image k's seed where "seeds" was given; empty for "latents"
+  double truncation = 0;        // "truncation" T with "seeds": their latents within [-T, T] (--truncation); 0: none
   ResponseFormat format;
   int64_t columns = 0;          // mosaic: tiles per row (0: a square)
   int64_t padding = 0;          // mosaic: black pixels between and around the tiles
 };
 
 // Reads {"seeds": [...]} or {"latents": [[nz numbers], ...]} (exactly one), with "format" (png, the
-// default for one image; tar, the default for more; npy, npy-u8, mosaic) and, for mosaic, "columns"
-// and "padding". `nz`: the model's latent length. Throws RequestError (400).
+// default for one image; tar, the default for more; npy, npy-u8, mosaic), for mosaic, "columns"
+// and "padding", and for seeds "truncation" (a finite number above 0, as --truncation). `nz`: the
+// model's latent length. Throws RequestError (400).
 GenerateSpec parse_generate(const std::string& body, int nz);
 
 // A latent value as the latent files read theirs: a JSON number straight to float, finite; throws

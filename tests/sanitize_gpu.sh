@@ -45,8 +45,9 @@ for tool in memcheck initcheck synccheck; do
 done
 
 # racecheck: every kernel instance facegen launches, at 3 images (a hazard is within one block, and
-# each block runs the whole shared-memory protocol whatever the batch); tf32 and bf16 through both GEMM
-# kernel families where the GPU has two (wgmma, chosen by default on sm_90, and mma.sync); for both
+# each block runs the whole shared-memory protocol whatever the batch); tf32, bf16 and fp32 on tensor
+# cores through both GEMM kernel families where the GPU has two (wgmma, chosen by default on sm_90,
+# and mma.sync); for both
 # kernel sizes the tuned kernels take: a random SHPC network (5x5) and the faces model (4x4).
 gemms=auto
 [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1)" = 9.0 ] && gemms="auto mma"
@@ -59,8 +60,8 @@ for arithmetic in fp32:tc fp32:ffma tf32:auto bf16:auto; do
   [ "$gemms" != auto ] && shapes="small large image"
   for tiles in $shapes; do
   for gemm in $gemms; do
-    [ $precision = fp32 ] && [ $gemm = mma ] && continue
-    # The image tiles exist for wgmma only (elsewhere they are the Large ones, already checked).
+    [ $fp32_kernel = ffma ] && [ $gemm = mma ] && continue  # FFMA has no GEMM family to choose
+    # The image tiles exist for tf32 and bf16 on wgmma only (elsewhere they are the Large ones, already checked).
     [ $tiles = image ] && { [ $precision = fp32 ] || [ $gemm = mma ]; } && continue
     start=$SECONDS
     run=$k-$precision-$fp32_kernel-$tiles-$gemm

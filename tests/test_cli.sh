@@ -147,6 +147,36 @@ if run_ok --random 3 --seed 5 --output "$work/good/rand" --formats npy --quiet &
 else
   fail "--random" "outputs not as expected"
 fi
+# --truncation: other images than without it; a T past every draw (8.58) the untruncated ones; the
+# summary and the JSON summary say it; the tar samples record it beside their seed.
+if run_ok --random 3 --seed 5 --truncation 0.5 --output "$work/good/trunc" --formats npy --summary-json "$work/good/trunc.json" \
+     > "$work/stdout" 2>&1 && ! cmp -s "$work/good/rand.npy" "$work/good/trunc.npy" &&
+   run_ok --random 3 --seed 5 --truncation 9 --output "$work/good/trunc9" --formats npy --quiet &&
+   cmp -s "$work/good/rand.npy" "$work/good/trunc9.npy" &&
+   grep -q "^input     3 random latents, N(0, 1), truncated to \[-0.5, 0.5\], seed 5: 3 images" "$work/stdout" &&
+   grep -q '"truncation": 0.5,' "$work/good/trunc.json" &&
+   "$prog" --device synthetic --seeds 3,4 --truncation 0.7 --formats tar --output "$work/good/ttar" --quiet &&
+   tar -xOf "$work/good/ttar-000000.tar" seed0004.json | grep -q '"seed": 4, "truncation": 0.7, "model"'; then
+  pass "--truncation: other images; past every draw the same; in the summary, its JSON and the tar samples' json"
+else
+  fail "--truncation" "$(head -c 300 "$work/stdout")"
+fi
+# Drawn latents given to the backend as recipes (the synthetic backend drawing them itself, as the CUDA
+# backend does on the GPU): the bytes of host latents, for every drawn source, in pieces of any size.
+recipes_ok=1
+for source in "--random 700 --seed 8" "--seeds 5-300,3,3,18446744073709551615 --truncation 0.6" \
+              "--random 333 --seed 2 --truncation 1.5 --chunk 7" "--interpolate 5 --seed 4 --truncation 0.4"; do
+  read -r -a drawn_flags <<< "$source"
+  rm -f "$work/good/recipe"* "$work/good/host"*
+  if ! "$prog" --device synthetic "${drawn_flags[@]}" --formats npy --output "$work/good/host" --quiet ||
+     ! FACEGEN_SYNTHETIC_RECIPES=1 "$prog" --device synthetic "${drawn_flags[@]}" --formats npy --output "$work/good/recipe" \
+       > "$work/stdout" 2>&1 || ! cmp -s "$work/good/host.npy" "$work/good/recipe.npy" ||
+     ! grep -q "^backend .*drawing latents from recipes" "$work/stdout"; then
+    recipes_ok=0
+    fail "recipes: $source" "$(head -c 300 "$work/stdout")"
+  fi
+done
+[ $recipes_ok = 1 ] && pass "drawn latents as recipes, drawn by the backend: the bytes of host latents (--random, --seeds, --truncation)"
 if run_ok --interpolate 3 --output "$work/good/interp" --quiet && [ "$(head -n1 "$work/good/interp.txt")" = 9 ] &&
    [ "$(stat -c %s "$work/good/interp.bmp")" = $((192 * 192 * 3 + 54)) ]; then
   pass "--interpolate 3 writes a 3 x 3 grid"
@@ -207,6 +237,14 @@ seeds_bad=(
 )
 for entry in "${seeds_bad[@]}"; do
   expect_error "--seeds '${entry%%|*}'" 1 "^facegen: error: ${entry#*|}" "--seeds=${entry%%|*}" --model "$model" --output "$out"
+done
+# --truncation T: drawn latents only, and T a finite number above 0; each refusal one sentence.
+expect_error "--truncation with --input" 1 \
+  "^facegen: error: --truncation applies to drawn latents \(--random, --seeds, --interpolate\), but --input reads them from a file as they are$" \
+  --truncation 1 --input "$work/l3.txt" --model "$model" --output "$out"
+for bad in 0 -0.5 abc nan inf -inf 1e999 0x 1,5 ""; do
+  expect_error "--truncation '$bad'" 1 "^facegen: error: --truncation expects a finite number greater than 0, got '$bad'$" \
+    --random 2 "--truncation=$bad" --model "$model" --output "$out"
 done
 # No GPU here (CUDA=0 build, or no NVIDIA driver): --device cuda is a fault (3) that says why in plain
 # words; auto falls back to the CPU with one notice, silenced by --quiet.
@@ -305,7 +343,7 @@ declare -A sample=(
   [mosaic-tiles]=4 [grid-columns]=2 [shard-images]=2 [grid-padding]=1 [png-level]=1 [resume]= [summary-json]=$work/s.json
   [finish-commit]=$work/out/.facegen-commit-x [device]=cpu [gpu]=0 [precision]=fp32 [batch]=4 [threads]=1 [chunk]=4
   [write-threads]=1 [quiet]= [progress-every]=1 [help]= [version]= [verbose]= [all-ranks]= [min-images-per-rank]=1
-  [images-per-round]=4 [mpi]=
+  [images-per-round]=4 [mpi]= [truncation]=0.5
 )
 # Where a run would not use each flag: the flags of such a run, then the sentence that refuses it;
 # "always" for a flag that every run uses.
@@ -314,6 +352,7 @@ declare -A unused_in=(
   [device]=always [precision]=always [threads]=always [chunk]=always [write-threads]=always [quiet]=always
   [help]=always [version]=always [mpi]=always [summary-json]=always [finish-commit]=always
   [seed]="--input $work/l3.txt|--seed is the seed of --random and --interpolate, and the latents of --input are read from its file"
+  [truncation]="--input $work/l3.txt|--truncation applies to drawn latents \(--random, --seeds, --interpolate\), but --input reads them from a file as they are"
   [gpu]="--device cpu --random 1|--gpu picks the CUDA device of --device cuda or auto, and this run's --device names none"
   [batch]="--device cpu --random 1|--batch sets the images of a GPU batch, and this run's --device uses no GPU"
   [model]="--device synthetic --random 1|--model names the generator, and --device synthetic draws test images without one"

@@ -6,6 +6,7 @@
 // with values no Gaussian latent has, which are named instead of the model when they are the cause.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -181,4 +182,38 @@ TEST_CASE("finite check: a latent far outside a Gaussian's range is named, not t
   scaled[kLatentDim + 5] = 40.0f;
   REQUIRE(first_non_finite_layer(sane, scaled.data() + kLatentDim).empty());
   CHECK_NOTHROW(require_finite_images(sane, "m.bin", scaled.data(), images.data(), count, 3, 2));
+}
+
+TEST_CASE("finite check of drawn latents: require_flags' decisions, with only the traced images' latents made") {
+  const Network sane = make_random_network(51);
+  Network bad = sane;
+  overflow_block(bad, sane.tconv_weight_offset(2), int64_t{25} * kStageChannels[2] * kStageChannels[3]);
+  const int64_t count = 9;
+  const std::vector<float> z = random_latents(count, 52);  // within +-16, as drawn latents always are
+  std::mt19937_64 rng(53);
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<uint8_t> flags(static_cast<size_t>(count), 0);  // (9): a random few bad or saturated
+    for (int k = 0; k < trial % 4; ++k) flags[rng() % count] |= static_cast<uint8_t>(1 + rng() % 2);
+    const int64_t first = (trial % 3 == 0) ? 0 : 17;
+    for (const Network* net : {&sane, static_cast<const Network*>(&bad)}) {
+      CAPTURE(trial);
+      std::string with_pointer, drawn;
+      try {
+        require_finite_flags(*net, "m.bin", z.data(), flags.data(), count, first, 2);
+      } catch (const UserError& e) {
+        with_pointer = e.what();
+      }
+      std::vector<int64_t> made;  // the images whose latent the check asked for
+      try {
+        require_finite_drawn(*net, "m.bin", [&](int64_t i, float* out) {
+          made.push_back(i);
+          std::copy(z.begin() + i * kLatentDim, z.begin() + (i + 1) * kLatentDim, out);
+        }, flags.data(), count, first);
+      } catch (const UserError& e) {
+        drawn = e.what();
+      }
+      CHECK(drawn == with_pointer);
+      for (int64_t i : made) CHECK((flags[static_cast<size_t>(i)] != 0 || first + i == 0));
+    }
+  }
 }

@@ -4,6 +4,7 @@
 // the image limit, formats and their options), each refused with status 400 and its sentence.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 
 #include "latents/latent_source.hpp"
@@ -92,6 +93,12 @@ TEST_CASE("generate body: seeds become their latents, latents are read as floats
   const GenerateSpec mosaic = parse_generate(R"({"seeds": [1, 2, 3], "format": "mosaic", "columns": 2, "padding": 1})", 4);
   CHECK(mosaic.columns == 2);
   CHECK(mosaic.padding == 1);
+  // "truncation": the seeds' latents as --truncation draws them.
+  const GenerateSpec truncated = parse_generate(R"({"seeds": [7, 8], "truncation": 0.25})", 4);
+  CHECK(truncated.truncation == 0.25);
+  seed_latent(8, 4, latent, 0.25);
+  for (int v = 0; v < 4; ++v) CHECK(truncated.latents[static_cast<size_t>(4 + v)] == latent[v]);
+  for (float value : truncated.latents) CHECK(std::fabs(value) <= 0.25f);
 }
 
 TEST_CASE("generate body: every kind of bad request is refused in one sentence") {
@@ -115,6 +122,12 @@ TEST_CASE("generate body: every kind of bad request is refused in one sentence")
   CHECK(has(request_error(R"({"seeds": [1], "format": "mosaic", "columns": 0})"), "\"columns\" must be"));
   CHECK(has(request_error(R"({"seeds": [1], "format": "mosaic", "padding": 5000})"), "\"padding\" must be"));
   CHECK(has(request_error(R"({"seeds": [1], "colour": 2})"), "unknown member"));
+  CHECK(has(request_error(R"({"latents": [[1,2,3,4]], "truncation": 1})"), "\"truncation\" applies to the latents of \"seeds\""));
+  for (const char* bad : {"0", "-1", "1e999", "\"1\"", "null"}) {
+    CAPTURE(bad);
+    CHECK(has(request_error(std::string(R"({"seeds": [1], "truncation": )") + bad + "}"),
+              "\"truncation\" must be a finite number greater than 0"));
+  }
   // A client's text quoted in a sentence keeps it one line.
   CHECK(has(request_error("{\"a\\nb\": 1}"), "unknown member \"a\\nb\""));
   CHECK(has(request_error("[\"\\\n\"]"), "'\\\\n' is not a JSON escape"));

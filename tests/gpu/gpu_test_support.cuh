@@ -233,38 +233,55 @@ inline double emulated_rounding_error(const std::vector<float>& net, const Model
   return worst;
 }
 
-// fp32 on tensor cores against fp32 on FFMA, both against float64 on the same n images of net
+// fp32 on tensor cores against fp32 on FFMA, all against float64 on the same n images of net
 // (tests/gpu/layer_errors.hpp), layer by layer on the float64 pass's own inputs and for the whole
 // network: every value written and finite; each layer within 1e-4 (the last, after tanh, and the
 // images within image_tol); and the tensor cores' worst error at most twice FFMA's and their mean at
 // most 1.5 times. (bench/split_products.cpp's emulation put both at or below FFMA's on the faces model;
-// twice leaves room for the worst of a few images.) Prints both.
+// twice leaves room for the worst of a few images.) The tensor cores in each form the device runs:
+// the network's own choice (wgmma on an H100 or H200 with sm_90a code, else mma.sync) and, where that
+// is wgmma, mma.sync too. Prints every error, and whether the two tensor-core forms gave the same bits.
 inline void check_fp32_tensor_cores_as_exact(const std::vector<float>& net, const ModelSpec& spec, const std::vector<float>& z,
                                              int n, double image_tol, const std::string& what) {
   const LayerReference ref = make_layer_reference(net, spec, z.data(), n);
-  NetworkErrors e[2];
-  const char* kernels[2] = {"ffma", "tc"};
-  for (int k = 0; k < 2; ++k) {
-    const Fp32KernelScope scope(kernels[k]);
+  NetworkErrors ffma;
+  {
+    const Fp32KernelScope scope("ffma");
     const DeviceNetwork dn(net.data(), spec, Precision::Fp32);
-    REQUIRE(dn.fp32_kernel() == (k == 0 ? Fp32Kernel::Ffma : Fp32Kernel::TensorCores));
-    e[k] = measure_layer_errors(dn, ref);
+    REQUIRE(dn.fp32_kernel() == Fp32Kernel::Ffma);
+    ffma = measure_layer_errors(dn, ref);
   }
+  const Fp32KernelScope scope("tc");
+  DeviceNetwork dn(net.data(), spec, Precision::Fp32);
+  REQUIRE(dn.fp32_kernel() == Fp32Kernel::TensorCores);
+  std::vector<GemmKernel> forms = {dn.gemm_kernel()};
+  if (forms[0] == GemmKernel::Wgmma) forms.push_back(GemmKernel::MmaSync);
+  std::vector<float> images[2];
   const char* layers[kGpuLayers + 1] = {"projection", "tconv1", "tconv2", "tconv3", "tconv4+tanh", "network"};
-  for (int l = 0; l <= kGpuLayers; ++l) {
-    const ErrorStats& ffma = l < kGpuLayers ? e[0].layer[l] : e[0].network;
-    const ErrorStats& tc = l < kGpuLayers ? e[1].layer[l] : e[1].network;
-    const double limit = l >= kGpuLayers - 1 ? image_tol : 1e-4;
-    const std::string at = what + " " + layers[l];
-    MESSAGE(at << ": |error| vs float64 over " << n << " images, worst / mean: tensor cores " << tc.worst << " / "
-               << tc.mean() << ", FFMA " << ffma.worst << " / " << ffma.mean());
-    CHECK_MESSAGE(tc.not_finite + ffma.not_finite == 0, at << ": values not written or not finite: tensor cores "
-                                                           << tc.not_finite << ", FFMA " << ffma.not_finite);
-    CHECK_MESSAGE(tc.worst <= limit, at << ": tensor cores' worst error " << tc.worst << " over " << limit);
-    CHECK_MESSAGE(ffma.worst <= limit, at << ": FFMA's worst error " << ffma.worst << " over " << limit);
-    CHECK_MESSAGE(tc.worst <= 2 * ffma.worst, at << ": tensor cores' worst error " << tc.worst << " over twice FFMA's " << ffma.worst);
-    CHECK_MESSAGE(tc.mean() <= 1.5 * ffma.mean(), at << ": tensor cores' mean error " << tc.mean() << " over 1.5 times FFMA's " << ffma.mean());
+  for (size_t f = 0; f < forms.size(); ++f) {
+    dn.use_gemm_kernel(forms[f]);
+    const NetworkErrors tc = measure_layer_errors(dn, ref, &images[f]);
+    for (int l = 0; l <= kGpuLayers; ++l) {
+      const ErrorStats& a = l < kGpuLayers ? ffma.layer[l] : ffma.network;
+      const ErrorStats& b = l < kGpuLayers ? tc.layer[l] : tc.network;
+      const double limit = l >= kGpuLayers - 1 ? image_tol : 1e-4;
+      const std::string at = what + " " + layers[l] + " (tensor cores on " + gemm_kernel_name(forms[f]) + ")";
+      MESSAGE(at << ": |error| vs float64 over " << n << " images, worst / mean: tensor cores " << b.worst << " / "
+                 << b.mean() << ", FFMA " << a.worst << " / " << a.mean());
+      CHECK_MESSAGE(b.not_finite + a.not_finite == 0, at << ": values not written or not finite: tensor cores "
+                                                         << b.not_finite << ", FFMA " << a.not_finite);
+      CHECK_MESSAGE(b.worst <= limit, at << ": tensor cores' worst error " << b.worst << " over " << limit);
+      CHECK_MESSAGE(a.worst <= limit, at << ": FFMA's worst error " << a.worst << " over " << limit);
+      CHECK_MESSAGE(b.worst <= 2 * a.worst, at << ": tensor cores' worst error " << b.worst << " over twice FFMA's " << a.worst);
+      CHECK_MESSAGE(b.mean() <= 1.5 * a.mean(), at << ": tensor cores' mean error " << b.mean() << " over 1.5 times FFMA's " << a.mean());
+    }
   }
+  if (forms.size() == 2)
+    MESSAGE(what << ": the images of fp32 on wgmma and on mma.sync are "
+                 << (images[0].size() == images[1].size() &&
+                             std::memcmp(images[0].data(), images[1].data(), images[0].size() * 4) == 0
+                         ? "the same bits"
+                         : "not the same bits (each within the bounds above)"));
 }
 
 }  // namespace facegen

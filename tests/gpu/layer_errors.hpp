@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/cuda_check.cuh"
@@ -137,16 +138,20 @@ class PoisonedBuffers {
   std::vector<void*> buffers_;
 };
 
-// Adds every float of got_device (want.size() of them) against want to stats.
-inline void add_errors(const void* got_device, const std::vector<double>& want, ErrorStats& stats) {
+// Adds every float of got_device (want.size() of them) against want to stats; kept: the floats, if
+// not null.
+inline void add_errors(const void* got_device, const std::vector<double>& want, ErrorStats& stats,
+                       std::vector<float>* kept = nullptr) {
   std::vector<float> got(want.size());
   CUDA_CHECK(cudaMemcpy(got.data(), got_device, got.size() * 4, cudaMemcpyDeviceToHost));
   for (size_t i = 0; i < got.size(); ++i) stats.add(got[i], want[i]);
+  if (kept) *kept = std::move(got);
 }
 
 // dn's images from ref's latents (DeviceNetwork::forward) against the float64 forward pass; any
-// precision (its images are float32 on the device).
-inline ErrorStats measure_network_errors(const DeviceNetwork& dn, const LayerReference& ref) {
+// precision (its images are float32 on the device). images: the images themselves, if not null.
+inline ErrorStats measure_network_errors(const DeviceNetwork& dn, const LayerReference& ref,
+                                         std::vector<float>* images_out = nullptr) {
   PoisonedBuffers b;
   const int n = ref.n;
   void* act[4];
@@ -154,12 +159,14 @@ inline ErrorStats measure_network_errors(const DeviceNetwork& dn, const LayerRef
   float* images = static_cast<float*>(b.make(size_t(n) * ref.spec.image_values() * 4));
   dn.forward(static_cast<const float*>(b.upload(ref.input[0])), n, act, images, nullptr);
   ErrorStats e;
-  add_errors(images, ref.images, e);
+  add_errors(images, ref.images, e, images_out);
   return e;
 }
 
-// dn's errors on ref's images, layer by layer and whole (dn: an fp32 network of ref.spec).
-inline NetworkErrors measure_layer_errors(const DeviceNetwork& dn, const LayerReference& ref) {
+// dn's errors on ref's images, layer by layer and whole (dn: an fp32 network of ref.spec);
+// network_images: the whole network's images, if not null.
+inline NetworkErrors measure_layer_errors(const DeviceNetwork& dn, const LayerReference& ref,
+                                          std::vector<float>* network_images = nullptr) {
   PoisonedBuffers b;
   const int n = ref.n;
   NetworkErrors e;
@@ -174,7 +181,7 @@ inline NetworkErrors measure_layer_errors(const DeviceNetwork& dn, const LayerRe
   float* images = static_cast<float*>(b.make(size_t(n) * ref.spec.image_values() * 4));
   dn.output_layer(b.upload(ref.input[4]), n, images, nullptr);
   add_errors(images, ref.output[4], e.layer[4]);
-  e.network = measure_network_errors(dn, ref);
+  e.network = measure_network_errors(dn, ref, network_images);
   return e;
 }
 

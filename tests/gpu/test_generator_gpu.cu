@@ -21,6 +21,7 @@
 #include <ios>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -221,6 +222,86 @@ TEST_CASE("wgmma and mma.sync phase GEMMs agree within their rounding, in every 
       CHECK_THROWS_AS(dn.use_wgmma_image(stage, true, 2), std::invalid_argument);
     }
   }
+  }
+}
+
+TEST_CASE("fp32 on wgmma: Small and Large tiles and schedules 0 and 1 give the same bytes; mma.sync agrees within fp32's rounding") {
+  // fp32 on tensor cores, each tconv stage at 3 and 127 images (fresh random activations, outputs
+  // poisoned): on an sm_90 GPU with the sm_90a kernels through the wgmma kernels in both tile shapes
+  // (FACEGEN_GPU_TILES, read when a network is made) and schedules 0 and 1, whose bytes must all be
+  // equal, and in schedule 2 (an FADD every two k steps: other sums, the same in both shapes); each
+  // against mma.sync, the yardstick (the fp32 layer tolerance; whether schedule 0's bits are mma.sync's
+  // is printed). Elsewhere the case only checks that wgmma is refused with a clear error.
+  const char* before = std::getenv("FACEGEN_GPU_TILES");
+  const std::string saved = before ? before : "";
+  const Fp32KernelScope tc("tc");
+  std::mt19937_64 rng(test_seed() + 14);
+  for (const ModelSpec& spec : kTunedSpecs) {
+    const auto net = reference::random_network(test_seed() + 15, spec);
+    std::unique_ptr<DeviceNetwork> dn[2];  // Small, Large
+    for (int t = 0; t < 2; ++t) {
+      setenv("FACEGEN_GPU_TILES", t == 0 ? "small" : "large", 1);
+      dn[t] = std::make_unique<DeviceNetwork>(net.data(), spec, Precision::Fp32);
+    }
+    if (before) setenv("FACEGEN_GPU_TILES", saved.c_str(), 1);
+    else unsetenv("FACEGEN_GPU_TILES");
+    if (gemm_kernels(*dn[0]).size() == 1) {
+      CHECK_THROWS_AS(dn[0]->use_gemm_kernel(GemmKernel::Wgmma), std::invalid_argument);
+      continue;
+    }
+    for (int n : {3, std::min(127, batch_sizes().back())}) {
+      for (int stage = 0; stage < 3; ++stage) {
+        const size_t in_per = size_t(kStageSize[stage]) * kStageSize[stage] * kStageChannels[stage];
+        const Activations in = make_activations(in_per * n, Precision::Fp32, rng);
+        DeviceBuffer din(in.bytes.size());
+        CUDA_CHECK(cudaMemcpy(din.p, in.bytes.data(), in.bytes.size(), cudaMemcpyHostToDevice));
+        struct Form {
+          int tiles;  // dn[tiles]
+          GemmKernel kernel;
+          int schedule;
+          const char* what;
+        };
+        const Form forms[] = {{1, GemmKernel::MmaSync, 0, "mma.sync"},
+                              {0, GemmKernel::Wgmma, 0, "wgmma Small schedule 0"},
+                              {1, GemmKernel::Wgmma, 0, "wgmma Large schedule 0"},
+                              {0, GemmKernel::Wgmma, 1, "wgmma Small schedule 1"},
+                              {1, GemmKernel::Wgmma, 1, "wgmma Large schedule 1"},
+                              {0, GemmKernel::Wgmma, 2, "wgmma Small schedule 2"},
+                              {1, GemmKernel::Wgmma, 2, "wgmma Large schedule 2"}};
+        std::vector<std::vector<unsigned char>> bytes;
+        for (const Form& f : forms) {
+          DeviceNetwork& d = *dn[f.tiles];
+          DeviceBuffer dout(d.activation_bytes_per_image(stage + 1) * n);
+          dout.poison();
+          d.use_gemm_kernel(f.kernel);
+          d.use_fp32_wgmma_schedule(f.schedule);
+          d.tconv(stage, din.p, n, dout.p, nullptr);
+          bytes.emplace_back(dout.bytes);
+          CUDA_CHECK(cudaMemcpy(bytes.back().data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
+        }
+        const std::string at = spec_name(spec) + " tconv" + std::to_string(stage + 1) + " n=" + std::to_string(n);
+        const std::vector<float> yard = to_floats(bytes[0], Precision::Fp32);
+        const Tolerance tol = layer_tolerance(Precision::Fp32);
+        for (size_t k : {size_t{1}, size_t{5}}) {  // schedule 0 (for 0 and 1) and schedule 2
+          const std::vector<float> got = to_floats(bytes[k], Precision::Fp32);
+          size_t bad = 0, not_finite = 0;
+          double worst = 0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            not_finite += !std::isfinite(got[i]) + !std::isfinite(yard[i]);
+            const double d = std::fabs(double(got[i]) - yard[i]);
+            worst = std::max(worst, std::isfinite(d) ? d : INFINITY);
+            if (!(d <= tol.atol + tol.rtol * std::fabs(yard[i])) && bad++ < 5)
+              FAIL_CHECK(at << " index " << i << ": " << forms[k].what << " " << got[i] << ", mma.sync " << yard[i]);
+          }
+          CHECK_MESSAGE(not_finite == 0, at << ": " << not_finite << " outputs not written or not finite");
+          MESSAGE(at << ": " << forms[k].what << " against mma.sync, worst |difference| " << worst << "; "
+                     << (bytes[k] == bytes[0] ? "the same bits" : "not the same bits"));
+        }
+        for (size_t k = 2; k < 5; ++k)
+          CHECK_MESSAGE(bytes[k] == bytes[1], at << ": " << forms[k].what << " gives other bytes than " << forms[1].what);
+        CHECK_MESSAGE(bytes[6] == bytes[5], at << ": " << forms[6].what << " gives other bytes than " << forms[5].what);
+      }
+    }
   }
 }
 
@@ -595,7 +676,15 @@ TEST_CASE("FACEGEN_GPU_FP32 picks fp32's kernels when a network is made; a bad v
   int device = 0, major = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  const Fp32Kernel native = Fp32Kernel::Ffma;  // auto: FFMA (generator_gpu.hpp says why)
+  // The wgmma kernels run here (an H100 or H200 and a binary with sm_90a code) where a tf32 network
+  // picks them. auto: fp32 on tensor cores where its tconv stages run wgmma, FFMA elsewhere
+  // (generator_gpu.hpp says why).
+  const char* gemm_setting = std::getenv("FACEGEN_GPU_GEMM");  // set aside for this case, back at its end
+  const bool had_gemm = gemm_setting != nullptr;
+  const std::string saved_gemm = had_gemm ? gemm_setting : "";
+  unsetenv("FACEGEN_GPU_GEMM");
+  const bool wgmma = DeviceNetwork(net.data(), kTutorialSpec, Precision::Tf32).gemm_kernel() == GemmKernel::Wgmma;
+  const Fp32Kernel native = wgmma && kFp32TensorCoresOnWgmma ? Fp32Kernel::TensorCores : Fp32Kernel::Ffma;
   struct Case {
     const char* value;  // nullptr: unset
     Fp32Kernel want;
@@ -605,15 +694,30 @@ TEST_CASE("FACEGEN_GPU_FP32 picks fp32's kernels when a network is made; a bad v
     if (c.want == Fp32Kernel::TensorCores && major < 8) continue;
     const Fp32KernelScope scope(c.value ? c.value : "auto");
     if (!c.value) unsetenv("FACEGEN_GPU_FP32");
-    const DeviceNetwork dn(net.data(), kTutorialSpec, Precision::Fp32);
+    DeviceNetwork dn(net.data(), kTutorialSpec, Precision::Fp32);
     const std::string what = std::string("FACEGEN_GPU_FP32=") + (c.value ? c.value : "(unset)");
     CHECK_MESSAGE(dn.fp32_kernel() == c.want, what);
     const bool tc = c.want == Fp32Kernel::TensorCores;
     CHECK_MESSAGE(dn.projection_mma() == tc, what << ": the projection on tensor cores exactly where fp32 is");
-    CHECK_MESSAGE(dn.gemm_kernel() == GemmKernel::MmaSync, what);
+    // On tensor cores the tconv stages run wgmma where it runs, and mma.sync on request; FFMA has neither.
+    CHECK_MESSAGE(dn.gemm_kernel() == (tc && wgmma ? GemmKernel::Wgmma : GemmKernel::MmaSync), what);
+    if (tc && wgmma) {
+      dn.use_gemm_kernel(GemmKernel::MmaSync);
+      CHECK(dn.gemm_kernel() == GemmKernel::MmaSync);
+    }
+    if (!tc) CHECK_THROWS_AS(dn.use_gemm_kernel(GemmKernel::Wgmma), std::invalid_argument);
+    CHECK_THROWS_AS(dn.use_fp32_wgmma_schedule(3), std::invalid_argument);
     // tf32 and bf16 networks are not fp32's to choose for
     const DeviceNetwork tf32(net.data(), kTutorialSpec, Precision::Tf32);
     CHECK(tf32.fp32_kernel() == Fp32Kernel::Ffma);
+  }
+  {  // a width the fixed-shape (so the wgmma) kernels lack: FFMA unless asked for
+    const Fp32KernelScope scope("auto");
+    const ModelSpec narrow{100, 32, 3, 4, false};
+    const auto narrow_net = reference::random_network(test_seed() + 23, narrow);
+    const DeviceNetwork dn(narrow_net.data(), narrow, Precision::Fp32);
+    CHECK(dn.fp32_kernel() == Fp32Kernel::Ffma);
+    CHECK(dn.gemm_kernel() == GemmKernel::MmaSync);
   }
   for (Precision p : kPrecisions) {  // a bad value is refused whatever the precision
     const Fp32KernelScope scope("fast");
@@ -626,6 +730,7 @@ TEST_CASE("FACEGEN_GPU_FP32 picks fp32's kernels when a network is made; a bad v
       CHECK(msg.find('\n') == std::string::npos);
     }
   }
+  if (had_gemm) setenv("FACEGEN_GPU_GEMM", saved_gemm.c_str(), 1);
 }
 
 TEST_CASE("fp32 on tensor cores is as exact as FFMA against float64, layer by layer and whole") {

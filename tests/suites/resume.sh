@@ -10,7 +10,7 @@
 #                        finished by 2 ranks, and checked by 1 process: the same bytes whatever the ranks
 #   only what is missing 3 shards removed: the summary says 27 kept, 3 made, and the kept ones are the
 #                        same files (inodes) as before
-#   another job          --seed 4, --precision bf16, --random 6001: refused in one line naming what
+#   another job          --seed 4, --truncation 2, --precision bf16, --random 6001: refused in one line naming what
 #                        differs; every file as it was
 #   a changed byte       one byte of a finished shard changed: that shard alone is made again
 #   SIGTERM              exit 143; only finished shards and the manifest are left, no temporary
@@ -184,6 +184,7 @@ fi
 snapshot() { (cd "$dir" && ls -A --full-time | sed 1d && md5sum r-*.tar r.facegen-resume*); }
 other_precision=$([ "${RESUME_PRECISION:-fp32}" = bf16 ] && echo tf32 || echo bf16)
 for other in "s/--seed 3/--seed 4/|--seed was 3, this run's is 4" \
+             "s/--seed 3/--seed 3 --truncation 2/|--truncation was -, this run's is 2" \
              "s/--precision [a-z0-9]*/--precision $other_precision/|--precision was ${RESUME_PRECISION:-fp32}, this run's is $other_precision" \
              "s/--random $images/--random $((images + 1))/|--random was $images, this run's is $((images + 1))"; do
   edit=${other%%|*} want=${other#*|}
