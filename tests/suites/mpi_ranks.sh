@@ -267,7 +267,7 @@ fi
 # --- drawn latents as recipes: each rank's backend draws its share itself ------------------------------
 # FACEGEN_SYNTHETIC_RECIPES=1: the synthetic backend takes recipes, as the CUDA backend does on the GPU.
 recipes=(--device synthetic --formats npy-u8,tar --shard-images 40 --images-per-round 16)
-for source in "--random 300 --seed 8" "--seeds 5-200,3,3,9000-9040 --truncation 0.6"; do
+for source in "--random 300 --seed 8" "--seeds 5-200,3,2,9000-9040 --truncation 0.6"; do  # tar: no seed twice
   read -r -a drawn_flags <<< "$source"
   name="3 ranks, $source, latents drawn by each rank's backend from recipes: identical to one process of host latents"
   rm -rf "$work/rref"* "$work/rgot"*
