@@ -49,7 +49,7 @@ int png_folder_writers(PngLayout layout, int threads) {
   return std::max(1, std::min(threads, wanted));
 }
 
-void write_file_in_folder(int dir_fd, const std::string& relative, const std::string& shown, const std::string& bytes) {
+void write_file_in_folder(int dir_fd, const std::string& relative, const std::string& shown, std::string_view bytes) {
   const ProfileSkip skip = profile_skip();
   if (skip == ProfileSkip::Files) return;  // a profile's run (engine/profile_skip.hpp)
   int fd;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "formats/png_folder_layout.hpp"
@@ -23,7 +24,7 @@ int png_folder_writers(PngLayout layout, int threads);
 
 // Creates `relative` ("000042.png" or "000/000042.png") in the folder `dir_fd` (truncating a file of
 // that name) and writes `bytes` into it. Throws UserError naming `shown`, the file's final path.
-void write_file_in_folder(int dir_fd, const std::string& relative, const std::string& shown, const std::string& bytes);
+void write_file_in_folder(int dir_fd, const std::string& relative, const std::string& shown, std::string_view bytes);
 
 // Moves the files `relatives` from the folder `temp_fd` to the same places in `final_fd` (whose path
 // is `final_folder`, for messages), making the subfolders missing there, each first checked as the

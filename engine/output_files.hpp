@@ -65,7 +65,7 @@ class OutputFiles : public FileWriter {
   // A file of the folder `file`, created relative to its held descriptor (engine/folder_files.hpp):
   // no lock and no walk of the folder's path per file.
   void write_in_folder(size_t file, const std::string& name, const std::string& shown,
-                       const std::string& bytes) override;
+                       std::string_view bytes) override;
   void add_bytes(size_t file, int64_t bytes) override { folder_slot(file).bytes += bytes; }
   void images_written(size_t file, int64_t count) override;
   void file_complete(size_t file) override;

@@ -83,8 +83,10 @@ class SyntheticBackend : public Backend {
   }
 
   // The scan and the 8-bit pixels from the period alone: every value of an image is one of its
-  // period's, and each of those appears in it, so the period's scan is the image's.
-  void generate_checked(const float* latents, int64_t n, const ImageTarget& out, int) override {
+  // period's, and each of those appears in it, so the period's scan is the image's. Encoded runs
+  // (FACEGEN_TEST_HOST_ENCODERS) are the base's: these pixels, then the encoders' CPU model.
+  void generate_checked(const float* latents, int64_t n, const ImageTarget& out, int threads) override {
+    if (out.encoded) return Backend::generate_checked(latents, n, out, threads);
     if (out.channels != 3) throw std::logic_error("synthetic images have 3 channels");
     parallel_for(n, threads_, [&](int64_t begin, int64_t end) {
       float period[kPeriod];

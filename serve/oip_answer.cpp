@@ -27,9 +27,9 @@ namespace {
 
 // The answer's JSON before its data: the model, the id, the output's name, type and shape; with binary
 // output, its size in bytes, and the JSON ends here.
-std::string answer_head(const InferRequest& request, bool binary, size_t pixel_bytes) {
+std::string answer_head(const InferRequest& request, const std::string& model, bool binary, size_t pixel_bytes) {
   const int64_t count = request.images.count;
-  std::string head = std::string("{\"model_name\": \"") + kOipModelName + "\", \"model_version\": \"" + kOipModelVersion + "\"";
+  std::string head = "{\"model_name\": " + json::quote(model) + ", \"model_version\": \"" + kOipModelVersion + "\"";
   if (request.has_id) head += ", \"id\": " + json::quote(request.id);
   head += ", \"outputs\": [{\"name\": \"images\", \"datatype\": \"UINT8\", \"shape\": [" + std::to_string(count) + ", 64, 64, 3]";
   if (binary) head += ", \"parameters\": {\"binary_data_size\": " + std::to_string(pixel_bytes) + "}}]}";
@@ -37,8 +37,8 @@ std::string answer_head(const InferRequest& request, bool binary, size_t pixel_b
 }
 
 // The JSON answer: the head, then every pixel as a number.
-std::string json_answer(const InferRequest& request, const unsigned char* pixels, size_t bytes) {
-  std::string out = answer_head(request, false, bytes);
+std::string json_answer(const InferRequest& request, const std::string& model, const unsigned char* pixels, size_t bytes) {
+  std::string out = answer_head(request, model, false, bytes);
   out.reserve(out.size() + bytes * 4 + 32);
   out += ", \"data\": [";
   for (size_t k = 0; k < bytes; ++k) {
@@ -51,7 +51,7 @@ std::string json_answer(const InferRequest& request, const unsigned char* pixels
 
 }  // namespace
 
-InferAnswer encode_infer(const InferRequest& request, const float* images, int channels) {
+InferAnswer encode_infer(const InferRequest& request, const float* images, int channels, const std::string& model) {
   const int64_t count = request.images.count;
   std::string pixels(static_cast<size_t>(count * kRgb8ImageBytes), '\0');  // (count, 64, 64, 3)
   for (int64_t k = 0; k < count; ++k) {
@@ -59,26 +59,26 @@ InferAnswer encode_infer(const InferRequest& request, const float* images, int c
   }
   InferAnswer answer;
   if (request.binary_output) {
-    std::string head = answer_head(request, true, pixels.size());
+    std::string head = answer_head(request, model, true, pixels.size());
     answer.json_length = std::to_string(head.size());
     answer.content_type = "application/octet-stream";
     answer.body = std::move(head) + pixels;
     return answer;
   }
-  answer.body = json_answer(request, reinterpret_cast<const unsigned char*>(pixels.data()), pixels.size());
+  answer.body = json_answer(request, model, reinterpret_cast<const unsigned char*>(pixels.data()), pixels.size());
   answer.content_type = "application/json";
   return answer;
 }
 
-void answer_infer(const InferRequest& request, const MadeImages& made, HttpResponse& response) {
+void answer_infer(const InferRequest& request, const std::string& model, const MadeImages& made, HttpResponse& response) {
   const size_t bytes = static_cast<size_t>(request.images.count * kRgb8ImageBytes);
   if (!request.binary_output) {
     std::unique_ptr<unsigned char[]> pixels(new unsigned char[bytes]);  // (count, 64, 64, 3)
     made.copy_to(pixels.get(), static_cast<size_t>(kRgb8ImageBytes));
-    response.set(200, "application/json", json_answer(request, pixels.get(), bytes));
+    response.set(200, "application/json", json_answer(request, model, pixels.get(), bytes));
     return;
   }
-  std::string head = answer_head(request, true, bytes);
+  std::string head = answer_head(request, model, true, bytes);
   response.fields.push_back({kOipBinaryLengthField, std::to_string(head.size())});
   response.set(200, "application/octet-stream", std::move(head));
   for (const ImagePiece& piece : made.pieces) {  // the pixels as the batcher left them
