@@ -101,6 +101,7 @@ while [ $# -gt 0 ]; do
     --program) program=${2:?}; shift 2 ;;
     -h|--help) usage ;;
     --) shift; break ;;
+    -*) die "unknown argument '$1': facegen's own flags go after --, as in ./run_parallel.sh --random 8 --output o --ranks-per-node 2 -- $1 ... (see --help)" ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done

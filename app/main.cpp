@@ -25,11 +25,13 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "app/flag_rules.hpp"
 #include "commit/commit_journal.hpp"
 #include "formats/output_format.hpp"
 #include "commit/output_guard.hpp"
@@ -45,6 +47,7 @@
 #include "run/summary.hpp"
 #include "common/text_format.hpp"
 #include "common/build_info.hpp"
+#include "common/command_line.hpp"
 #include "mpi/launch.hpp"
 #include "mpi/launcher_watch.hpp"
 #include "mpi/rank_job.hpp"
@@ -78,10 +81,10 @@ std::string default_model_path() {
 
 DeviceKind parse_device(const std::string& name) {
   if (name == "auto") return DeviceKind::Auto;
-  if (name == "cuda" || name == "gpu") return DeviceKind::Cuda;
+  if (name == "cuda") return DeviceKind::Cuda;
   if (name == "cpu") return DeviceKind::Cpu;
   if (name == "synthetic") return DeviceKind::Synthetic;
-  throw facegen::UserError("unknown --device '" + name + "' (expected auto, cuda, cpu or synthetic)");
+  throw facegen::UserError("unknown --device '" + name + "' (expected auto, cuda, cpu or synthetic; cuda is the NVIDIA GPU)");
 }
 
 // One line on stderr in one write: a parallel job's launcher merges its ranks' stderr, and would split
@@ -220,7 +223,7 @@ cxxopts::Options command_line() {
   cxxopts::Options options("facegen", "Generates 64x64 RGB images from latent vectors with a DCGAN generator.");
   options.custom_help("--output PREFIX (--input PATH | --random N | --interpolate K | --seeds LIST) [options]");
   options.add_options("Input")
-      ("i,input", "latent file: N, then N*100 numbers", value<std::string>(), "PATH")
+      ("i,input", "latent file: N, then N*100 numbers, or a .npy; - for standard input", value<std::string>(), "PATH")
       ("r,random", "instead of --input: N latents drawn from N(0, 1)", value<std::string>(), "N")
       ("interpolate", "instead of --input: a K x K grid, each row K steps between two random latents",
        value<std::string>(), "K")
@@ -267,10 +270,11 @@ cxxopts::Options command_line() {
   options.add_options("Device")
       ("d,device", "auto, cuda or cpu (auto: a usable NVIDIA GPU, else the CPU with a notice); synthetic: test "
        "images, not the network", value<std::string>()->default_value("auto"), "DEVICE")
-      ("g,gpu", "CUDA device index", value<std::string>()->default_value("0"), "N")
+      ("g,gpu", "CUDA device index (--device cuda or auto)", value<std::string>()->default_value("0"), "N")
       ("p,precision", "GPU arithmetic: fp32 (exact float32), tf32 or bf16 (tensor cores)",
        value<std::string>()->default_value("fp32"), "P")
-      ("b,batch", "images per GPU batch (a batch never spans two chunks)", value<std::string>()->default_value("512"),
+      ("b,batch", "images per GPU batch (a batch never spans two chunks; --device cuda or auto)",
+       value<std::string>()->default_value("512"),
        "N")
       ("t,threads", "CPU threads (0: all this process may use)", value<std::string>()->default_value("0"), "N");
   options.add_options("Memory")
@@ -372,7 +376,8 @@ void refuse_overwriting(const std::string& prefix, const std::vector<facegen::Ou
 // replace it (PREFIX.txt for txt, a numbered mosaic PREFIX-0001.bmp, the folder PREFIX/ of per-image
 // PNGs that holds it, ...). Both are refused in one sentence.
 void check_output_prefix(const std::string& prefix, const std::vector<ReadFile>& read_files,
-                         const std::vector<facegen::OutputFormat>& formats, facegen::PngLayout png_layout) {
+                         const std::vector<facegen::OutputFormat>& formats, facegen::PngLayout png_layout,
+                         bool named_by_seed) {
   const std::string last = prefix.substr(prefix.find_last_of('/') == std::string::npos ? 0 : prefix.find_last_of('/') + 1);
   if (last.empty() || last == "." || last == "..") {
     throw facegen::UserError("--output takes a path prefix such as outputs/run1 (it writes outputs/run1.txt, ...), got '" +
@@ -394,11 +399,15 @@ void check_output_prefix(const std::string& prefix, const std::vector<ReadFile>&
                              std::to_string(name_max) + " bytes a name");
   }
   // PATH_MAX counts the terminating NUL: a path of at most PATH_MAX - 1 bytes can be opened.
-  // The longest path the formats make from the prefix: PREFIX.txt, or PREFIX/000000.png (png) and the
-  // scratch PREFIX.png.pixels (mosaic-png); a numbered mosaic's is checked as its file is created.
+  // The longest path the formats make from the prefix: PREFIX.txt, or PREFIX/000000.png (png; by seed
+  // the longest seed's name) and the scratch PREFIX.png.pixels (mosaic-png); a numbered mosaic's is
+  // checked as its file is created.
+  facegen::SampleFacts naming;
+  naming.named_by_seed = named_by_seed;
+  naming.image_seed = [](int64_t) { return std::numeric_limits<uint64_t>::max(); };
   std::string longest = ".txt";
   for (facegen::OutputFormat format : formats) {
-    if (format == facegen::OutputFormat::Png) longest = "/" + facegen::png_relative_path(0, 1, png_layout);
+    if (format == facegen::OutputFormat::Png) longest = "/" + facegen::png_relative_path(0, 1, png_layout, naming);
     if (format == facegen::OutputFormat::MosaicPng) longest = longest.size() > 4 ? longest : ".png.pixels";
   }
   const long path_max = ::pathconf(dir.c_str(), _PC_PATH_MAX);
@@ -509,7 +518,7 @@ void check_summary_path(const std::string& summary, const std::string& prefix,
 
 // The batch job the flags describe (one latent source and --output are there: checked before); every
 // flag's value checked, each bad one a UserError or cxxopts exception of one sentence.
-facegen::GenerateRequest request_from_flags(const cxxopts::ParseResult& args) {
+facegen::GenerateRequest request_from_flags(const cxxopts::ParseResult& args, bool parallel_job) {
   const bool synthetic = args["device"].as<std::string>() == "synthetic";
   facegen::GenerateRequest request;
   if (args.count("model")) {
@@ -517,7 +526,8 @@ facegen::GenerateRequest request_from_flags(const cxxopts::ParseResult& args) {
   } else if (!synthetic) {
     request.model_path = default_model_path();
   }
-  if (args.count("input")) request.latents.path = args["input"].as<std::string>();
+  // "-": standard input, which the latent readers open as a file or read as the pipe it is.
+  if (args.count("input")) request.latents.path = args["input"].as<std::string>() == "-" ? "/dev/stdin" : args["input"].as<std::string>();
   request.latents.seed = seed_flag(args);
   if (args.count("random")) request.latents.random_count = int_flag(args, "random", 1, facegen::kMaxImages);
   if (args.count("interpolate")) request.latents.interpolate_side = int_flag(args, "interpolate", 1, 1000);
@@ -525,9 +535,12 @@ facegen::GenerateRequest request_from_flags(const cxxopts::ParseResult& args) {
   request.latents.truncation = truncation_flag(args);
   request.output_prefix = args["output"].as<std::string>();
   request.formats = facegen::parse_formats(args["formats"].as<std::string>());
+  facegen::refuse_unused_flags(args, request.formats, parallel_job);
+  facegen::refuse_repeated_seed_names(request);
   const std::vector<ReadFile> read_files = {{"input file", request.latents.path}, {"model file", request.model_path}};
   request.sinks.png_layout = png_layout_flag(args, request.formats);
-  check_output_prefix(request.output_prefix, read_files, request.formats, request.sinks.png_layout);
+  check_output_prefix(request.output_prefix, read_files, request.formats, request.sinks.png_layout,
+                      request.latents.seeds != nullptr);
   request.backend.device = parse_device(args["device"].as<std::string>());
   request.backend.cuda_device = static_cast<int>(int_flag(args, "gpu", 0, 1 << 20));
   request.backend.precision = facegen::parse_precision(args["precision"].as<std::string>());
@@ -566,8 +579,12 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
   if (!facegen::mpi::prints_shared_messages(launch)) {
     std::cerr.setstate(std::ios::failbit);
   }
+  // Once the run's request is read: where a failure's JSON goes (--summary-json), and what it names.
+  facegen::RunFailure failure;
+  std::string failure_json_path;
   try {
     auto args = options.parse(argc, argv);
+    facegen::refuse_repeated_flags(args);
     if (args.count("help")) {
       std::cout << options.help(kHelpGroups)
                 << "\nExit status: 0 success, 1 bad input, 2 bad command line, 3 internal or device fault; "
@@ -583,7 +600,10 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
       say("facegen: unexpected argument '" + args.unmatched().front() + "' (see --help)");
       return kExitUsage;
     }
-    if (args.count("finish-commit")) return finish_commit_command(args["finish-commit"].as<std::string>());
+    if (args.count("finish-commit")) {
+      facegen::refuse_flags_beside_finish_commit(args);
+      return finish_commit_command(args["finish-commit"].as<std::string>());
+    }
     const int sources = static_cast<int>(args.count("input") + args.count("random") + args.count("interpolate") +
                                          args.count("seeds"));
     if (sources != 1) {
@@ -594,13 +614,18 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
       say("facegen: missing --output PREFIX (see --help)");
       return kExitUsage;
     }
-    facegen::GenerateRequest request = request_from_flags(args);
+    const bool parallel_job = launch.kind == facegen::mpi::LaunchKind::Rank || args.count("mpi");
+    facegen::GenerateRequest request = request_from_flags(args, parallel_job);
     const bool quiet = args.count("quiet") > 0;
+    if (facegen::mpi::prints_shared_messages(launch)) {
+      failure_json_path = request.summary_json_path;
+      failure = {kExitInput, "", request.output_prefix, request.formats, request.resume, false};
+    }
     if (launch.kind == facegen::mpi::LaunchKind::Unusable) {
       say("facegen: " + launch.problem);
       return kExitUsage;
     }
-    if (launch.kind == facegen::mpi::LaunchKind::Rank || args.count("mpi")) {
+    if (parallel_job) {
       if (args.count("gpu")) {
         throw facegen::UserError("--gpu picks the GPU of a single-process run; the ranks of a parallel job pick theirs "
                                  "by node-local rank (limit them with CUDA_VISIBLE_DEVICES)");
@@ -615,6 +640,7 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
       facegen::use_launcher_terminal(request.progress, quiet);
       std::cerr.clear();  // from here on each rank reports its own errors, naming itself
       *rank_job_ran = true;
+      failure_json_path.clear();  // rank 0 of the job writes it
       return facegen::mpi::run_as_rank(request, rank_options);
     }
 
@@ -625,15 +651,19 @@ int run_command_line(int argc, char** argv, const facegen::mpi::Launch& launch, 
       request.backend.cuda_device = 0;
     }
     const facegen::RunSummary summary = facegen::run_generation(request);
+    failure.outputs_in_place = true;
     facegen::report_summary(summary, request.summary_json_path, quiet);
     return 0;
   } catch (const cxxopts::exceptions::exception& e) {
-    say("facegen: " + std::string(e.what()) + " (see --help)");
+    say("facegen: " + facegen::command_line_problem(e) + " (see --help)");
     return kExitUsage;
   } catch (...) {
-    const facegen::Failure failure = facegen::describe_current_exception();
-    say((failure.exit_code == kExitInput ? "facegen: error: " : "facegen: fault: ") + failure.message);
-    return failure.exit_code;
+    const facegen::Failure problem = facegen::describe_current_exception();
+    say((problem.exit_code == kExitInput ? "facegen: error: " : "facegen: fault: ") + problem.message);
+    failure.exit_code = problem.exit_code;
+    failure.message = problem.message;
+    facegen::report_failure_json(failure, failure_json_path);
+    return problem.exit_code;
   }
 }
 

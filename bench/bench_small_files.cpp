@@ -55,7 +55,8 @@ Folder make_folder(const std::string& path, int64_t total, facegen::PngLayout la
   folder.layout = layout;
   folder.total = total;
   facegen::OutputFile spec{facegen::OutputFile::Kind::Folder, path, "", -1, 0, total, {},
-                           facegen::OutputFormat::Png, layout};
+                           facegen::OutputFormat::Png,
+                           facegen::png_longest_relative_path(total, layout, facegen::SampleFacts())};
   folder.files = std::make_unique<facegen::OutputFiles>(facegen::FileList{1, [spec](size_t) { return spec; }});
   folder.files->create(0);
   return folder;
@@ -63,7 +64,7 @@ Folder make_folder(const std::string& path, int64_t total, facegen::PngLayout la
 
 // Writes file `index` (its number in `folder`, `global` its number in the measurement) the plan's way.
 void write_one(const SmallFilesPlan& plan, Folder& folder, int64_t index, const std::string& bytes) {
-  const std::string name = facegen::png_relative_path(index, folder.total, folder.layout);
+  const std::string name = facegen::png_relative_path(index, folder.total, folder.layout, facegen::SampleFacts());
   if (plan.way == "pngs-path") {
     folder.files->FileWriter::write_in_folder(0, name, name, bytes);  // the whole path, as before
   } else {
@@ -127,7 +128,7 @@ std::string verify(const SmallFilesPlan& plan, std::vector<Folder>& folders) {
     const int64_t global = std::min(plan.files - 1, plan.files * s / kSampledFiles + s % 3);
     const auto [folder, index] = locate(plan, global);
     const std::string path = folders[folder].files->temp_path(0) + "/" +
-                             facegen::png_relative_path(index, folders[folder].total, folders[folder].layout);
+                             facegen::png_relative_path(index, folders[folder].total, folders[folder].layout, facegen::SampleFacts());
     std::string expected = base_bytes(plan.file_bytes);
     stamp(expected, global);
     std::string got(expected.size() + 1, '\0');

@@ -222,9 +222,11 @@ const char* written_kind_name(WrittenKind kind) {
 }
 
 bool is_png_file_name(const std::string& name) {
-  const size_t digits = name.size() >= 4 ? name.size() - 4 : 0;
-  if (digits < 6 || name.compare(digits, 4, ".png") != 0) return false;
-  for (size_t i = 0; i < digits; ++i)
+  const size_t end = name.size() >= 4 ? name.size() - 4 : 0;
+  if (end == 0 || name.compare(end, 4, ".png") != 0) return false;
+  const size_t start = name.compare(0, 4, "seed") == 0 ? 4 : 0;  // named by seed: seed0042.png
+  if (end - start < (start == 4 ? 4 : 6) || end - start > 20) return false;
+  for (size_t i = start; i < end; ++i)
     if (name[i] < '0' || name[i] > '9') return false;
   return true;
 }

@@ -37,7 +37,8 @@ enum class WrittenKind { Text, Bmp, Npy, Png, PngFolder, SummaryJson, NpyU8, Tar
 WrittenKind written_kind(OutputFormat format);
 const char* written_kind_name(WrittenKind kind);  // "text output", "PNG folder", ... for messages
 
-// Whether the name is one of the PNG folder's files: six digits or more, then ".png".
+// Whether the name is one of the PNG folder's files: six digits or more (an index), or "seed" and
+// four or more (a seed), then ".png".
 bool is_png_file_name(const std::string& name);
 
 // Why the entry `name` of the directory `dir_fd` may not be replaced by an output of `kind`, as the

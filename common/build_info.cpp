@@ -22,6 +22,8 @@
 namespace facegen {
 
 const char* git_commit() { return FACEGEN_GIT_COMMIT; }
+const char* cuda_architectures() { return FACEGEN_CUDA_ARCHS; }
+bool built_with_mpi() { return FACEGEN_MPI != 0; }
 
 std::string cpu_vector_text() {
   std::string kernels;

@@ -202,7 +202,7 @@ class FormatSink : public ImageSink {
     }
     std::vector<std::string> names;
     for (int64_t i = unit_first; i < unit_end; ++i) {
-      names.push_back(png_relative_path(i, layout_.total_images(), layout_.png_layout()));
+      names.push_back(png_relative_path(i, layout_.total_images(), layout_.png_layout(), layout_.facts()));
     }
     files_.place_in_folder(0, names);
     resume_->record(OutputFormat::Png, unit);

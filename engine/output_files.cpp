@@ -123,7 +123,7 @@ OutputFiles::Slot& OutputFiles::slot(size_t file) {
 void OutputFiles::make(size_t file, Slot& slot) {
   const OutputFile& spec = slot.spec;
   if (spec.kind == OutputFile::Kind::Folder) {
-    const size_t inner = 1 + png_relative_path(0, spec.count, spec.png_layout).size();  // "/000/000000.png"
+    const size_t inner = 1 + spec.longest_name;  // "/000/000000.png", "/seed0042.png"
     slot.temp = make_temp_folder(spec.path, inner, &slot.listed);
     open_folder(slot);
     return;

@@ -67,7 +67,7 @@ std::vector<std::string> ResumeFiles::unit_paths(size_t output, int64_t unit) co
   const int64_t end = std::min(layout.total_images(), first + unit_);
   std::vector<std::string> paths;
   for (int64_t i = first; i < end; ++i) {
-    paths.push_back(folder + "/" + png_relative_path(i, layout.total_images(), layout.png_layout()));
+    paths.push_back(folder + "/" + png_relative_path(i, layout.total_images(), layout.png_layout(), layout.facts()));
   }
   return paths;
 }

@@ -104,7 +104,12 @@ std::vector<OutputFormat> parse_formats(const std::string& list) {
     } else {
       throw UserError("unknown output format '" + name + "' in --formats '" + list + "' (" + kExpected + ")");
     }
-    if (std::find(formats.begin(), formats.end(), format) == formats.end()) formats.push_back(format);
+    if (std::find(formats.begin(), formats.end(), format) != formats.end()) {
+      throw UserError("--formats '" + list + "' lists " + format_name(format) + " twice" +
+                      (name == "text" || (format == OutputFormat::Text && list.find("text") != std::string::npos)
+                           ? " (text is txt)" : "") + "; list each format once");
+    }
+    formats.push_back(format);
   }
   if (formats.empty()) throw UserError(std::string("--formats is empty (") + kExpected + ")");
   return formats;
@@ -282,8 +287,10 @@ OutputFile OutputLayout::file(size_t index) const {
       const int64_t bytes = u8 ? count * rgb8_image_bytes(image_size()) : count * image_values() * 4;
       return {Kind::Data, path, header, static_cast<int64_t>(header.size()) + bytes, first, count, {}, format_};
     }
-    case OutputFormat::Png:
-      return {Kind::Folder, prefix_, "", -1, 0, total_, {}, format_, options_.png_layout};
+    case OutputFormat::Png: {
+      const size_t longest = png_longest_relative_path(total_, options_.png_layout, options_.facts);
+      return {Kind::Folder, prefix_, "", -1, 0, total_, {}, format_, longest};
+    }
     case OutputFormat::Bmp:
     case OutputFormat::MosaicPng:
       break;
@@ -571,7 +578,7 @@ void OutputLayout::write_png_files(const ImageRun& images, int64_t first, int64_
 }
 
 void OutputLayout::put_png_file(int64_t index, const void* png, int64_t bytes, FileWriter& out) const {
-  const std::string name = png_relative_path(index, total_, options_.png_layout);
+  const std::string name = png_relative_path(index, total_, options_.png_layout, options_.facts);
   out.write_in_folder(0, name, prefix_ + "/" + name, std::string_view(static_cast<const char*>(png), static_cast<size_t>(bytes)));
   out.add_bytes(0, bytes);
 }
@@ -721,12 +728,23 @@ std::string mosaic_path(const std::string& prefix, const char* extension, int64_
   return prefix + number + extension;
 }
 
-std::string png_file_name(int64_t index, int64_t total_images) {
+std::string seed_image_key(uint64_t seed) {
+  char key[32];
+  std::snprintf(key, sizeof key, "seed%04llu", static_cast<unsigned long long>(seed));
+  return key;
+}
+
+std::string png_file_name(int64_t index, int64_t total_images, const SampleFacts& facts) {
+  if (facts.named_by_seed) return seed_image_key(facts.image_seed(index)) + ".png";
+  char name[40];
+  std::snprintf(name, sizeof name, "%0*lld.png", png_index_digits(total_images), static_cast<long long>(index));
+  return name;
+}
+
+int png_index_digits(int64_t total_images) {
   int digits = 6;
   for (int64_t limit = 1000000; limit < total_images; limit *= 10) ++digits;
-  char name[40];
-  std::snprintf(name, sizeof name, "%0*lld.png", digits, static_cast<long long>(index));
-  return name;
+  return digits;
 }
 
 }  // namespace facegen

@@ -25,15 +25,16 @@
 //               of its own.
 //   npy         PREFIX.npy: NumPy 1.0, float32 (N, S, S, nc), C order; fixed offsets.
 //   png         PREFIX/ (a folder): one PNG per image, 000000.png, 000001.png, ... (more digits past a
-//               million), 8-bit RGB, each encoded by PngEncoder (png_encoder.hpp) at --png-level and
+//               million), or seed0042.png, ... where the run names images by seed (--seeds), 8-bit RGB, each encoded by PngEncoder (png_encoder.hpp) at --png-level and
 //               written whole.
 //   npy-u8      PREFIX.u8.npy: NumPy 1.0, '|u1' (N, S, S, 3), C order, each channel_to_byte(v) (grey
 //               repeated in R, G and B), the array ADM's evaluator and clean-fid read; fixed offsets.
 //   tar         WebDataset shards PREFIX-000000.tar, PREFIX-000001.tar, ... (more digits past a million
 //               shards): POSIX ustar archives (tar_shard.hpp), shard k holding images [k S, min((k+1) S, N)),
-//               S = shard_images. Image n is the sample KKKKKKKKK (n in 9 digits, more past a billion):
-//               the members KKKKKKKKK.png (the png format's bytes) then KKKKKKKKK.json (its index, seed,
-//               model and precision), in index order; the last sample of a shard carries the archive's
+//               S = shard_images. Image n is the sample KKKKKKKKK (n in 9 digits, more past a billion; its
+//               seed_image_key where the run names images by seed): the members KKKKKKKKK.png (the png
+//               format's bytes) then KKKKKKKKK.json (its index, seed, model file name and XXH3-128,
+//               precision), in index order; the last sample of a shard carries the archive's
 //               end (two zero blocks). Samples vary in length: like txt's lines they are variable-length
 //               records in numbered files (write_record_run).
 //   Sharding    with shard_images S (--shard-images), npy and npy-u8 are split as tar is:
@@ -66,7 +67,7 @@ namespace facegen {
 
 enum class OutputFormat { Text, Bmp, Npy, Png, MosaicPng, NpyU8, Tar };
 const std::vector<OutputFormat>& every_format();  // each once, for checks that know them all
-std::vector<OutputFormat> parse_formats(const std::string& list);  // "txt,bmp" -> ...; UserError
+std::vector<OutputFormat> parse_formats(const std::string& list);  // "txt,bmp" -> ...; UserError (a format twice too)
 // "txt", "bmp", "npy", "png", "mosaic-png", "npy-u8", "tar"
 const char* format_name(OutputFormat format);
 // The extension of a format's file or of its numbered files: "txt", "npy", "bmp", "png", "u8.npy",
@@ -124,7 +125,8 @@ struct OutputFile {
   int64_t count = 0;
   MosaicGrid grid;       // mosaics: where the tiles go
   OutputFormat format = OutputFormat::Text;  // the output it belongs to
-  PngLayout png_layout = PngLayout::Flat;    // a folder of PNGs: where its files lie in it
+  // A folder: the longest path its files may have inside it, subfolder included (png_relative_path).
+  size_t longest_name = 0;
 };
 
 // Where a format's bytes go: the temporary files of the output's files(), by index. Both drivers
@@ -150,15 +152,23 @@ class FileWriter {
   virtual void write_in_folder(size_t file, const std::string& name, const std::string& shown, std::string_view bytes);
 };
 
-// What a tar sample's json says of its image besides the index, from the run.
+// What a tar sample's json says of its image besides the index, from the run, and how the run names
+// its images.
 struct SampleFacts {
-  std::string model;      // the model file ("" for synthetic images)
+  // The model by what decides the bytes, not by where it was installed: its file name, no folder
+  // ("" for synthetic images), and its file's XXH3-128 in 32 hex digits (common/content_hash.hpp;
+  // what xxh128sum prints; "" where unknown: synthetic images, a model read from a pipe).
+  std::string model;
+  std::string model_xxh3;
   std::string precision;  // "fp32", "tf32", "bf16"
   bool random = false;    // latents drawn from random_seed (--random, --interpolate), not read from a file
   uint64_t random_seed = 0;
   // The image's own seed, where images have one (a seed per image): written as "seed". Unset: none.
   std::function<uint64_t(int64_t index)> image_seed;
   double truncation = 0;  // drawn latents within [-T, T] (--truncation), written beside the seed; 0: none
+  // The batch tool's --seeds: each image is named by its seed (seed_image_key) in the png folder and
+  // as its tar sample's key, rather than by its index (image_seed is then set, and no seed repeats).
+  bool named_by_seed = false;
 };
 
 struct OutputOptions {
@@ -187,6 +197,7 @@ class OutputLayout {
   int image_channels() const { return options_.image_channels; }  // nc
   int image_size() const { return options_.image_size; }          // pixels a side
   PngLayout png_layout() const { return options_.png_layout; }
+  const SampleFacts& facts() const { return options_.facts; }
   int64_t image_values() const {                                  // floats per image
     return int64_t{options_.image_size} * options_.image_size * options_.image_channels;
   }
@@ -350,7 +361,14 @@ std::string mosaic_path(const std::string& prefix, const char* extension, int64_
 // Whether a file name (no directory) is one of mosaic_path's numbered names for the prefix whose
 // last part is `stem`: STEM-<digits>.EXT.
 bool is_numbered_mosaic_name(const std::string& name, const std::string& stem, const char* extension);
-std::string png_file_name(int64_t index, int64_t total_images);  // "000042.png"
+// The name of an image that the run names by its seed (SampleFacts::named_by_seed): "seed" then the
+// seed in at least 4 digits, as StyleGAN's gen_images.py names its files: seed0042, seed123456.
+std::string seed_image_key(uint64_t seed);
+constexpr size_t kLongestSeedPngName = 28;  // "seed18446744073709551615.png"
+// Image `index`'s file in the png folder: seed_image_key(seed) + ".png" where the run names images by
+// seed, else the index in 6 digits (more past a million images): "000042.png", "seed0042.png".
+std::string png_file_name(int64_t index, int64_t total_images, const SampleFacts& facts);
+int png_index_digits(int64_t total_images);  // the digits of png_file_name's index names: 6, more past a million
 // Whether a file name (no directory) is one that `format` writes for a prefix whose last part is
 // `stem`, for some number of images: STEM.txt; STEM.bmp or a numbered STEM-<digits>.bmp; the folder STEM; ...
 bool is_output_name(OutputFormat format, const std::string& stem, const std::string& name);

@@ -18,15 +18,21 @@ const char* png_layout_name(PngLayout layout) { return layout == PngLayout::Flat
 
 std::string png_subfolder_name(int64_t index, int64_t total_images, PngLayout layout) {
   if (layout == PngLayout::Flat) return "";
-  const int digits = static_cast<int>(png_file_name(index, total_images).size()) - 4 - 3;  // less ".png", 3 digits
+  const int digits = png_index_digits(total_images) - 3;
   char name[32];
   std::snprintf(name, sizeof name, "%0*lld", digits, static_cast<long long>(index / kPngSubfolderImages));
   return name;
 }
 
-std::string png_relative_path(int64_t index, int64_t total_images, PngLayout layout) {
-  if (layout == PngLayout::Flat) return png_file_name(index, total_images);
-  return png_subfolder_name(index, total_images, layout) + "/" + png_file_name(index, total_images);
+std::string png_relative_path(int64_t index, int64_t total_images, PngLayout layout, const SampleFacts& facts) {
+  if (layout == PngLayout::Flat) return png_file_name(index, total_images, facts);
+  return png_subfolder_name(index, total_images, layout) + "/" + png_file_name(index, total_images, facts);
+}
+
+size_t png_longest_relative_path(int64_t total_images, PngLayout layout, const SampleFacts& facts) {
+  // Every index name of a run has the same length, and so has every subfolder's name.
+  const size_t file = facts.named_by_seed ? kLongestSeedPngName : static_cast<size_t>(png_index_digits(total_images)) + 4;
+  return layout == PngLayout::Flat ? file : png_subfolder_name(0, total_images, layout).size() + 1 + file;
 }
 
 int64_t png_subfolder_images(PngLayout layout, int64_t total_images) {

@@ -74,7 +74,8 @@ void append_tar_member(std::string& archive, const std::string& name, const std:
   if (tail != 0) archive.append(kTarBlockBytes - tail, '\0');
 }
 
-std::string sample_key(int64_t index) {
+std::string sample_key(int64_t index, const SampleFacts& facts) {
+  if (facts.named_by_seed) return seed_image_key(facts.image_seed(index));
   char key[32];
   std::snprintf(key, sizeof key, "%09lld", static_cast<long long>(index));
   return key;
@@ -88,12 +89,13 @@ std::string sample_json(int64_t index, const SampleFacts& facts) {
     json += ", \"truncation\": " + shortest_decimal(facts.truncation);
   }
   json += ", \"model\": " + (facts.model.empty() ? std::string("null") : json_quoted(facts.model));
+  json += ", \"model_xxh3\": " + (facts.model_xxh3.empty() ? std::string("null") : json_quoted(facts.model_xxh3));
   json += ", \"precision\": " + json_quoted(facts.precision) + "}\n";
   return json;
 }
 
 void tar_sample_frame(int64_t index, int64_t png_bytes, const SampleFacts& facts, TarSampleFrame& frame) {
-  const std::string key = sample_key(index);
+  const std::string key = sample_key(index, facts);
   make_tar_header(key + ".png", png_bytes, frame.png_header);
   const std::string json = sample_json(index, facts);
   make_tar_header(key + ".json", static_cast<int64_t>(json.size()), frame.json_member);

@@ -7,7 +7,8 @@
 // its bytes with the checksum field read as spaces. Every field is fixed but the name and size, so a
 // sample's bytes depend only on its image and facts: identical across runs, ranks and threads.
 // A sample is KKKKKKKKK.png then KKKKKKKKK.json, KKKKKKKKK the image's index in 9 digits (more past a
-// billion), which is what webdataset groups by (the name up to its first dot).
+// billion), or its seed_image_key (seed0042) where the run names images by seed: what webdataset
+// groups by (the name up to its first dot).
 #pragma once
 
 #include <cstdint>
@@ -24,10 +25,11 @@ constexpr int64_t kTarEndBytes = 2 * kTarBlockBytes;  // the archive's end: two 
 std::string tar_header(const std::string& name, int64_t size);
 // Appends a member: its header, its data, zeros up to the next block.
 void append_tar_member(std::string& archive, const std::string& name, const std::string& data);
-std::string sample_key(int64_t index);  // "000000123"
-// A sample's json: {"index": 123, "random_seed": 1, "model": "m.bin", "precision": "fp32"}, with
-// "seed" where the image has its own, "random_seed" where latents were drawn from the run's seed, and
-// "truncation" after either where the draws were truncated (--truncation).
+std::string sample_key(int64_t index, const SampleFacts& facts);  // "000000123", or "seed0042"
+// A sample's json: {"index": 123, "random_seed": 1, "model": "m.bin", "model_xxh3": "9f86...e1",
+// "precision": "fp32"}, with "seed" where the image has its own, "random_seed" where latents were
+// drawn from the run's seed, and "truncation" after either where the draws were truncated
+// (--truncation); "model" and "model_xxh3" null where there is none or it is unknown.
 std::string sample_json(int64_t index, const SampleFacts& facts);
 // A sample's bytes but its PNG's: the PNG member's header, and the json member unpadded (its header,
 // then the json). The sample is png_header, the PNG, zeros to the next block, json_member, zeros to

@@ -96,6 +96,26 @@ SeedList SeedList::parse(const std::string& text, const std::string& flag) {
   return list;
 }
 
+std::optional<SeedList::Repeat> SeedList::repeated_seed() const {
+  std::vector<size_t> order(ranges_.size());
+  for (size_t r = 0; r < order.size(); ++r) order[r] = r;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ranges_[a].first < ranges_[b].first; });
+  // Sorted by first seed, a range overlaps an earlier one exactly when it starts at or before the
+  // farthest last seed so far; its first seed is then in both.
+  size_t farthest = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t r = order[k];
+    if (k > 0 && ranges_[r].first <= ranges_[farthest].last) {
+      const uint64_t seed = ranges_[r].first;
+      const int64_t in_farthest = starts_[farthest] + static_cast<int64_t>(seed - ranges_[farthest].first);
+      const int64_t in_r = starts_[r];
+      return Repeat{seed, std::min(in_farthest, in_r), std::max(in_farthest, in_r)};
+    }
+    if (k == 0 || ranges_[r].last > ranges_[farthest].last) farthest = r;
+  }
+  return std::nullopt;
+}
+
 uint64_t SeedList::seed_at(int64_t image) const {
   if (image < 0 || image >= count_) {
     throw std::out_of_range("seed_at: image " + std::to_string(image) + " of " + std::to_string(count_));

@@ -33,6 +33,13 @@ class SeedList {
   int64_t count() const { return count_; }                     // images: every range's seeds, repeats counted
   uint64_t seed_at(int64_t image) const;                       // image in [0, count()); std::out_of_range else
   const std::vector<SeedRange>& ranges() const { return ranges_; }
+  // A seed that the list holds more than once and two images it gives (first < second), where there
+  // is one; found over the ranges sorted (O(ranges log ranges)), never by expanding them.
+  struct Repeat {
+    uint64_t seed = 0;
+    int64_t first = 0, second = 0;
+  };
+  std::optional<Repeat> repeated_seed() const;
   // "seeds 0-49999"; "seeds 0-99,500,1000-1009 (111 images)" where the count is not the one range's;
   // a long list shows its first and last pieces and how many there are. Without `with_count`, for
   // text that states the count beside it (the summary's input line), no image count.

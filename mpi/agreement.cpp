@@ -14,7 +14,7 @@ void record_current_exception(RankStatus& status) {
   status.fail(failure.exit_code, failure.message);
 }
 
-bool ranks_agree(MPI_Comm comm, const RankStatus& status, int* exit_code) {
+bool ranks_agree(MPI_Comm comm, const RankStatus& status, int* exit_code, std::string* message) {
   int rank = 0, size = 1;
   MPI_CHECK(MPI_Comm_rank(comm, &rank));
   MPI_CHECK(MPI_Comm_size(comm, &size));
@@ -26,11 +26,19 @@ bool ranks_agree(MPI_Comm comm, const RankStatus& status, int* exit_code) {
   if (first == size) return true;
   int code = status.exit_code;
   MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, first, comm));
+  std::string said;
   if (rank == first) {
     // A write that failed because the outputs' folder was moved or replaced is told as that.
     const std::string change = code == kExitInput ? output_folder_change() : "";
-    print_rank_error(change.empty() ? status.message : change);
+    said = change.empty() ? status.message : change;
+    print_rank_error(said);
+    said = rank_error_text(said);
   }
+  int length = static_cast<int>(said.size());
+  MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, first, comm));
+  said.resize(static_cast<size_t>(length));
+  MPI_CHECK(MPI_Bcast(said.data(), length, MPI_CHAR, first, comm));
+  if (message != nullptr) *message = said;
   *exit_code = code;
   return false;
 }

@@ -36,9 +36,10 @@ struct RankStatus {
 template <class Step>
 void attempt(RankStatus& status, Step&& step);
 
-// Collective. True if no rank has failed. Otherwise the lowest failed rank prints its message and
-// *exit_code is set on every rank.
-bool ranks_agree(MPI_Comm comm, const RankStatus& status, int* exit_code);
+// Collective. True if no rank has failed. Otherwise the lowest failed rank prints its message, and
+// *exit_code and *message (where given: what it printed after "facegen: error ", "on rank R (host
+// H): ...", for the failure's JSON summary) are set on every rank.
+bool ranks_agree(MPI_Comm comm, const RankStatus& status, int* exit_code, std::string* message = nullptr);
 
 // Implementation of attempt(); kept out of line of the declaration for reading.
 void record_current_exception(RankStatus& status);

@@ -24,10 +24,13 @@ void set_identity(int world_rank, const std::string& host) {
 int identity_rank() { return g_rank; }
 const std::string& identity_host() { return g_host; }
 
+std::string rank_error_text(const std::string& message) {
+  return "on rank " + std::to_string(g_rank) + " (host " + g_host + "): " + message;
+}
+
 void print_rank_error(const std::string& message) {
   // One write, so that lines of several ranks never interleave mid-line.
-  const std::string line =
-      "facegen: error on rank " + std::to_string(g_rank) + " (host " + g_host + "): " + message + "\n";
+  const std::string line = "facegen: error " + rank_error_text(message) + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

@@ -22,6 +22,7 @@ const std::string& identity_host();
 
 // "facegen: error on rank R (host H): " + message, one line on stderr.
 void print_rank_error(const std::string& message);
+std::string rank_error_text(const std::string& message);  // "on rank R (host H): MESSAGE"
 
 [[noreturn]] void abort_on_mpi_error(int code, const char* call, const char* file, int line);
 

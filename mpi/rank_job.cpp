@@ -113,7 +113,7 @@ class RankJob {
   // --resume, after rank 0 read the manifest (prepare_resume): its verdict to every rank, each with
   // its own part of the manifest. Collective.
   void share_resume_verdict(const OutputOptions& layout, int64_t unit);
-  bool agree(const RankStatus& status) { return ranks_agree(world_, status, &exit_code_); }
+  bool agree(const RankStatus& status) { return ranks_agree(world_, status, &exit_code_, &failure_message_); }
   void broadcast_text(std::string& text);  // collective: rank 0's text to every rank
   int64_t default_min_images() const;
   void start_backend(int active, const std::vector<int>& node_of_rank);
@@ -124,6 +124,8 @@ class RankJob {
   const GenerateRequest& request_;
   RankJobOptions options_;
   int exit_code_ = 0;
+  std::string failure_message_;  // the failing rank's, as it printed it
+  bool outputs_in_place_ = false;  // the commit is done
   bool is_root_ = false;
 
   ModelSpec spec_ = kShpcSpec;  // the model file's, read by every rank before the latents
@@ -150,6 +152,7 @@ class RankJob {
   std::unique_ptr<JobProgress> progress_;
   std::unique_ptr<ProgressDisplay> display_;  // rank 0
   std::unique_ptr<OutputGuard> guard_;         // rank 0: the prefix's lock, until the outputs are in place
+  OutputOptions layout_options_;               // the outputs' layout, for the summary
 };
 
 int64_t RankJob::default_min_images() const {
@@ -190,6 +193,11 @@ int RankJob::run() {
   const int code = run_steps();
   if (display_) display_->finish();
   progress_->close();
+  if (code != 0 && is_root_) {
+    report_failure_json({code, failure_message_, request_.output_prefix, request_.formats, request_.resume,
+                         outputs_in_place_},
+                        request_.summary_json_path);
+  }
   return code;
 }
 
@@ -242,10 +250,12 @@ int RankJob::run_steps() {
   SinkOptions sink_options = request_.sinks;
   sink_options.image_channels = spec_.image_channels;
   sink_options.image_size = spec_.image_size;
-  sink_options.facts = sample_facts(request_);
+  attempt(status, [&] { sink_options.facts = sample_facts(request_, model_file_.get()); });
   RankStatus output_status;
   total_ = total;
   const OutputOptions layout = output_options(sink_options);
+  layout_options_ = layout;
+  layout_options_.on_notice = nullptr;
   const int64_t unit = unit_images_for(request_.formats, layout, total);
   if (is_root_ && reader) {
     attempt(output_status, [&] {
@@ -314,6 +324,7 @@ int RankJob::run_steps() {
   // 5. Nothing may follow the last number, and no rank's latent file changed; then the files go into place.
   if (reader && (shared || is_root_)) attempt(status, [&] { reader->finish(); });
   if (!commit_outputs(status)) return exit_code_;
+  outputs_in_place_ = true;
   times_.total = seconds_since(job_start);
   if (display_) display_->finish();
   const RunSummary summary = gather_summary();
@@ -579,6 +590,8 @@ RunSummary RankJob::gather_summary() {
                 static_cast<long long>(split_->block_images()), split_->block_images() == 1 ? "" : "s");
   s.ranks_note += text;
   s.model = request_.model_path;
+  s.model_xxh3 = layout_options_.facts.model_xxh3;
+  s.output_prefix = request_.output_prefix;
   if (guard_) s.stale = guard_->stale();
   s.latents = latents_text_;
   s.seeds = request_.latents.seeds;
@@ -602,7 +615,7 @@ RunSummary RankJob::gather_summary() {
     if (resume_) {  // every file of the output, kept or made
       for (const std::string& path : sinks_[o]->final_paths()) bytes += file_bytes(path);
     }
-    s.files.push_back({sinks_[o]->path(), bytes});
+    s.outputs.push_back({OutputLayout(request_.formats[o], request_.output_prefix, total_, layout_options_), bytes});
     written += static_cast<double>(bytes);
   }
   s.stages = {

@@ -71,12 +71,16 @@ void summarize_run(const GenerateRequest& request, const Prepared& run, const st
   summary.seeds = request.latents.seeds;
   summary.truncation = request.latents.truncation;
   double written_bytes = 0;
-  for (const auto& sink : sinks) {
+  OutputOptions layout_options = output_options(run.sink_options);
+  layout_options.on_notice = nullptr;  // told when the sinks were made
+  summary.output_prefix = request.output_prefix;
+  for (size_t o = 0; o < sinks.size(); ++o) {
     // Sizes on disk, as the MPI driver reports them; the bytes written where no path is known.
+    const ImageSink& sink = *sinks[o];
     int64_t bytes = 0;
-    for (const std::string& path : sink->final_paths()) bytes += file_bytes(path);
-    if (sink->final_paths().empty()) bytes = sink->bytes_written();
-    summary.files.push_back({sink->path(), bytes});
+    for (const std::string& path : sink.final_paths()) bytes += file_bytes(path);
+    if (sink.final_paths().empty()) bytes = sink.bytes_written();
+    summary.outputs.push_back({OutputLayout(request.formats[o], request.output_prefix, run.total, layout_options), bytes});
     written_bytes += static_cast<double>(bytes);
   }
   // The file as it was opened (its path may name another file by now, or none).
@@ -172,17 +176,35 @@ void generate_into_outputs(const GenerateRequest& request, const Prepared& run, 
 
 }  // namespace
 
-SampleFacts sample_facts(const GenerateRequest& request) {
+SampleFacts sample_facts(const GenerateRequest& request, const InputFile* model_file) {
   SampleFacts facts;
-  facts.model = request.model_path;
+  if (model_file != nullptr) {
+    facts.model = base_name(model_file->path());
+    if (model_file->regular()) facts.model_xxh3 = model_file->digest().hex();  // a pipe's bytes are gone
+  }
   facts.precision = precision_name(request.backend.precision);
   facts.random = request.latents.path.empty();  // --random, --interpolate: drawn from the seed
   facts.random_seed = request.latents.seed;
   facts.truncation = request.latents.truncation;
   if (const ImageSeeds seed_of = request.latents.image_seeds(); seed_of && seed_of(0).has_value()) {
     facts.image_seed = [seed_of](int64_t index) { return seed_of(index).value_or(0); };  // --seeds: each its own
+    facts.named_by_seed = true;
   }
   return facts;
+}
+
+void refuse_repeated_seed_names(const GenerateRequest& request) {
+  if (!request.latents.seeds) return;
+  const auto named = std::find_if(request.formats.begin(), request.formats.end(),
+                                  [](OutputFormat f) { return f == OutputFormat::Png || f == OutputFormat::Tar; });
+  if (named == request.formats.end()) return;
+  const std::optional<SeedList::Repeat> repeat = request.latents.seeds->repeated_seed();
+  if (!repeat) return;
+  const std::string seed = std::to_string(repeat->seed);
+  throw UserError("--seeds lists seed " + seed + " more than once (images " + std::to_string(repeat->first) + " and " +
+                  std::to_string(repeat->second) + "), but --formats " + format_name(*named) +
+                  " names each image by its seed (" + seed_image_key(repeat->seed) +
+                  "): list each seed once, or write formats that do not name images (txt, bmp, npy, npy-u8, mosaic-png)");
 }
 
 RunSummary run_generation(const GenerateRequest& request) {
@@ -196,7 +218,13 @@ RunSummary run_generation(const GenerateRequest& request) {
   if (device == DeviceKind::Cuda || device == DeviceKind::Auto) context = std::make_unique<EarlyCudaContext>(request.backend.cuda_device);
   auto start = Clock::now();
   // The backends keep their own copy (host or device); this one names the layer of a non-finite image.
-  const Network net = device == DeviceKind::Synthetic ? Network() : load_network(request.model_path);
+  std::unique_ptr<InputFile> model_file;
+  if (device != DeviceKind::Synthetic) model_file = std::make_unique<InputFile>(request.model_path, InputKind::Model);
+  // The model's digest is read before its weights, so that the load's last check covers both reads,
+  // and the file is read no more once loaded (a change after that no longer touches the run).
+  SampleFacts facts = sample_facts(request, model_file.get());
+  const Network net = model_file ? load_network(*model_file) : Network();
+  model_file.reset();
   summary.load_seconds = seconds_since(start);
   summary.startup.push_back({"model", summary.load_seconds, 0, ""});
 
@@ -213,7 +241,8 @@ RunSummary run_generation(const GenerateRequest& request) {
   if (!sink_options.on_notice) sink_options.on_notice = request.on_notice;
   sink_options.image_channels = net.spec().image_channels;
   sink_options.image_size = net.spec().image_size;
-  sink_options.facts = sample_facts(request);
+  sink_options.facts = std::move(facts);
+  summary.model_xxh3 = sink_options.facts.model_xxh3;
   const OutputGuard guard(request.output_prefix, request.formats, total, output_options(sink_options),
                           request.summary_json_path);
   summary.stale = guard.stale();

@@ -47,8 +47,15 @@ struct GenerateRequest {
   bool resume = false;
 };
 
-// What each tar sample's json says of the run: its model, precision and (drawn latents) seed.
-SampleFacts sample_facts(const GenerateRequest& request);
+// What each tar sample's json says of the run: its model (`model_file`'s name and XXH3-128; null for
+// synthetic images), precision and (drawn latents) seed; and, with --seeds, that images are named by
+// seed. Reads the model file for its digest (a regular file; a pipe's bytes are for the loader, and
+// its digest stays unknown): call it before the load, whose last check then covers this read too.
+SampleFacts sample_facts(const GenerateRequest& request, const InputFile* model_file);
+
+// --seeds with png or tar, which name each image by its seed: a seed listed twice is refused
+// (UserError naming the seed and its two images), since its two files would have one name.
+void refuse_repeated_seed_names(const GenerateRequest& request);
 
 // Runs the job and returns its summary (not yet printed nor written: that is the caller's).
 RunSummary run_generation(const GenerateRequest& request);

@@ -9,6 +9,7 @@
 #include "commit/dead_temporaries.hpp"
 #include "common/build_info.hpp"
 #include "common/errors.hpp"
+#include "common/path_parts.hpp"
 #include "common/precision.hpp"
 #include "common/text_format.hpp"
 #include "common/version.hpp"
@@ -88,7 +89,7 @@ JobDescription resume_job_description(const GenerateRequest& request, const std:
       {"FACEGEN_GPU_GEMM", gpu_setting("FACEGEN_GPU_GEMM")},
       {"FACEGEN_GPU_KERNELS", gpu_setting("FACEGEN_GPU_KERNELS")},
       {"model-xxh3", device == "synthetic" ? kNotUsed : model_digest(request.model_path)},
-      {"--model", has(OutputFormat::Tar) && !request.model_path.empty() ? request.model_path : kNotUsed},
+      {"--model", has(OutputFormat::Tar) && !request.model_path.empty() ? base_name(request.model_path) : kNotUsed},
       {"--random", spec.random_count > 0 ? std::to_string(spec.random_count) : kNotUsed},
       {"--interpolate", spec.interpolate_side > 0 ? std::to_string(spec.interpolate_side) : kNotUsed},
       {"--seeds", spec.seeds ? seeds_text(*spec.seeds) : kNotUsed},

@@ -9,7 +9,7 @@
 //   FACEGEN_GPU_FP32, FACEGEN_GPU_GEMM, FACEGEN_GPU_KERNELS
 //                     on cuda, these settings of the GPU's kernels ("unset" where not set)
 //   model-xxh3        the model file's XXH3-128 (not on synthetic, which reads no model)
-//   --model           its path as given: tar's json holds it
+//   --model           its file's name: tar's json holds it
 //   --random, --interpolate, --seeds, --seed, input-xxh3
 //                     where the latents come from: N, K, the list, the seed of --random and
 //                     --interpolate, the latent file's XXH3-128 (its path may differ: a staged copy)

@@ -2,18 +2,28 @@
 #include "run/summary.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "common/build_info.hpp"
+#include "common/content_hash.hpp"
+#include "common/errors.hpp"
+#include "common/file_descriptor.hpp"
+#include "common/threads.hpp"
 #include "common/text_format.hpp"
 #include "common/version.hpp"
 #include "commit/atomic_file.hpp"
 #include "commit/existing_outputs.hpp"
 #include "commit/output_guard.hpp"
+#include "commit/resume_manifest.hpp"
 
 namespace facegen {
 
@@ -85,8 +95,9 @@ void print_summary(std::FILE* out, const RunSummary& s) {
     std::fprintf(out, "cpu       %.3f s, %.1f cores busy on average; %lld pool threads\n", s.cpu_seconds,
                  s.cpu_seconds / s.total_seconds, static_cast<long long>(s.threads_started));
   }
-  for (const FileWritten& file : s.files) {
-    std::fprintf(out, "wrote     %s (%s)\n", normal_path(file.path).c_str(), human_bytes(static_cast<double>(file.bytes)).c_str());
+  for (const OutputWritten& output : s.outputs) {
+    std::fprintf(out, "wrote     %s (%s)\n", normal_path(output.layout.describe()).c_str(),
+                 human_bytes(static_cast<double>(output.bytes)).c_str());
   }
   if (s.resumed) {
     std::fprintf(out, "resumed   kept %s file%s that an earlier run finished, made %s; manifest %s\n",
@@ -107,14 +118,39 @@ void print_summary(std::FILE* out, const RunSummary& s) {
 
 namespace {
 
-nlohmann::ordered_json rate(double seconds, double amount) {
-  return seconds > 0 ? nlohmann::ordered_json(amount / seconds) : nlohmann::ordered_json(nullptr);
+using json = nlohmann::ordered_json;  // keys in the order written here
+
+json rate(double seconds, double amount) { return seconds > 0 ? json(amount / seconds) : json(nullptr); }
+
+json program_json() { return {{"version", FACEGEN_VERSION}, {"commit", git_commit()}}; }
+
+json formats_json(const std::vector<OutputFormat>& formats) {
+  json names = json::array();
+  for (OutputFormat format : formats) names.push_back(format_name(format));
+  return names;
 }
 
-}  // namespace
+// The files of an output that the run puts in place: not a mosaic PNG's scratch pixels; the PNG
+// folder counts its images' files.
+int64_t files_in_place(const OutputLayout& layout) {
+  if (layout.format() == OutputFormat::Png) return layout.total_images();
+  if (layout.format() == OutputFormat::MosaicPng) return static_cast<int64_t>(layout.file_count() / 2);
+  return static_cast<int64_t>(layout.file_count());
+}
 
-std::string summary_json(const RunSummary& s) {
-  using json = nlohmann::ordered_json;  // keys in the order written here
+json output_entry(const OutputWritten& output, const SeedList* seeds) {
+  const OutputLayout& layout = output.layout;
+  json entry = {{"format", format_name(layout.format())},
+                {"pattern", normal_path(files_pattern(layout, seeds))},
+                {"files", files_in_place(layout)},
+                {"images", layout.total_images()},
+                {"bytes", output.bytes}};
+  if (layout.format() == OutputFormat::Png) entry["folder"] = normal_path(layout.file(0).path);
+  return entry;
+}
+
+// Everything but the list of files, which stream_summary_json adds last.
+json summary_head(const RunSummary& s) {
   json stages = json::object();
   for (const StageTiming& stage : s.stages) {
     json entry = {{"seconds", stage.seconds}, {"images_per_second", rate(stage.seconds, static_cast<double>(s.images))}};
@@ -125,13 +161,20 @@ std::string summary_json(const RunSummary& s) {
     if (!stage.note.empty()) entry["note"] = stage.note;
     stages[stage.name] = entry;
   }
-  json files = json::array();
-  for (const FileWritten& file : s.files) files.push_back({{"path", normal_path(file.path)}, {"bytes", file.bytes}});
   json stale = json::array();
   for (const std::string& path : s.stale) stale.push_back(normal_path(path));
+  std::vector<OutputFormat> formats;
+  json outputs = json::array();
+  for (const OutputWritten& output : s.outputs) {
+    formats.push_back(output.layout.format());
+    outputs.push_back(output_entry(output, s.seeds.get()));
+  }
+  // "program" first: how the output guard knows a summary that facegen wrote (existing_outputs.cpp).
   json out = {
-      {"program", {{"version", FACEGEN_VERSION}, {"commit", git_commit()}}},
+      {"program", program_json()},
+      {"ok", true},
       {"model", s.model.empty() ? json(nullptr) : json(normal_path(s.model))},
+      {"model_xxh3", s.model_xxh3.empty() ? json(nullptr) : json(s.model_xxh3)},
       {"latents", s.latents},
       {"seeds", json::array()},
       {"truncation", s.truncation},
@@ -149,7 +192,9 @@ std::string summary_json(const RunSummary& s) {
       {"peak_memory_bytes", s.peak_memory_bytes},
       {"cpu_seconds", s.cpu_seconds},
       {"threads_started", s.threads_started},
-      {"files", files},
+      {"output_prefix", normal_path(s.output_prefix)},
+      {"formats", formats_json(formats)},
+      {"outputs", outputs},
       {"stale_files", stale},
       {"resume", nullptr},
   };
@@ -188,26 +233,235 @@ std::string summary_json(const RunSummary& s) {
     }
     out["per_rank"] = ranks;
   }
-  return out.dump(2) + "\n";
+  return out;
+}
+
+// A file in place, as the summary lists it: read back for its bytes and digest.
+struct FileFacts {
+  int64_t bytes = 0;
+  ContentDigest digest;
+};
+
+FileFacts read_back(const std::string& path) {
+  Descriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW)};
+  struct stat st;
+  if (file.fd < 0 || ::fstat(file.fd, &st) != 0) {
+    throw UserError("cannot read back " + path + " for the summary's digest: " + std::strerror(errno));
+  }
+  return {static_cast<int64_t>(st.st_size), file_digest(file.fd, static_cast<int64_t>(st.st_size), path)};
+}
+
+// Files hashed at once: a batch's entries are all that is held.
+constexpr size_t kFilesPerBatch = 256;
+
+// The JSON lines of every file of `output` but the PNG folder's, in order, a batch at a time, each
+// batch's files read back on every thread of the process.
+void stream_file_entries(const OutputLayout& layout, bool& first_entry,
+                         const std::function<void(const std::string&)>& out) {
+  if (layout.format() == OutputFormat::Png) return;
+  std::vector<OutputFile> batch;
+  std::vector<FileFacts> facts;
+  auto flush = [&] {
+    facts.assign(batch.size(), FileFacts());
+    parallel_for(static_cast<int64_t>(batch.size()), 0, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) facts[static_cast<size_t>(k)] = read_back(batch[static_cast<size_t>(k)].path);
+    });
+    std::string text;
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const json entry = {{"path", normal_path(batch[k].path)},
+                          {"format", format_name(layout.format())},
+                          {"first_image", batch[k].first},
+                          {"images", batch[k].count},
+                          {"bytes", facts[k].bytes},
+                          {"xxh3", facts[k].digest.hex()}};
+      text += (first_entry ? "\n    " : ",\n    ") + entry.dump();
+      first_entry = false;
+    }
+    out(text);
+    batch.clear();
+  };
+  for (size_t k = 0; k < layout.file_count(); ++k) {
+    OutputFile file = layout.file(k);
+    if (file.kind != OutputFile::Kind::Pixels) batch.push_back(std::move(file));
+    if (batch.size() == kFilesPerBatch) flush();
+  }
+  if (!batch.empty()) flush();
+}
+
+void write_atomically(const std::string& path, const std::function<void(AtomicFile&)>& write) {
+  require_replaceable(path, WrittenKind::SummaryJson, "--summary-json");  // checked at the start; again, as it may have changed
+  AtomicFile file(path);
+  write(file);
+  file.commit();
+}
+
+void write_stdout(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
+}  // namespace
+
+void stream_summary_json(const RunSummary& s, const std::function<void(const std::string&)>& out) {
+  std::string head = summary_head(s).dump(2);
+  head.erase(head.size() - 2);  // "\n}": the list of files follows
+  out(head + ",\n  \"files\": [");
+  bool first_entry = true;
+  for (const OutputWritten& output : s.outputs) stream_file_entries(output.layout, first_entry, out);
+  out(first_entry ? "]\n}\n" : "\n  ]\n}\n");
+}
+
+std::string summary_json(const RunSummary& summary) {
+  std::string text;
+  stream_summary_json(summary, [&](const std::string& piece) { text += piece; });
+  return text;
 }
 
 void write_summary_json(const std::string& path, const RunSummary& summary) {
-  const std::string text = summary_json(summary);
-  require_replaceable(path, WrittenKind::SummaryJson, "--summary-json");  // checked at the start; again, as it may have changed
-  AtomicFile file(path);
-  file.write(text.data(), text.size());
-  file.commit();
+  write_atomically(path, [&](AtomicFile& file) {
+    stream_summary_json(summary, [&](const std::string& piece) { file.write(piece.data(), piece.size()); });
+  });
 }
 
 void report_summary(const RunSummary& summary, const std::string& json_path, bool quiet) {
   if (summary_to_stdout(json_path)) {
-    const std::string text = summary_json(summary);
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    stream_summary_json(summary, write_stdout);
     std::fflush(stdout);
     return;
   }
   if (!json_path.empty()) write_summary_json(json_path, summary);
   if (!quiet) print_summary(stdout, summary);
+}
+
+std::string failure_json(const RunFailure& failure) {
+  json left = {{"outputs_in_place", failure.outputs_in_place}, {"resume", nullptr}};
+  if (failure.resume) {
+    // The manifest as this run left it: each unit it records is finished and in place.
+    std::optional<ResumeManifest> manifest;
+    try {
+      manifest = read_resume_manifest(failure.output_prefix);
+    } catch (const UserError&) {
+    }
+    if (manifest) {
+      int64_t bytes = 0;
+      for (const UnitRecord& unit : manifest->units) bytes += unit.bytes;
+      left["resume"] = {{"manifest", normal_path(resume_manifest_path(failure.output_prefix))},
+                        {"finished_units", static_cast<int64_t>(manifest->units.size())},
+                        {"finished_bytes", bytes}};
+    }
+  }
+  const json out = {{"program", program_json()},
+                    {"ok", false},
+                    {"error", {{"message", failure.message}, {"exit_status", failure.exit_code}}},
+                    {"output_prefix", normal_path(failure.output_prefix)},
+                    {"formats", formats_json(failure.formats)},
+                    {"left", left}};
+  return out.dump(2) + "\n";
+}
+
+void report_failure_json(const RunFailure& failure, const std::string& json_path) {
+  if (json_path.empty()) return;
+  try {
+    const std::string text = failure_json(failure);
+    if (summary_to_stdout(json_path)) {
+      write_stdout(text);
+      std::fflush(stdout);
+      return;
+    }
+    write_atomically(json_path, [&](AtomicFile& file) { file.write(text.data(), text.size()); });
+  } catch (const std::exception&) {
+  }
+}
+
+std::string brace_range(const std::string& first, const std::string& last) {
+  if (first == last) return first;
+  size_t begin = 0;
+  while (begin < first.size() && begin < last.size() && first[begin] == last[begin]) ++begin;
+  while (begin > 0 && std::isdigit(static_cast<unsigned char>(first[begin - 1]))) --begin;
+  size_t tail = 0;  // common suffix, not into the digits
+  while (tail < first.size() - begin && tail < last.size() - begin &&
+         first[first.size() - 1 - tail] == last[last.size() - 1 - tail])
+    ++tail;
+  while (tail > 0 && std::isdigit(static_cast<unsigned char>(first[first.size() - tail]))) --tail;
+  return first.substr(0, begin) + "{" + first.substr(begin, first.size() - tail - begin) + ".." +
+         last.substr(begin, last.size() - tail - begin) + "}" + first.substr(first.size() - tail);
+}
+
+namespace {
+
+// "a" alone, or the list "{a,b,c}".
+std::string brace_list(const std::vector<std::string>& pieces) {
+  if (pieces.size() == 1) return pieces[0];
+  std::string list;
+  for (const std::string& piece : pieces) list += (list.empty() ? "" : ",") + piece;
+  return "{" + list + "}";
+}
+
+// Appends the names of the seeds from..last: a range per run of seeds whose names have one width,
+// seed0000..seed9999, then each power of 10.
+void seed_name_ranges(uint64_t from, uint64_t last, std::vector<std::string>& pieces) {
+  for (;;) {
+    uint64_t width_end = 9999;
+    while (width_end < from && width_end < UINT64_MAX / 10) width_end = width_end * 10 + 9;
+    if (width_end < from) width_end = UINT64_MAX;
+    const uint64_t to = std::min(last, width_end);
+    pieces.push_back(brace_range(seed_image_key(from) + ".png", seed_image_key(to) + ".png"));
+    if (to == last) return;
+    from = to + 1;
+  }
+}
+
+// The names of a PNG folder's images, a span of images at a time in order (a subfolder's, or all),
+// walking the seed list once whatever the spans.
+class PngNames {
+ public:
+  PngNames(const OutputLayout& layout, const SeedList* seeds)
+      : layout_(layout), seeds_(layout.facts().named_by_seed ? seeds : nullptr) {}
+
+  // The pattern of the names of images [first, end), first at or past the previous span's end.
+  std::string pattern(int64_t first, int64_t end) {
+    const int64_t n = layout_.total_images();
+    if (seeds_ == nullptr) return brace_range(png_file_name(first, n, layout_.facts()), png_file_name(end - 1, n, layout_.facts()));
+    std::vector<std::string> pieces;
+    const std::vector<SeedRange>& ranges = seeds_->ranges();
+    for (; range_ < ranges.size(); ++range_) {
+      const SeedRange& range = ranges[range_];
+      const int64_t size = static_cast<int64_t>(range.last - range.first) + 1;  // a list holds at most kMaxImages
+      const int64_t from = std::max(first, at_), to = std::min(end, at_ + size);
+      if (from < to) {
+        seed_name_ranges(range.first + static_cast<uint64_t>(from - at_), range.first + static_cast<uint64_t>(to - 1 - at_), pieces);
+      }
+      if (at_ + size > end) break;  // the range goes on into the next span
+      at_ += size;
+    }
+    return brace_list(pieces);
+  }
+
+ private:
+  const OutputLayout& layout_;
+  const SeedList* seeds_;  // where images are named by seed
+  size_t range_ = 0;       // the range of the next image
+  int64_t at_ = 0;         // the image of that range's first seed
+};
+
+}  // namespace
+
+std::string files_pattern(const OutputLayout& layout, const SeedList* seeds) {
+  const OutputFormat format = layout.format();
+  if (format != OutputFormat::Png) {
+    const size_t last = layout.file_count() - 1;  // a mosaic PNG's last file is its PNG, its first its pixels
+    return brace_range(layout.file(format == OutputFormat::MosaicPng ? 1 : 0).path, layout.file(last).path);
+  }
+  const std::string folder = layout.file(0).path + "/";
+  const int64_t n = layout.total_images();
+  if (n == 0) return folder;
+  PngNames names(layout, seeds);
+  if (layout.png_layout() == PngLayout::Flat) return folder + names.pattern(0, n);
+  // In subfolders: a pattern per subfolder, which names its files' images (no brace ties the
+  // subfolder's digits to the index's own).
+  std::vector<std::string> subfolders;
+  const int64_t per = png_subfolder_images(layout.png_layout(), n);
+  for (int64_t first = 0; first < n; first += per) {
+    subfolders.push_back(png_subfolder_name(first, n, layout.png_layout()) + "/" + names.pattern(first, std::min(n, first + per)));
+  }
+  return folder + brace_list(subfolders);
 }
 
 int64_t file_bytes(const std::string& path) {

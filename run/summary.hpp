@@ -3,19 +3,27 @@
 // JSON (--summary-json FILE) for a pipeline or a job script.
 //
 // The human summary is a few aligned lines (model, input, ranks, backend, one line per stage with
-// its seconds and rates, total, peak memory, every file written). The JSON holds the same figures
+// its seconds and rates, total, peak memory, every output written). The JSON holds the same figures
 // and, for an MPI job, each rank's; for --seeds, every seed as [first, last] ranges, so that any image
-// can be made again; it is written atomically (commit/atomic_file.hpp) like every
-// output. README ("Machine-readable summary") lists its keys.
+// can be made again; the output prefix, the formats, each output with a brace pattern of its files
+// (r-{000000..000002}.tar, which webdataset and a shell expand), and every file but the PNG folder's
+// own with its bytes, images and XXH3-128 (read back from disk once the files are in place: one more
+// read of every output, on the threads of the process that writes the summary, rank 0 under MPI). The
+// files are streamed into the JSON as they are hashed, so its memory does not grow with their count;
+// the PNG folder is one entry (its folder and a pattern of its files), not a line per image. A failed
+// run writes a JSON of its own: the error, and what the run left. Both are written atomically
+// (commit/atomic_file.hpp) like every output. docs/usage.md ("Machine-readable summary") lists the keys.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "formats/output_format.hpp"
 #include "latents/seed_list.hpp"
 
 namespace facegen {
@@ -27,9 +35,11 @@ struct StageTiming {
   std::string note;      // how to read the figure, e.g. "slowest rank, not counting files"
 };
 
-struct FileWritten {
-  std::string path;
-  int64_t bytes = 0;
+// One output of the run: its layout says every file's path and images (computed when asked, so the
+// summary holds no list of them, however many there are).
+struct OutputWritten {
+  OutputLayout layout;
+  int64_t bytes = 0;  // every file's, on disk
 };
 
 // One rank's figures in an MPI job.
@@ -54,6 +64,7 @@ struct ResumedFiles {
 
 struct RunSummary {
   std::string model;          // path, normalised; empty for --device synthetic
+  std::string model_xxh3;     // its file's XXH3-128; empty where unknown (synthetic, a pipe)
   std::string latents;        // where they came from
   std::shared_ptr<const SeedList> seeds;  // --seeds: image k is the image of seed seeds->seed_at(k); else null
   double truncation = 0;      // --truncation T of the drawn latents; 0: none
@@ -73,7 +84,8 @@ struct RunSummary {
   int64_t peak_memory_bytes = 0;  // this process's (rank 0's); each rank's in `per_rank`
   double cpu_seconds = 0;         // this process's CPU time, every thread (rank 0's)
   int64_t threads_started = 0;    // threads this process's pools started (rank 0's)
-  std::vector<FileWritten> files;
+  std::string output_prefix;
+  std::vector<OutputWritten> outputs;  // in --formats order
   std::vector<std::string> stale;     // an earlier run's outputs with this prefix, left beside the new ones
   std::vector<RankFigures> per_rank;  // MPI only
 };
@@ -82,9 +94,37 @@ struct RunSummary {
 std::string timing_text(double seconds, int64_t images, double bytes);
 
 void print_summary(std::FILE* out, const RunSummary& summary);
-std::string summary_json(const RunSummary& summary);  // pretty-printed, ends with a newline
-// Writes summary_json() to `path` atomically; UserError naming the path on failure.
+// The JSON summary, pretty-printed, ending with a newline, handed to `out` in pieces (the files as
+// they are hashed, a batch at a time). Throws UserError where a file cannot be read back.
+void stream_summary_json(const RunSummary& summary, const std::function<void(const std::string&)>& out);
+std::string summary_json(const RunSummary& summary);  // the same, whole, for tests
+// Writes the summary JSON to `path` atomically; UserError naming the path on failure.
 void write_summary_json(const std::string& path, const RunSummary& summary);
+
+// What a run that failed once its command line was read says in its JSON: the error, and what it left
+// (none of its outputs in place, every earlier file as it was, unless it failed after its commit; with
+// --resume, the finished files that its manifest records, which a rerun keeps).
+struct RunFailure {
+  int exit_code = 1;
+  std::string message;  // the one sentence printed on stderr, without "facegen: error: "
+  std::string output_prefix;
+  std::vector<OutputFormat> formats;
+  bool resume = false;
+  bool outputs_in_place = false;  // the run failed after its outputs were put in place (writing its summary)
+};
+std::string failure_json(const RunFailure& failure);
+// failure_json() to `json_path` ("-" or /dev/stdout: standard output), atomically; a failure to write
+// it is not told (the run's own error is what the user reads), nor is one of stdout.
+void report_failure_json(const RunFailure& failure, const std::string& json_path);
+
+// A brace pattern of the paths from `first` to `last`, which differ only in one run of digits of the
+// same width: "r-000000.tar", "r-000002.tar" -> "r-{000000..000002}.tar"; `first` alone if they are equal.
+std::string brace_range(const std::string& first, const std::string& last);
+// The pattern of an output's files, as a shell and webdataset expand it: the shards' or mosaics'
+// brace_range, the one file, or the PNG folder's files (by index, or by seed: a range per width of
+// the seeds' names, several in a list "r/{seed{0000..0007}.png,seed0042.png}"); in subfolders
+// (--png-layout subfolders) a list of such patterns, one a subfolder: "r/{000/{000000..000999}.png,001/...}".
+std::string files_pattern(const OutputLayout& layout, const SeedList* seeds);
 
 // What a finished run reports, for both drivers: the JSON to `json_path` ("" none; "-" or
 // /dev/stdout: standard output, which then carries the JSON alone), and the summary for a person on

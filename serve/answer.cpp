@@ -18,6 +18,7 @@ OutputOptions options_for(const GenerateSpec& spec, const ServiceFacts& facts) {
   options.grid_padding = spec.padding;
   options.png_level = facts.png_level;
   options.facts.model = facts.model;
+  options.facts.model_xxh3 = facts.model_xxh3;
   options.facts.precision = facts.precision;
   // --seeds: drawn (random) with each image's own seed; latents: read from a file.
   options.facts.random = !spec.seeds.empty();
@@ -26,6 +27,7 @@ OutputOptions options_for(const GenerateSpec& spec, const ServiceFacts& facts) {
   if (!spec.seeds.empty()) {
     const std::vector<uint64_t> seeds = spec.seeds;
     options.facts.image_seed = [seeds](int64_t index) { return seeds.at(static_cast<size_t>(index)); };
+    options.facts.named_by_seed = true;  // as the batch tool's --seeds: tar keys seed0042 (request.cpp refuses repeats)
   }
   return options;
 }

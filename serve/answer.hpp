@@ -24,7 +24,8 @@ namespace facegen::serve {
 // What the batch tool records of its run in each tar sample's json, and the service's one output
 // option beyond a request's (--png-level, as the batch tool's).
 struct ServiceFacts {
-  std::string model;      // the model file as given on the command line ("" for synthetic images)
+  std::string model;      // the model's file name, no folder (a tar sample's "model"; "" for synthetic images)
+  std::string model_xxh3; // its file's XXH3-128 (a tar sample's "model_xxh3"; "" where unknown)
   std::string precision;  // "fp32", "tf32", "bf16"
   ModelSpec spec;         // nz, nc, image size
   int png_level = kDefaultPngLevel;  // the PNGs of png, tar and mosaic answers (formats/png_encoder.hpp)

@@ -20,10 +20,11 @@ namespace facegen::serve {
 using FillAnswer = std::function<void(const MadeImages& made, HttpResponse& response)>;
 
 // Sets response.later: the images of `spec` (its latents held by `spec` until they are made) in
-// `product`, then, unless the batcher failed (500) or an image is not finite (422), fill() on the
-// worker's thread where `quick`, else on one of service.request_threads. The queue's refusals
-// (429, 503) are answered at once through the reply. Throws RequestError (503) while stopping.
-void answer_with_images(Service& service, std::shared_ptr<const GenerateSpec> spec, ImageProduct product, bool quick,
-                        FillAnswer fill, HttpResponse& response);
+// `product`, made by `model`'s batcher, then, unless the batcher failed (500) or an image is not
+// finite (422), fill() on the worker's thread where `quick`, else on one of service.request_threads.
+// The queue's refusals (429, 503) are answered at once through the reply. The inference is counted
+// for Triton's statistics, made or failed. Throws RequestError (503) while stopping.
+void answer_with_images(Service& service, const ServedModel& model, std::shared_ptr<const GenerateSpec> spec,
+                        ImageProduct product, bool quick, FillAnswer fill, HttpResponse& response);
 
 }  // namespace facegen::serve

@@ -97,6 +97,7 @@ const char* reason_phrase(int status) {
   switch (status) {
     case 100: return "Continue";
     case 200: return "OK";
+    case 304: return "Not Modified";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 404: return "Not Found";
@@ -128,7 +129,8 @@ std::string response_head(const HttpResponse& response, int version, bool keep_a
   head += "\r\nDate: ";
   head += date_now();
   if (!response.content_type.empty()) head += "\r\nContent-Type: " + response.content_type;
-  head += "\r\nContent-Length: " + std::to_string(response.body_bytes());
+  // A 304 has no content, and a Content-Length there would have to be the 200's (RFC 9110 8.6).
+  if (response.status != 304) head += "\r\nContent-Length: " + std::to_string(response.body_bytes());
   for (const HttpField& field : response.fields) head += "\r\n" + header_text(field.name) + ": " + header_text(field.value);
   if (!keep_alive) head += "\r\nConnection: close";
   else if (version == 10) head += "\r\nConnection: keep-alive";

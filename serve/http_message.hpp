@@ -81,7 +81,7 @@ struct HttpRefusal {
 // "OK", "Bad Request", ...: the reason phrase of a status the service sends.
 const char* reason_phrase(int status);
 
-// The status line and fields of `response` (Date, Content-Type, Content-Length, its fields, and
+// The status line and fields of `response` (Date, Content-Type, Content-Length but for a 304, its fields, and
 // "Connection: close" or, to an HTTP/1.0 client, "Connection: keep-alive"), ending in the empty line.
 // `keep_alive`: whether the connection stays open after it. Field names and values are written as
 // header_text() leaves them, so no byte of a request can end a line or leave ASCII there.

@@ -46,12 +46,16 @@ struct HttpServer::Impl {
     asio::ip::tcp::resolver resolver(loops.front()->context);
     const auto endpoints = resolver.resolve(options.host, std::to_string(options.port),
                                             asio::ip::resolver_base::passive | asio::ip::resolver_base::numeric_service, error);
+    const char* step = "resolving the address";  // what failed, with the system's own words for why
     if (!error && !endpoints.empty()) {
       const asio::ip::tcp::endpoint endpoint = *endpoints.begin();
+      step = "socket";
       first.open(endpoint.protocol(), error);
       // SO_REUSEADDR alone (no SO_REUSEPORT): a second server on the port is told it is taken.
       if (!error) first.set_option(asio::socket_base::reuse_address(true), error);
+      if (!error) step = "bind";
       if (!error) first.bind(endpoint, error);
+      if (!error) step = "listen";
       if (!error) first.listen(asio::socket_base::max_listen_connections, error);
       for (size_t k = 1; k < acceptors.size() && !error; ++k) {
         const int copy = ::dup(first.native_handle());
@@ -60,8 +64,8 @@ struct HttpServer::Impl {
       }
     }
     if (error || endpoints.empty()) {
-      throw UserError("cannot listen on " + options.host + ":" + std::to_string(options.port) +
-                      " (the port is taken, or the address is not one of this machine's)");
+      throw UserError("cannot listen on " + options.host + ":" + std::to_string(options.port) + ": " + step + ": " +
+                      (error ? error.message() : std::string("no address")));
     }
   }
 

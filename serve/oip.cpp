@@ -205,15 +205,58 @@ size_t json_part_length(const std::string& field, size_t body_size) {
 
 std::string oip_server_metadata(const std::string& version) {
   return std::string("{\"name\": \"facegen\", \"version\": ") + json::quote(version) +
-         ", \"extensions\": [\"binary_tensor_data\"]}\n";
+         ", \"extensions\": [\"binary_tensor_data\", \"model_configuration\", \"statistics\"]}\n";
 }
 
-std::string oip_model_metadata(const ModelSpec& spec) {
+std::string oip_model_metadata(const std::string& name, const ModelSpec& spec) {
   const std::string side = std::to_string(spec.image_size);
-  return std::string("{\"name\": \"") + kOipModelName + "\", \"versions\": [\"" + kOipModelVersion +
+  return "{\"name\": " + json::quote(name) + ", \"versions\": [\"" + kOipModelVersion +
          "\"], \"platform\": \"facegen\", \"inputs\": [{\"name\": \"latents\", \"datatype\": \"FP32\", \"shape\": [-1, " +
          std::to_string(spec.latent_dim) + "]}, {\"name\": \"seeds\", \"datatype\": \"UINT64\", \"shape\": [-1]}], "
          "\"outputs\": [{\"name\": \"images\", \"datatype\": \"UINT8\", \"shape\": [-1, " + side + ", " + side + ", 3]}]}\n";
+}
+
+std::string oip_model_config(const OipModelConfig& c) {
+  const std::string kind = c.gpu ? "KIND_GPU" : "KIND_CPU";
+  const int64_t delay_us = static_cast<int64_t>(c.max_delay_ms * 1000);
+  // A batched model: every dims leaves out the batch's, which max_batch_size bounds; "seeds" is one
+  // number an image ([1] with a reshape to a scalar, as Triton writes a [N] input of a batched model).
+  return "{\"name\": " + json::quote(c.name) + ", \"platform\": \"facegen\", \"backend\": \"facegen\", "
+         "\"version_policy\": {\"specific\": {\"versions\": [1]}}, \"max_batch_size\": " +
+         std::to_string(kMaxRequestImages) +
+         ", \"input\": [{\"name\": \"latents\", \"data_type\": \"TYPE_FP32\", \"format\": \"FORMAT_NONE\", \"dims\": [" +
+         std::to_string(c.spec.latent_dim) + "], \"optional\": true}, {\"name\": \"seeds\", \"data_type\": \"TYPE_UINT64\", "
+         "\"format\": \"FORMAT_NONE\", \"dims\": [1], \"reshape\": {\"shape\": []}, \"optional\": true}], "
+         "\"output\": [{\"name\": \"images\", \"data_type\": \"TYPE_UINT8\", \"dims\": [" +
+         std::to_string(c.spec.image_size) + ", " + std::to_string(c.spec.image_size) + ", 3]}], "
+         "\"instance_group\": [{\"name\": " + json::quote(c.name) + ", \"kind\": \"" + kind + "\", \"count\": " +
+         std::to_string(c.workers) + "}], \"dynamic_batching\": {\"preferred_batch_size\": [" + std::to_string(c.max_batch) +
+         "], \"max_queue_delay_microseconds\": " + std::to_string(delay_us) + "}}\n";
+}
+
+bool parse_repository_index(const std::string& body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return false;
+  json::Value root;
+  try {
+    root = json::parse(body);
+  } catch (const json::ParseError& e) {
+    bad(e.what());
+  }
+  if (!root.is(Kind::Object)) bad(std::string("the index request must be a JSON object, got ") + json::kind_name(root.kind));
+  only_members(root, "the index request", "ready");
+  const json::Value* ready = root.find("ready");
+  if (ready == nullptr) return false;
+  if (!ready->is(Kind::Bool)) bad(std::string("\"ready\" must be true or false, got ") + json::kind_name(ready->kind));
+  return ready->boolean;
+}
+
+std::string oip_repository_index(const std::vector<std::string>& names, const std::string& state) {
+  std::string out = "[";
+  for (size_t k = 0; k < names.size(); ++k) {
+    out += std::string(k ? ", " : "") + "{\"name\": " + json::quote(names[k]) + ", \"version\": \"" + kOipModelVersion +
+           "\", \"state\": \"" + state + "\", \"reason\": \"\"}";
+  }
+  return out + "]\n";
 }
 
 InferRequest parse_infer(const std::string& body, const std::string& json_length, int nz) {

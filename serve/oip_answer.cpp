@@ -27,10 +27,10 @@ namespace {
 
 // The answer's JSON before its data: the model, the id, the output's name, type and shape (count, S,
 // S, 3); with binary output, its size in bytes, and the JSON ends here.
-std::string answer_head(const InferRequest& request, int size, bool binary, size_t pixel_bytes) {
+std::string answer_head(const InferRequest& request, const std::string& model, int size, bool binary, size_t pixel_bytes) {
   const int64_t count = request.images.count;
   const std::string side = std::to_string(size);
-  std::string head = std::string("{\"model_name\": \"") + kOipModelName + "\", \"model_version\": \"" + kOipModelVersion + "\"";
+  std::string head = "{\"model_name\": " + json::quote(model) + ", \"model_version\": \"" + kOipModelVersion + "\"";
   if (request.has_id) head += ", \"id\": " + json::quote(request.id);
   head += ", \"outputs\": [{\"name\": \"images\", \"datatype\": \"UINT8\", \"shape\": [" + std::to_string(count) + ", " + side +
           ", " + side + ", 3]";
@@ -39,8 +39,9 @@ std::string answer_head(const InferRequest& request, int size, bool binary, size
 }
 
 // The JSON answer: the head, then every pixel as a number.
-std::string json_answer(const InferRequest& request, int size, const unsigned char* pixels, size_t bytes) {
-  std::string out = answer_head(request, size, false, bytes);
+std::string json_answer(const InferRequest& request, const std::string& model, int size, const unsigned char* pixels,
+                        size_t bytes) {
+  std::string out = answer_head(request, model, size, false, bytes);
   out.reserve(out.size() + bytes * 4 + 32);
   out += ", \"data\": [";
   for (size_t k = 0; k < bytes; ++k) {
@@ -53,7 +54,7 @@ std::string json_answer(const InferRequest& request, int size, const unsigned ch
 
 }  // namespace
 
-InferAnswer encode_infer(const InferRequest& request, const float* images, const ModelSpec& spec) {
+InferAnswer encode_infer(const InferRequest& request, const float* images, const ModelSpec& spec, const std::string& model) {
   const int64_t count = request.images.count;
   const int size = spec.image_size;
   const int64_t rgb_bytes = rgb8_image_bytes(size);
@@ -64,28 +65,29 @@ InferAnswer encode_infer(const InferRequest& request, const float* images, const
   }
   InferAnswer answer;
   if (request.binary_output) {
-    std::string head = answer_head(request, size, true, pixels.size());
+    std::string head = answer_head(request, model, size, true, pixels.size());
     answer.json_length = std::to_string(head.size());
     answer.content_type = "application/octet-stream";
     answer.body = std::move(head) + pixels;
     return answer;
   }
-  answer.body = json_answer(request, size, reinterpret_cast<const unsigned char*>(pixels.data()), pixels.size());
+  answer.body = json_answer(request, model, size, reinterpret_cast<const unsigned char*>(pixels.data()), pixels.size());
   answer.content_type = "application/json";
   return answer;
 }
 
-void answer_infer(const InferRequest& request, const MadeImages& made, const ModelSpec& spec, HttpResponse& response) {
+void answer_infer(const InferRequest& request, const std::string& model, const MadeImages& made, const ModelSpec& spec,
+                  HttpResponse& response) {
   const int size = spec.image_size;
   const size_t image_bytes = static_cast<size_t>(rgb8_image_bytes(size));
   const size_t bytes = static_cast<size_t>(request.images.count) * image_bytes;
   if (!request.binary_output) {
     std::unique_ptr<unsigned char[]> pixels(new unsigned char[bytes]);  // (count, S, S, 3)
     made.copy_to(pixels.get(), image_bytes);
-    response.set(200, "application/json", json_answer(request, size, pixels.get(), bytes));
+    response.set(200, "application/json", json_answer(request, model, size, pixels.get(), bytes));
     return;
   }
-  std::string head = answer_head(request, size, true, bytes);
+  std::string head = answer_head(request, model, size, true, bytes);
   response.fields.push_back({kOipBinaryLengthField, std::to_string(head.size())});
   response.set(200, "application/octet-stream", std::move(head));
   for (const ImagePiece& piece : made.pieces) {  // the pixels as the batcher left them

@@ -3,9 +3,12 @@
 
 #include <fast_float/fast_float.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/errors.hpp"
 #include "latents/latent_source.hpp"
@@ -26,6 +29,27 @@ ResponseFormat format_named(const std::string& name) {
   if (name == "npy-u8") return {OutputFormat::NpyU8, "npy-u8", "application/octet-stream"};
   if (name == "mosaic") return {OutputFormat::MosaicPng, "mosaic", "image/png"};
   bad("unknown \"format\" \"" + json::printable(name) + "\" (expected png, tar, npy, npy-u8 or mosaic)");
+}
+
+// Where in the request a value is: "element 0 of \"seeds\" (the first)", counting from 0 as JSON
+// arrays are indexed, and saying so, so that it does not read as the seed 0.
+std::string element_of(const char* array, int64_t k) {
+  return "element " + std::to_string(k) + " of \"" + array + "\"" + (k == 0 ? " (the first)" : "");
+}
+
+// A tar answer names each sample by its seed (seed0042), as the batch tool's --seeds does: two samples
+// of one seed would have one name.
+void refuse_repeated_seed_keys(const GenerateSpec& spec) {
+  if (spec.format.format != OutputFormat::Tar || spec.seeds.empty()) return;
+  std::vector<std::pair<uint64_t, size_t>> sorted;
+  for (size_t k = 0; k < spec.seeds.size(); ++k) sorted.push_back({spec.seeds[k], k});
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t k = 1; k < sorted.size(); ++k) {
+    if (sorted[k].first != sorted[k - 1].first) continue;
+    bad("\"seeds\" lists " + std::to_string(sorted[k].first) + " twice (" + element_of("seeds", static_cast<int64_t>(sorted[k - 1].second)) +
+        " and element " + std::to_string(sorted[k].second) + "), but a tar answer names each sample by its seed: list each "
+        "seed once, or ask for npy, npy-u8 or mosaic");
+  }
 }
 
 // truncation: a finite number above 0, for seeds only (--truncation's rules).
@@ -53,7 +77,7 @@ void read_seeds(const json::Value& seeds, int nz, GenerateSpec& spec) {
   spec.latents.resize(static_cast<size_t>(n * nz));
   for (int64_t k = 0; k < n; ++k) {
     const json::Value& seed = seeds.items[static_cast<size_t>(k)];
-    const std::string where = "seed " + std::to_string(k) + " of \"seeds\"";
+    const std::string where = element_of("seeds", k);
     if (!seed.is(json::Value::Kind::Number)) bad(where + " must be a whole number, got " + json::kind_name(seed.kind));
     spec.seeds.push_back(parse_seed(seed.text, where));
     seed_latent(spec.seeds.back(), nz, spec.latents.data() + k * nz, spec.truncation);  // (nz)
@@ -61,7 +85,7 @@ void read_seeds(const json::Value& seeds, int nz, GenerateSpec& spec) {
 }
 
 float latent_value(const json::Value& value, int64_t image, int64_t index) {
-  return latent_number(value, "value " + std::to_string(index) + " of latent " + std::to_string(image));
+  return latent_number(value, "value " + std::to_string(index) + " of " + element_of("latents", image));
 }
 
 // latents: an array of arrays of nz numbers.
@@ -75,7 +99,7 @@ void read_latents(const json::Value& latents, int nz, GenerateSpec& spec) {
   for (int64_t k = 0; k < n; ++k) {
     const json::Value& latent = latents.items[static_cast<size_t>(k)];
     if (!latent.is(json::Value::Kind::Array) || static_cast<int64_t>(latent.items.size()) != nz) {
-      bad("latent " + std::to_string(k) + " must be an array of " + std::to_string(nz) + " numbers (the model's nz), got " +
+      bad(element_of("latents", k) + " must be an array of " + std::to_string(nz) + " numbers (the model's nz), got " +
           (latent.is(json::Value::Kind::Array) ? "one of " + std::to_string(latent.items.size()) : json::kind_name(latent.kind)));
     }
     for (int64_t v = 0; v < nz; ++v) spec.latents[static_cast<size_t>(k * nz + v)] = latent_value(latent.items[static_cast<size_t>(v)], k, v);
@@ -139,6 +163,7 @@ GenerateSpec parse_generate(const std::string& body, int nz) {
   if (seeds != nullptr) read_seeds(*seeds, nz, spec);
   else read_latents(*latents, nz, spec);
   read_format(root, spec);
+  refuse_repeated_seed_keys(spec);
   return spec;
 }
 

@@ -1,6 +1,8 @@
-// serve_main.cpp: `facegen serve`: its flags, the model and one backend per GPU (or the CPU), the
-// batcher, the HTTP server (http_server.hpp), and a clean stop on a signal: stop accepting, finish
-// every request in flight, end the workers, exit 0.
+// serve_main.cpp: `facegen serve`: its flags, the models (one or more, --model NAME=PATH, each with
+// its own backend per GPU, or the CPU's, and its own batcher), the HTTP server (http_server.hpp), and
+// a clean stop on a signal: stop accepting, finish every request in flight, end the workers, exit 0.
+// The line that says where it listens goes to stderr whatever --quiet says: with --port 0 it is the
+// only way to learn the port.
 //
 // Limits on clients (docs/service.md): --max-connections held at once (more are answered 503 at
 // once); --idle-timeout-s for a connection with no request begun; --io-timeout-s for a request's head
@@ -26,6 +28,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -37,7 +40,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/command_line.hpp"
+#include "common/content_hash.hpp"
 #include "common/errors.hpp"
+#include "common/path_parts.hpp"
 #include "common/precision.hpp"
 #include "common/threads.hpp"
 #include "generator/backend.hpp"
@@ -47,15 +53,22 @@
 #include "serve/batcher.hpp"
 #include "serve/http_server.hpp"
 #include "serve/metrics.hpp"
+#include "serve/oip.hpp"
 #include "serve/request_threads.hpp"
 #include "serve/routes.hpp"
 
 namespace facegen::serve {
 namespace {
 
+// A model to serve: its name in the URLs and its file.
+struct ModelFlag {
+  std::string name;
+  std::string path;
+};
+
 struct ServeFlags {
-  std::string model, token;
-  bool model_given = false;
+  std::vector<ModelFlag> models;  // the first is the default
+  std::string token;
   int batch_workers = 2;
   ServerOptions server;
   bool max_connections_given = false;
@@ -75,11 +88,15 @@ cxxopts::Options serve_command_line() {
   cxxopts::Options options("facegen serve", "Serves images over HTTP from a warm generator (docs/service.md).");
   options.custom_help("[options]");
   options.add_options()
-      ("m,model", "the generator (default: the shipped faces model)", value<std::string>(), "PATH")
+      ("m,model", "a generator to serve, as NAME=PATH (at /v1/models/NAME/ and /v2/models/NAME/) or PATH (named "
+       "facegen); give it once per model, the first the default (default: the shipped faces model)",
+       value<std::string>(), "[NAME=]PATH")
       ("d,device", "auto, cuda or cpu (auto: every usable NVIDIA GPU, else the CPU); synthetic: images from a cheap formula "
-       "instead of the network (the batch tool's --device synthetic), to measure the service around it", value<std::string>()->default_value("auto"), "DEVICE")
+       "instead of a model (the batch tool's --device synthetic), to measure the service around it",
+       value<std::string>()->default_value("auto"), "DEVICE")
       ("p,precision", "GPU arithmetic: fp32, tf32 or bf16", value<std::string>()->default_value("fp32"), "P")
-      ("port", "TCP port to listen on (0: any free port, named on stderr)", value<std::string>()->default_value("8080"), "PORT")
+      ("port", "TCP port to listen on (0: any free port; the line on stderr that says where it listens comes "
+       "even with --quiet)", value<std::string>()->default_value("8080"), "PORT")
       ("host", "address to listen on (0.0.0.0: every interface)", value<std::string>()->default_value("127.0.0.1"), "HOST")
       ("max-batch", "most images in one backend batch", value<std::string>()->default_value("256"), "N")
       ("batch-workers", "streams of batches per GPU (a GPU is kept busier by a few), or synthetic workers; the CPU has one",
@@ -132,16 +149,60 @@ std::string read_token(const std::string& path) {
 
 DeviceKind device_flag(const std::string& name) {
   if (name == "auto") return DeviceKind::Auto;
-  if (name == "cuda" || name == "gpu") return DeviceKind::Cuda;
+  if (name == "cuda") return DeviceKind::Cuda;
   if (name == "cpu") return DeviceKind::Cpu;
   if (name == "synthetic") return DeviceKind::Synthetic;
-  throw UserError("unknown --device '" + name + "' (expected auto, cuda, cpu or synthetic)");
+  throw UserError("unknown --device '" + name + "' (expected auto, cuda, cpu or synthetic; cuda is the NVIDIA GPU)");
+}
+
+// A name that URLs may hold as they are: letters, digits, '_', '-', '.', not first; and not "stats",
+// which /v2/models/stats (every model's statistics) takes.
+bool model_name_ok(const std::string& name) {
+  if (name.empty() || name.size() > 64 || !std::isalnum(static_cast<unsigned char>(name[0])) || name == "stats") return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; });
+}
+
+// --model NAME=PATH or PATH, in the order given; the shipped model, named facegen, without one. Synthetic
+// images are made without a model: one, named facegen, with no file, and --model refused.
+std::vector<ModelFlag> model_flags(const cxxopts::ParseResult& args, const std::string& default_model) {
+  if (device_flag(args["device"].as<std::string>()) == DeviceKind::Synthetic) {
+    if (args.count("model")) throw UserError("--model names the generator, and --device synthetic draws test images without one");
+    return {{kOipModelName, ""}};
+  }
+  std::vector<ModelFlag> models;
+  for (const cxxopts::KeyValue& given : args.arguments()) {
+    if (given.key() != "model") continue;
+    const std::string& value = given.value();
+    const size_t equals = value.find('=');
+    const std::string name = equals == std::string::npos ? "" : value.substr(0, equals);
+    if (equals != std::string::npos && name.find('/') == std::string::npos) {
+      if (!model_name_ok(name)) {
+        throw UserError("--model " + value + ": the name '" + name + "' must be letters, digits, '_', '-' and '.' (a letter "
+                        "or digit first, at most 64, not 'stats'), as the URLs /v2/models/NAME/ hold it");
+      }
+      models.push_back({name, value.substr(equals + 1)});
+    } else {
+      models.push_back({"", value});
+    }
+  }
+  if (models.empty()) models.push_back({"", default_model});
+  for (size_t k = 0; k < models.size(); ++k) {
+    if (models[k].name.empty() && models.size() > 1) {
+      throw UserError("--model " + models[k].path + " has no name, and several models are served: give each as --model "
+                      "NAME=PATH");
+    }
+    if (models[k].name.empty()) models[k].name = kOipModelName;
+    for (size_t j = 0; j < k; ++j) {
+      if (models[j].name == models[k].name) throw UserError("--model names " + models[k].name + " twice; give each model a name of its own");
+    }
+  }
+  return models;
 }
 
 ServeFlags read_flags(const cxxopts::ParseResult& args, const std::string& default_model) {
   ServeFlags flags;
-  flags.model_given = args.count("model") > 0;
-  flags.model = flags.model_given ? args["model"].as<std::string>() : default_model;
+  flags.models = model_flags(args, default_model);
   flags.server.host = args["host"].as<std::string>();
   flags.server.port = static_cast<int>(whole_flag(args, "port", 0, 65535));
   flags.server.max_connections = whole_flag(args, "max-connections", 1, 1 << 24);
@@ -165,10 +226,41 @@ ServeFlags read_flags(const cxxopts::ParseResult& args, const std::string& defau
   return flags;
 }
 
+// A model loaded: its weights and what the service says of it.
+struct LoadedModel {
+  std::string name;
+  Network net;
+  ServiceFacts facts;
+  std::string weights;  // what identifies its weights in the images' tag: its file's digest, else theirs
+};
+
+LoadedModel load_model(const ModelFlag& flag, const ServeFlags& flags) {
+  if (flags.backend.device == DeviceKind::Synthetic) {  // no file: the images depend on the formula alone
+    LoadedModel model{flag.name, Network(), {}, "synthetic"};
+    model.facts.precision = precision_name(flags.backend.precision);
+    model.facts.spec = model.net.spec();
+    model.facts.png_level = flags.png_level;
+    return model;
+  }
+  const InputFile file(flag.path, InputKind::Model);
+  // The digest first (a pipe's bytes are the loader's alone): the load's last check covers both reads.
+  const std::string digest = file.regular() ? file.digest().hex() : "";
+  LoadedModel model{flag.name, load_network(file), {}, ""};
+  model.facts.model = base_name(flag.path);
+  model.facts.model_xxh3 = digest;
+  model.facts.precision = precision_name(flags.backend.precision);
+  model.facts.spec = model.net.spec();
+  model.facts.png_level = flags.png_level;
+  const std::vector<float>& floats = model.net.floats();
+  model.weights = !model.facts.model_xxh3.empty() ? model.facts.model_xxh3
+                                                   : content_digest(floats.data(), floats.size() * sizeof(float)).hex();
+  return model;
+}
+
 // --batch-workers backends per usable GPU (device auto or cuda), each making 8-bit pixels on the GPU,
 // and one making float32 (the npy answers); --batch-workers synthetic ones of a thread each; else one
-// on the CPU.
-std::vector<std::unique_ptr<Backend>> make_backends(const Network& net, const ServeFlags& flags) {
+// on the CPU. The device's name into `device`.
+std::vector<std::unique_ptr<Backend>> make_backends(const Network& net, const ServeFlags& flags, std::string& device) {
   const DeviceChoice choice = choose_device(flags.backend);
   std::vector<std::unique_ptr<Backend>> backends;
   if (choice.options.device == DeviceKind::Cuda) {
@@ -183,16 +275,19 @@ std::vector<std::unique_ptr<Backend>> make_backends(const Network& net, const Se
       options.images = ImageEncoding::Float32;
       backends.push_back(make_cuda_backend(net, options));
     }
+    device = "cuda";
     return backends;
   }
   if (choice.options.device == DeviceKind::Synthetic) {
     BackendOptions options = choice.options;
     options.threads = 1;
     for (int k = 0; k < flags.batch_workers; ++k) backends.push_back(make_synthetic_backend(options));
+    device = "synthetic";
     return backends;
   }
-  if (!flags.quiet && choice.fell_back) say(choice.notice(resolve_threads(choice.options.threads)));
+  if (!flags.quiet && choice.fell_back && device.empty()) say(choice.notice(resolve_threads(choice.options.threads)));
   backends.push_back(make_cpu_backend(net, choice.options));
+  device = "cpu";
   return backends;
 }
 
@@ -235,23 +330,46 @@ int64_t connections_that_fit(const ServeFlags& flags) {
   return fit;
 }
 
-// The service over `backends` until a signal stops it: returns 0 once every accepted request is
-// answered and the workers have ended.
-int run_service(const ServeFlags& flags, const Network& net, const sigset_t& signals,
-                std::vector<std::unique_ptr<Backend>> backends) {
-  BatcherOptions batcher_options = flags.batcher;
-  batcher_options.latent_dim = net.spec().latent_dim;
-  batcher_options.image_channels = net.spec().image_channels;
-  batcher_options.image_size = net.spec().image_size;
-  batcher_options.png_level = flags.png_level;
-  Metrics metrics(batcher_options.max_batch);
-  const std::string described = backends.front()->describe();
-  const size_t workers = backends.size();
-  Batcher batcher(std::move(backends), batcher_options, [&metrics](const BatchReport& report) { metrics.batch(report); });
-  // Synthetic images name the model only where one was given, as the batch tool's do.
-  const std::string model = flags.backend.device == DeviceKind::Synthetic && !flags.model_given ? "" : flags.model;
-  Service service{batcher, metrics, {model, precision_name(flags.backend.precision), net.spec(), flags.png_level},
-                  flags.token};
+// Where the service listens, and what it serves: one line on stderr, printed whatever --quiet says.
+std::string listening_line(const std::string& host, int port, const std::vector<LoadedModel>& models, size_t workers,
+                           const std::string& described) {
+  std::string served;
+  for (const LoadedModel& model : models) {
+    served += (served.empty() ? "" : ", ") + model.name + " (" + (model.facts.model.empty() ? "synthetic images" : model.facts.model) + ")";
+  }
+  return "listening on http://" + host + ":" + std::to_string(port) + "/ with " + std::to_string(workers) +
+         (workers == 1 ? " worker (" : " workers (") + described + (workers == 1 ? ")" : ", ...)") +
+         (models.size() == 1 ? ", model " : " per model, models ") + served;
+}
+
+// The service over each model's `backends` until a signal stops it: returns 0 once every accepted
+// request is answered and the workers have ended.
+int run_service(const ServeFlags& flags, const std::vector<LoadedModel>& models, const std::string& device,
+                const sigset_t& signals, std::vector<std::vector<std::unique_ptr<Backend>>> backends) {
+  std::vector<ModelFacts> facts;
+  for (const LoadedModel& model : models) {
+    facts.push_back({model.name, model.facts.model, model.facts.model_xxh3, model.facts.precision, device});
+  }
+  Metrics metrics(flags.batcher.max_batch, facts);
+  const size_t workers = backends.front().size();
+  const std::string described = backends.front().front()->describe();
+  std::vector<std::unique_ptr<Batcher>> batchers;
+  for (size_t k = 0; k < models.size(); ++k) {
+    BatcherOptions options = flags.batcher;
+    options.latent_dim = models[k].net.spec().latent_dim;
+    options.image_channels = models[k].net.spec().image_channels;
+    options.image_size = models[k].net.spec().image_size;
+    options.png_level = flags.png_level;
+    batchers.push_back(std::make_unique<Batcher>(std::move(backends[k]), options,
+                                                 [&metrics, k](const BatchReport& report) { metrics.batch(k, report); }));
+  }
+  Service service{{}, metrics, flags.token};
+  service.max_batch = flags.batcher.max_batch;
+  service.max_delay_ms = flags.batcher.max_delay_ms;
+  for (size_t k = 0; k < models.size(); ++k) {
+    service.models.push_back({models[k].name, *batchers[k], models[k].facts, device,
+                              image_tag(models[k].facts, device, models[k].weights)});
+  }
   RequestThreads request_threads(flags.request_threads);
   service.request_threads = &request_threads;
   const Routes routes(service);
@@ -259,13 +377,9 @@ int run_service(const ServeFlags& flags, const Network& net, const sigset_t& sig
   options.max_connections = connections_that_fit(flags);
   HttpServer server(options, routes, metrics, request_threads);  // listening from here
   const StopperThread stopper{std::thread(stop_on_signal, std::ref(server), std::ref(service), std::cref(signals), flags.quiet)};
-  if (!flags.quiet) {
-    say("listening on http://" + options.host + ":" + std::to_string(server.port()) + "/ with " + std::to_string(workers) +
-        (workers == 1 ? " worker (" : " workers (") + described + (workers == 1 ? ")" : ", ...)") + ", model " +
-        (model.empty() ? std::string("none") : model));
-  }
+  say(listening_line(options.host, server.port(), models, workers, described));
   server.run();  // returns once stop() was called and the requests in flight are answered
-  batcher.stop();
+  for (const auto& batcher : batchers) batcher->stop();
   if (!flags.quiet) say("stopped");
   return 0;
 }
@@ -280,22 +394,32 @@ void keep_large_buffers_returnable() {
 #endif
 }
 
-// Signals blocked before any thread is made (the backends', MPI's, the server's), the model loaded,
-// then the service: in this process alone, or as rank 0 of an MPI job whose every rank generates.
+// Signals blocked before any thread is made (the backends', MPI's, the server's), the models loaded,
+// then the service: in this process alone, or as rank 0 of an MPI job whose every rank generates (one
+// model: the ranks' loop serves one network).
 int serve(const ServeFlags& flags) {
   keep_large_buffers_returnable();
   sigset_t signals;
   sigemptyset(&signals);
   for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&signals, s);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  // Synthetic images need no network, as in the batch tool: the model file is named, never read.
-  const Network net = flags.backend.device == DeviceKind::Synthetic ? Network() : load_network(flags.model);
+  std::vector<LoadedModel> models;
+  for (const ModelFlag& flag : flags.models) models.push_back(load_model(flag, flags));
+  std::vector<std::vector<std::unique_ptr<Backend>>> backends;
+  std::string device;
   if (mpi::detect_launch().kind == mpi::LaunchKind::Rank) {
-    return mpi::serve_as_ranks(net, flags.backend, [&](std::vector<std::unique_ptr<Backend>> backends) {
-      return run_service(flags, net, signals, std::move(backends));
+    if (models.size() > 1) {
+      throw UserError("under mpirun or srun, facegen serve serves one model over its ranks; give one --model (several "
+                      "models are one process's)");
+    }
+    device = device_name(choose_device(flags.backend).options.device);
+    return mpi::serve_as_ranks(models.front().net, flags.backend, [&](std::vector<std::unique_ptr<Backend>> ranks) {
+      backends.push_back(std::move(ranks));
+      return run_service(flags, models, device, signals, std::move(backends));
     });
   }
-  return run_service(flags, net, signals, make_backends(net, flags));
+  for (const LoadedModel& model : models) backends.push_back(make_backends(model.net, flags, device));
+  return run_service(flags, models, device, signals, std::move(backends));
 }
 
 }  // namespace
@@ -304,6 +428,7 @@ int serve_main(int argc, char** argv, const std::string& default_model) {
   cxxopts::Options options = serve_command_line();
   try {
     const auto args = options.parse(argc, argv);
+    refuse_repeated_flags(args, {"model"});  // --model once per model
     if (args.count("help")) {
       std::cout << options.help() << "\nExit status: 0 stopped by SIGTERM, SIGINT, SIGHUP or SIGUSR2, 1 bad input, 2 bad "
                                      "command line, 3 internal or device fault.\n";
@@ -315,7 +440,7 @@ int serve_main(int argc, char** argv, const std::string& default_model) {
     }
     return serve(read_flags(args, default_model));
   } catch (const cxxopts::exceptions::exception& e) {
-    say(std::string(e.what()) + " (see facegen serve --help)");
+    say(command_line_problem(e) + " (see facegen serve --help)");
     return kExitUsage;
   } catch (...) {
     const Failure failure = describe_current_exception();

@@ -98,11 +98,11 @@ else
   fail "npy" "$(cat "$work/stdout")"
 fi
 cp "$work/good/r.txt" "$work/good/first.txt"
-if run_ok --batch 2 --threads 1 --input "$work/l3.txt" --output "$work/good/r" > /dev/null 2>&1 &&
+if run_ok --threads 1 --input "$work/l3.txt" --output "$work/good/r" > /dev/null 2>&1 &&
    cmp -s "$work/good/r.txt" "$work/good/first.txt"; then
-  pass "same bytes with another batch size and thread count; the old output was replaced"
+  pass "same bytes with another thread count; the old output was replaced"
 else
-  fail "batch invariance" "outputs differ between --batch 512 and --batch 2 --threads 1"
+  fail "thread invariance" "outputs differ between every thread and --threads 1"
 fi
 # --- the formats and flags of large runs -------------------------------------------------------------
 latents "$work/l5.txt" 5
@@ -114,7 +114,7 @@ if run_ok --input "$work/l5.txt" --output "$work/good/f" --formats png,mosaic-pn
 else
   fail "png formats" "$(ls "$work/good" "$work/good/f" 2>&1 | tr '\n' ' ') $(cat "$work/stderr")"
 fi
-if run_ok --input "$work/l5.txt" --output "$work/good/s" --mosaic-tiles 2 --chunk 2 --batch 2 > "$work/stdout" 2> "$work/stderr" &&
+if run_ok --input "$work/l5.txt" --output "$work/good/s" --mosaic-tiles 2 --chunk 2 > "$work/stdout" 2> "$work/stderr" &&
    [ "$(ls "$work/good" | grep '^s-' | tr '\n' ' ')" = "s-0001.bmp s-0002.bmp " ] && [ ! -e "$work/good/s.bmp" ] &&
    [ "$(stat -c %s "$work/good/s-0001.bmp")" = $((128 * 128 * 3 + 54)) ] &&
    [ "$(stat -c %s "$work/good/s-0002.bmp")" = $((64 * 64 * 3 + 54)) ] &&
@@ -123,7 +123,7 @@ if run_ok --input "$work/l5.txt" --output "$work/good/s" --mosaic-tiles 2 --chun
 else
   fail "mosaic split" "$(ls "$work/good") $(cat "$work/stderr")"
 fi
-if run_ok --input "$work/l5.txt" --output "$work/good/c1" --formats txt --chunk 1 --batch 1 --write-threads 1 > /dev/null 2>&1 &&
+if run_ok --input "$work/l5.txt" --output "$work/good/c1" --formats txt --chunk 1 --write-threads 1 > /dev/null 2>&1 &&
    run_ok --input "$work/l5.txt" --output "$work/good/c2" --formats txt --write-threads 3 > /dev/null 2>&1 &&
    cmp -s "$work/good/c1.txt" "$work/good/c2.txt"; then
   pass "same text for --chunk 1 --write-threads 1 and one chunk on 3 writer threads"
@@ -140,10 +140,10 @@ fi
 # The progress display on a terminal and in a pipe: tests/suites/progress_summary.sh.
 
 if run_ok --random 3 --seed 5 --output "$work/good/rand" --formats npy --quiet &&
-   "$prog" --device cpu --model "$model" --random 3 --seed 5 --batch 1 --output "$work/good/rand1" --formats npy --quiet &&
+   "$prog" --device cpu --model "$model" --random 3 --seed 5 --threads 1 --chunk 1 --output "$work/good/rand1" --formats npy --quiet &&
    cmp -s "$work/good/rand.npy" "$work/good/rand1.npy" &&
    run_ok --random 3 --seed 6 --output "$work/good/rand6" --formats npy --quiet && ! cmp -s "$work/good/rand.npy" "$work/good/rand6.npy"; then
-  pass "--random N --seed S: same seed same images for any batch size, another seed other images"
+  pass "--random N --seed S: same seed same images for any thread count and chunk, another seed other images"
 else
   fail "--random" "outputs not as expected"
 fi
@@ -156,7 +156,7 @@ if run_ok --random 3 --seed 5 --truncation 0.5 --output "$work/good/trunc" --for
    grep -q "^input     3 random latents, N(0, 1), truncated to \[-0.5, 0.5\], seed 5: 3 images" "$work/stdout" &&
    grep -q '"truncation": 0.5,' "$work/good/trunc.json" &&
    "$prog" --device synthetic --seeds 3,4 --truncation 0.7 --formats tar --output "$work/good/ttar" --quiet &&
-   tar -xOf "$work/good/ttar-000000.tar" 000000001.json | grep -q '"seed": 4, "truncation": 0.7, "model"'; then
+   tar -xOf "$work/good/ttar-000000.tar" seed0004.json | grep -q '"seed": 4, "truncation": 0.7, "model"'; then
   pass "--truncation: other images; past every draw the same; in the summary, its JSON and the tar samples' json"
 else
   fail "--truncation" "$(head -c 300 "$work/stdout")"
@@ -315,8 +315,12 @@ expect_error "numbered mosaic names over NAME_MAX" 1 "cannot create output file 
 [ -z "$(ls -A "$work/long" | grep -E '^[qm]')" ] && pass "long prefixes refused: nothing created" ||
   fail "long prefixes refused" "left: $(ls -A "$work/long" | grep -E '^[qm]' | head -c 300)"
 
-expect_error "unknown flag" 2 "nosuch" --nosuch --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "unknown flag" 2 "^facegen: unknown flag --nosuch \(see --help\)$" --nosuch --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "unknown one-letter flag" 2 "^facegen: unknown flag -X \(see --help\)$" -X --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "a flag without its value" 2 "^facegen: --output needs a value \(see --help\)$" --model "$model" --input "$work/l3.txt" --output
 expect_error "bad --device" 1 "unknown --device 'tpu'" --device tpu --model "$model" --input "$work/l3.txt" --output "$out"
+expect_error "--device gpu is no name of a device" 1 "^facegen: error: unknown --device 'gpu' \(expected auto, cuda, cpu or synthetic; cuda is the NVIDIA GPU\)$" \
+  --device gpu --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --formats" 1 "unknown output format 'gif'" --formats txt,gif --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --precision" 1 "unknown --precision 'fp64'" --precision fp64 --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bf16 on the CPU" 1 "CUDA GPU only" --device cpu --precision bf16 --model "$model" --input "$work/l3.txt" --output "$out"
@@ -328,6 +332,114 @@ expect_error "--png-level abc" 1 "^facegen: error: --png-level expects a whole n
 expect_error "--png-level without a PNG format" 1 "^facegen: error: --png-level sets the formats that hold PNGs \(png, mosaic-png, tar\), but --formats asks for none of them$" --png-level 1 --formats txt,bmp --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "bad --chunk" 1 "--chunk must be between" --chunk 0 --model "$model" --input "$work/l3.txt" --output "$out"
 expect_error "png folder's directory missing" 1 "cannot create output folder .*nodir/r" --formats png --model "$model" --input "$work/l3.txt" --output "$work/nodir/r" --device cpu
+
+# --- every flag: given twice, where the run would ignore it, beside one it contradicts ----------------
+# The flags come from --help, so that a flag added later is tested here or the test says it is not.
+mapfile -t every_flag < <("$prog" --help | grep -oE '^ +(-[a-zA-Z], )?--[a-z0-9-]+' | sed 's/.*--//')
+[ ${#every_flag[@]} -ge 30 ] || fail "the flags of --help" "read only ${#every_flag[@]}: ${every_flag[*]}"
+# A value each flag takes ("": none).
+declare -A sample=(
+  [input]=$work/l3.txt [random]=2 [interpolate]=2 [seeds]=1-2 [seed]=3 [model]=$model [output]=$out [formats]=txt
+  [mosaic-tiles]=4 [grid-columns]=2 [shard-images]=2 [grid-padding]=1 [png-level]=1 [resume]= [summary-json]=$work/s.json
+  [finish-commit]=$work/out/.facegen-commit-x [device]=cpu [gpu]=0 [precision]=fp32 [batch]=4 [threads]=1 [chunk]=4
+  [write-threads]=1 [quiet]= [progress-every]=1 [help]= [version]= [verbose]= [all-ranks]= [min-images-per-rank]=1
+  [images-per-round]=4 [mpi]= [truncation]=0.5 [png-layout]=subfolders
+)
+# Where a run would not use each flag: the flags of such a run, then the sentence that refuses it;
+# "always" for a flag that every run uses.
+declare -A unused_in=(
+  [input]=always [random]=always [interpolate]=always [seeds]=always [output]=always [formats]=always
+  [device]=always [precision]=always [threads]=always [chunk]=always [write-threads]=always [quiet]=always
+  [help]=always [version]=always [mpi]=always [summary-json]=always [finish-commit]=always
+  [seed]="--input $work/l3.txt|--seed is the seed of --random and --interpolate, and the latents of --input are read from its file"
+  [truncation]="--input $work/l3.txt|--truncation applies to drawn latents \(--random, --seeds, --interpolate\), but --input reads them from a file as they are"
+  [gpu]="--device cpu --random 1|--gpu picks the CUDA device of --device cuda or auto, and this run's --device names none"
+  [batch]="--device cpu --random 1|--batch sets the images of a GPU batch, and this run's --device uses no GPU"
+  [model]="--device synthetic --random 1|--model names the generator, and --device synthetic draws test images without one"
+  [mosaic-tiles]="--formats npy --random 1|--mosaic-tiles splits the mosaic formats \(bmp, mosaic-png\), and --formats asks for none of them"
+  [grid-columns]="--formats txt --random 1|--grid-columns lays out the mosaic formats \(bmp, mosaic-png\), but --formats asks for none"
+  [grid-padding]="--formats png --random 1|--grid-padding lays out the mosaic formats \(bmp, mosaic-png\), but --formats asks for none"
+  [shard-images]="--formats png --random 1|--shard-images splits the formats tar, npy and npy-u8, but --formats asks for none"
+  [png-level]="--formats npy --random 1|--png-level sets the formats that hold PNGs \(png, mosaic-png, tar\), but --formats asks"
+  [png-layout]="--formats tar --random 1|--png-layout lays out the png format's folder, but --formats asks for no png$"
+  [resume]="--formats txt --random 1|--resume keeps the finished files of outputs made of many files"
+  [progress-every]="--quiet --random 1|--progress-every paces the progress lines, and --quiet shows none"
+  [verbose]="--random 1|--verbose applies to the ranks of a parallel job \(under mpirun or srun, or with --mpi\), and this run is one process"
+  [all-ranks]="--random 1|--all-ranks applies to the ranks of a parallel job"
+  [min-images-per-rank]="--random 1|--min-images-per-rank applies to the ranks of a parallel job"
+  [images-per-round]="--random 1|--images-per-round applies to the ranks of a parallel job"
+)
+for flag in "${every_flag[@]}"; do
+  if [ -z "${sample[$flag]+set}" ] || [ -z "${unused_in[$flag]+set}" ]; then
+    fail "--$flag" "test_cli.sh has no sample value or no rule of use for --$flag: add them"
+    continue
+  fi
+  given=(--"$flag")
+  [ -n "${sample[$flag]}" ] && given+=("${sample[$flag]}")
+  # Given twice, where anything else would do: refused before it could take one of the two.
+  expect_error "--$flag given twice" 1 "^facegen: error: --$flag is given twice( \('[^']*', then '[^']*'\))?; give it once$" \
+    "${given[@]}" "${given[@]}" --model "$model" --random 1 --output "$out"
+  # Beside --finish-commit, which runs nothing.
+  case $flag in finish-commit|help|version) ;; *)
+    expect_error "--finish-commit with --$flag" 1 "^facegen: error: --finish-commit only finishes a killed run's commit and runs nothing, so --$flag has nothing to act on; give it alone$" \
+      --finish-commit "$work/out/.facegen-commit-x" "${given[@]}" ;;
+  esac
+  [ "${unused_in[$flag]}" = always ] && continue
+  read -r -a context <<< "${unused_in[$flag]%%|*}"
+  with_model=(--model "$model")
+  [ "$flag" = model ] && with_model=()
+  expect_error "--$flag where the run would not use it" 1 "^facegen: error: ${unused_in[$flag]#*|}" \
+    "${given[@]}" "${context[@]}" "${with_model[@]}" --output "$out"
+done
+expect_error "one flag by its letter and its name" 1 "^facegen: error: --output is given twice \('$out', then '$work/out/other'\); give it once$" \
+  -o "$out" --output "$work/out/other" --model "$model" --random 1
+expect_error "--random given twice" 1 "^facegen: error: --random is given twice \('2', then '3'\); give it once$" \
+  --random 2 --random 3 --model "$model" --output "$out"
+# Flags that contradict each other (a latent source beside another: "exactly one of" above).
+contradictions=(
+  "--verbose --quiet --mpi --random 1|--verbose asks every rank to report itself, and --quiet for nothing but errors; give one"
+  "--chunk 4 --images-per-round 4 --mpi --random 1|--images-per-round is --chunk under another name; give one"
+  "--formats png,png --random 1|--formats 'png,png' lists png twice; list each format once"
+  "--formats txt,bmp,text --random 1|--formats 'txt,bmp,text' lists txt twice \(text is txt\); list each format once"
+  "--gpu 1 --mpi --random 1|--gpu picks the GPU of a single-process run"
+  "--seeds 0-9,5 --formats png|--seeds lists seed 5 more than once \(images 5 and 10\), but --formats png names each image by its seed \(seed0005\)"
+  "--seeds 3,18446744073709551615,3 --formats txt,tar|--seeds lists seed 3 more than once \(images 0 and 2\), but --formats tar names"
+)
+for entry in "${contradictions[@]}"; do
+  read -r -a flags_of <<< "${entry%%|*}"
+  expect_error "${entry%%|*}" 1 "^facegen: error: ${entry#*|}" "${flags_of[@]}" --model "$model" --output "$out"
+done
+# A seed listed twice is fine where no output is named by seed: each place gets its image.
+if run_ok --seeds 5,0-9,5 --formats txt,npy --output "$work/good/repeat" --quiet; then
+  pass "--seeds 5,0-9,5 --formats txt,npy: a repeated seed where no output names images by seed"
+else
+  fail "--seeds with a repeated seed, txt and npy" "refused"
+fi
+# --input -: standard input, a pipe or a file given as it.
+run_ok --input "$work/l3.txt" --output "$work/good/from-file" --formats txt,npy --quiet
+if run_ok --input - --output "$work/good/from-redirect" --formats txt,npy --quiet < "$work/l3.txt" &&
+   cat "$work/l3.txt" | run_ok --input - --output "$work/good/from-pipe" --formats txt,npy --quiet &&
+   cmp -s "$work/good/from-file.txt" "$work/good/from-redirect.txt" && cmp -s "$work/good/from-file.npy" "$work/good/from-pipe.npy" &&
+   cmp -s "$work/good/from-file.txt" "$work/good/from-pipe.txt"; then
+  pass "--input -: standard input, redirected from a file or a pipe, as the file itself"
+else
+  fail "--input -" "outputs differ from --input FILE's, or the run failed"
+fi
+expect_error "--input - with nothing on standard input" 1 "^facegen: error: .*/dev/stdin.*(empty|N)" --input - --model "$model" --output "$out" --device cpu < /dev/null
+# tools/export_model.py where its Python lacks what it needs: one sentence naming what to install.
+printf 'PK\003\004 a zip archive, as torch.save writes' > "$work/netG.pth"
+mkdir -p "$work/fake-numpy/numpy" && : > "$work/fake-numpy/numpy/__init__.py"
+for case in "no numpy||this script needs numpy, which the Python at .* lacks: install it \(Debian: apt install python3-numpy; else: .* -m pip install numpy\)" \
+            "numpy without torch|$work/fake-numpy|$work/netG.pth is not a network.bin, and reading a PyTorch file needs torch, which the Python at .* lacks: install it"; do
+  IFS='|' read -r name path pattern <<< "$case"
+  PYTHONPATH=$path /usr/bin/python3 -S "$(dirname "$0")/../tools/export_model.py" "$work/netG.pth" "$work/out.safetensors" > /dev/null 2> "$work/stderr"
+  got=$?
+  if [ $got = 1 ] && [ "$(wc -l < "$work/stderr")" = 1 ] && grep -qE "^export_model: error: $pattern" "$work/stderr" && [ ! -e "$work/out.safetensors" ]; then
+    pass "tools/export_model.py, $name: exit 1, $(cat "$work/stderr")"
+  else
+    fail "tools/export_model.py, $name" "status $got: $(head -c 300 "$work/stderr")"
+  fi
+done
 
 # --- bad models -----------------------------------------------------------------------------------
 printf 'PK\003\004 a zip archive, as torch.save writes' > "$work/netG.pth"

@@ -78,6 +78,14 @@ SampleFacts seeded_facts() {
   return facts;
 }
 
+// --seeds: each image named by its seed (no seed twice), and a model known by its digest.
+SampleFacts seed_named_facts() {
+  SampleFacts facts = seeded_facts();
+  facts.model_xxh3 = "0123456789abcdef0123456789abcdef";
+  facts.named_by_seed = true;
+  return facts;
+}
+
 // The cases for images of size x size pixels (padding up to a quarter of a tile: encoded runs).
 std::vector<Case> cases(int size) {
   std::vector<Case> all;
@@ -95,6 +103,13 @@ std::vector<Case> cases(int size) {
   ones.facts.random_seed = 18446744073709551615ull;
   ones.facts.precision = "fp32";
   all.push_back({"tar in shards of 1, random", OutputFormat::Tar, ones});
+  OutputOptions by_seed = plain;
+  by_seed.facts = seed_named_facts();
+  all.push_back({"png named by seed", OutputFormat::Png, by_seed});
+  all.push_back({"tar named by seed", OutputFormat::Tar, by_seed});
+  OutputOptions subfolders_by_seed = by_seed;
+  subfolders_by_seed.png_layout = PngLayout::Subfolders;
+  all.push_back({"png in subfolders, named by seed", OutputFormat::Png, subfolders_by_seed});
   all.push_back({"bmp", OutputFormat::Bmp, plain});
   all.push_back({"mosaic-png", OutputFormat::MosaicPng, plain});
   OutputOptions grid = plain;
@@ -182,7 +197,7 @@ TEST_CASE("encoded runs: a job cut into runs anywhere writes the files its pixel
   for (const int size : kImageSizes) {
     for (const Case& c : cases(size)) {
       for (int64_t total : {1, 3, 127}) {
-        CAPTURE(c.name);
+        CAPTURE(std::string(c.name));
         CAPTURE(total);
         const int64_t image_bytes = rgb8_image_bytes(size);
         const std::vector<unsigned char> pixels = random_pixels(total * image_bytes, static_cast<uint64_t>(total) + 5);
@@ -194,6 +209,7 @@ TEST_CASE("encoded runs: a job cut into runs anywhere writes the files its pixel
         options.grid_padding = c.options.grid_padding;
         options.shard_images = c.options.shard_images;
         options.facts = c.options.facts;
+        options.png_layout = c.options.png_layout;
         TempDir from_pixels, from_runs;
         auto want = make_sink(c.format, from_pixels.path + "/r", total, options);
         want->append(ImageRun::rgb8(pixels.data(), 3, size), 0, total);
@@ -221,8 +237,15 @@ TEST_CASE("encoded runs: a job cut into runs anywhere writes the files its pixel
           CAPTURE(name);
           if (c.format == OutputFormat::Png) {
             for (int64_t i = 0; i < total; ++i) {
-              const std::string file = name + "/" + png_file_name(i, total);
-              CHECK(read_file(from_runs.file(file)) == read_file(from_pixels.file(file)));
+              const std::string file = name + "/" + png_relative_path(i, total, c.options.png_layout, c.options.facts);
+              const std::string made = read_file(from_runs.file(file));
+              CHECK(made.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0);  // there, by that name
+              CHECK(made == read_file(from_pixels.file(file)));
+            }
+            if (c.options.facts.named_by_seed) {  // the seed's name, in the subfolder of the image's index
+              const std::string last = png_relative_path(total - 1, total, c.options.png_layout, c.options.facts);
+              CHECK(last == (c.options.png_layout == PngLayout::Subfolders ? "000/" : "") +
+                                seed_image_key(c.options.facts.image_seed(total - 1)) + ".png");
             }
           } else {
             CHECK(read_file(from_runs.file(name)) == read_file(from_pixels.file(name)));
@@ -352,7 +375,7 @@ TEST_CASE("encoded runs: the output engine plans each piece's runs, and its file
       CAPTURE(name);
       if (name == "r") {
         for (int64_t i = 0; i < total; ++i) {
-          const std::string file = "r/" + png_file_name(i, total);
+          const std::string file = "r/" + png_file_name(i, total, SampleFacts());
           CHECK(read_file(from_runs.file(file)) == read_file(from_pixels.file(file)));
         }
       } else {

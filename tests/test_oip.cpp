@@ -155,10 +155,11 @@ TEST_CASE("oip: the answer holds channel_to_byte of each value, as JSON or as by
         for (int c = 0; c < 3; ++c) want[static_cast<size_t>(k * rgb_bytes + p * 3 + c)] = static_cast<char>(channel_to_byte(images[static_cast<size_t>((k * pixels + p) * channels + (channels == 3 ? c : 0))]));
       }
     }
-    const InferAnswer as_json = encode_infer(request, images.data(), spec);
+    const InferAnswer as_json = encode_infer(request, images.data(), spec, "fashion \"2\"");
     CHECK(as_json.json_length.empty());
     const json::Value root = json::parse(as_json.body);
     CHECK(root.find("id")->text == "a\"b");
+    CHECK(root.find("model_name")->text == "fashion \"2\"");
     const json::Value& output = root.find("outputs")->items.at(0);
     CHECK(output.find("datatype")->text == "UINT8");
     REQUIRE(output.find("shape")->items.size() == 4);
@@ -170,7 +171,7 @@ TEST_CASE("oip: the answer holds channel_to_byte of each value, as JSON or as by
     for (size_t k = 0; k < data.size(); ++k) wrong += std::stoi(data[k].text) != static_cast<unsigned char>(want[k]);
     CHECK(wrong == 0);
     request.binary_output = true;
-    const InferAnswer as_binary = encode_infer(request, images.data(), spec);
+    const InferAnswer as_binary = encode_infer(request, images.data(), spec, "faces");
     const size_t head = std::stoul(as_binary.json_length);
     CHECK(as_binary.body.substr(head) == want);
     const json::Value binary_root = json::parse(as_binary.body.substr(0, head));
@@ -181,8 +182,52 @@ TEST_CASE("oip: the answer holds channel_to_byte of each value, as JSON or as by
 TEST_CASE("oip: the metadata is JSON naming the inputs and output") {
   ModelSpec spec;
   spec.latent_dim = 100;
-  const json::Value model = json::parse(oip_model_metadata(spec));
-  CHECK(model.find("name")->text == "facegen");
+  const json::Value model = json::parse(oip_model_metadata("faces", spec));
+  CHECK(model.find("name")->text == "faces");
   CHECK(model.find("inputs")->items.at(0).find("shape")->items.at(1).text == "100");
-  CHECK(json::parse(oip_server_metadata("abc")).find("extensions")->items.at(0).text == "binary_tensor_data");
+  std::vector<std::string> extensions;
+  const json::Value server = json::parse(oip_server_metadata("abc"));
+  for (const json::Value& item : server.find("extensions")->items) extensions.push_back(item.text);
+  CHECK(extensions == std::vector<std::string>{"binary_tensor_data", "model_configuration", "statistics"});
+}
+
+TEST_CASE("oip: Triton's model configuration of a batched model, the repository index and its request") {
+  for (const int nz : {100, 7}) {
+    ModelSpec spec;
+    spec.latent_dim = nz;
+    const json::Value config = json::parse(oip_model_config({"fashion", spec, 64, 2.5, true, 3}));
+    CAPTURE(nz);
+    CHECK(config.find("name")->text == "fashion");
+    CHECK(config.find("max_batch_size")->text == std::to_string(kMaxRequestImages));
+    const json::Value& latents = config.find("input")->items.at(0);
+    CHECK(latents.find("data_type")->text == "TYPE_FP32");
+    REQUIRE(latents.find("dims")->items.size() == 1);  // the batch's dimension left out
+    CHECK(latents.find("dims")->items.at(0).text == std::to_string(nz));
+    CHECK(config.find("input")->items.at(1).find("data_type")->text == "TYPE_UINT64");
+    const json::Value& images = config.find("output")->items.at(0);
+    CHECK(images.find("data_type")->text == "TYPE_UINT8");
+    CHECK(images.find("dims")->items.size() == 3);
+    const json::Value& group = config.find("instance_group")->items.at(0);
+    CHECK((group.find("kind")->text == "KIND_GPU" && group.find("count")->text == "3"));
+    CHECK(config.find("dynamic_batching")->find("max_queue_delay_microseconds")->text == "2500");
+  }
+  const json::Value index = json::parse(oip_repository_index({"faces", "fashion"}, "READY"));
+  REQUIRE(index.items.size() == 2);
+  CHECK((index.items[1].find("name")->text == "fashion" && index.items[1].find("version")->text == "1" &&
+         index.items[1].find("state")->text == "READY"));
+  CHECK(json::parse(oip_repository_index({}, "READY")).items.empty());
+  CHECK(!parse_repository_index(""));
+  CHECK(!parse_repository_index(" {} "));
+  CHECK(parse_repository_index("{\"ready\": true}"));
+  CHECK(!parse_repository_index("{\"ready\": false}"));
+  for (const char* bad : {"[]", "{\"ready\": 1}", "{\"readiness\": true}", "{"}) {
+    CAPTURE(bad);
+    bool refused = false;
+    try {
+      parse_repository_index(bad);
+    } catch (const RequestError& e) {
+      refused = e.status == 400;
+    }
+    CHECK(refused);
+  }
 }

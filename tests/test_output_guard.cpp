@@ -90,9 +90,14 @@ TEST_CASE("existing outputs: each format's own files may be replaced; one change
 }
 
 TEST_CASE("existing outputs: the names of a PNG folder's files") {
-  for (const char* name : {"000000.png", "123456.png", "1234567.png", "000000000042.png"}) CHECK(is_png_file_name(name));
+  for (const char* name : {"000000.png", "123456.png", "1234567.png", "000000000042.png", "seed0042.png",
+                           "seed123456.png", "seed18446744073709551615.png"}) {
+    CAPTURE(name);
+    CHECK(is_png_file_name(name));
+  }
   for (const char* name : {"00000.png", "000000.PNG", "000000.png.tmp", "a00000.png", "000000.pngx", ".png", "",
-                           "-00000.png", "000 00.png"}) {
+                           "-00000.png", "000 00.png", "seed042.png", "seed.png", "Seed0042.png", "seed00x2.png",
+                           "seed0042", "seed184467440737095516150.png"}) {
     CAPTURE(name);
     CHECK(!is_png_file_name(name));
   }

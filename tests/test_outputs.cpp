@@ -271,7 +271,7 @@ TEST_CASE("png: folder of one PNG per image and the PNG mosaic decode to the mos
     for (int64_t k = 0; k < n; ++k) {
       CAPTURE(k);
       int w = 0, h = 0, c = 0;
-      const std::string path = folder + "/" + png_file_name(k, n);
+      const std::string path = folder + "/" + png_file_name(k, n, SampleFacts());
       unsigned char* pixels = stbi_load(path.c_str(), &w, &h, &c, 3);
       REQUIRE(pixels != nullptr);
       CHECK((w == 64 && h == 64 && c == 3));
@@ -282,8 +282,8 @@ TEST_CASE("png: folder of one PNG per image and the PNG mosaic decode to the mos
     }
     std::filesystem::remove_all(folder);
   }
-  CHECK(png_file_name(42, 10) == "000042.png");
-  CHECK(png_file_name(42, 2000000) == "0000042.png");
+  CHECK(png_file_name(42, 10, SampleFacts()) == "000042.png");
+  CHECK(png_file_name(42, 2000000, SampleFacts()) == "0000042.png");
 
   // The BMP of the same mosaic holds the same pixels, bottom-up and BGR.
   const std::string bmp = single_bmp(dir, images, 0, n);

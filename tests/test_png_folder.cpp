@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -48,7 +49,8 @@ std::set<std::string> files_below(const std::string& folder) {
 }
 
 OutputFile folder_spec(const std::string& path, int64_t total, PngLayout layout) {
-  return {OutputFile::Kind::Folder, path, "", -1, 0, total, {}, OutputFormat::Png, layout};
+  return {OutputFile::Kind::Folder, path, "", -1, 0, total, {}, OutputFormat::Png,
+          png_longest_relative_path(total, layout, SampleFacts())};
 }
 
 // A PNG's first bytes (what the guard looks for), then bytes of the file's own.
@@ -69,18 +71,21 @@ TEST_CASE("png folder layout: a subfolder's name is its files' names less three 
     for (int k = 0; k < 50; ++k) indices.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(total)));
     for (int64_t i : indices) {
       CAPTURE(i);
-      const std::string file = png_file_name(i, total);
-      CHECK(png_relative_path(i, total, PngLayout::Flat) == file);
+      const std::string file = png_file_name(i, total, SampleFacts());
+      CHECK(png_relative_path(i, total, PngLayout::Flat, SampleFacts()) == file);
       CHECK(png_subfolder_name(i, total, PngLayout::Flat).empty());
       const std::string sub = png_subfolder_name(i, total, PngLayout::Subfolders);
-      CHECK(png_relative_path(i, total, PngLayout::Subfolders) == sub + "/" + file);
+      CHECK(png_relative_path(i, total, PngLayout::Subfolders, SampleFacts()) == sub + "/" + file);
       CHECK(sub == file.substr(0, file.size() - 4 - 3));
       CHECK(std::stoll(sub) == i / kPngSubfolderImages);
       CHECK(is_png_subfolder_name(sub));
       CHECK(is_png_file_name(file));
       // Every path of one total is as long as every other (the temporary folder leaves room for it).
-      CHECK(png_relative_path(i, total, PngLayout::Subfolders).size() ==
-            png_relative_path(0, total, PngLayout::Subfolders).size());
+      CHECK(png_relative_path(i, total, PngLayout::Subfolders, SampleFacts()).size() ==
+            png_relative_path(0, total, PngLayout::Subfolders, SampleFacts()).size());
+      for (PngLayout layout : {PngLayout::Flat, PngLayout::Subfolders}) {
+        CHECK(png_relative_path(i, total, layout, SampleFacts()).size() == png_longest_relative_path(total, layout, SampleFacts()));
+      }
     }
   }
   // Counted one by one: 3,500 images fill 000, 001, 002 with a thousand and 003 with 500.
@@ -89,6 +94,37 @@ TEST_CASE("png folder layout: a subfolder's name is its files' names less three 
   CHECK(per_subfolder == std::map<std::string, int>{{"000", 1000}, {"001", 1000}, {"002", 1000}, {"003", 500}});
   CHECK(png_subfolder_images(PngLayout::Subfolders, 3500) == 1000);
   CHECK(png_subfolder_images(PngLayout::Flat, 3500) == 3500);
+}
+
+TEST_CASE("png folder layout: images named by seed lie in their index's subfolder, within the longest path") {
+  std::mt19937_64 rng(7);
+  for (int64_t total : {int64_t{1}, int64_t{999}, int64_t{1001}, int64_t{1000001}, int64_t{12345678}}) {
+    CAPTURE(total);
+    // Any seeds, the largest among them: a seed's name does not depend on the total.
+    std::vector<uint64_t> seeds = {0, 7, 12345, std::numeric_limits<uint64_t>::max()};
+    for (int k = 0; k < 20; ++k) seeds.push_back(rng() >> (rng() % 64));
+    SampleFacts facts;
+    facts.named_by_seed = true;
+    facts.image_seed = [&seeds](int64_t index) { return seeds[static_cast<size_t>(index) % seeds.size()]; };
+    for (int64_t i : {int64_t{0}, total / 2, total - 1, static_cast<int64_t>(rng() % static_cast<uint64_t>(total))}) {
+      CAPTURE(i);
+      const std::string file = seed_image_key(facts.image_seed(i)) + ".png";
+      CHECK(png_file_name(i, total, facts) == file);
+      CHECK(is_png_file_name(file));
+      CHECK(png_relative_path(i, total, PngLayout::Flat, facts) == file);
+      const std::string sub = png_subfolder_name(i, total, PngLayout::Subfolders);
+      CHECK(sub == png_file_name(i, total, SampleFacts()).substr(0, sub.size()));  // the index's, not the seed's
+      CHECK(png_relative_path(i, total, PngLayout::Subfolders, facts) == sub + "/" + file);
+      for (PngLayout layout : {PngLayout::Flat, PngLayout::Subfolders}) {
+        CHECK(png_relative_path(i, total, layout, facts).size() <= png_longest_relative_path(total, layout, facts));
+      }
+    }
+    // The longest is reached: the largest seed's name.
+    for (PngLayout layout : {PngLayout::Flat, PngLayout::Subfolders}) {
+      CHECK(png_relative_path(3, std::max<int64_t>(total, 4), layout, facts).size() ==
+            png_longest_relative_path(std::max<int64_t>(total, 4), layout, facts));
+    }
+  }
 }
 
 TEST_CASE("png folder layout: the names of the flag and of subfolders") {
@@ -179,7 +215,7 @@ TEST_CASE("OutputFiles: a folder's files in subfolders from many threads, each b
           for (int64_t i = t; i < total; i += 7) {  // every thread in every subfolder
             TempCreation creating;
             const std::string bytes = file_bytes(i);
-            files.write_in_folder(0, png_relative_path(i, total, layout), "shown", bytes);
+            files.write_in_folder(0, png_relative_path(i, total, layout, SampleFacts()), "shown", bytes);
             files.add_bytes(0, static_cast<int64_t>(bytes.size()));
           }
         });
@@ -194,8 +230,8 @@ TEST_CASE("OutputFiles: a folder's files in subfolders from many threads, each b
       CHECK(files.bytes_written() == bytes);
       const std::set<std::string> made = files_below(temp);
       CHECK(made.size() == static_cast<size_t>(total));
-      for (int64_t i = 0; i < total; i += 97) CHECK(read_file(temp + "/" + png_relative_path(i, total, layout)) == file_bytes(i));
-      CHECK(read_file(temp + "/" + png_relative_path(total - 1, total, layout)) == file_bytes(total - 1));
+      for (int64_t i = 0; i < total; i += 97) CHECK(read_file(temp + "/" + png_relative_path(i, total, layout, SampleFacts())) == file_bytes(i));
+      CHECK(read_file(temp + "/" + png_relative_path(total - 1, total, layout, SampleFacts())) == file_bytes(total - 1));
     }  // not committed: removed
     CHECK(dir.names().empty());
   }
@@ -216,7 +252,7 @@ TEST_CASE("OutputFiles: --resume's groups go into the final folder's subfolders,
     for (int64_t group : {1, 0, 2}) {
       std::vector<std::string> names;
       for (int64_t i = group * 1000; i < std::min(total, group * 1000 + 1000); ++i) {
-        names.push_back(png_relative_path(i, total, PngLayout::Subfolders));
+        names.push_back(png_relative_path(i, total, PngLayout::Subfolders, SampleFacts()));
         files.write_in_folder(0, names.back(), names.back(), file_bytes(i));
       }
       files.place_in_folder(0, names);
@@ -227,7 +263,7 @@ TEST_CASE("OutputFiles: --resume's groups go into the final folder's subfolders,
   }
   CHECK(dir.names() == std::vector<std::string>{"r"});
   CHECK(files_below(final_path).size() == static_cast<size_t>(total));
-  for (int64_t i = 0; i < total; i += 123) CHECK(read_file(final_path + "/" + png_relative_path(i, total, PngLayout::Subfolders)) == file_bytes(i));
+  for (int64_t i = 0; i < total; i += 123) CHECK(read_file(final_path + "/" + png_relative_path(i, total, PngLayout::Subfolders, SampleFacts())) == file_bytes(i));
   CHECK(read_file(final_path + "/001/001000.png") == file_bytes(1000));
   // A file where a subfolder goes is never replaced: the group fails in one sentence.
   std::filesystem::remove_all(final_path);

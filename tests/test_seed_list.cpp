@@ -3,7 +3,9 @@
 // (image 0 of --random 1 with that --seed), the same however the list is read.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -170,6 +172,40 @@ TEST_CASE("seed_at over random ranges of odd sizes equals the list written out")
     REQUIRE(list.count() == static_cast<int64_t>(seeds.size()));
     for (int64_t k = 0; k < list.count(); ++k) REQUIRE(list.seed_at(k) == seeds[static_cast<size_t>(k)]);
   }
+}
+
+TEST_CASE("repeated_seed: a seed the list gives twice and two of its images, as the list written out shows") {
+  std::mt19937_64 rng(20261128);
+  int repeats = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    std::string text;
+    const int pieces = 1 + static_cast<int>(rng() % 6);
+    for (int p = 0; p < pieces; ++p) {
+      const uint64_t sizes[] = {1, 3, 17, 2};
+      const uint64_t size = sizes[rng() % 4];
+      // Small seeds overlap often; seeds near 2^64 - 1 test the ends.
+      const uint64_t first = rng() % 3 ? rng() % 60 : UINT64_MAX - size + 1 - rng() % 3;
+      text += (p ? "," : "") + range_text({first, first + size - 1});
+    }
+    CAPTURE(text);
+    const SeedList list = SeedList::parse(text);
+    const std::vector<uint64_t> seeds = expanded(list.ranges());
+    std::vector<uint64_t> sorted = seeds;
+    std::sort(sorted.begin(), sorted.end());
+    const bool has_repeat = std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+    const std::optional<SeedList::Repeat> repeat = list.repeated_seed();
+    REQUIRE(repeat.has_value() == has_repeat);
+    if (!repeat) continue;
+    ++repeats;
+    CHECK(repeat->first < repeat->second);
+    CHECK(seeds.at(static_cast<size_t>(repeat->first)) == repeat->seed);
+    CHECK(seeds.at(static_cast<size_t>(repeat->second)) == repeat->seed);
+  }
+  CHECK(repeats > 50);  // the trials reach both answers
+  CHECK(!SeedList::parse("0-9,10,11-99,18446744073709551615").repeated_seed());
+  const auto repeat = SeedList::parse("0-7,42,5").repeated_seed();
+  REQUIRE(repeat);
+  CHECK((repeat->seed == 5 && repeat->first == 5 && repeat->second == 9));
 }
 
 TEST_CASE("a range of the most images a run holds stays one range, read at any image") {

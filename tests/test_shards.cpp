@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
 #include <stb_image.h>
 
+#include "commit/existing_outputs.hpp"
 #include "common/model_shape.hpp"
 #include "engine/image_sink.hpp"
 #include "engine/piece_plan.hpp"
@@ -93,24 +95,40 @@ struct Written {
 
 // Writes `format` for `images` (n, 64, 64, nc) in runs of `chunk` on `threads` threads; returns
 // every file the output put in place.
+// The facts of the runs below: a model name that needs escaping, drawn latents of seed 7.
+SampleFacts test_facts() {
+  SampleFacts facts;
+  facts.model = "net \"1\".bin";
+  facts.model_xxh3 = "0123456789abcdef0123456789abcdef";
+  facts.precision = "fp32";
+  facts.random = true;
+  facts.random_seed = 7;
+  return facts;
+}
+
 Written write_output(OutputFormat format, const std::vector<float>& images, int64_t n, int nc, int64_t shard_images,
-                     int threads, int64_t chunk) {
+                     int threads, int64_t chunk, const SampleFacts& facts = test_facts()) {
   TempDir dir;
   SinkOptions options;
   options.threads = threads;
   options.image_channels = nc;
   options.shard_images = shard_images;
-  options.facts.model = "models/net \"1\".bin";
-  options.facts.precision = "fp32";
-  options.facts.random = true;
-  options.facts.random_seed = 7;
+  options.facts = facts;
   auto sink = make_sink(format, dir.file("r"), n, options);
   for (int64_t first = 0; first < n; first += chunk) {
     sink->append(images.data() + first * 4096 * nc, first, std::min(chunk, n - first));
   }
   sink->commit();
   Written written;
-  for (const std::string& name : dir.names()) written.files[name] = read_file(dir.file(name));
+  for (const std::string& name : dir.names()) {
+    if (!std::filesystem::is_directory(dir.file(name))) {
+      written.files[name] = read_file(dir.file(name));
+      continue;
+    }
+    for (const auto& entry : std::filesystem::directory_iterator(dir.file(name))) {  // the png folder
+      written.files[name + "/" + entry.path().filename().string()] = read_file(entry.path().string());
+    }
+  }
   return written;
 }
 
@@ -154,7 +172,8 @@ void check_tar(const Written& written, const std::vector<float>& images, int64_t
       CHECK(std::memcmp(pixels, expected_rgb(images, nc, i).data(), 4096 * 3) == 0);
       stbi_image_free(pixels);
       CHECK(json.data == "{\"index\": " + std::to_string(i) +
-                             ", \"random_seed\": 7, \"model\": \"models/net \\\"1\\\".bin\", \"precision\": \"fp32\"}\n");
+                             ", \"random_seed\": 7, \"model\": \"net \\\"1\\\".bin\", \"model_xxh3\": "
+                             "\"0123456789abcdef0123456789abcdef\", \"precision\": \"fp32\"}\n");
     }
   }
 }
@@ -205,6 +224,41 @@ TEST_CASE("tar shards: ustar members, WebDataset order, PNG pixels and json, at 
   }
 }
 
+TEST_CASE("named by seed: the png folder's files and the tar samples' keys are seedNNNN, in the run's order") {
+  // Seeds of every width around the 4-digit minimum, out of order, one past 2^63.
+  const std::vector<uint64_t> seeds = {42, 7, 0, 9999, 10000, 123456, 18446744073709551615ull};
+  const std::vector<std::string> keys = {"seed0042", "seed0007", "seed0000", "seed9999", "seed10000", "seed123456",
+                                         "seed18446744073709551615"};
+  const int64_t n = static_cast<int64_t>(seeds.size());
+  SampleFacts facts = test_facts();
+  facts.random = false;
+  facts.image_seed = [seeds](int64_t index) { return seeds.at(static_cast<size_t>(index)); };
+  facts.named_by_seed = true;
+  const std::vector<float> images = seeded_images(n, 3, 5);
+  const Written png = write_output(OutputFormat::Png, images, n, 3, 0, 2, 3, facts);
+  const Written tar = write_output(OutputFormat::Tar, images, n, 3, 3, 2, 3, facts);
+  const Written by_index = write_output(OutputFormat::Png, images, n, 3, 0, 2, 3);
+  REQUIRE(tar.files.size() == 3);
+  std::vector<Member> members;
+  for (const auto& [name, bytes] : tar.files) {
+    for (const Member& member : read_ustar(bytes)) members.push_back(member);
+  }
+  REQUIRE(members.size() == static_cast<size_t>(2 * n));
+  for (int64_t i = 0; i < n; ++i) {
+    CAPTURE(i);
+    const std::string& key = keys[static_cast<size_t>(i)];
+    CHECK(png_file_name(i, n, facts) == key + ".png");
+    CHECK(sample_key(i, facts) == key);
+    CHECK(members[static_cast<size_t>(2 * i)].name == key + ".png");
+    CHECK(members[static_cast<size_t>(2 * i + 1)].name == key + ".json");
+    CHECK(contains(members[static_cast<size_t>(2 * i + 1)].data,
+                   "\"index\": " + std::to_string(i) + ", \"seed\": " + std::to_string(seeds[static_cast<size_t>(i)])));
+    // The same PNG bytes as the run that names its files by index.
+    CHECK(members[static_cast<size_t>(2 * i)].data == by_index.files.at("r/" + png_file_name(i, n, SampleFacts())));
+  }
+  CHECK(is_png_file_name(keys.back() + ".png"));
+}
+
 TEST_CASE("tar shards: a PNG member holds the png format's bytes") {
   const int64_t n = 4;
   const std::vector<float> images = seeded_images(n, 3, 11);
@@ -213,7 +267,7 @@ TEST_CASE("tar shards: a PNG member holds the png format's bytes") {
   sink->append(images.data(), 0, n);
   sink->commit();
   const std::vector<Member> members = read_ustar(write_output(OutputFormat::Tar, images, n, 3, 0, 2, n).files.at("r-000000.tar"));
-  for (int64_t i = 0; i < n; ++i) CHECK(members[static_cast<size_t>(2 * i)].data == read_file(dir.file("r/" + png_file_name(i, n))));
+  for (int64_t i = 0; i < n; ++i) CHECK(members[static_cast<size_t>(2 * i)].data == read_file(dir.file("r/" + png_file_name(i, n, SampleFacts()))));
 }
 
 TEST_CASE("npy and npy-u8: channel_to_byte of the floats, grey repeated, one file or shards at odd boundaries") {
@@ -272,7 +326,7 @@ TEST_CASE("shards: names, --shard-images bounds, and an empty job's archive") {
   CHECK_FALSE(is_output_name(OutputFormat::Npy, "r", "r.u8.npy"));
   CHECK_FALSE(is_output_name(OutputFormat::Npy, "r", "r-000000.u8.npy"));
   CHECK(shard_path("r", "tar", 5, 2000000) == "r-0000005.tar");
-  CHECK(sample_key(1234567890) == "1234567890");
+  CHECK(sample_key(1234567890, SampleFacts()) == "1234567890");
   options.shard_images = int64_t{1} << 31;
   CHECK(contains(user_error_of([&] { OutputLayout(OutputFormat::Npy, "r", 7, options); }), "--shard-images"));
   // No image: one shard that is an archive with no member.

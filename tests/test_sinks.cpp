@@ -473,9 +473,9 @@ TEST_CASE("grey images (nc = 1): text of 4,096 values a line, npy (N, 64, 64, 1)
   CHECK(read_file(dir.file("g-bmp.bmp")) == expected_bmp(rgb, n));
   CHECK(read_file(dir.file("g-mosaic-png.png")) == read_file(dir.file("c-mosaic-png.png")));
   for (int64_t k = 0; k < n; ++k) {
-    const std::string name = png_file_name(k, n);
+    const std::string name = png_file_name(k, n, SampleFacts());
     CHECK(read_file(dir.file("g-png/" + name)) == read_file(dir.file("c-png/" + name)));
   }
   // The grey file's images differ from one another, so a mix-up of strides would show.
-  CHECK(read_file(dir.file("g-png/" + png_file_name(0, n))) != read_file(dir.file("g-png/" + png_file_name(1, n))));
+  CHECK(read_file(dir.file("g-png/" + png_file_name(0, n, SampleFacts()))) != read_file(dir.file("g-png/" + png_file_name(1, n, SampleFacts()))));
 }

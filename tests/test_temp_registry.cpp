@@ -169,7 +169,7 @@ TEST_CASE("stop signals: a signal while threads fill a folder's subfolders, one 
       done.commit();
       const int64_t total = 1000000;
       const OutputFile spec{OutputFile::Kind::Folder, dir.file("r"), "", -1, 0, total, {}, OutputFormat::Png,
-                            PngLayout::Subfolders};
+                            png_longest_relative_path(total, PngLayout::Subfolders, SampleFacts())};
       auto* files = new OutputFiles(FileList{1, [spec](size_t) { return spec; }});
       files->create(0);
       std::atomic<int64_t> made{0};
@@ -179,7 +179,7 @@ TEST_CASE("stop signals: a signal while threads fill a folder's subfolders, one 
           for (int64_t first = t * 20000; first < (t + 1) * 20000; first += 32) {
             TempCreation grain;
             for (int64_t i = first; i < first + 32; ++i) {
-              files->write_in_folder(0, png_relative_path(i, total, PngLayout::Subfolders), "shown", "png");
+              files->write_in_folder(0, png_relative_path(i, total, PngLayout::Subfolders, SampleFacts()), "shown", "png");
             }
             made += 32;
           }

@@ -18,6 +18,10 @@ safetensors.torch.load_file + load_state_dict work; it is written atomically (a 
 same folder, then a rename). The format is written here in plain Python: an 8-byte little-endian
 header length, the JSON header (padded with spaces to a multiple of 8), then the data.
 Anything else is refused in one sentence naming the key or shape, with exit status 1.
+
+Requirements: Python 3.8 or later with numpy (Debian: python3-numpy; pip: numpy); reading a PyTorch
+file needs torch too (pip: torch), a network.bin does not. A Python without them gets one sentence
+saying what to install, with exit status 1.
 """
 
 import json
@@ -27,7 +31,13 @@ import struct
 import sys
 import tempfile
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:
+    print(f"export_model: error: this script needs numpy, which the Python at {sys.executable} lacks: install "
+          f"it (Debian: apt install python3-numpy; else: {os.path.basename(sys.executable)} -m pip install numpy)",
+          file=sys.stderr)
+    sys.exit(1)
 
 SHPC_BYTES = 20549132  # network.bin: 5,137,283 float32 values
 SHPC_NZ, SHPC_NGF, SHPC_NC = 100, 64, 3
@@ -94,8 +104,10 @@ def from_state_dict(path):
     """A torch.save'd state_dict -> (metadata, {key: numpy array}) after checking every key and shape."""
     try:
         import torch
-    except ImportError as e:
-        raise ExportError(f"{path} is not a network.bin, and reading a PyTorch file needs torch ({e})")
+    except ImportError:
+        raise ExportError(f"{path} is not a network.bin, and reading a PyTorch file needs torch, which the Python "
+                          f"at {sys.executable} lacks: install it ({os.path.basename(sys.executable)} -m pip install "
+                          f"torch), or run this script with a Python that has it")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises many kinds for a file it cannot read

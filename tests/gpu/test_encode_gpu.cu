@@ -110,6 +110,11 @@ std::vector<Case> cases(int size) {
   shards.facts.precision = "bf16";
   shards.facts.image_seed = [](int64_t index) { return static_cast<uint64_t>(index) * 0x9e3779b97f4a7c15ull; };
   all.push_back({"tar in shards of 5, seeds", OutputFormat::Tar, shards});
+  OutputOptions by_seed = shards;  // --seeds: each sample keyed by its seed, the model by its digest
+  by_seed.facts.model_xxh3 = "0123456789abcdef0123456789abcdef";
+  by_seed.facts.named_by_seed = true;
+  all.push_back({"tar in shards of 5, named by seed", OutputFormat::Tar, by_seed});
+  all.push_back({"png named by seed", OutputFormat::Png, by_seed});
   OutputOptions ones = plain;
   ones.shard_images = 1;
   all.push_back({"tar in shards of 1", OutputFormat::Tar, ones});

@@ -14,10 +14,23 @@ alone (http.client, json, struct), against `facegen serve` on 127.0.0.1:PORT. On
              latents (read by it from a .npy); the request's id comes back
   refusals   every kind of bad tensor (datatype, shape, size, data, JSON, the binary part, the
              inputs): 400 and {"error": "one sentence"}; an unknown model: 404
+  oip_client.py PORT WORK MODEL PROG models MODEL2
+             a server of two models, faces=MODEL (the default) and fashion=MODEL2, as Triton's clients
+             and perf_analyzer see it: /v2/repository/index (both READY; {"ready": true}; a bad body
+             400), each model's metadata, /config (Triton's ModelConfig: batched, dims without the
+             batch's, the instance group) and /stats (inference and execution counts that grow by what
+             was asked, the success and queue durations), /v2/models/stats of both; inference by name
+             with the batch tool's pixels of that model; an unknown model or version 404 naming the
+             models; /v1/models, and /v1/models/NAME/images/SEED.png as the batch tool's seed-named
+             PNG of that model, with an ETag per model (If-None-Match, weak or in a list: 304 with no
+             body), immutable, while /v1/images/SEED.png (the default's) is no-cache and names its
+             URL in Content-Location; a tar answer's json names the model file and its XXH3-128;
+             /metrics' build and model information
 SERVE_DEVICE (default cpu): the batch tool's device, as the server's."""
-import http.client, json, os, random, struct, subprocess, sys
+import http.client, io, json, os, random, struct, subprocess, sys, tarfile
 
 port, work, model, prog = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+mode = sys.argv[5] if len(sys.argv) > 5 else "protocol"
 device = os.environ.get("SERVE_DEVICE", "cpu")
 IMAGE = 64 * 64 * 3
 
@@ -231,6 +244,127 @@ def check_refusal(name, status, body):
            f"{status} {body[:200]!r}")
 
 
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def batch_file(model_path, name, *args):
+    """A file the batch tool writes with `model_path`: its bytes."""
+    out = f"{work}/{name}"
+    subprocess.run([prog, "--device", device, "--model", model_path, "--quiet", "--output", out, *args], check=True, timeout=120)
+    return out
+
+
+def repository_and_config(names):
+    status, _, body = call("POST", "/v2/repository/index", b"")
+    index = json.loads(body) if status == 200 else []
+    report("POST /v2/repository/index: every model, version 1, READY",
+           [(m["name"], m["version"], m["state"]) for m in index] == [(n, "1", "READY") for n in names], f"{status} {body[:300]!r}")
+    status, _, body = call("POST", "/v2/repository/index", b'{"ready": true}')
+    report('POST /v2/repository/index {"ready": true}: the ready ones, all of them',
+           status == 200 and [m["name"] for m in json.loads(body)] == names, f"{status} {body[:200]!r}")
+    status, _, body = call("POST", "/v2/repository/index", b'{"ready": "yes"}')
+    check_refusal('/v2/repository/index with "ready": "yes"', status, body)
+    for name in names:
+        status, _, body = call("GET", f"/v2/models/{name}")
+        meta = json.loads(body) if status == 200 else {}
+        report(f"GET /v2/models/{name}: its own metadata", meta.get("name") == name, f"{status} {body[:200]!r}")
+        for path in [f"/v2/models/{name}/config", f"/v2/models/{name}/versions/1/config"]:
+            status, _, body = call("GET", path)
+            config = json.loads(body) if status == 200 else {}
+            inputs = {i["name"]: (i["data_type"], i["dims"]) for i in config.get("input", [])}
+            outputs = {o["name"]: (o["data_type"], o["dims"]) for o in config.get("output", [])}
+            group = (config.get("instance_group") or [{}])[0]
+            report(f"GET {path}: Triton's ModelConfig of a batched model",
+                   config.get("name") == name and config.get("max_batch_size") == 4096 and
+                   inputs == {"latents": ("TYPE_FP32", [meta["inputs"][0]["shape"][1]]), "seeds": ("TYPE_UINT64", [1])} and
+                   outputs == {"images": ("TYPE_UINT8", [64, 64, 3])} and
+                   group.get("kind") in ("KIND_CPU", "KIND_GPU") and group.get("count", 0) >= 1 and
+                   "max_queue_delay_microseconds" in config.get("dynamic_batching", {}), f"{status} {body[:400]!r}")
+    for path, want in [("/v2/models/cats", "faces, fashion"), ("/v2/models/fashion/versions/2/infer", "version 1"),
+                       ("/v1/models/cats/images/1.png", "faces, fashion")]:
+        status, _, body = call("GET", path)
+        report(f"GET {path}: 404 naming what there is", status == 404 and want in json.loads(body)["error"], f"{status} {body!r}")
+
+
+def stats_grow(names):
+    def stat_of(name):
+        status, _, body = call("GET", f"/v2/models/{name}/stats")
+        stats = json.loads(body)["model_stats"] if status == 200 else []
+        return stats[0] if len(stats) == 1 and stats[0]["name"] == name and stats[0]["version"] == "1" else None
+    before = {name: stat_of(name) for name in names}
+    tensor = {"name": "seeds", "datatype": "UINT64", "shape": [3], "data": [4, 5, 6]}
+    status, answer, _ = infer({"inputs": [tensor]}, path="/v2/models/fashion/infer")
+    after = {name: stat_of(name) for name in names}
+    ok = status == 200 and answer.get("model_name") == "fashion" and None not in before.values() and None not in after.values()
+    if ok:
+        b, a = before["fashion"], after["fashion"]
+        ok = (a["inference_count"] == b["inference_count"] + 3 and a["execution_count"] >= b["execution_count"] + 1 and
+              a["inference_stats"]["success"]["count"] == b["inference_stats"]["success"]["count"] + 1 and
+              a["inference_stats"]["success"]["ns"] > b["inference_stats"]["success"]["ns"] and
+              a["inference_stats"]["queue"]["count"] >= b["inference_stats"]["queue"]["count"] + 1 and
+              a["last_inference"] > 0 and sum(s["compute_infer"]["count"] for s in a["batch_stats"]) == a["execution_count"] and
+              after["faces"]["inference_count"] == before["faces"]["inference_count"])
+    report("GET /v2/models/NAME/stats: an inference of 3 images by fashion counts 3 there, none in faces", ok,
+           f"{status} {answer!r} before {before} after {after}")
+    status, _, body = call("GET", "/v2/models/stats")
+    report("GET /v2/models/stats: both models", status == 200 and [m["name"] for m in json.loads(body)["model_stats"]] == names,
+           f"{status} {body[:200]!r}")
+
+
+def images_by_name(model2):
+    # The pixels of an inference by name are the batch tool's with that model.
+    tensor = {"name": "seeds", "datatype": "UINT64", "shape": [2], "data": [11, 12]}
+    status, answer, raw = infer({"inputs": [tensor], "parameters": {"binary_data_output": True}}, path="/v2/models/fashion/infer")
+    want = read_npy(batch_file(model2, "fashion-u8", "--seeds", "11,12", "--formats", "npy-u8") + ".u8.npy")[1]
+    report("infer by name: model fashion's pixels, the batch tool's with its file", status == 200 and raw == want, f"{status}")
+    status, _, body = call("GET", "/v1/models")
+    listed = json.loads(body) if status == 200 else {}
+    report("GET /v1/models: both, faces the default", listed.get("default") == "faces" and
+           [m["name"] for m in listed.get("models", [])] == ["faces", "fashion"], f"{status} {body[:300]!r}")
+    tags = {}
+    for name, path in [("faces", model), ("fashion", model2)]:
+        status, fields, png = call("GET", f"/v1/models/{name}/images/42.png")
+        folder = batch_file(path, f"{name}-png", "--seeds", "42", "--formats", "png")
+        tag = fields.get("etag", "")
+        tags[name] = tag
+        report(f"GET /v1/models/{name}/images/42.png: the batch tool's seed0042.png of that model, immutable, an ETag",
+               status == 200 and png == read(f"{folder}/seed0042.png") and
+               fields.get("cache-control") == "public, max-age=31536000, immutable" and len(tag) == 18 and tag[0] == '"',
+               f"{status} {fields}")
+        for sent in [tag, "W/" + tag, '"0000000000000000", ' + tag, "*"]:
+            status, fields, body = call("GET", f"/v1/models/{name}/images/42.png", headers={"If-None-Match": sent})
+            report(f"If-None-Match {sent}: 304, no body, the same ETag", status == 304 and body == b"" and
+                   fields.get("etag") == tag and "content-length" not in fields, f"{status} {fields} {body[:80]!r}")
+        status, _, body = call("GET", f"/v1/models/{name}/images/42.png", headers={"If-None-Match": '"0000000000000000"'})
+        report(f"If-None-Match of another tag: 200 and the image ({name})", status == 200 and body == png, f"{status}")
+    report("each model its own ETag", tags["faces"] != tags["fashion"], f"{tags}")
+    status, fields, png = call("GET", "/v1/images/42.png")
+    report("GET /v1/images/42.png: the default model's, no-cache, its ETag, Content-Location of the URL naming it",
+           status == 200 and fields.get("cache-control") == "public, no-cache" and fields.get("etag") == tags["faces"] and
+           fields.get("content-location") == "/v1/models/faces/images/42.png", f"{status} {fields}")
+    status, fields, body = call("POST", "/v1/models/fashion/generate", json.dumps({"seeds": [1, 2], "format": "tar"}).encode())
+    meta = {}
+    if status == 200:
+        with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+            meta = json.loads(tar.extractfile([m for m in tar.getmembers() if m.name.endswith(".json")][0]).read())
+    report("a tar answer's json names the model by its file's name and XXH3-128, not its path",
+           status == 200 and meta.get("model") == os.path.basename(model2) and len(meta.get("model_xxh3", "")) == 32,
+           f"{status} {meta}")
+    status, _, body = call("GET", "/metrics")
+    text = body.decode()
+    report("/metrics: the build's information, each model's, images counted by model",
+           'facegen_build_info{version="' in text and 'facegen_model_info{model="fashion",file="' + os.path.basename(model2) in text and
+           'facegen_model_info{model="faces",' in text and 'facegen_images_total{model="fashion"}' in text, text[:300])
+
+
+if mode == "models":
+    model2 = sys.argv[6]
+    repository_and_config(["faces", "fashion"])
+    stats_grow(["faces", "fashion"])
+    images_by_name(model2)
+    sys.exit(0)
 nz = health_and_metadata()
 identity(nz)
 refusals(nz)

@@ -73,24 +73,27 @@ def endpoints():
 
 
 def identity_with_batch_tool(latents_of_seeds):
-    seeds = [3, 1, 4, 1, 5]
-    out = batch("seeds", "--seeds", ",".join(map(str, seeds)), "--formats", "tar,npy,npy-u8")
+    seeds = [3, 1, 4, 1, 5]  # a seed twice: each place its image (but in tar, below)
+    out = batch("seeds", "--seeds", ",".join(map(str, seeds)), "--formats", "npy,npy-u8")
+    tar_seeds = [3, 1, 4, 15, 12345]  # tar names each sample by its seed: seed0003, ..., seed12345
+    tar = batch("seeds-tar", "--seeds", ",".join(map(str, tar_seeds)), "--formats", "tar")
     mosaic = batch("mosaic", "--seeds", ",".join(map(str, seeds)), "--formats", "mosaic-png", "--grid-columns", "2",
                    "--grid-padding", "3")
     one = batch("one", "--seeds", "3", "--formats", "png")
-    want = {"tar": read(out + "-000000.tar"), "npy": read(out + ".npy"), "npy-u8": read(out + ".u8.npy"),
+    want = {"tar": read(tar + "-000000.tar"), "npy": read(out + ".npy"), "npy-u8": read(out + ".u8.npy"),
             "mosaic": read(mosaic + ".png")}
     for fmt, expected in want.items():
-        body = {"seeds": seeds, "format": fmt}
+        body = {"seeds": tar_seeds if fmt == "tar" else seeds, "format": fmt}
         if fmt == "mosaic":
             body.update(columns=2, padding=3)
         status, headers, got = post(body)
         report(f"seeds as {fmt}: the batch tool's bytes", status == 200 and got == expected, f"{status} {got[:80]}")
     status, headers, got = post({"seeds": [3]})
-    report("one seed as png (the default): the batch tool's bytes", status == 200 and got == read(one + "/000000.png"), f"{status}")
+    report("one seed as png (the default): the batch tool's bytes", status == 200 and got == read(one + "/seed0003.png"), f"{status}")
     status, headers, got = request("GET", "/v1/images/3.png")
-    report("GET /v1/images/3.png: the batch tool's bytes, cacheable", status == 200 and got == read(one + "/000000.png") and
-           "immutable" in headers.get("Cache-Control", ""), f"{status} {headers}")
+    report("GET /v1/images/3.png: the batch tool's bytes, revalidated by its ETag", status == 200 and
+           got == read(one + "/seed0003.png") and headers.get("Cache-Control") == "public, no-cache" and
+           headers.get("ETag", "").startswith('"'), f"{status} {headers}")
     # Latents: those of /v1/latents (seeds 7 and 9) and random ones, read by the batch tool from a .npy.
     rng = np.random.default_rng(5)
     given = np.concatenate([np.array(latents_of_seeds, dtype=np.float32), rng.standard_normal((3, 100), dtype=np.float32)])
@@ -118,6 +121,9 @@ BAD = [  # (name, method, path, body, status, a part of the sentence)
     ("too many images", "POST", "/v1/generate", {"seeds": list(range(4097))}, 400, "at most 4096 images a request"),
     ("an unknown format", "POST", "/v1/generate", {"seeds": [1], "format": "gif"}, 400, "unknown \"format\""),
     ("png of several images", "POST", "/v1/generate", {"seeds": [1, 2], "format": "png"}, 400, "holds one image"),
+    ("a seed twice in a tar", "POST", "/v1/generate", {"seeds": [1, 2, 1]}, 400,
+     '"seeds" lists 1 twice (element 0 of "seeds" (the first) and element 2), but a tar answer names each sample by its seed'),
+    ("a seed that is not a number", "POST", "/v1/generate", {"seeds": ["1"]}, 400, 'element 0 of "seeds" (the first) must be a whole number'),
     ("a body too large", "POST", "/v1/generate", "LARGE", 413, "larger than"),
     ("a bad seed in the path", "GET", "/v1/images/12x.png", None, 400, "whole number from 0"),
     ("a seed past 2^64 in the path", "GET", "/v1/images/18446744073709551616.png", None, 400, "whole number from 0"),
@@ -162,7 +168,7 @@ def many_at_once(n=32):
     def one(k):
         start = time.monotonic()
         status, _, got = post({"seeds": [100 + k]})
-        return status == 200 and got == read(f"{out}/{k:06d}.png"), time.monotonic() - start
+        return status == 200 and got == read(f"{out}/seed{100 + k:04d}.png"), time.monotonic() - start
 
     with concurrent.futures.ThreadPoolExecutor(n) as pool:
         results = list(pool.map(one, range(n)))
@@ -181,15 +187,15 @@ def metrics_count(before):
     status, headers, body = request("GET", "/metrics")
     text = body.decode()
     ok200 = metric(text, "facegen_requests_total", '{route="/v1/generate",status="200"}')
-    images = metric(text, "facegen_images_total")
-    batched = metric(text, "facegen_batch_images_sum")
+    images = metric(text, "facegen_images_total", '{model="facegen"}')
+    batched = metric(text, "facegen_batch_images_sum", '{model="facegen"}')
     report("/metrics is Prometheus text of facegen_ names", status == 200 and "# TYPE facegen_request_seconds histogram" in text
            and all(line.startswith(("#", "facegen_")) for line in text.splitlines()), text[:200])
     report("/metrics counts the generate requests and their images",
            ok200 == before["generate"] and images == before["images"] and batched == images and
            metric(text, "facegen_requests_total", '{route="other",status="404"}') == 1,
            f"generate 200: {ok200} (want {before['generate']}), images {images} (want {before['images']}), batched {batched}")
-    batches = metric(text, "facegen_batch_images_count")
+    batches = metric(text, "facegen_batch_images_count", '{model="facegen"}')
     print(f"INFO {int(images or 0)} images in {int(batches or 0)} batches", flush=True)
 
 
@@ -333,7 +339,7 @@ def in_flight(count):
     print("READY", request("GET", "/readyz")[2].decode().strip(), flush=True)
     def batches():
         text = request("GET", "/metrics")[2].decode()
-        return int(re.search(r"^facegen_batch_images_count (\d+)", text, re.M).group(1))
+        return int(re.search(r'^facegen_batch_images_count\{model="facegen"\} (\d+)', text, re.M).group(1))
     before = batches()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=100)
     conn.request("POST", "/v1/generate", json.dumps({"seeds": list(range(count)), "format": "npy-u8"}))

@@ -27,7 +27,7 @@ chunk=64
 tiles=16
 small=600
 large=6000
-flags=(--device synthetic --chunk $chunk --batch $chunk --mosaic-tiles $tiles --formats txt,npy,bmp,png)
+flags=(--device synthetic --chunk $chunk --mosaic-tiles $tiles --formats txt,npy,bmp,png)
 
 peak_kb() {  # peak_kb N: runs N images, prints the peak RSS in KB
   "$tool" --count "$1" --seed 7 --output "$work/l$1.txt" > /dev/null || return 1
@@ -145,7 +145,7 @@ drawn() {
   fi
   rm -rf "$work"/d*
 }
-small_chunk=(--device synthetic --chunk 16 --batch 16 --mosaic-tiles 1 --output "$work/d")
+small_chunk=(--device synthetic --chunk 16 --mosaic-tiles 1 --output "$work/d")
 drawn "--random 10^12, a file per image, bmp,mosaic-png,txt,png" 'd-0003.bmp.tmp-*' \
   "$prog" --random $huge "${small_chunk[@]}" --formats bmp,mosaic-png,txt,png
 drawn "--interpolate 1000 (10^6 images), a file per image, bmp" 'd-0003.bmp.tmp-*' \

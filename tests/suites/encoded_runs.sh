@@ -39,7 +39,7 @@ else
   model=()
   nan_device=cpu
   precisions=fp32
-  batches=512
+  batches=none  # the synthetic backend has no GPU batch, and --batch is refused there
 fi
 
 # run ON|OFF DIR ARGS...: the program with the encoders on or off, 300 s at most, its outputs in DIR
@@ -61,7 +61,9 @@ same() {
     return
   fi
   for b in $batches; do
-    if ! run 1 "$work/on" "$@" --batch "$b"; then
+    local batch=(--batch "$b")
+    [ "$b" = none ] && batch=()
+    if ! run 1 "$work/on" "$@" "${batch[@]}"; then
       problem="with the encoders on, --batch $b: $(head -c 300 "$work/on.stderr")"
       break
     fi
@@ -88,7 +90,10 @@ for p in $precisions; do
   same "$p, 127 images: png and tar at level 1 beside bmp" --precision "$p" --random 127 --seed 9 --formats png,tar,bmp \
     --png-level 1 --chunk 64
 done
-same "seeds: tar in shards of 5, png" --seeds 3,1,4,1,5,9,2,6 --formats tar,png --shard-images 5
+same "seeds: tar in shards of 5, png, each image named by its seed" --seeds 3,1,4,15,9,2,6,5358979 --formats tar,png \
+  --shard-images 5
+same "1,902 seeds: png in subfolders and tar, named by seed" --seeds 7,100-2000,18446744073709551615 --formats png,tar \
+  --png-layout subfolders --shard-images 500 --chunk 300
 
 # Generators of the other image sizes: the encoders take the model's size.
 saved_device=$device saved_model=("${model[@]}")

@@ -65,7 +65,7 @@ for length in 200 230 256 300 1024 4000 $((path_max - 11)) $((path_max - 10)) $p
     pass "L=$length, one process: $formats written"
     [ $mpi_here = 1 ] || { rm -rf "${dir:?}"/*; continue; }
     mkdir "$work/reference" && mv "$dir"/* "$work/reference/"
-    deadline 120 ./run_parallel.sh --program "$prog" --model "$model" --ranks-per-node 2 --random 5 --output "$prefix" \
+    deadline 120 ./run_parallel.sh --program "$prog" --ranks-per-node 2 --random 5 --output "$prefix" \
       -- --device synthetic --all-ranks --formats $formats --quiet > /dev/null 2> "$work/err"
     status=$?
     if [ $status -ne 0 ]; then
@@ -87,7 +87,7 @@ for length in 200 230 256 300 1024 4000 $((path_max - 11)) $((path_max - 10)) $p
       pass "L=$length, one process: refused: ${message:0:60}...${message: -80}"
     fi
     [ $mpi_here = 1 ] || continue
-    deadline 120 ./run_parallel.sh --program "$prog" --model "$model" --ranks-per-node 2 --random 5 --output "$prefix" \
+    deadline 120 ./run_parallel.sh --program "$prog" --ranks-per-node 2 --random 5 --output "$prefix" \
       -- --device synthetic --formats $formats --quiet > /dev/null 2> "$work/err"
     status=$?
     if [ $status -ne 1 ] || ! grep -q "too long for its outputs.*the limit is" "$work/err" || [ -n "$(ls -A "$dir")" ]; then

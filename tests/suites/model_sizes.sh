@@ -76,17 +76,18 @@ for name in (p + ".bmp", p + ".png"):
         y, x = pad + (k // cols) * (s + pad), pad + (k % cols) * (s + pad)
         if not (m[y:y + s, x:x + s] == u8[k]).all(): problems.append(f"{name}: tile {k}"); break
 for k in range(n):
-    png = np.asarray(Image.open(f"{p}/{k:06d}.png").convert("RGB"))
+    png = np.asarray(Image.open(f"{p}/seed{3 + k:04d}.png").convert("RGB"))  # named by seed
     if not (png == u8[k]).all(): problems.append(f"png {k}"); break
 seen = 0
 for shard in sorted(glob.glob(p + "-0*.tar")):
     with tarfile.open(shard) as t:
         for m in t.getmembers():
             data = t.extractfile(m).read()
+            k = int(m.name.split(".")[0].removeprefix("seed")) - 3  # keys named by seed: seed0003, ...
             if m.name.endswith(".png"):
-                k = int(m.name[:9]); seen += 1
+                seen += 1
                 if not (np.asarray(Image.open(io.BytesIO(data)).convert("RGB")) == u8[k]).all(): problems.append(f"tar {k}")
-            elif json.loads(data)["seed"] != 3 + int(m.name[:9]): problems.append(f"tar json {m.name}")
+            elif json.loads(data)["seed"] != 3 + k: problems.append(f"tar json {m.name}")
 if seen != n: problems.append(f"tar holds {seen} images")
 print("ok" if not problems else "; ".join(problems[:4]))
 PY
@@ -155,7 +156,7 @@ if port=$(serve_port "$work/serve.err" "$server" 30); then
   length=$(grep -i '^Inference-Header-Content-Length:' "$work/binary.head" | tr -dc '0-9')
   if [ "$npy $mosaic $u8 $one $infer $binary" = "200 200 200 200 200 200" ] && cmp -s "$work/answer.npy" "$work/batch.npy" &&
      cmp -s "$work/answer.png" "$work/batch.png" && cmp -s "$work/answer.u8.npy" "$work/batch.u8.npy" &&
-     cmp -s "$work/answer-5.png" "$work/batch/000000.png" && grep -q '"shape": \[-1, 128, 128, 3\]' <<< "$meta" &&
+     cmp -s "$work/answer-5.png" "$work/batch/seed0005.png" && grep -q '"shape": \[-1, 128, 128, 3\]' <<< "$meta" &&
      grep -q '"shape": \[1, 128, 128, 3\]' "$work/infer.json" && [ -n "$length" ] &&
      head -c "$length" "$work/binary.body" | grep -q '"shape": \[3, 128, 128, 3\]' &&
      cmp -s <(tail -c +$((length + 1)) "$work/binary.body") <(tail -c $((3 * 128 * 128 * 3)) "$work/batch.u8.npy"); then

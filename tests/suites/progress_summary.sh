@@ -4,9 +4,12 @@
 # On a pseudo-terminal (script from bsdutils) the bar is redrawn in place several times within one
 # chunk (it follows time, not chunks) and cleared before the summary; --quiet prints nothing. In a
 # pipe, --progress-every S gives one line every S seconds and a short run at the default (10 s) none.
-# --summary-json is checked against the run: counts, stages, and every file with its size on disk.
+# --summary-json is checked against the run: counts, stages, and every file with its size on disk; a
+# file per shard and mosaic with its XXH3 (a shard's as --resume's manifest records it), each output's
+# pattern expanded by bash to its files, by seed too; a failed run's JSON (to a file and to stdout,
+# and with --resume the units its manifest records).
 # The same under MPI (2 ranks through run_parallel.sh): rank 0's lines count the whole job's images,
-# and its JSON has each rank's figures. CPU runs of 512 to 1,024 images on the tests' random model (long enough for several redraws at the CPU backend's speed).
+# and its JSON has each rank's figures, every rank's shards, and a failing rank's line. CPU runs of 512 to 1,024 images on the tests' random model (long enough for several redraws at the CPU backend's speed).
 # Usage: tests/suites/progress_summary.sh [build-dir]; exit 0 pass, 1 fail.
 # runner: inside background_shell (make test runs it there, with SIGHUP, SIGINT and SIGQUIT ignored)
 set -u
@@ -114,6 +117,107 @@ fi
 "$prog" --device cpu --model "$model" --random 8 --output "$work/short" > /dev/null 2> "$work/stderr"
 [ ! -s "$work/stderr" ] && pass "pipe, short run at the default 10 s: no progress line" || fail "short run" "$(cat "$work/stderr")"
 
+# check_files JSON: every file the summary lists is on disk with its bytes; each output's pattern
+# expands in bash to exactly its files (the shards and mosaics listed, the PNG folder's files on disk);
+# each tar shard's XXH3-128 is the one a --resume run's manifest records for it (MANIFEST, if given).
+check_files() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, os, subprocess, sys
+s = json.load(open(sys.argv[1]))
+manifest = sys.argv[2] if len(sys.argv) > 2 else ""
+def need(ok, what):
+    if not ok:
+        print(f"{what}: {json.dumps(s)[-600:]}")
+        sys.exit(1)
+need(s["ok"] is True, "ok")
+files = s["files"]
+for f in files:
+    need(os.path.isfile(f["path"]) and os.path.getsize(f["path"]) == f["bytes"], f"size of {f['path']}")
+    need(len(f["xxh3"]) == 32 and all(c in "0123456789abcdef" for c in f["xxh3"]), f"xxh3 of {f['path']}")
+need([o["format"] for o in s["outputs"]] == s["formats"], "formats")
+for out in s["outputs"]:
+    expanded = subprocess.run(["bash", "-c", "printf '%s\\n' " + out["pattern"]], capture_output=True, text=True).stdout.split()
+    if out["format"] == "png":
+        on_disk = sorted(os.path.join(out["folder"], n) for n in os.listdir(out["folder"]))
+        need(sorted(expanded) == on_disk and out["files"] == len(on_disk), f"the png pattern {out['pattern']}")
+        need(out["bytes"] == sum(os.path.getsize(p) for p in on_disk), "the png folder's bytes")
+    else:
+        listed = [f["path"] for f in files if f["format"] == out["format"]]
+        need(expanded == listed and out["files"] == len(listed), f"the {out['format']} pattern {out['pattern']}: {expanded} {listed}")
+        need(out["bytes"] == sum(f["bytes"] for f in files if f["format"] == out["format"]), f"{out['format']} bytes")
+        need(sum(f["images"] for f in files if f["format"] == out["format"]) == out["images"] == s["images"], "images")
+if manifest:
+    units = {}
+    for line in open(manifest):
+        part = line.split()
+        if part[0] == "unit" and part[1] == "tar":
+            units[int(part[2])] = part[4]
+    tars = [f for f in files if f["format"] == "tar"]
+    need(len(tars) == len(units) and all(units[k] == f["xxh3"] for k, f in enumerate(tars)), f"xxh3 against {manifest}: {units}")
+PY
+}
+
+# A job of shards, mosaics and a PNG folder; the shards' digests against a --resume run's manifest.
+if "$prog" --device cpu --threads 1 --model "$model" --random 25 --formats tar,bmp,png --shard-images 10 --mosaic-tiles 2 \
+     --output "$work/many" --summary-json "$work/many.json" -q &&
+   "$prog" --device cpu --threads 1 --model "$model" --random 25 --formats tar --shard-images 10 --resume \
+     --output "$work/resumed" -q && error=$(check_files "$work/many.json" "$work/resumed.facegen-resume"); then
+  pass "--summary-json files: one entry per file on disk with its bytes, each shard's XXH3 as --resume records it; patterns expand to the files"
+else
+  fail "--summary-json files" "${error:-a run failed}"
+fi
+if "$prog" --device cpu --threads 1 --model "$model" --seeds 0-7,42,9998-10001 --formats png,tar --output "$work/seeds" \
+     --summary-json - > "$work/seeds.json" && error=$(check_files "$work/seeds.json") &&
+   grep -q '"pattern": ".*/seeds/{seed{0000..0007}.png,seed0042.png,seed{9998..9999}.png,seed{10000..10001}.png}"' "$work/seeds.json"; then
+  pass "--seeds 0-7,42,9998-10001 --summary-json -: the PNG folder's pattern by seed expands to its files"
+else
+  fail "--summary-json by seed" "${error:-$(grep pattern "$work/seeds.json")}"
+fi
+# A failed run writes what went wrong and what it left: to a file, or to stdout with -.
+printf '3\n%s 0.5x\n' "$(printf '0.1 %.0s' {1..99})" > "$work/bad.txt"
+"$prog" --device cpu --model "$model" --input "$work/bad.txt" --output "$work/badrun" --summary-json "$work/bad.json" \
+  > /dev/null 2> "$work/bad.err"
+status=$?
+"$prog" --device cpu --model "$model" --input "$work/bad.txt" --output "$work/badrun" --summary-json - > "$work/bad-stdout.json" 2> /dev/null
+if [ $status = 1 ] && /usr/bin/python3 - "$work/bad.json" "$work/bad.err" "$work/bad-stdout.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+line = open(sys.argv[2]).read().strip()
+assert s["ok"] is False and s["error"]["exit_status"] == 1, s
+assert "facegen: error: " + s["error"]["message"] == line, (s["error"]["message"], line)
+assert s["left"] == {"outputs_in_place": False, "resume": None} and s["formats"] == ["txt", "bmp"], s
+assert json.load(open(sys.argv[3])) == s
+PY
+then
+  pass "a failed run: its JSON holds the error as printed, status 1, nothing in place; the same on stdout with -"
+else
+  fail "a failed run's JSON" "status $status: $(cat "$work/bad.json" 2> /dev/null | head -c 300)"
+fi
+# With --resume: the manifest's finished units, as the manifest holds them.
+/usr/bin/python3 - "$work/late.txt" <<'PY'
+import random, sys
+rng = random.Random(5)
+rows = [" ".join(f"{rng.gauss(0, 1):.5f}" for _ in range(100)) for _ in range(40)]
+rows[37] = rows[37].replace(" ", " nan ", 1)
+open(sys.argv[1], "w").write("40\n" + "\n".join(rows) + "\n")
+PY
+"$prog" --device cpu --threads 1 --model "$model" --input "$work/late.txt" --formats tar --shard-images 4 --chunk 4 --resume \
+  --output "$work/late" --summary-json "$work/late.json" > /dev/null 2>&1
+status=$?
+if [ $status = 1 ] && /usr/bin/python3 - "$work/late.json" "$work/late.facegen-resume" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+units = [l for l in open(sys.argv[2]) if l.startswith("unit ")]
+r = s["left"]["resume"]
+assert s["ok"] is False and r["manifest"].endswith("late.facegen-resume"), s
+assert r["finished_units"] == len(units) and r["finished_bytes"] == sum(int(l.split()[3]) for l in units), (r, units)
+PY
+then
+  pass "a failed --resume run: its JSON counts the units its manifest records ($(grep -c '^unit ' "$work/late.facegen-resume"))"
+else
+  fail "a failed --resume run's JSON" "status $status: $(head -c 400 "$work/late.json" 2> /dev/null)"
+fi
+
 if ! command -v mpirun > /dev/null || ! ldd "$prog" | grep -q libmpi; then
   echo "  skip  MPI progress and summary (no MPI here)"
 elif timeout 120 ./run_parallel.sh --program "$prog" --model "$model" --random 1024 --output "$work/mpi" --ranks-per-node 2 \
@@ -130,6 +234,29 @@ elif timeout 120 ./run_parallel.sh --program "$prog" --model "$model" --random 1
     pass "MPI --summary-json: the job's figures and each rank's"
   else
     fail "MPI --summary-json" "$error"
+  fi
+  # Every rank's shards in rank 0's JSON; a failure's JSON names the failing rank.
+  if timeout 120 ./run_parallel.sh --program "$prog" --model "$model" --random 40 --output "$work/mpitar" --ranks-per-node 2 \
+       -- --device cpu --threads 1 --all-ranks --formats tar --shard-images 4 --summary-json "$work/mpitar.json" -q > /dev/null 2>&1 &&
+     error=$(check_files "$work/mpitar.json") &&
+     [ "$(/usr/bin/python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["files"]))' "$work/mpitar.json")" = 10 ]; then
+    pass "MPI, 2 ranks: the JSON lists all 10 shards, both ranks' files, each on disk with its bytes"
+  else
+    fail "MPI --summary-json files" "${error:-the job failed or not 10 files}"
+  fi
+  timeout 120 ./run_parallel.sh --program "$prog" --model "$model" --input "$work/late.txt" --output "$work/mpibad" --ranks-per-node 2 \
+    -- --device cpu --threads 1 --all-ranks --formats npy --summary-json "$work/mpibad.json" > /dev/null 2> "$work/mpibad.err"
+  status=$?
+  if [ $status = 1 ] && /usr/bin/python3 - "$work/mpibad.json" "$work/mpibad.err" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+line = [l for l in open(sys.argv[2]) if l.startswith("facegen: error on rank")][0].strip()
+assert s["ok"] is False and s["error"]["exit_status"] == 1 and "facegen: error " + s["error"]["message"] == line, (s, line)
+PY
+  then
+    pass "MPI, a bad latent: rank 0's JSON holds the failing rank's line ($(grep -o 'on rank [0-9]*' "$work/mpibad.err" | head -1))"
+  else
+    fail "MPI failure JSON" "status $status: $(head -c 300 "$work/mpibad.json" 2> /dev/null) $(grep facegen "$work/mpibad.err" | head -2)"
   fi
 else
   fail "MPI run" "$(tail -3 "$work/stderr")"

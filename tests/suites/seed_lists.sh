@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # seed_lists.sh: --seeds LIST end to end: image k is the image of its seed alone, the image that
 # --random 1 --seed S makes, byte for byte (txt, and the .npy's data), in one process and over 2 and 3
-# MPI ranks (every rank drawing its own share) with other --chunk, --images-per-round and --batch
+# MPI ranks (every rank drawing its own share) with other --chunk, --images-per-round and --threads
 # values; a repeated seed repeats its image; the summary names the seeds and its JSON lists them as
 # ranges. Every child starts with every signal at its default and has a deadline.
 # Usage: tests/suites/seed_lists.sh [build-dir]; exit 0 pass, 1 fail (MPI cases skipped, saying why,
@@ -84,7 +84,7 @@ seeds=(3 5 0 1 2 3 4 5 6 18446744073709551614 18446744073709551615 5)
 if ! reference "$work/ref" "${seeds[@]}"; then
   fail "--seeds $list reference" "a --random run failed"
 else
-  for flags in "--chunk 1 --batch 1" "--chunk 5 --batch 2" "--chunk 1024 --batch 3"; do
+  for flags in "--chunk 1 --threads 1" "--chunk 5 --threads 2" "--chunk 1024 --threads 3"; do
     # shellcheck disable=SC2086
     if facegen --seeds "$list" $flags --output "$work/one" --summary-json "$work/one.json" > /dev/null; then
       same_as "--seeds $list $flags: each image its seed's alone" "$work/one" "$work/ref"
@@ -92,6 +92,31 @@ else
       fail "--seeds $list $flags" "exit status $?"
     fi
   done
+fi
+
+# --- png names each image by its seed, as StyleGAN's gen_images.py (seed0042.png) ---------------------
+# same_pngs_as NAME FOLDER SEED...: FOLDER holds exactly seedNNNN.png of these seeds, each the PNG of
+# --random 1 --seed S (its 000000.png).
+same_pngs_as() {
+  local name=$1 folder=$2 seed want=() wrong=
+  shift 2
+  for seed in "$@"; do
+    want+=("$(printf 'seed%04d.png' "$seed")")
+    [ -d "$work/one-png-$seed" ] || deadline 60 "$prog" --device cpu --model "$model" --quiet --random 1 --seed "$seed" \
+      --formats png --output "$work/one-png-$seed" || { wrong="--random 1 --seed $seed failed"; break; }
+    cmp -s "$folder/$(printf 'seed%04d.png' "$seed")" "$work/one-png-$seed/000000.png" || wrong="$wrong $seed"
+  done
+  if [ -z "$wrong" ] && [ "$(ls "$folder" | sort | tr '\n' ' ')" = "$(printf '%s\n' "${want[@]}" | sort | tr '\n' ' ')" ]; then
+    pass "$name"
+  else
+    fail "$name" "files: $(ls "$folder" | head -c 200); differing: $wrong"
+  fi
+}
+if deadline 60 "$prog" --device cpu --model "$model" --quiet --seeds 0-7,42,10000 --formats png --output "$work/named"; then
+  same_pngs_as "--seeds 0-7,42,10000 --formats png: seed0000.png ... seed0007.png, seed0042.png, seed10000.png, each its seed's image" \
+    "$work/named" 0 1 2 3 4 5 6 7 42 10000
+else
+  fail "--seeds into png" "exit status $?"
 fi
 
 # --- the summary: the seeds by name, and as ranges in the JSON ---------------------------------------
@@ -131,7 +156,7 @@ if ! command -v mpirun > /dev/null; then
 elif ! ldd "$prog" | grep -q libmpi; then
   skip "MPI ranks: $prog was built without MPI"
 else
-  for case in "2|--images-per-round 1 --batch 1" "2|--chunk 5 --batch 2" "3|--images-per-round 2 --batch 3" "3|--chunk 7"; do
+  for case in "2|--images-per-round 1 --threads 1" "2|--chunk 5 --threads 2" "3|--images-per-round 2 --threads 3" "3|--chunk 7"; do
     ranks=${case%%|*} flags=${case#*|}
     name="$ranks ranks, --seeds $list $flags: each image its seed's alone"
     # shellcheck disable=SC2086
@@ -152,6 +177,12 @@ assert s["ranks"] == 3 and s["generating_ranks"] == 3, s
     pass "3 ranks: rank 0's summary names the seeds and its JSON lists them as ranges"
   else
     fail "MPI summary" "$(grep '^input' "$work/stdout") $(cat "$work/err")"
+  fi
+  if deadline 120 ./run_parallel.sh --program "$prog" --model "$model" --seeds 9,0-4,42 --output "$work/pnamed" \
+       --ranks-per-node 2 -- --device cpu --formats png --all-ranks --quiet > /dev/null 2> "$work/stderr"; then
+    same_pngs_as "2 ranks, --seeds 9,0-4,42 --formats png: each rank's PNGs named by seed" "$work/pnamed" 9 0 1 2 3 4 42
+  else
+    fail "2 ranks, --seeds into png" "$(head -c 300 "$work/stderr")"
   fi
   if parallel 2 "$work/bad" 5-3; then
     fail "2 ranks, --seeds 5-3" "exit status 0"

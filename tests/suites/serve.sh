@@ -90,11 +90,12 @@ if start_server main --max-delay-ms 5 --io-timeout-s 2; then
   status=$?
   tally < "$work/clients.out"
   [ $status = 0 ] || fail "the misbehaving clients" "ended with status $status"
-  # A second server on the same port.
+  # A second server on the same port: the system's own words for why.
   (exec env --default-signal timeout 30 "$prog" serve --device cpu --model "$model" --port "$port" 2> "$work/taken.err")
   status=$?
-  if [ $status = 1 ] && [ "$(wc -l < "$work/taken.err")" = 1 ] && grep -q "cannot listen on 127.0.0.1:$port" "$work/taken.err"; then
-    pass "a port already taken: exit 1 and one sentence"
+  if [ $status = 1 ] && [ "$(wc -l < "$work/taken.err")" = 1 ] &&
+     grep -qx "facegen serve: error: cannot listen on 127.0.0.1:$port: bind: Address already in use" "$work/taken.err"; then
+    pass "a port already taken: exit 1 and one sentence with the system's reason: $(cat "$work/taken.err")"
   else
     fail "a port already taken" "status $status: $(head -c 300 "$work/taken.err")"
   fi
@@ -122,8 +123,8 @@ if start_server idle --png-level 6; then
   status=$(png_bytes 3 level6.png)
   timeout 60 "$prog" --device "$device" --model "$model" --seeds 3 --formats png --png-level 6 --output "$work/level6" -q
   timeout 60 "$prog" --device "$device" --model "$model" --seeds 3 --formats png --output "$work/level0" -q
-  if [ "$status" = 200 ] && cmp -s "$work/level6.png" "$work/level6/000000.png" &&
-     [ "$(stat -c %s "$work/level6.png")" -lt "$(stat -c %s "$work/level0/000000.png")" ]; then
+  if [ "$status" = 200 ] && cmp -s "$work/level6.png" "$work/level6/seed0003.png" &&
+     [ "$(stat -c %s "$work/level6.png")" -lt "$(stat -c %s "$work/level0/seed0003.png")" ]; then
     pass "--png-level 6: an image's PNG is the batch tool's at that level, smaller than level 0's"
   else
     fail "--png-level 6" "status $status, $(stat -c %s "$work/level6.png" 2> /dev/null) bytes against the batch tool's"
@@ -181,6 +182,60 @@ refused() {
   fi
 }
 refused --max-batch 0 "--max-batch expects a whole number"
+refused --device gpu "unknown --device 'gpu' (expected auto, cuda, cpu or synthetic; cuda is the NVIDIA GPU)"
+# A flag given twice (but --model, once per model), the models' names: one sentence each.
+refused_line() {  # refused_line NAME STATUS PATTERN ARGS...: `facegen serve ARGS` exits STATUS with one line matching PATTERN
+  local name=$1 want=$2 pattern=$3 out status
+  shift 3
+  out=$(env --default-signal timeout 30 "$prog" serve "$@" 2>&1)
+  status=$?
+  if [ $status = "$want" ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -qE -- "$pattern"; then
+    pass "$name: exit $want, $out"
+  else
+    fail "$name" "status $status: $out"
+  fi
+}
+refused_line "--port given twice" 1 "^facegen serve: error: --port is given twice \('0', then '0'\); give it once$" --port 0 --port 0
+refused_line "-q given twice" 1 "^facegen serve: error: --quiet is given twice; give it once$" -q --quiet
+refused_line "an unknown flag" 2 "^facegen serve: unknown flag --bogus \(see facegen serve --help\)$" --bogus
+refused_line "two models without names" 1 "^facegen serve: error: --model $model has no name, and several models are served: give each as --model NAME=PATH$" \
+  --model "$model" --model "b=$model"
+refused_line "one name for two models" 1 "^facegen serve: error: --model names a twice; give each model a name of its own$" \
+  --model "a=$model" --model "a=$model"
+refused_line "a model named stats" 1 "^facegen serve: error: --model stats=.*: the name 'stats' must be" --model "stats=$model"
+refused_line "a name with a space" 1 "^facegen serve: error: --model my model=.*: the name 'my model' must be" --model "my model=$model"
+refused_line "--model with --device synthetic" 1 "^facegen serve: error: --model names the generator, and --device synthetic draws test images without one$" \
+  --device synthetic --model "$model"
+# --device synthetic: one model, named facegen, with no file; its images are the batch tool's synthetic ones.
+(exec env --default-signal "$prog" serve --device synthetic --batch-workers 2 --port 0 2> "$work/synthetic.err") &
+server=$!
+servers+=("$server")
+if port=$(serve_port "$work/synthetic.err" "$server" 30); then
+  models=$(curl -s --max-time 30 "http://127.0.0.1:$port/v1/models")
+  status=$(curl -s --max-time 30 -o "$work/synthetic.png" -w '%{http_code}' "http://127.0.0.1:$port/v1/models/facegen/images/3.png")
+  timeout 60 "$prog" --device synthetic --seeds 3 --formats png --output "$work/synthetic" -q
+  if [ "$status" = 200 ] && cmp -s "$work/synthetic.png" "$work/synthetic/seed0003.png" &&
+     echo "$models" | grep -q '"name": "facegen", "file": null, "xxh3": null, .*"device": "synthetic"'; then
+    pass "--device synthetic: model facegen with no file, and an image the batch tool's synthetic one"
+  else
+    fail "--device synthetic" "status $status, models $models: $(head -c 300 "$work/synthetic.err")"
+  fi
+  kill -TERM "$server"
+  wait_exit "$server" 30 > /dev/null
+else
+  fail "a server with --device synthetic starts" "$(head -c 300 "$work/synthetic.err")"
+fi
+# --quiet: nothing but the line that says where it listens, which --port 0 needs.
+(exec env --default-signal "$prog" serve --device "$device" --model "$model" --port 0 --quiet 2> "$work/quiet.err") &
+server=$!
+servers+=("$server")
+if port=$(serve_port "$work/quiet.err" "$server" 30) && [ "$(wc -l < "$work/quiet.err")" = 1 ]; then
+  pass "--port 0 --quiet: one line on stderr, where it listens (port $port)"
+else
+  fail "--port 0 --quiet" "$(cat "$work/quiet.err")"
+fi
+kill -TERM "$server"
+wait_exit "$server" 30 > /dev/null
 refused --io-timeout-s 0 "--io-timeout-s expects a whole number from 1 to 3600, got '0'"
 refused --png-level 13 "--png-level expects a whole number from 0 to 12, got '13'"
 if "$prog" serve --help | grep -q -- '--max-delay-ms'; then pass "facegen serve --help lists its flags"; else fail "serve --help" "no --max-delay-ms"; fi

@@ -56,7 +56,7 @@ if [ "$ready" = '{"status": "ready", "workers": 2}' ]; then pass "rank 0 on node
 "$build/facegen" --device cpu --model "$model" --seeds 100-131 --formats npy --quiet --output "$work/batch" || exit 1
 vc_exec node1 curl -s --max-time 120 -o "$work/served.npy" -d "{\"seeds\": [$(seq -s, 100 131)], \"format\": \"npy\"}" \
   "http://127.0.0.1:$port/v1/generate"
-batches=$(vc_exec node1 curl -s --max-time 30 "http://127.0.0.1:$port/metrics" | grep '^facegen_batch_images_count ' | cut -d' ' -f2)
+batches=$(vc_exec node1 curl -s --max-time 30 "http://127.0.0.1:$port/metrics" | grep '^facegen_batch_images_count{model="facegen"} ' | cut -d' ' -f2)
 if cmp -s "$work/batch.npy" "$work/served.npy" && [ "${batches:-0}" -ge 8 ]; then
   pass "32 images in $batches batches over both nodes: the batch tool's bytes"
 else

@@ -64,7 +64,7 @@ PY
 )
 if echo "$verdict" | grep -q '^whole ok$'; then pass "64 images over both ranks in batches of 4: the batch tool's bytes"; else fail "64 images" "$verdict"; fi
 if echo "$verdict" | grep -q '^parts ok$'; then pass "8 requests at once: each its own images"; else fail "8 requests at once" "$verdict"; fi
-batches=$(curl -s --max-time 30 "http://127.0.0.1:$port/metrics" | grep '^facegen_batch_images_count ' | cut -d' ' -f2)
+batches=$(curl -s --max-time 30 "http://127.0.0.1:$port/metrics" | grep '^facegen_batch_images_count{model="facegen"} ' | cut -d' ' -f2)
 if [ "${batches:-0}" -ge 16 ]; then pass "batches of at most 4: $batches of them"; else fail "batches" "${batches:-none}"; fi
 
 # SIGTERM with a request in flight: the client says INFLIGHT once a batch of its request is made

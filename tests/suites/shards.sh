@@ -4,7 +4,9 @@
 #   tar        Python's tarfile reads every shard PREFIX-000000.tar, ...; WebDataset's layout holds: keys
 #              of 9 digits, KEY.png then KEY.json side by side, keys in index order across the shards,
 #              shard k holding images [k S, (k+1) S); each PNG is the png folder's file byte for byte;
-#              each json names index, random_seed, model and precision
+#              each json names index, random_seed, model and precision; with --seeds the keys are the
+#              seeds (seed0005); the model is its file's name and XXH3-128 (the resume manifest's), so
+#              a copy of the model elsewhere makes the same shards and a changed byte another digest
 #   npy-u8     np.load gives (N, 64, 64, 3) uint8 equal to the BMP mosaic's pixels, whole and in shards
 #   flags      --shard-images without a sharded format, 0 or 2^31: exit 1, one sentence, nothing written
 #   stale      an earlier run's shards are named in the summary as left, and kept
@@ -100,19 +102,52 @@ for flags in "--formats txt,bmp --shard-images 5" "--formats tar --shard-images 
   rm -rf "$work/refused"
 done
 
-# --- --seeds: each sample's json names its own seed ---------------------------------------------------
+# --- --seeds: each sample is keyed by its seed and its json names it ----------------------------------
 mkdir -p "$work/seeds"
-if run --seeds 5,7,100-101 --output "$work/seeds/s" --formats tar --shard-images 3 -q; then
+if run --seeds 5,7,100-101,12345 --output "$work/seeds/s" --formats tar --shard-images 3 -q; then
   seeds=$($py -c 'import json, sys, tarfile
 out = []
 for shard in sys.argv[1:]:
     with tarfile.open(shard) as t:
-        out += [str(json.load(t.extractfile(m))["seed"]) for m in t.getmembers() if m.name.endswith(".json")]
+        out += [m.name.split(".")[0] + ":" + str(json.load(t.extractfile(m))["seed"]) for m in t.getmembers() if m.name.endswith(".json")]
+        out += ["png-" + m.name for m in t.getmembers() if m.name.endswith(".png") and m.name.split(".")[0] + ".json" not in t.getnames()]
 print(",".join(out))' "$work/seeds/s-000000.tar" "$work/seeds/s-000001.tar" 2>&1)
-  [ "$seeds" = "5,7,100,101" ] && pass "--seeds 5,7,100-101 into tar: each sample's json names its seed" ||
-    fail "--seeds into tar" "seeds in the json: $seeds"
+  [ "$seeds" = "seed0005:5,seed0007:7,seed0100:100,seed0101:101,seed12345:12345" ] &&
+    pass "--seeds 5,7,100-101,12345 into tar: each sample keyed seedNNNN by its seed, its json naming it" ||
+    fail "--seeds into tar" "keys and seeds in the json: $seeds"
 else
   fail "--seeds into tar" "exit status: $(head -c 300 "$work/stderr")"
+fi
+
+# --- the model in each sample's json: its file's name and XXH3-128, not where it was installed ---------
+model=$build/random-network.bin
+mkdir -p "$work/installed/elsewhere" "$work/model"
+cp "$model" "$work/installed/elsewhere/random-network.bin"
+cp "$model" "$work/changed.bin"
+printf '\x01' | dd of="$work/changed.bin" bs=1 seek=1000 conv=notrunc status=none  # a low bit of one weight
+cpu() { env --default-signal timeout 120 "$prog" --device cpu --threads 1 --random 4 --formats tar --quiet "$@"; }
+if cpu --model "$model" --output "$work/model/a" --resume && cpu --model "$work/installed/elsewhere/random-network.bin" \
+     --output "$work/model/b" && cpu --model "$work/changed.bin" --output "$work/model/c"; then
+  verdict=$($py - "$work/model" "$(basename "$model")" <<'PY' 2>&1
+import json, sys, tarfile
+work, name = sys.argv[1], sys.argv[2]
+def metas(prefix):
+    with tarfile.open(f"{work}/{prefix}-000000.tar") as t:
+        return [json.load(t.extractfile(m)) for m in t.getmembers() if m.name.endswith(".json")]
+a, c = metas("a"), metas("c")
+recorded = [l.split(" ", 2)[2].split()[-1] for l in open(f"{work}/a.facegen-resume") if l.startswith("job model-xxh3 ")][0]
+problems = []
+if any(m["model"] != name or m["model_xxh3"] != recorded for m in a): problems.append(f"a: {a[0]} against {recorded}")
+if open(f"{work}/a-000000.tar", "rb").read() != open(f"{work}/b-000000.tar", "rb").read(): problems.append("a copy elsewhere: other bytes")
+if c[0]["model"] != "changed.bin" or c[0]["model_xxh3"] == recorded or len(c[0]["model_xxh3"]) != 32: problems.append(f"c: {c[0]}")
+print("; ".join(problems) if problems else "ok")
+PY
+)
+  [ "$verdict" = ok ] &&
+    pass "each sample's json names the model file's name and XXH3-128 (the manifest's); a copy elsewhere makes the same shard, a changed byte another digest" ||
+    fail "the model in the json" "$verdict"
+else
+  fail "the model in the json" "a run failed: $(head -c 300 "$work/stderr")"
 fi
 
 # --- an earlier run's shards: named as left, kept ------------------------------------------------------

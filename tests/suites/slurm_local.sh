@@ -6,10 +6,13 @@
 # slurm/facegen-cpu.sbatch with 2 ranks and the shipped model, waits for each job, and compares its
 # files with the single-process program's: a bare input name into a bare output name with no
 # outputs/ folder (ranks started by srun --mpi=pmix when Slurm has PMIx, else mpirun), a .npy path
-# into an output path (LAUNCHER=mpirun: mpirun on Slurm's node list), and --random N. Each job logs
-# into the submit directory, named by its job id; an input that does not exist fails the job with
-# one line; the three batch scripts share one block of argument handling and one of the time limit's
-# and preemption's handling; SIGUSR1 before the time limit stops a job of tar shards cleanly and
+# into an output path (LAUNCHER=mpirun: mpirun on Slurm's node list), --random N, facegen's own flags
+# passed through (--seeds, --formats, a --device of the user's), a job submitted from another folder by
+# the script's path (the repository found from it), and STAGE_DIR (the inputs copied to each node with
+# sbcast, read there, removed after). Each job logs into the submit directory, named by its job id; an
+# input that does not exist fails the job with one line; the scripts share one block that finds the
+# repository, and the three batch scripts one of argument handling, one of the time limit's and
+# preemption's handling and one of staging; SIGUSR1 before the time limit stops a job of tar shards cleanly and
 # requeues it (every run with --resume), twice, and its third run finishes it with one uninterrupted
 # run's shards; it stops a txt,bmp job without requeueing it; SIGTERM to the whole job (preemption,
 # scancel) stops it cleanly. slurm/facegen-serve.sbatch
@@ -202,6 +205,49 @@ if submit "CPU script, --random 5" facegen-cpu.sbatch --ntasks-per-node=2 -- --r
   fi
 fi
 
+# facegen's own command line, every flag passed through (a latent source run_parallel.sh takes, formats,
+# a --device of the user's that the script then does not add).
+timeout 60 "$build/facegen" --device cpu --seeds 0-5,42 --formats png,npy --output "$work/reference-seeds" --quiet ||
+  { echo "slurm_local: the single-process reference (seeds) failed"; exit 1; }
+rm -f "$work/repo/facegen-"*.log
+if submit "CPU script, facegen's flags" facegen-cpu.sbatch --ntasks-per-node=2 -- --seeds 0-5,42 --output runs/seeds \
+     --formats png,npy --device cpu --all-ranks; then
+  if diff -r "$work/repo/runs/seeds" "$work/reference-seeds" > /dev/null && cmp -s "$work/repo/runs/seeds.npy" "$work/reference-seeds.npy" &&
+     [ -f "$work/repo/runs/seeds/seed0042.png" ]; then
+    pass "slurm/facegen-cpu.sbatch --seeds 0-5,42 --output runs/seeds --formats png,npy --device cpu: identical to one process"
+  else
+    fail "slurm/facegen-cpu.sbatch with facegen's flags" "outputs differ: $(ls "$work/repo/runs/seeds" | head -c 200)"
+  fi
+fi
+# Submitted from another folder, by the script's path: the repository is found from it; the input
+# is found in the repository's inputs/, the outputs and the log go to the submit folder.
+mkdir -p "$work/elsewhere"
+id=$(cd "$work/elsewhere" && sbatch --parsable --ntasks-per-node=2 "$work/repo/slurm/facegen-cpu.sbatch" slurm7 away7 --all-ranks \
+       2> "$work/sbatch.out")
+for _ in $(seq 600); do
+  case $(scontrol show job -o "$id" 2> /dev/null) in *JobState=PENDING*|*JobState=CONFIGURING*|*JobState=RUNNING*|*JobState=COMPLETING*) sleep 0.2 ;; *) break ;; esac
+done
+if same_as "$work/elsewhere/outputs/away7" "$work/reference" && [ -f "$work/elsewhere/facegen-$id.log" ]; then
+  pass "sbatch PATH/slurm/facegen-cpu.sbatch from another folder: found the repository and inputs/slurm7; outputs and log in the submit folder"
+else
+  fail "sbatch from another folder" "job '$id' $(cat "$work/sbatch.out"); log: $(tail -n 5 "$work/elsewhere/facegen-$id.log" 2> /dev/null)"
+fi
+# STAGE_DIR: the model and the latents copied to every node's own folder with sbcast, read there,
+# removed at the end; the files are one process's.
+rm -f "$work/repo/facegen-"*.log
+mkdir -p "$work/stage"
+if STAGE_DIR=$work/stage submit "CPU script, inputs staged" facegen-cpu.sbatch --ntasks-per-node=2 -- slurm7 staged7 --all-ranks; then
+  log=$(ls "$work/repo/facegen-"*.log | head -n1)
+  if same_as "$work/repo/outputs/staged7" "$work/reference" && grep -q "^facegen-cpu: inputs staged in $work/stage/facegen-[0-9]* on every node$" "$log" &&
+     grep -q -- "--model $work/stage/facegen-[0-9]*/model/facegen-faces.safetensors" "$log" &&
+     grep -q -- "--input $work/stage/facegen-[0-9]*/latents/slurm7.txt" "$log" &&
+     [ -z "$(ls -A "$work/stage")" ]; then
+    pass "STAGE_DIR: the model and slurm7.txt staged with sbcast, read from there, removed after; identical to one process"
+  else
+    fail "STAGE_DIR" "left: $(ls -A "$work/stage"); log: $(grep -E 'staged|facegen ' "$log" | head -n 3)"
+  fi
+fi
+
 # An input that does not exist: the job fails with one line naming it, and writes nothing.
 rm -f "$work/repo/facegen-"*.log
 before=$(ls -R "$work/repo")
@@ -209,7 +255,7 @@ sbatch_wait --ntasks-per-node=2 slurm/facegen-cpu.sbatch nosuch bad > "$work/sba
 status=$?
 log=$(ls "$work/repo/facegen-"*.log 2>/dev/null | head -n1)
 if [ $status -ne 0 ] && [ $status -ne 124 ] && [ -n "$log" ] && [ "$(wc -l < "$log")" = 1 ] &&
-   grep -qx 'facegen-cpu: no input file for INPUT=nosuch (looked for nosuch, nosuch.txt, inputs/nosuch, inputs/nosuch.txt)' "$log" &&
+   grep -qx "facegen-cpu: no input file for INPUT=nosuch (looked for nosuch, nosuch.txt, inputs/nosuch, inputs/nosuch.txt and in $work/repo/inputs)" "$log" &&
    [ "$(ls -R "$work/repo" | grep -v '^facegen-[0-9]*\.log$')" = "$(echo "$before")" ]; then
   pass "an input that does not exist: the job fails (sbatch status $status) with one line: $(cat "$log")"
 else
@@ -263,10 +309,10 @@ fi
 # The argument handling is one block, the same in every batch script (each is run as a copy by
 # sbatch); the service's script takes no INPUT or OUTPUT.
 block() { sed -n "/^# --- $2/,/^# --- end of the $2 block/p" "$1"; }
-for part in arguments "time limit and preemption"; do
+for part in "where facegen is" arguments "time limit and preemption" "staged inputs"; do
   differ=
   for script in slurm/*.sbatch; do
-    [ "$script" = slurm/facegen-serve.sbatch ] && continue
+    [ "$script" = slurm/facegen-serve.sbatch ] && [ "$part" != "where facegen is" ] && continue
     [ -n "$(block "$script" "$part")" ] && [ "$(block "$script" "$part")" = "$(block slurm/facegen-cpu.sbatch "$part")" ] ||
       differ="$differ $script"
   done

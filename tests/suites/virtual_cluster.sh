@@ -22,7 +22,8 @@
 #     returns only once nothing of the job runs on node1, and nothing is left on any node
 #
 # Then tests/lib/slurm_cluster.sh (when Slurm and munge are installed) runs the sbatch
-# commands on the same nodes. The script removes everything it made on every exit path.
+# commands on the same nodes, and facegen's own flags submitted from another folder with STAGE_DIR=/tmp
+# (each node's own): the inputs copied to every node with sbcast, read there, removed after. The script removes everything it made on every exit path.
 # Usage: tests/suites/virtual_cluster.sh [build-dir]; exit 0 pass, 77 skipped (says why), 1 fail.
 set -u
 cd "$(dirname "$0")/../.."
@@ -338,7 +339,39 @@ slurm_part() {
   LAUNCHER=mpirun submit "LAUNCHER=mpirun sbatch --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch" "mpirun -np 4" \
     slurm-mpirun --nodes=2 --ntasks-per-node=2 slurm/facegen-cpu.sbatch
   no_gpu
+  staged_from_elsewhere
   srun_killed
+}
+
+# staged_from_elsewhere: facegen's own flags, submitted from another folder by the script's path, with
+# STAGE_DIR=/tmp (each node's own): 2 nodes x 2 ranks read the model and the latents from their node's
+# copies (sbcast), the files are one process's, the copies are gone from every node after.
+staged_from_elsewhere() {
+  local name="STAGE_DIR=/tmp sbatch --nodes=2 --ntasks-per-node=2 REPO/slurm/facegen-cpu.sbatch --input ... --output ... from another folder"
+  local id state tries log left node start=$SECONDS
+  mkdir -p "$work/elsewhere"
+  id=$(cd "$work/elsewhere" && STAGE_DIR=/tmp vc_exec node1 sbatch --parsable --nodes=2 --ntasks-per-node=2 \
+         "$work/repo/slurm/facegen-cpu.sbatch" --input "$work/repo/inputs/cluster40.txt" --output "$work/repo/outputs/vc-staged" \
+         --all-ranks "${format_args[@]}" 2> "$work/sbatch.out")
+  for tries in $(seq 600); do
+    state=$(vc_exec node1 scontrol show job -o "$id" 2> /dev/null)
+    case $state in *JobState=PENDING*|*JobState=CONFIGURING*|*JobState=RUNNING*|*JobState=COMPLETING*|"") sleep 0.2 ;; *) break ;; esac
+  done
+  log=$work/elsewhere/facegen-$id.log
+  left=$(for node in "${VC_NODES[@]}"; do ls -d "$VC_DIR/$node-tmp/facegen-$id" 2> /dev/null; done | paste -sd' ')
+  if [[ $state != *JobState=COMPLETED* ]]; then
+    fail "$name" "job '$id' $(cat "$work/sbatch.out"): ${state:0:160}; log: $(tail -n 6 "$log" 2> /dev/null)"
+  elif ! why=$(same_files "$work/repo/outputs" vc-staged); then
+    fail "$name" "$why"
+  elif ! grep -q "^facegen-cpu: inputs staged in /tmp/facegen-$id on every node$" "$log" ||
+       ! grep -q -- "--model /tmp/facegen-$id/model/facegen-faces.safetensors" "$log" ||
+       ! grep -q -- "--input /tmp/facegen-$id/latents/cluster40.txt" "$log"; then
+    fail "$name" "the log does not show the staged copies read: $(grep -E 'staged|--model' "$log" | head -n 3)"
+  elif [ -n "$left" ]; then
+    fail "$name" "staged copies left: $left"
+  else
+    pass "$name: identical to one process, read from each node's own copies, removed after ($((SECONDS - start)) s)"
+  fi
 }
 
 # srun_killed: the CPU script's srun killed (SIGKILL) on node1 mid-run (2 nodes x 2 ranks): the job
