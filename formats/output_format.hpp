@@ -25,8 +25,9 @@
 //               of its own.
 //   npy         PREFIX.npy: NumPy 1.0, float32 (N, S, S, nc), C order; fixed offsets.
 //   png         PREFIX/ (a folder): one PNG per image, 000000.png, 000001.png, ... (more digits past a
-//               million), or seed0042.png, ... where the run names images by seed (--seeds), 8-bit RGB, each encoded by PngEncoder (png_encoder.hpp) at --png-level and
-//               written whole.
+//               million), or seed0042.png, ... where the run names images by seed (--seeds), in
+//               subfolders with --png-layout subfolders (png_folder_layout.hpp); 8-bit RGB, each
+//               encoded by PngEncoder (png_encoder.hpp) at --png-level and written whole.
 //   npy-u8      PREFIX.u8.npy: NumPy 1.0, '|u1' (N, S, S, 3), C order, each channel_to_byte(v) (grey
 //               repeated in R, G and B), the array ADM's evaluator and clean-fid read; fixed offsets.
 //   tar         WebDataset shards PREFIX-000000.tar, PREFIX-000001.tar, ... (more digits past a million
