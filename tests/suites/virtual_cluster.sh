@@ -25,6 +25,8 @@
 # commands on the same nodes, and facegen's own flags submitted from another folder with STAGE_DIR=/tmp
 # (each node's own): the inputs copied to every node with sbcast, read there, removed after. The script removes everything it made on every exit path.
 # Usage: tests/suites/virtual_cluster.sh [build-dir]; exit 0 pass, 77 skipped (says why), 1 fail.
+# runner: alone (its cases hold a job to ending within 20 s of a node's ranks dying; beside the other
+# suites on 2 cores, where the ranks, sshds and mpirun wait for the CPU, that took 42-52 s)
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh virtual_cluster
