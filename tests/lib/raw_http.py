@@ -73,6 +73,21 @@ class Connection:
         body, self.buffer = self.buffer[:length], self.buffer[length:]
         return Answer(int(status), reason, fields, body, version)
 
+    def nothing_yet(self):
+        """Whether nothing has arrived from the server so far (looked at without waiting)."""
+        if self.buffer or self.closed:
+            return False
+        self.sock.setblocking(False)
+        try:
+            self.sock.recv(1, socket.MSG_PEEK)  # a byte, or b"" where the server closed
+            return False
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        finally:
+            self.sock.setblocking(True)
+
     def closed_by_server(self, timeout=5):
         """Whether the server closes the connection within `timeout` seconds, sending nothing more."""
         deadline = time.monotonic() + timeout

@@ -9,8 +9,7 @@
 # servers start with default signal dispositions and are killed at the end even when a check fails;
 # every wait has a deadline. Usage: serve_hostile.sh [build]
 # runner: sanitized (make test-sanitize runs it again on the sanitized build)
-# runner: alone (it holds answers to deadlines of about a second; beside the other suites on 2 cores
-# a 413 came after 1.13 s, and SIGTERM's answers raced the stop)
+# runner: alone (it holds answers to deadlines of about a second, and takes 20 s)
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh serve_hostile
