@@ -380,7 +380,7 @@ awk -F '\t' '{ printf "  %5d %5d  %s\n", $2, $3, $1; cpu += $3 } END { printf " 
 echo
 if [ $failed -gt 0 ]; then
   for i in "${failed_names[@]}"; do
-    echo "--- ${j_name[i]}:"
+    echo "--- ${j_name[i]} (exit status ${j_status[i]}):"
     if grep -q '^ *FAIL' "${j_log[i]}"; then grep '^ *FAIL' "${j_log[i]}" | head -n 20; else tail -n 15 "${j_log[i]}"; fi
   done
   printf 'failed: '; for i in "${failed_names[@]}"; do printf '%s; ' "${j_name[i]}"; done; echo

@@ -100,7 +100,8 @@ nap() {
 has_line() {
   local line
   [ -r "$1" ] || return 1
-  while IFS= read -r line || [ -n "$line" ]; do [[ $line == "$2"* ]] && return 0; done < "$1"
+  # (A process's /proc file read as it is reaped fails with ESRCH: said nowhere, it is not stopped.)
+  while IFS= read -r line || [ -n "$line" ]; do [[ $line == "$2"* ]] && return 0; done < "$1" 2> /dev/null
   return 1
 }
 
