@@ -5,7 +5,8 @@
 #
 # One line per case ("  ok    NAME", "  FAIL  NAME: WHY", "  skip  NAME"), then suite_end prints the
 # summary and gives the exit status tests/run_all.sh reads: 0 all passed, 1 a case failed; skip_suite
-# ends a suite that cannot run here with 77 and one line saying why; wait_pid waits with a deadline;
+# ends a suite that cannot run here with 77 and one line saying why; tally counts a client's PASS and
+# FAIL lines as cases; wait_pid waits with a deadline;
 # free_ports finds ports for daemons that cannot take port 0; spare_uid a user of the suite's own;
 # nap pauses a poll without starting a process, has_line looks into a file and stopped at a process
 # without one;
@@ -19,6 +20,20 @@ skipped=0
 pass() { echo "  ok    $1"; passed=$((passed + 1)); }
 fail() { echo "  FAIL  $1: $2"; failed=$((failed + 1)); }
 skip() { echo "  skip  $1"; skipped=$((skipped + 1)); }
+
+# tally: the lines of a client (a Python script's stdout, on stdin) as this suite's cases: "PASS NAME"
+# passes, "FAIL NAME|WHY" fails, "INFO TEXT" is printed as an info line, anything else as it came.
+tally() {
+  local line
+  while IFS= read -r line; do
+    case $line in
+      PASS\ *) pass "${line#PASS }" ;;
+      FAIL\ *) fail "${line#FAIL }" "" ;;
+      INFO\ *) echo "  info  ${line#INFO }" ;;
+      *) echo "  ....  $line" ;;
+    esac
+  done
+}
 
 # wait_pid PID SECONDS: waits for PID, a child of this shell, at most SECONDS; its exit status. Past
 # the deadline it says so on stderr, kills PID and its children (SIGTERM, then SIGKILL 5 s later)

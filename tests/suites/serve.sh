@@ -66,18 +66,6 @@ wait_exit() {
   return 124
 }
 
-# The client's lines: PASS NAME, FAIL NAME|WHY, INFO TEXT.
-tally() {
-  while IFS= read -r line; do
-    case $line in
-      PASS\ *) pass "${line#PASS }" ;;
-      FAIL\ *) fail "${line#FAIL }" "" ;;
-      INFO\ *) echo "  info  ${line#INFO }" ;;
-      *) echo "  ....  $line" ;;
-    esac
-  done
-}
-
 echo "the service as a client sees it:"
 if start_server main --max-delay-ms 5 --io-timeout-s 2; then
   pass "starts and says where it listens (port $port)"
@@ -85,7 +73,10 @@ if start_server main --max-delay-ms 5 --io-timeout-s 2; then
   status=$?
   tally < "$work/client.out"
   [ $status = 0 ] || fail "the client" "ended with status $status"
-  timeout 120 $py tests/lib/serve_client.py "$port" "$work" "$model" "$prog" latency 200 | tally
+  timeout 120 $py tests/lib/serve_client.py "$port" "$work" "$model" "$prog" latency 200 > "$work/latency.out" 2>&1
+  status=$?
+  tally < "$work/latency.out"  # from a file: tally in a pipe's subshell would count nothing
+  [ $status = 0 ] || fail "one image at a time" "the client ended with status $status"
   timeout 120 $py tests/lib/serve_client.py "$port" "$work" "$model" "$prog" clients "$server" 2 > "$work/clients.out" 2>&1
   status=$?
   tally < "$work/clients.out"

@@ -28,18 +28,6 @@ cleanup() {
 }
 on_exit cleanup
 
-# The client's lines: PASS NAME, FAIL NAME|WHY.
-tally() {
-  while IFS= read -r line; do
-    case $line in
-      PASS\ *) pass "${line#PASS }" ;;
-      FAIL\ *) fail "${line#FAIL }" "" ;;
-      INFO\ *) echo "  info  ${line#INFO }" ;;
-      *) echo "  ....  $line" ;;
-    esac
-  done
-}
-
 echo "a hostile client:"
 (exec env --default-signal "$prog" serve --device cpu --threads 1 --model "$model" --port 0 --io-timeout-s 2 --idle-timeout-s 3 \
    2> "$work/server.err") &

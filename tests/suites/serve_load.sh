@@ -33,17 +33,6 @@ cleanup() {
 }
 on_exit cleanup
 
-tally() {
-  while IFS= read -r line; do
-    case $line in
-      PASS\ *) pass "${line#PASS }" ;;
-      FAIL\ *) fail "${line#FAIL }" "" ;;
-      INFO\ *) echo "  info  ${line#INFO }" ;;
-      *) echo "  ....  $line" ;;
-    esac
-  done
-}
-
 echo "$held connections held beside a 64-client load (--max-connections $limit):"
 (exec env --default-signal "$prog" serve --device cpu --threads 1 --max-batch 8 --model "$model" --port 0 --max-connections "$limit" \
    --idle-timeout-s "$timeout_s" --io-timeout-s "$timeout_s" 2> "$work/server.err") &

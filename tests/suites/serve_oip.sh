@@ -42,16 +42,6 @@ start_server() {
   port=$(serve_port "$work/$name.err" "$server" 30)
 }
 
-tally() {
-  while IFS= read -r line; do
-    case $line in
-      PASS\ *) pass "${line#PASS }" ;;
-      FAIL\ *) fail "${line#FAIL }" "" ;;
-      *) echo "  ....  $line" ;;
-    esac
-  done
-}
-
 echo "the Open Inference Protocol:"
 if ! start_server main; then
   fail "the server starts" "$(head -c 300 "$work/main.err")"
