@@ -21,6 +21,7 @@
 #include "formats/memory_output.hpp"
 #include "formats/output_format.hpp"
 #include "kernels/checksum_parts.hpp"
+#include "tests/random_bytes.hpp"
 #include "tests/test_support.hpp"
 
 using namespace facegen;
@@ -31,10 +32,7 @@ namespace {
 constexpr unsigned char kPoison = 0xa5;
 
 std::vector<unsigned char> random_pixels(int64_t bytes, uint64_t seed) {
-  std::mt19937_64 random(seed);
-  std::vector<unsigned char> pixels(static_cast<size_t>(bytes));
-  for (auto& p : pixels) p = static_cast<unsigned char>(random());
-  return pixels;
+  return random_bytes<std::vector<unsigned char>>(static_cast<size_t>(bytes), seed);
 }
 
 // The memory of one encoded run, poisoned.

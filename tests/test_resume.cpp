@@ -18,6 +18,7 @@
 #include "engine/image_sink.hpp"
 #include "engine/piece_plan.hpp"
 #include "engine/resume_files.hpp"
+#include "tests/random_bytes.hpp"
 #include "tests/test_support.hpp"
 
 using namespace facegen;
@@ -29,12 +30,7 @@ JobDescription a_job(const std::string& seed = "3") {
   return {{"program", "facegen test"}, {"--seed", seed}, {"--formats", "tar"}, {"images", "23"}};
 }
 
-std::string random_bytes(size_t n, uint64_t seed) {
-  std::mt19937_64 random(seed);
-  std::string bytes(n, '\0');
-  for (char& c : bytes) c = static_cast<char>(random());
-  return bytes;
-}
+std::string random_string(size_t n, uint64_t seed) { return random_bytes<std::string>(n, seed); }
 
 }  // namespace
 
@@ -191,7 +187,7 @@ TEST_CASE("piece plan over listed units: only those, each image once, in the lis
 
 TEST_CASE("files digest: the bytes of the files one after another; a missing file or a link is none") {
   TempDir dir;
-  const std::string a = random_bytes(3 << 20, 1), b = random_bytes(17, 2);  // past one read of 1 MiB
+  const std::string a = random_string(3 << 20, 1), b = random_string(17, 2);  // past one read of 1 MiB
   write_file(dir.file("a"), a);
   write_file(dir.file("b"), b);
   write_file(dir.file("empty"), "");
@@ -225,13 +221,13 @@ TEST_CASE("resume files: a recorded unit is kept while its files hold the record
   REQUIRE(::mkdir(prefix.c_str(), 0755) == 0);
   std::vector<std::string> shard(3);
   for (int64_t u = 0; u < 3; ++u) {
-    shard[static_cast<size_t>(u)] = earlier_output(WrittenKind::Tar, random_bytes(100 + static_cast<size_t>(u), 10 + u));
+    shard[static_cast<size_t>(u)] = earlier_output(WrittenKind::Tar, random_string(100 + static_cast<size_t>(u), 10 + u));
     write_file(prefix + "-00000" + std::to_string(u) + ".tar", shard[static_cast<size_t>(u)]);
     files.record(OutputFormat::Tar, u);
   }
   std::string pngs;
   for (int i = 4; i < 8; ++i) {
-    const std::string png = earlier_output(WrittenKind::Png, random_bytes(50, 20 + static_cast<uint64_t>(i)));
+    const std::string png = earlier_output(WrittenKind::Png, random_string(50, 20 + static_cast<uint64_t>(i)));
     write_file(prefix + "/00000" + std::to_string(i) + ".png", png);
     pngs += png;
   }

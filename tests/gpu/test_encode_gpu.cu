@@ -26,17 +26,15 @@
 #include "generator/gpu_pipeline.hpp"
 #include "generator/gpu_run_encoder.hpp"
 #include "tests/gpu/gpu_test_support.cuh"
+#include "tests/random_bytes.hpp"
 
 namespace facegen {
 namespace {
 
 constexpr unsigned char kPoison = 0xa5;
 
-std::vector<unsigned char> random_bytes(int64_t bytes, uint64_t seed) {
-  std::mt19937_64 random(seed);
-  std::vector<unsigned char> out(static_cast<size_t>(bytes));
-  for (auto& b : out) b = static_cast<unsigned char>(random());
-  return out;
+std::vector<unsigned char> random_pixels(int64_t bytes, uint64_t seed) {
+  return facegen_test::random_bytes<std::vector<unsigned char>>(static_cast<size_t>(bytes), seed);
 }
 
 // Host memory, page-locked or plain, poisoned.
@@ -146,7 +144,7 @@ TEST_CASE("GPU encoders: level-0 PNGs of every size are the encoder's, byte for 
       if (int64_t{width} * height * count > 64 * 64 * 127) continue;
       INFO(width << " x " << height << ", " << count << " images");
       const int64_t image_bytes = int64_t{width} * height * 3;
-      const std::vector<unsigned char> pixels = random_bytes(count * image_bytes, test_seed() + width * 131 + height + count);
+      const std::vector<unsigned char> pixels = random_pixels(count * image_bytes, test_seed() + width * 131 + height + count);
       const DeviceBytes device(pixels);
       RunMemory memory(png_records_capacity(count, width, height), count % 2 == 1);
       EncodedRun run;
@@ -189,7 +187,7 @@ TEST_CASE("GPU encoders: every format's runs equal the CPU model's, and whole ou
           const int64_t total = first == 0 ? count : first + count + 4;
           const OutputLayout layout(c.format, "r", total, c.options);
           REQUIRE(layout.encoded_kind() != EncodedKind::None);
-          const std::vector<unsigned char> pixels = random_bytes(count * rgb8_image_bytes(size), test_seed() * 7 + variant);
+          const std::vector<unsigned char> pixels = random_pixels(count * rgb8_image_bytes(size), test_seed() * 7 + variant);
           const DeviceBytes device(pixels);
           const EncodedCapacity capacity = layout.encoded_capacity(count);
           RunMemory on_gpu(capacity, variant % 2 == 0), on_host(capacity, false);
