@@ -27,7 +27,9 @@
 #   TEST_ONLY  only these jobs: suite names, unit, cli, crosscheck, model_files, gpu (make test-quick)
 #   TEST_CPUS  the CPUs the jobs' shares may add up to (default 1.5 x nproc); TEST_JOBS at most this
 #              many jobs at once (default 4 x TEST_CPUS; 1 runs them one after another)
-#   TEST_JOB_DEADLINE_S  a job still running after this long is stopped and fails (default 1200)
+#   TEST_JOB_DEADLINE_S  a test job still running after this long is stopped and fails (default 1200)
+#   TEST_BUILD_DEADLINE_S  the same for a build job (default 3600: niced, beside the tests on 2 CPUs,
+#              the sanitized build took 1,192 s in one run and was stopped at 1,200 s in the next)
 set -u
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -48,6 +50,7 @@ cpus=$(nproc)
 capacity=${TEST_CPUS:-$((cpus + cpus / 2))}
 max_jobs=${TEST_JOBS:-$((4 * capacity))}
 job_deadline_s=${TEST_JOB_DEADLINE_S:-1200}
+build_deadline_s=${TEST_BUILD_DEADLINE_S:-3600}
 only=" ${TEST_ONLY:-} "
 first_build=$plain_build
 case " $passes " in *" plain "*) ;; *) first_build=$san_build ;; esac
@@ -338,12 +341,13 @@ while :; do
     look_at_cpus
     for i in "${!j_id[@]}"; do  # the deadline
       [ "${j_state[i]}" = running ] || continue
-      elapsed=$((SECONDS - j_start[i]))
-      if [ $elapsed -ge "$job_deadline_s" ] && [ ! -e "$state/$i.stopped" ]; then
-        echo "run_all: ${j_name[i]} still running after $job_deadline_s s: stopped" | tee -a "${j_log[i]}"
+      elapsed=$((SECONDS - j_start[i])) limit=$job_deadline_s
+      [ "${j_pass[i]}" = build ] && limit=$build_deadline_s
+      if [ $elapsed -ge "$limit" ] && [ ! -e "$state/$i.stopped" ]; then
+        echo "run_all: ${j_name[i]} still running after $limit s: stopped" | tee -a "${j_log[i]}"
         touch "$state/$i.stopped"
         stop_job "$i" TERM
-      elif [ $elapsed -ge $((job_deadline_s + 15)) ]; then
+      elif [ $elapsed -ge $((limit + 15)) ]; then
         stop_job "$i" KILL
       fi
     done
