@@ -8,6 +8,8 @@
 # every held connection is closed by its timeout. CPU backend on one thread (the other CPU is the
 # clients'), the tests' model; the figures are printed (info lines). The server starts with default
 # signal dispositions and is killed at the end even when a check fails. Usage: serve_load.sh [build]
+# runner: alone (it holds /healthz to 10 ms at p99 and the load to 0.75 of its rate: beside the other
+# suites on 2 CPUs its p99 was 58 ms)
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/suite.sh serve_load
