@@ -66,13 +66,7 @@ def send_until_answered(conn, data, piece=16384, needed=0):
             return sent_needed
         if sent_needed is None and at + piece >= needed:
             sent_needed = time.monotonic()
-        conn.sock.setblocking(False)
-        try:
-            peek = conn.sock.recv(1 << 16, socket.MSG_PEEK)
-        except (BlockingIOError, OSError):
-            peek = None
-        conn.sock.setblocking(True)
-        if peek is not None:
+        if not conn.nothing_yet():
             return sent_needed
     return sent_needed
 
