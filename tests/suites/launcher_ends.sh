@@ -10,6 +10,7 @@
 #     not end by itself is ended by the launcher after its deadlines (FACEGEN_STOP_SECONDS=2)
 #   SIGKILL to mpirun while rank 0 commits 2,001 outputs over an old set
 #   SIGKILL to run_parallel.sh itself (its guard stops the job)
+#   SIGINT or SIGTERM to run_parallel.sh at moments of its own start (0 to 0.2 s in, as mpirun starts)
 # After each, once run_parallel.sh has returned (or, for SIGKILL to the script, within 10 s): no
 # process of the job is left (no rank, no mpirun), no lock (.facegen-lock-*), no temporary; the
 # files facegen did not write (a note, another run's temporary of the same prefix, an earlier
@@ -261,5 +262,52 @@ else
   fail "$name" "the job did not start: $(tail -c 300 "$work/stderr")"
 fi
 job=
+
+# --- SIGINT or SIGTERM to run_parallel.sh as it starts ---------------------------------------------
+# At every moment of its start (reading its flags, starting its guard, launching mpirun, looking for
+# it) a stop signal ends the job with 130 or 143 and the script's own last line: none is dropped
+# (bash drops a SIGINT that comes while a command of its own runs in the foreground, and dies of one
+# that comes between commands, leaving the job to its guard). "searching": on a loaded host, where
+# the script's own pgrep takes 0.3 s, while it looks for its mpirun.
+mkdir -p "$work/slow"
+printf '#!/bin/sh\nsleep 0.3\nexec %s "$@"\n' "$(command -v pgrep)" > "$work/slow/pgrep"
+chmod +x "$work/slow/pgrep"
+for when in 0 0.03 0.1 0.2 mpirun searching; do
+  for sig in INT TERM; do
+    [ $sig = TERM ] && [ "$when" = 0.03 -o "$when" = 0.2 ] && continue
+    dir=$work/start-$sig-$when
+    deadline=$((SECONDS + 60))
+    case $when in
+      mpirun)
+        name="SIG$sig to run_parallel.sh as its mpirun starts"
+        start_job "$dir"
+        until mpirun_pid "$dir" > /dev/null || [ $SECONDS -ge $deadline ]; do nap 0.005; done ;;
+      searching)
+        name="SIG$sig to run_parallel.sh as it looks for its mpirun, on a loaded host"
+        PATH=$work/slow:$PATH start_job "$dir"
+        until { mpirun_pid "$dir" && pgrep -f "^/bin/sh $work/slow/pgrep"; } > /dev/null || [ $SECONDS -ge $deadline ]; do
+          nap 0.005
+        done ;;
+      *)
+        name="SIG$sig to run_parallel.sh $when s after it starts"
+        start_job "$dir"
+        [ "$when" = 0 ] || sleep "$when" ;;
+    esac
+    kill -$sig "$job"
+    wait_pid "$job" 60
+    got=$?
+    want=130 said="interrupted (SIGINT)"
+    [ $sig = TERM ] && want=143 said="terminated (SIGTERM)"
+    if [ $got != $want ]; then
+      fail "$name" "exit status $got, expected $want: $(tail -c 300 "$work/stderr")"
+    elif grep -q '^run_parallel: launching' "$work/stderr" &&
+         ! grep -q "^run_parallel: $said; the job was stopped; no output was written$" "$work/stderr"; then
+      fail "$name" "its last line is not that it was $said: $(tail -c 300 "$work/stderr")"
+    else
+      judge "$name" "$dir" $got
+    fi
+    job=
+  done
+done
 
 suite_end
