@@ -3,7 +3,6 @@
 // shard's samples (the frames of tar_shard.hpp around each PNG, a shard's end where append_record
 // puts it), a mosaic's parts (for_each_mosaic_part, as write_run cuts them).
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -98,17 +97,9 @@ void OutputLayout::plan_tar_run(int64_t first, int64_t count, const EncodedMemor
   const PngStoredLayout& png = png_stored_layout(image_width(), image_height());
   const int64_t png_bytes = static_cast<int64_t>(png.bytes.size());
   const RecordShape shape = tar_record_shape(png, max_json_member_bytes(total_, options_.facts));
-  auto frame_of = [&](int64_t i, char* meta) {
-    thread_local TarSampleFrame frame;
-    tar_sample_frame(first + i, png_bytes, options_.facts, frame);
-    if (static_cast<int64_t>(frame.png_header.size()) != shape.head_bytes ||
-        shape.head_bytes + static_cast<int64_t>(frame.json_member.size()) > shape.meta_stride) {
-      throw std::logic_error("tar: a sample's frame is larger than its bound");
-    }
-    std::memcpy(meta, frame.png_header.data(), frame.png_header.size());
-    std::memcpy(meta + shape.head_bytes, frame.json_member.data(), frame.json_member.size());
-    return static_cast<int64_t>(frame.json_member.size());
-  };
+  if (shape.head_bytes != kTarBlockBytes) throw std::logic_error("tar: a record's head is not one header");
+  const TarFrameMaker frames(png_bytes, options_.facts);
+  auto frame_of = [&](int64_t i, char* meta) { return frames.make(first + i, meta, shape.meta_stride); };
   auto end_zeros = [&](int64_t i) { return ends_shard(first + i) ? kTarEndBytes : int64_t{0}; };
   plan_records(shape, count, memory, frame_of, end_zeros, threads, run);
 }

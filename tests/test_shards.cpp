@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -257,6 +258,58 @@ TEST_CASE("named by seed: the png folder's files and the tar samples' keys are s
     CHECK(members[static_cast<size_t>(2 * i)].data == by_index.files.at("r/" + png_file_name(i, n, SampleFacts())));
   }
   CHECK(is_png_file_name(keys.back() + ".png"));
+}
+
+TEST_CASE("tar frames: TarFrameMaker makes tar_sample_frame's bytes, for every kind of run and index") {
+  // Runs: drawn from a seed (with and without --truncation), a seed per image (named by index or by
+  // seed), latents from a file; models named and not, with characters JSON escapes; PNGs of several
+  // sizes. Indices at every key width, past a billion, and random ones; the buffer poisoned, and the
+  // bytes past the frame left as they were.
+  const uint64_t seed = std::random_device{}();
+  CAPTURE(seed);
+  std::mt19937_64 rng(seed);
+  std::vector<SampleFacts> runs;
+  SampleFacts drawn = test_facts();
+  runs.push_back(drawn);
+  drawn.truncation = 0.7;
+  runs.push_back(drawn);
+  SampleFacts seeded = test_facts();
+  seeded.random = false;
+  seeded.image_seed = [](int64_t index) { return static_cast<uint64_t>(index) * 2654435761ull % 100003 * (index % 7 == 6 ? 184467440737095ull : 1); };
+  runs.push_back(seeded);
+  seeded.named_by_seed = true;
+  seeded.truncation = 1.25;
+  runs.push_back(seeded);
+  seeded.image_seed = [](int64_t index) { return index % 2 ? 18446744073709551615ull : static_cast<uint64_t>(index % 10); };
+  runs.push_back(seeded);
+  SampleFacts from_file;
+  from_file.precision = "tf32";
+  runs.push_back(from_file);
+  from_file.model = "my \"odd\" \\ model\n\x01.safetensors";
+  from_file.model_xxh3 = "00ff";
+  runs.push_back(from_file);
+  std::vector<int64_t> indices = {0, 1, 9, 10, 99, 100, 99999999, 100000000, 999999999, 1000000000, 123456789012345};
+  for (int k = 0; k < 40; ++k) indices.push_back(static_cast<int64_t>(rng() % 5000000000ull));
+  for (size_t r = 0; r < runs.size(); ++r) {
+    for (int64_t png_bytes : {int64_t{12420}, int64_t{0}, int64_t{511}, int64_t{512}, int64_t{49213}}) {
+      const TarFrameMaker frames(png_bytes, runs[r]);
+      TarSampleFrame frame;
+      for (const int64_t index : indices) {
+        CAPTURE(r);
+        CAPTURE(png_bytes);
+        CAPTURE(index);
+        tar_sample_frame(index, png_bytes, runs[r], frame);
+        const std::string expected = frame.png_header + frame.json_member;
+        std::vector<char> meta(expected.size() + 64, static_cast<char>(0xa5));
+        const int64_t member = frames.make(index, meta.data(), static_cast<int64_t>(expected.size()));
+        CHECK(member == static_cast<int64_t>(frame.json_member.size()));
+        CHECK(std::string(meta.data(), expected.size()) == expected);
+        CHECK(std::all_of(meta.begin() + static_cast<std::ptrdiff_t>(expected.size()), meta.end(),
+                          [](char c) { return c == static_cast<char>(0xa5); }));
+        CHECK_THROWS_AS(frames.make(index, meta.data(), static_cast<int64_t>(expected.size()) - 1), std::logic_error);
+      }
+    }
+  }
 }
 
 TEST_CASE("tar shards: a PNG member holds the png format's bytes") {
