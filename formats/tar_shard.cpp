@@ -162,6 +162,7 @@ TarFrameMaker::TarFrameMaker(int64_t png_bytes, const SampleFacts& facts) : fact
 int64_t TarFrameMaker::make(int64_t index, char* meta, int64_t capacity) const {
   char key[48];
   const size_t key_bytes = static_cast<size_t>(put_sample_key(key, index, facts_) - key);
+  if (key_bytes + 5 > kNameBytes) throw std::logic_error("tar: a sample's key longer than a member's name holds");
   // The json: {"index": I[, "seed": S] and the run's tail.
   char head[96];
   char* end = head;
