@@ -385,8 +385,10 @@ prefix_lock_name() {
 # folder such as /tmp another user can put anything under a name with the job's token (which its
 # temporaries show while the job runs); what is not is named in one line and left.
 uid=$(id -u)
-this_users() {  # this_users PATH: a regular file or folder of this user's (stat -c %u follows no link)
-  ! [ -L "$1" ] && { [ -f "$1" ] || [ -d "$1" ]; } && [ "$(stat -c %u -- "$1" 2> /dev/null)" = "$uid" ]
+# A test of the shell's own (-O: owned by this user's effective id), no process: a job whose killed
+# ranks left ten thousand temporaries (a file per image) is cleaned up in a moment, not a minute.
+this_users() {  # this_users PATH: a regular file or folder of this user's, not a link
+  ! [ -L "$1" ] && { [ -f "$1" ] || [ -d "$1" ]; } && [ -O "$1" ]
 }
 
 # finish_job WHAT: once every process of the job has ended. Rank 0 journals the commit of the
