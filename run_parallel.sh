@@ -37,11 +37,6 @@ set -euo pipefail
 [ -e /proc/self/fd/0 ] || exec 0< /dev/null
 [ -e /proc/self/fd/1 ] || exec 1> /dev/null
 [ -e /proc/self/fd/2 ] || exec 2> /dev/null
-# Until the job starts, SIGINT or SIGTERM ends this script at once with its status (nothing is
-# started or written yet). A trap, not the default: bash drops a SIGINT that comes while a command
-# of its own runs in the foreground and ends normally.
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 # The stack, first: bash itself crashes in this script with a soft limit of 16 KiB, mpirun and its
 # daemons with 128 KiB or less, and facegen needs 1 MiB (common/stack_room.hpp: kStackNeededBytes,
@@ -536,18 +531,19 @@ echo "  ${cmd[*]}"
 status=0
 interrupted=0
 job=
-signal_target=  # the process a stop signal goes to, once the job has started (below)
-held_signal=
 serve_stop=0
 on_signal() {  # on_signal STATUS SIGNAL
   [ "$interrupted" -eq 0 ] || return 0
-  # A signal that comes as the job starts, before its launcher is known, is held and handed on as
-  # soon as it is: never dropped (a job that went on after SIGINT would have to be killed).
-  if [ -z "$signal_target" ]; then
-    [ -n "$held_signal" ] || held_signal="$1 $2"
-    return 0
-  fi
   interrupted=$1
+  # The launcher: the job itself, or, where the job is the pipeline into the error summary (below),
+  # the process of that pipeline that is not the summary's awk (found by what it is, not by its name,
+  # which a wrapper script does not carry).
+  local pid= child
+  if [ "$summarized" = 1 ]; then
+    for child in $(pgrep -P "$job" 2> /dev/null); do
+      [ "$(cat "/proc/$child/comm" 2> /dev/null)" = awk ] || { pid=$child; break; }
+    done
+  fi
   local signal=$2
   # The service stops by itself on SIGUSR2, which mpirun forwards to every rank; on SIGTERM or SIGINT
   # mpirun would kill the ranks a few seconds later, requests in flight or not. A second signal
@@ -557,7 +553,7 @@ on_signal() {  # on_signal STATUS SIGNAL
     serve_stop=1
     interrupted=0
   fi
-  kill -"$signal" "$signal_target" 2>/dev/null || true
+  kill -"$signal" "${pid:-$job}" 2>/dev/null || true
   # A launcher that has not ended stop_seconds after the signal (15, or FACEGEN_STOP_SECONDS; an
   # mpirun deadlocked on its own, as once under ulimit -v 150000) is killed with its ranks, so that
   # the job does stop. Not for the service's graceful stop (SIGUSR2): it first answers what it took.
@@ -569,7 +565,7 @@ stop_watch=
 # start_stop_watch SIGNAL: in the background, after stop_seconds, SIGKILL for what is left of the
 # job's process group, the launcher's children and every process of the job on this host.
 start_stop_watch() {
-  local launcher_pid=$signal_target
+  local launcher_pid=${pid:-$job}
   (
     exec {guard_fd}>&-
     trap '' INT TERM  # a second Ctrl-C reaches this process group too: the deadline stays
@@ -580,10 +576,6 @@ start_stop_watch() {
   ) &
   stop_watch=$!
 }
-# From here to the end a stop signal is the job's to handle (before, it ends this script at once: the
-# trap at the top); one that comes before the launcher is known is held (on_signal).
-trap 'on_signal 130 INT' INT
-trap 'on_signal 143 TERM' TERM
 exec {guard_fd}> >(guard_job)
 set +e
 set -m
@@ -612,10 +604,8 @@ if [ "$summarized" = 1 ]; then
     sleep 0.01
   done
 fi
-# The launcher (found by what it is, not by its name, which a wrapper script does not carry), or the
-# job itself where it could not be found (it ended at once); then a signal held until now.
-signal_target=${launcher_pid:-$job}
-[ -z "$held_signal" ] || on_signal $held_signal
+trap 'on_signal 130 INT' INT
+trap 'on_signal 143 TERM' TERM
 wait "$job"
 status=$?
 while kill -0 "$job" 2>/dev/null; do  # a wait that a signal cut short

@@ -10,8 +10,6 @@
 #     not end by itself is ended by the launcher after its deadlines (FACEGEN_STOP_SECONDS=2)
 #   SIGKILL to mpirun while rank 0 commits 2,001 outputs over an old set
 #   SIGKILL to run_parallel.sh itself (its guard stops the job)
-#   SIGKILL to both ranks and mpirun of a job that made 8,000 temporaries (a file per image)
-#   SIGINT or SIGTERM to run_parallel.sh at moments of its own start (0 to 0.2 s in, as mpirun starts)
 # After each, once run_parallel.sh has returned (or, for SIGKILL to the script, within 10 s): no
 # process of the job is left (no rank, no mpirun), no lock (.facegen-lock-*), no temporary; the
 # files facegen did not write (a note, another run's temporary of the same prefix, an earlier
@@ -263,88 +261,5 @@ else
   fail "$name" "the job did not start: $(tail -c 300 "$work/stderr")"
 fi
 job=
-
-# --- thousands of temporaries left by killed ranks --------------------------------------------------
-# A file per image (synthetic images, 16 a piece): once the two ranks have made 8,000 temporaries,
-# the ranks and mpirun are killed at once (SIGKILL: none removes its own). The script removes them
-# all, and its ownership check is no process per file: it returns within 20 s (it once took a few
-# milliseconds a file, past the 30 s a test gives a stopped job).
-dir=$work/many
-rm -rf "$dir" && mkdir -p "$dir"
-echo "a note of the user's" > "$dir/notes.txt"
-env --default-signal ./run_parallel.sh --program "$prog" --random 1000000 --output "$dir/r" --ranks-per-node 2 -- \
-  --device synthetic --chunk 16 --mosaic-tiles 1 --formats bmp > "$work/stdout" 2> "$work/stderr" &
-job=$!
-name="SIGKILL to both ranks and mpirun with 8,000 temporaries"
-deadline=$((SECONDS + 90))
-until [ "$(ls -f "$dir" | wc -l)" -ge 8000 ] || ! kill -0 "$job" 2> /dev/null || [ $SECONDS -ge $deadline ]; do nap 0.2; done
-made=$(ls -f "$dir" | wc -l)
-kill -KILL $(job_pids "$dir") 2> /dev/null
-start=$SECONDS
-wait_pid "$job" 60
-got=$?
-left=$(ls -A "$dir" | grep -vx notes.txt | head -n 3 | tr '\n' ' ')
-if [ "$made" -lt 8000 ]; then
-  fail "$name" "the ranks made only $made entries: $(tail -c 300 "$work/stderr")"
-elif [ $((SECONDS - start)) -gt 20 ]; then
-  fail "$name" "the script took $((SECONDS - start)) s to return (status $got)"
-elif [ "$got" = 0 ] || [ -n "$left" ] || [ -n "$(job_pids "$dir")" ]; then
-  fail "$name" "status $got, left: ${left:-nothing} $(job_pids "$dir" | tr '\n' ' ')$(grep -v '^  ' "$work/stderr" | tail -c 400)"
-else
-  pass "$name: exit $got after $((SECONDS - start)) s, nothing left but the user's note"
-fi
-job=
-
-# --- SIGINT or SIGTERM to run_parallel.sh as it starts ---------------------------------------------
-# At every moment of its start (reading its flags, starting its guard, launching mpirun, looking for
-# it) a stop signal ends the job with 130 or 143 and the script's own last line: none is dropped
-# (bash drops a SIGINT that comes while a command of its own runs in the foreground, and dies of one
-# that comes between commands, leaving the job to its guard). "searching": on a loaded host, where
-# the script's own pgrep takes 0.3 s, while it looks for its mpirun.
-mkdir -p "$work/slow"
-printf '#!/bin/sh\nsleep 0.3\nexec %s "$@"\n' "$(command -v pgrep)" > "$work/slow/pgrep"
-chmod +x "$work/slow/pgrep"
-for when in 0 0.03 0.1 0.2 mpirun searching; do
-  for sig in INT TERM; do
-    [ $sig = TERM ] && [ "$when" = 0.03 -o "$when" = 0.2 ] && continue
-    dir=$work/start-$sig-$when
-    deadline=$((SECONDS + 60))
-    case $when in
-      mpirun)
-        name="SIG$sig to run_parallel.sh as its mpirun starts"
-        start_job "$dir"
-        until mpirun_pid "$dir" > /dev/null || [ $SECONDS -ge $deadline ]; do nap 0.005; done ;;
-      searching)
-        name="SIG$sig to run_parallel.sh as it looks for its mpirun, on a loaded host"
-        PATH=$work/slow:$PATH start_job "$dir"
-        until { mpirun_pid "$dir" && pgrep -f "^/bin/sh $work/slow/pgrep"; } > /dev/null || [ $SECONDS -ge $deadline ]; do
-          nap 0.005
-        done ;;
-      *)
-        # From the moment the process is the script (before, it is env resetting the signals that
-        # a background job of this shell starts with ignored).
-        name="SIG$sig to run_parallel.sh $when s after it starts"
-        start_job "$dir"
-        until tr '\0' ' ' < "/proc/$job/cmdline" 2> /dev/null | grep -q 'run_parallel\.sh' || [ $SECONDS -ge $deadline ]; do
-          nap 0.001
-        done
-        [ "$when" = 0 ] || sleep "$when" ;;
-    esac
-    kill -$sig "$job"
-    wait_pid "$job" 60
-    got=$?
-    want=130 said="interrupted (SIGINT)"
-    [ $sig = TERM ] && want=143 said="terminated (SIGTERM)"
-    if [ $got != $want ]; then
-      fail "$name" "exit status $got, expected $want: $(tail -c 300 "$work/stderr")"
-    elif grep -q '^run_parallel: launching' "$work/stderr" &&
-         ! grep -q "^run_parallel: $said; the job was stopped; no output was written$" "$work/stderr"; then
-      fail "$name" "its last line is not that it was $said: $(tail -c 300 "$work/stderr")"
-    else
-      judge "$name" "$dir" $got
-    fi
-    job=
-  done
-done
 
 suite_end
